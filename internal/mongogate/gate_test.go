@@ -1,0 +1,273 @@
+package mongogate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+const (
+	workers = 32
+	stockN  = 200
+)
+
+// decrementAll runs workers goroutines that each take one unit of stock with
+// a conditional $inc until nothing matches, and returns the number of
+// updates the server reported as applied.
+func decrementAll(t *testing.T, coll *mongo.Collection) int64 {
+	t.Helper()
+	ctx := t.Context()
+
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "sku"}, {Key: "stock", Value: stockN}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+
+	var (
+		modified atomic.Int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, workers)
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				res, err := coll.UpdateOne(ctx,
+					bson.D{{Key: "_id", Value: "sku"}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: 1}}}},
+					bson.D{{Key: "$inc", Value: bson.D{{Key: "stock", Value: -1}}}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.MatchedCount == 0 {
+					return
+				}
+				modified.Add(res.ModifiedCount)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("update: %v", err)
+	}
+
+	return modified.Load()
+}
+
+func finalStock(t *testing.T, coll *mongo.Collection) int64 {
+	t.Helper()
+
+	var doc struct {
+		Stock int64 `bson:"stock"`
+	}
+	if err := coll.FindOne(t.Context(), bson.D{{Key: "_id", Value: "sku"}}).Decode(&doc); err != nil {
+		t.Fatalf("find: %v", err)
+	}
+	return doc.Stock
+}
+
+// TestConditionalDecrementIsExact is the reason the gate exists: without it,
+// FerretDB v1 applies several conditional decrements that matched the same
+// stock value, overselling.
+func TestConditionalDecrementIsExact(t *testing.T) {
+	t.Parallel()
+
+	g := startGate(t, startFerretDB(t))
+	coll := connect(t, g.Addr(), options.Client().SetMaxPoolSize(workers)).Database("gate").Collection("stock")
+
+	start := time.Now()
+	modified := decrementAll(t, coll)
+	t.Logf("%d conditional decrements by %d goroutines through the gate in %v", stockN, workers, time.Since(start))
+
+	if modified != stockN {
+		t.Errorf("sum of ModifiedCount = %d, want %d", modified, stockN)
+	}
+	if got := finalStock(t, coll); got != 0 {
+		t.Errorf("final stock = %d, want 0", got)
+	}
+	if w := g.writes.Load(); w < stockN {
+		t.Errorf("gate serialized %d writes, want at least %d", w, stockN)
+	}
+}
+
+// TestWithoutGate measures the anomaly the gate prevents. It asserts nothing
+// about FerretDB, whose races depend on scheduling; it only reports them.
+func TestWithoutGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement only")
+	}
+	t.Parallel()
+
+	coll := connect(t, startFerretDB(t), options.Client().SetMaxPoolSize(workers)).Database("gate").Collection("stock")
+
+	modified := decrementAll(t, coll)
+	t.Logf("without the gate: sum of ModifiedCount = %d (want %d), final stock = %d (want 0)",
+		modified, stockN, finalStock(t, coll))
+}
+
+// TestConditionalUpsertHasOneWinner models taking a lease: an upsert whose
+// filter matches only an expired holder. With a live holder present the
+// upsert must fail with a duplicate key error instead of inserting a second
+// document or overwriting the holder.
+func TestConditionalUpsertHasOneWinner(t *testing.T) {
+	t.Parallel()
+
+	g := startGate(t, startFerretDB(t))
+	coll := connect(t, g.Addr(), options.Client().SetMaxPoolSize(workers)).Database("gate").Collection("leases")
+	ctx := t.Context()
+
+	for _, tc := range []struct {
+		name   string
+		filter func(now time.Time, owner string) bson.D
+	}{{
+		name: "expired",
+		filter: func(now time.Time, _ string) bson.D {
+			return bson.D{{Key: "_id", Value: "expired"}, {Key: "expiresAt", Value: bson.D{{Key: "$lt", Value: now}}}}
+		},
+	}, {
+		name: "or",
+		filter: func(now time.Time, owner string) bson.D {
+			return bson.D{{Key: "_id", Value: "or"}, {Key: "$or", Value: bson.A{
+				bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lt", Value: now}}}},
+				bson.D{{Key: "owner", Value: owner}},
+			}}}
+		},
+	}} {
+		var (
+			winners atomic.Int64
+			dupKeys atomic.Int64
+			wg      sync.WaitGroup
+			errs    = make(chan error, workers)
+		)
+		for i := range workers {
+			wg.Go(func() {
+				owner := fmt.Sprintf("owner-%d", i)
+				now := time.Now()
+				err := coll.FindOneAndUpdate(ctx, tc.filter(now, owner),
+					bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: now.Add(time.Hour)}}}},
+					options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Err()
+				switch {
+				case err == nil:
+					winners.Add(1)
+				case mongo.IsDuplicateKeyError(err):
+					dupKeys.Add(1)
+				default:
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("%s: unexpected error: %v", tc.name, err)
+		}
+
+		if w := winners.Load(); w != 1 {
+			t.Errorf("%s: %d winners, want 1 (duplicate key errors: %d)", tc.name, w, dupKeys.Load())
+		}
+
+		// The winner must still hold the lease it was told it won.
+		var holder struct {
+			Owner string `bson:"owner"`
+		}
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: tc.name}}).Decode(&holder); err != nil {
+			t.Fatalf("%s: find holder: %v", tc.name, err)
+		}
+		t.Logf("%s: holder %s, %d duplicate key errors", tc.name, holder.Owner, dupKeys.Load())
+	}
+}
+
+// TestDuplicateKeyOnConditionalUpsert pins down what FerretDB answers when a
+// conditional upsert finds the _id taken by a document that does not match.
+func TestDuplicateKeyOnConditionalUpsert(t *testing.T) {
+	t.Parallel()
+
+	g := startGate(t, startFerretDB(t))
+	coll := connect(t, g.Addr()).Database("gate").Collection("leases")
+	ctx := t.Context()
+
+	future := time.Now().Add(time.Hour)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "k"}, {Key: "owner", Value: "a"}, {Key: "expiresAt", Value: future}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+
+	err := coll.FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: "k"}, {Key: "expiresAt", Value: bson.D{{Key: "$lt", Value: time.Now()}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: "b"}, {Key: "expiresAt", Value: future}}}},
+		options.FindOneAndUpdate().SetUpsert(true)).Err()
+
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		t.Fatalf("want a server error, got %T: %v", err, err)
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		t.Logf("FerretDB answered CommandError code=%d name=%q message=%q", ce.Code, ce.Name, ce.Message)
+	} else {
+		t.Logf("FerretDB answered %T: %v", err, err)
+	}
+	if !mongo.IsDuplicateKeyError(err) {
+		t.Errorf("mongo.IsDuplicateKeyError(%v) = false, want true", err)
+	}
+}
+
+// TestMoreToComeRepliesAreDropped sends an unacknowledged write, to which
+// FerretDB replies although the client expects no reply. Forwarded, that
+// stray reply would be read as the answer to the next command on the same
+// connection; the single-connection pool makes sure there is one.
+func TestMoreToComeRepliesAreDropped(t *testing.T) {
+	t.Parallel()
+
+	g := startGate(t, startFerretDB(t))
+	client := connect(t, g.Addr(), options.Client().SetMaxPoolSize(1))
+	ctx := t.Context()
+
+	w0 := client.Database("gate").Collection("w0", options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
+	for i := range 5 {
+		if _, err := w0.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil && !errors.Is(err, mongo.ErrUnacknowledgedWrite) {
+			t.Fatalf("unacknowledged insert: %v", err)
+		}
+	}
+
+	// An acknowledged command on the same connection gets its own reply.
+	n, err := client.Database("gate").Collection("w0").CountDocuments(ctx, bson.D{})
+	if err != nil {
+		t.Fatalf("count after unacknowledged inserts: %v", err)
+	}
+	if n != 5 {
+		t.Errorf("count = %d, want 5", n)
+	}
+	if d := g.dropped.Load(); d != 5 {
+		t.Errorf("dropped %d replies, want 5", d)
+	}
+}
+
+// TestCloseCutsConnections checks that Close returns while clients are still
+// connected, and that later operations fail instead of hanging.
+func TestCloseCutsConnections(t *testing.T) {
+	t.Parallel()
+
+	g := startGate(t, startFerretDB(t))
+	client := connect(t, g.Addr())
+	if err := client.Ping(t.Context(), nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+
+	if err := g.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx, nil); err == nil {
+		t.Errorf("ping through a closed gate succeeded")
+	}
+}

@@ -1,0 +1,28 @@
+// Package lock is a distributed lock with fencing tokens, built as two layers.
+//
+// A [Backend] is one lock service's single-attempt primitives: take a key for
+// an owner, extend it, give it back. Each call is one atomic operation on the
+// server and nothing else: no retries, no goroutines, no clocks beyond the TTL
+// it is given. The backends live in sub-packages: mongolock (a MongoDB
+// findOneAndUpdate lease), redislock (SET NX PX and Lua) and locallock (one
+// process only, to show why that is not enough).
+//
+// A [Locker] turns a Backend into a lock a program can use: a blocking
+// [Locker.Acquire] that retries with capped, fully jittered exponential backoff
+// (and wakes early when the backend can say a key was released), a single
+// [Locker.TryAcquire], and a [Lease] that owns its own renewal (a watchdog)
+// and says through [Lease.Done] and [Lease.Ctx] when it has been lost.
+//
+// # What a lease guarantees, and what it does not
+//
+// While a Lease's Done channel is open, no other owner has been granted the
+// key by the server, provided the clocks of the processes involved do not
+// drift apart by more than the backend's skew allowance. A lease can still be
+// lost without the holder noticing in time: a process paused by the garbage
+// collector, SIGSTOP or a slow disk can resume after its TTL, believing it
+// still holds the lock. That is why every lease carries a fencing token, a
+// number that strictly increases per key with every grant. A resource that
+// rejects writes carrying a token lower than one it has already seen turns
+// "at most one holder, most of the time" into "at most one writer, always".
+// The stock service's fenced write (package inventory) is the worked example.
+package lock

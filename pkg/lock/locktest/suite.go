@@ -1,0 +1,365 @@
+package locktest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/lock"
+)
+
+// testMutualExclusion runs a deliberately racy read-sleep-write on a shared
+// counter under the lock, from two lockers (two "processes") and many
+// goroutines. Without mutual exclusion the counter loses updates.
+func testMutualExclusion(t *testing.T, h Harness) {
+	const goroutines, rounds = 16, 50
+	lockers := []*lock.Locker{locker(t, h.Backend(t)), locker(t, h.Backend(t))}
+	k := key(t)
+	var (
+		counter  int // deliberately unsynchronised apart from the lock
+		holders  atomic.Int32
+		maxSeen  atomic.Int32
+		wg       sync.WaitGroup
+		failures = make(chan error, goroutines)
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			l := lockers[g%len(lockers)]
+			for range rounds {
+				lease, err := l.Acquire(ctxFor(t, time.Minute), k)
+				if err != nil {
+					failures <- err
+					return
+				}
+				if n := holders.Add(1); n > maxSeen.Load() {
+					maxSeen.Store(n)
+				}
+				v := counter
+				time.Sleep(50 * time.Microsecond)
+				counter = v + 1
+				holders.Add(-1)
+				if err := lease.Release(ctxFor(t, 10*time.Second)); err != nil {
+					failures <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(failures)
+	for err := range failures {
+		t.Fatalf("acquire or release failed: %v", err)
+	}
+	if counter != goroutines*rounds {
+		t.Errorf("counter = %d, want %d: updates were lost, so two goroutines held the lock at once", counter, goroutines*rounds)
+	}
+	if m := maxSeen.Load(); m != 1 {
+		t.Errorf("observed %d simultaneous holders, want 1", m)
+	}
+}
+
+func testTokensIncrease(t *testing.T, h Harness) {
+	b := h.Backend(t)
+	a, c := locker(t, b), locker(t, h.Backend(t))
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+	var last uint64
+	next := func(what string, lease *lock.Lease) {
+		t.Helper()
+		if lease.Token() <= last {
+			t.Fatalf("%s: token %d is not above the previous %d", what, lease.Token(), last)
+		}
+		last = lease.Token()
+	}
+
+	l1, err := a.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("first acquisition", l1)
+	if err := l1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := c.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("after release", l2)
+	_ = l2.Release(ctx)
+
+	// Expiry, then takeover by another owner.
+	l3, err := a.Acquire(ctx, k, lock.WithTTL(h.TTL), lock.WithRenewal(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("third acquisition", l3)
+	<-l3.Done()
+	l4, err := c.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("takeover after expiry", l4)
+	_ = l4.Release(ctx)
+
+	// Reacquisition by an explicit owner that already holds the key.
+	l5, err := a.Acquire(ctx, k, lock.WithOwner("same-owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("explicit owner", l5)
+	l6, err := a.TryAcquire(ctx, k, lock.WithOwner("same-owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("same owner again", l6)
+	_ = l6.Release(ctx)
+	_ = l5.Release(ctx)
+}
+
+func testExpiryAndTakeover(t *testing.T, h Harness) {
+	first, second := locker(t, h.Backend(t)), locker(t, h.Backend(t))
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+
+	l1, err := first.Acquire(ctx, k, lock.WithTTL(h.TTL), lock.WithRenewal(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := second.Acquire(ctx, k) // blocks until l1 expires on the server
+	if err != nil {
+		t.Fatalf("takeover after expiry: %v", err)
+	}
+	defer l2.Release(ctx)
+	select {
+	case <-l1.Done():
+	case <-ctx.Done():
+		t.Fatal("the expired lease's Done never closed")
+	}
+	if !errors.Is(l1.Err(), lock.ErrLeaseLost) {
+		t.Errorf("expired lease's cause = %v, want ErrLeaseLost", l1.Err())
+	}
+	if err := l1.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("expired lease's Release = %v, want ErrNotHeld", err)
+	}
+	if err := l1.Refresh(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("expired lease's Refresh = %v, want ErrNotHeld", err)
+	}
+	if err := l2.Refresh(ctx); err != nil {
+		t.Errorf("new owner's Refresh after the old owner's Release: %v (the old owner changed something)", err)
+	}
+}
+
+func testWatchdog(t *testing.T, h Harness) {
+	b := &counting{Backend: h.Backend(t)}
+	holder, other := locker(t, b), locker(t, h.Backend(t))
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+
+	lease, err := holder.Acquire(ctx, k, lock.WithTTL(h.TTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * h.TTL)
+	for time.Now().Before(deadline) {
+		if _, err := other.TryAcquire(ctx, k); !errors.Is(err, lock.ErrNotAcquired) {
+			t.Fatalf("another owner's TryAcquire while the watchdog renews: %v, want ErrNotAcquired", err)
+		}
+		time.Sleep(h.TTL / 4)
+	}
+	if err := lease.Err(); err != nil {
+		t.Fatalf("lease lost although the watchdog was renewing it: %v", err)
+	}
+	if b.refreshes.Load() == 0 {
+		t.Fatal("the watchdog never refreshed a lease held for 5x its TTL")
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(lease.Err(), lock.ErrReleased) {
+		t.Errorf("released lease's cause = %v, want ErrReleased", lease.Err())
+	}
+	after := b.refreshes.Load()
+	time.Sleep(2 * h.TTL)
+	if n := b.refreshes.Load(); n != after {
+		t.Errorf("the watchdog refreshed %d times after Release", n-after)
+	}
+	l2, err := other.TryAcquire(ctx, k)
+	if err != nil {
+		t.Fatalf("TryAcquire after Release: %v", err)
+	}
+	_ = l2.Release(ctx)
+}
+
+func testNonOwner(t *testing.T, h Harness) {
+	b := h.Backend(t)
+	l := locker(t, b)
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+	lease, err := l.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+
+	intruder := h.Backend(t)
+	cases := []struct {
+		name  string
+		owner string
+		token uint64
+	}{
+		{"other owner, right token", "intruder", lease.Token()},
+		{"right owner, stale token", lease.Owner(), lease.Token() - 1},
+		{"right owner, future token", lease.Owner(), lease.Token() + 1},
+	}
+	for _, c := range cases {
+		if err := intruder.Release(ctx, k, c.owner, c.token); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("%s: Release = %v, want ErrNotHeld", c.name, err)
+		}
+		if err := intruder.Refresh(ctx, k, c.owner, c.token, h.TTL); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("%s: Refresh = %v, want ErrNotHeld", c.name, err)
+		}
+	}
+	// Nothing changed: the key is still held, and by the same lease.
+	if _, err := intruder.TryAcquire(ctx, k, "intruder", h.TTL); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("after the intruder's calls, TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	if err := lease.Refresh(ctx); err != nil {
+		t.Errorf("owner's Refresh after the intruder's calls: %v", err)
+	}
+}
+
+func testCancelledAcquire(t *testing.T, h Harness) {
+	retry := lock.RetryPolicy{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	holderL, waiterL := locker(t, h.Backend(t)), locker(t, h.Backend(t), lock.WithRetry(retry))
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+	holder, err := holderL.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Cancellation.
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiterL.Acquire(wctx, k)
+		done <- err
+	}()
+	time.Sleep(3 * retry.Max) // let it reach its longest backoff
+	cancelled := time.Now()
+	cancel()
+	err = <-done
+	if waited := time.Since(cancelled); waited > 2*retry.Max {
+		t.Errorf("Acquire returned %v after its context was cancelled, want within %v", waited, 2*retry.Max)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Acquire = %v, want context.Canceled", err)
+	}
+
+	// Deadline.
+	dctx, dcancel := context.WithTimeout(ctx, 3*retry.Max)
+	defer dcancel()
+	_, err = waiterL.Acquire(dctx, k)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire past its deadline = %v, want context.DeadlineExceeded", err)
+	}
+
+	// Neither waiter left a lease behind: once the holder releases, the
+	// key is free at the first attempt.
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := locker(t, h.Backend(t)).TryAcquire(ctx, k)
+	if err != nil {
+		t.Fatalf("TryAcquire after the holder released: %v (a cancelled waiter left a lock behind)", err)
+	}
+	_ = l.Release(ctx)
+}
+
+func testTryAcquire(t *testing.T, h Harness) {
+	b := &counting{Backend: h.Backend(t)}
+	l, other := locker(t, h.Backend(t)), locker(t, b)
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+	lease, err := l.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	_, err = other.TryAcquire(ctx, k)
+	if !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire on a held key = %v, want ErrNotAcquired", err)
+	}
+	if n := b.acquires.Load(); n != 1 {
+		t.Errorf("TryAcquire made %d attempts, want exactly 1", n)
+	}
+	// A blocking Acquire with a bounded retry policy gives up with the same error.
+	_, err = other.Acquire(ctx, k, lock.WithRetry(lock.RetryPolicy{Min: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 3}))
+	if !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("Acquire with 3 attempts on a held key = %v, want ErrNotAcquired", err)
+	}
+}
+
+func testSameOwner(t *testing.T, h Harness) {
+	l := locker(t, h.Backend(t), lock.WithOwner("replica-a"))
+	k := key(t)
+	ctx := ctxFor(t, time.Minute)
+	first, err := l.Acquire(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.TryAcquire(ctx, k)
+	if err != nil {
+		t.Fatalf("the holding owner's TryAcquire = %v, want success", err)
+	}
+	if second.Token() <= first.Token() {
+		t.Errorf("reacquired token %d is not above %d", second.Token(), first.Token())
+	}
+	if err := first.Refresh(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("superseded lease's Refresh = %v, want ErrNotHeld", err)
+	}
+	<-first.Done()
+	if err := second.Release(ctx); err != nil {
+		t.Errorf("current lease's Release: %v", err)
+	}
+}
+
+func testBadArguments(t *testing.T, h Harness) {
+	if _, err := lock.New(nil); !errors.Is(err, lock.ErrInvalidArgument) {
+		t.Errorf("lock.New(nil) = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := lock.New(h.Backend(t), lock.WithTTL(-time.Second)); !errors.Is(err, lock.ErrInvalidArgument) {
+		t.Errorf("lock.New with a negative TTL = %v, want ErrInvalidArgument", err)
+	}
+	b := &counting{Backend: h.Backend(t)}
+	l := locker(t, b)
+	ctx := ctxFor(t, time.Minute)
+	cases := []struct {
+		name string
+		key  string
+		opts []lock.Option
+	}{
+		{"empty key", "", nil},
+		{"key over 256 bytes", strings.Repeat("k", lock.MaxKeyLen+1), nil},
+		{"zero TTL", "k", []lock.Option{lock.WithTTL(0)}},
+		{"negative TTL", "k", []lock.Option{lock.WithTTL(-time.Second)}},
+		{"TTL under the floor", "k", []lock.Option{lock.WithTTL(l.MinTTL() - time.Millisecond)}},
+		{"renewal fraction 1", "k", []lock.Option{lock.WithRenewal(1)}},
+		{"retry with no minimum", "k", []lock.Option{lock.WithRetry(lock.RetryPolicy{Max: time.Second})}},
+	}
+	for _, c := range cases {
+		if _, err := l.Acquire(ctx, c.key, c.opts...); !errors.Is(err, lock.ErrInvalidArgument) {
+			t.Errorf("%s: Acquire = %v, want ErrInvalidArgument", c.name, err)
+		}
+		if _, err := l.TryAcquire(ctx, c.key, c.opts...); !errors.Is(err, lock.ErrInvalidArgument) {
+			t.Errorf("%s: TryAcquire = %v, want ErrInvalidArgument", c.name, err)
+		}
+	}
+	if n := b.calls(); n != 0 {
+		t.Errorf("rejected calls reached the server %d times, want 0", n)
+	}
+}
