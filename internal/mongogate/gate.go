@@ -95,6 +95,15 @@ func (g *Gate) SetUpstream(upstream string) {
 	g.upstream = upstream
 }
 
+// CloseConns closes every connection open now, on both sides, and keeps
+// listening. Clients reconnect through the gate. Use it before stopping an
+// upstream that waits for its clients to leave: FerretDB gives them 3 seconds.
+func (g *Gate) CloseConns() {
+	for _, pc := range g.snapshot() {
+		pc.close()
+	}
+}
+
 // Close stops listening, closes all connections and waits until every
 // goroutine of the gate has returned. It is safe to call more than once.
 func (g *Gate) Close() error {
@@ -104,16 +113,11 @@ func (g *Gate) Close() error {
 		return nil
 	}
 	g.closed = true
-	conns := make([]*proxyConn, 0, len(g.conns))
-	for pc := range g.conns {
-		conns = append(conns, pc)
-	}
 	g.mu.Unlock()
 
+	// No connection can be tracked after closed is set, so this catches all.
 	err := g.ln.Close()
-	for _, pc := range conns {
-		pc.close()
-	}
+	g.CloseConns()
 
 	g.wg.Wait()
 
@@ -205,6 +209,17 @@ func (g *Gate) track(pc *proxyConn) bool {
 	}
 	g.conns[pc] = struct{}{}
 	return true
+}
+
+func (g *Gate) snapshot() []*proxyConn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+
+	conns := make([]*proxyConn, 0, len(g.conns))
+	for pc := range g.conns {
+		conns = append(conns, pc)
+	}
+	return conns
 }
 
 func (g *Gate) untrack(pc *proxyConn) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,17 +18,19 @@ import (
 
 const (
 	workers = 32
-	stockN  = 200
+	// stockN is small because FerretDB's pure-Go SQLite is slow under -race;
+	// with twice as many units as workers, every decrement is contended.
+	stockN = 64
 )
 
-// decrementAll runs workers goroutines that each take one unit of stock with
-// a conditional $inc until nothing matches, and returns the number of
-// updates the server reported as applied.
-func decrementAll(t *testing.T, coll *mongo.Collection) int64 {
+// decrementAll stores a document with the given stock, then runs workers
+// goroutines that each take one unit with a conditional $inc until nothing
+// matches, and returns the number of updates the server reported as applied.
+func decrementAll(t *testing.T, coll *mongo.Collection, stock int) int64 {
 	t.Helper()
 	ctx := t.Context()
 
-	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "sku"}, {Key: "stock", Value: stockN}}); err != nil {
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "sku"}, {Key: "stock", Value: stock}}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 
@@ -84,7 +87,7 @@ func TestConditionalDecrementIsExact(t *testing.T) {
 	coll := connect(t, g.Addr(), options.Client().SetMaxPoolSize(workers)).Database("gate").Collection("stock")
 
 	start := time.Now()
-	modified := decrementAll(t, coll)
+	modified := decrementAll(t, coll, stockN)
 	t.Logf("%d conditional decrements by %d goroutines through the gate in %v", stockN, workers, time.Since(start))
 
 	if modified != stockN {
@@ -101,16 +104,18 @@ func TestConditionalDecrementIsExact(t *testing.T) {
 // TestWithoutGate measures the anomaly the gate prevents. It asserts nothing
 // about FerretDB, whose races depend on scheduling; it only reports them.
 func TestWithoutGate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measurement only")
+	if os.Getenv("MONGOGATE_MEASURE") == "" {
+		t.Skip("measurement only; set MONGOGATE_MEASURE=1 to run")
 	}
 	t.Parallel()
 
 	coll := connect(t, startFerretDB(t), options.Client().SetMaxPoolSize(workers)).Database("gate").Collection("stock")
 
-	modified := decrementAll(t, coll)
+	// A small stock keeps this short: every lost race costs FerretDB a write.
+	const stock = 20
+	modified := decrementAll(t, coll, stock)
 	t.Logf("without the gate: sum of ModifiedCount = %d (want %d), final stock = %d (want 0)",
-		modified, stockN, finalStock(t, coll))
+		modified, stock, finalStock(t, coll))
 }
 
 // TestConditionalUpsertHasOneWinner models taking a lease: an upsert whose
@@ -232,7 +237,7 @@ func TestMoreToComeRepliesAreDropped(t *testing.T) {
 
 	w0 := client.Database("gate").Collection("w0", options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
 	for i := range 5 {
-		if _, err := w0.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil && !errors.Is(err, mongo.ErrUnacknowledgedWrite) {
+		if _, err := w0.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
 			t.Fatalf("unacknowledged insert: %v", err)
 		}
 	}

@@ -1,0 +1,179 @@
+package devstore
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+func redisClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func mongoClient(t *testing.T, uri string) *mongo.Client {
+	t.Helper()
+
+	c, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatalf("mongo.Connect: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(t.Context()) })
+	return c
+}
+
+func TestRedisRestart(t *testing.T) {
+	t.Parallel()
+
+	r := RedisT(t)
+	rdb := redisClient(t, r.Addr)
+	ctx := t.Context()
+	t.Logf("Redis kind %s at %s", r.Kind, r.Addr)
+
+	if err := rdb.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+
+	if r.Kind != KindRedisServer {
+		if err := r.Restart(ctx); !errors.Is(err, ErrCannotRestart) {
+			t.Errorf("Restart of %s: got %v, want ErrCannotRestart", r.Kind, err)
+		}
+		return
+	}
+
+	if err := r.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	// A client of its own, without retries: rdb's pool would back off
+	// after failed dials and slow the rest of the test down.
+	probe := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	if err := probe.Ping(ctx).Err(); err == nil {
+		t.Errorf("PING answered while redis-server was stopped")
+	}
+	_ = probe.Close()
+	if err := r.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := r.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+
+	// The same client reconnects to the same address.
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after Restart: %v", err)
+	}
+	// No persistence: a restart is a clean slate.
+	if n, err := rdb.Exists(ctx, "before").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS before after Restart = %d, %v; want 0, nil", n, err)
+	}
+}
+
+func TestRedisExternal(t *testing.T) {
+	own := RedisT(t)
+	t.Setenv("REDIS_ADDR", own.Addr)
+
+	r := RedisT(t)
+	if r.Kind != KindExternal || r.Addr != own.Addr {
+		t.Fatalf("got kind %s at %s, want %s at %s", r.Kind, r.Addr, KindExternal, own.Addr)
+	}
+	if err := r.Restart(t.Context()); !errors.Is(err, ErrCannotRestart) {
+		t.Errorf("Restart: got %v, want ErrCannotRestart", err)
+	}
+}
+
+func TestRedisMiniredisFallback(t *testing.T) {
+	t.Setenv("REDIS_ADDR", "")
+	t.Setenv("PATH", t.TempDir()) // no redis-server to be found
+
+	r := RedisT(t)
+	if r.Kind != KindMiniredis {
+		t.Fatalf("kind = %s, want %s", r.Kind, KindMiniredis)
+	}
+
+	rdb := redisClient(t, r.Addr)
+	ctx := t.Context()
+	if err := rdb.Set(ctx, "lease", "me", time.Millisecond).Err(); err != nil {
+		t.Fatalf("SET PX: %v", err)
+	}
+	// Only a lower bound on elapsed time: the TTL must run out in real time,
+	// without anyone calling FastForward.
+	time.Sleep(20 * time.Millisecond)
+	if err := rdb.Get(ctx, "lease").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET after TTL: got %v, want redis.Nil", err)
+	}
+
+	if err := r.Restart(ctx); !errors.Is(err, ErrCannotRestart) {
+		t.Errorf("Restart: got %v, want ErrCannotRestart", err)
+	}
+}
+
+func TestMongoRestart(t *testing.T) {
+	t.Parallel()
+
+	m := MongoT(t)
+	client := mongoClient(t, m.URI)
+	ctx := t.Context()
+	t.Logf("MongoDB kind %s at %s", m.Kind, m.URI)
+
+	if err := client.Ping(ctx, nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+
+	coll := client.Database("devstore").Collection("restart")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "k"}, {Key: "n", Value: 1}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+
+	if m.Kind != KindFerretDB {
+		if err := m.Restart(ctx); !errors.Is(err, ErrCannotRestart) {
+			t.Errorf("Restart of %s: got %v, want ErrCannotRestart", m.Kind, err)
+		}
+		return
+	}
+
+	if err := m.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+
+	// A fresh client, through the same URI, reads what was written before.
+	var doc struct {
+		N int `bson:"n"`
+	}
+	fresh := mongoClient(t, m.URI).Database("devstore").Collection("restart")
+	if err := fresh.FindOne(ctx, bson.D{{Key: "_id", Value: "k"}}).Decode(&doc); err != nil {
+		t.Fatalf("find after Restart: %v", err)
+	}
+	if doc.N != 1 {
+		t.Errorf("n = %d after Restart, want 1", doc.N)
+	}
+
+	// The client from before the restart can still write. Its pooled
+	// connections were cut, and it only notices on use: the first operation
+	// fails with a network error, which clears the pool. The driver does not
+	// retry writes on its own against a standalone server, so the caller does.
+	var (
+		res *mongo.UpdateResult
+		err error
+	)
+	for range 3 {
+		res, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: "k"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+		if !mongo.IsNetworkError(err) {
+			break
+		}
+		t.Logf("update with the old client after Restart: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("update with the old client after Restart: %v", err)
+	}
+	if res.ModifiedCount != 1 {
+		t.Errorf("ModifiedCount = %d, want 1", res.ModifiedCount)
+	}
+}

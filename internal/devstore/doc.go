@@ -1,0 +1,43 @@
+// Package devstore starts the Redis and MongoDB servers that the lock tests,
+// the service tests and the load harness share, using the best one this
+// machine offers.
+//
+// Fallback order, best first:
+//
+//   - Redis: the server at REDIS_ADDR; else a private redis-server from PATH
+//     on a free loopback port, without persistence; else miniredis, an
+//     in-process stand-in that implements most commands but is not Redis
+//     (a warning is logged).
+//   - MongoDB: the server at MONGO_URI; else a MongoDB container through
+//     testcontainers when a Docker engine answers; else an embedded FerretDB
+//     v1 on SQLite, behind a [mongogate] gate.
+//
+// Why the gate: FerretDB v1 executes update and findAndModify as a query
+// followed by a separate write by _id, so concurrent conditional updates are
+// not atomic, which is exactly what a lock or a stock counter relies on. The
+// gate serializes write commands so the embedded fallback keeps MongoDB's
+// single-document atomicity. Clients must therefore use [Mongo.URI], never
+// FerretDB's own address.
+//
+// External servers are shared: tests using them must pick unique keys,
+// databases or collections. Servers started here are private to their caller
+// and lose their data at Close.
+//
+// [mongogate]: github.com/stocklock/stocklock/internal/mongogate
+package devstore
+
+import "errors"
+
+// Kinds of server, as reported in Redis.Kind and Mongo.Kind.
+const (
+	KindExternal       = "external"
+	KindRedisServer    = "redis-server"
+	KindMiniredis      = "miniredis"
+	KindTestcontainers = "testcontainers"
+	KindFerretDB       = "ferretdb"
+)
+
+// ErrCannotRestart is returned by Restart, Stop and Start for a server that
+// devstore does not control as a separate process: an external server,
+// miniredis or a container.
+var ErrCannotRestart = errors.New("devstore: server cannot be restarted")

@@ -1,0 +1,168 @@
+package devstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/mongodb"
+
+	"github.com/stocklock/stocklock/internal/mongogate"
+)
+
+// mongoImage is the MongoDB image used when a Docker engine is available.
+const mongoImage = "mongo:7"
+
+// Mongo is a running MongoDB server, or FerretDB behind a gate.
+type Mongo struct {
+	URI  string // mongodb:// URI for clients; for FerretDB, the gate's
+	Kind string // KindExternal, KindTestcontainers or KindFerretDB
+
+	logger    *slog.Logger
+	container *mongodb.MongoDBContainer
+
+	// ferretdb only. mu guards ferret across Restart and Close.
+	gate   *mongogate.Gate
+	dir    string
+	mu     sync.Mutex
+	ferret *ferret
+}
+
+// StartMongo returns the MongoDB at MONGO_URI if that is set; otherwise a
+// MongoDB container when a Docker engine answers; otherwise an embedded
+// FerretDB on SQLite in a temporary directory, behind a mongogate gate that
+// restores single-document atomicity. The caller must Close it. ctx bounds
+// only the start-up. A nil logger means slog.Default().
+func StartMongo(ctx context.Context, logger *slog.Logger) (*Mongo, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+
+	if uri := os.Getenv("MONGO_URI"); uri != "" {
+		logger.Info("using external MongoDB")
+		return &Mongo{URI: uri, Kind: KindExternal, logger: logger}, nil
+	}
+
+	if dockerAnswers(ctx) {
+		return startContainer(ctx, logger)
+	}
+
+	return startFerretDB(ctx, logger)
+}
+
+func startContainer(ctx context.Context, logger *slog.Logger) (*Mongo, error) {
+	c, err := mongodb.Run(ctx, mongoImage)
+	if err != nil {
+		_ = testcontainers.TerminateContainer(c)
+		return nil, fmt.Errorf("devstore: start %s container: %w", mongoImage, err)
+	}
+
+	uri, err := c.ConnectionString(ctx)
+	if err != nil {
+		_ = testcontainers.TerminateContainer(c)
+		return nil, fmt.Errorf("devstore: %s container URI: %w", mongoImage, err)
+	}
+
+	logger.Info("started MongoDB container", slog.String("image", mongoImage))
+	return &Mongo{URI: uri, Kind: KindTestcontainers, logger: logger, container: c}, nil
+}
+
+func startFerretDB(ctx context.Context, logger *slog.Logger) (*Mongo, error) {
+	start := time.Now()
+
+	dir, err := os.MkdirTemp("", "devstore-ferretdb-")
+	if err != nil {
+		return nil, fmt.Errorf("devstore: FerretDB dir: %w", err)
+	}
+
+	f, err := startFerret(ctx, dir, logger.With(slog.String("component", "ferretdb")))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+
+	g, err := mongogate.Start(f.addr, logger)
+	if err != nil {
+		f.stop()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("devstore: %w", err)
+	}
+
+	logger.Info("started embedded FerretDB behind mongogate (no Docker engine, MONGO_URI unset)",
+		slog.String("gate", g.Addr()), slog.String("ferretdb", f.addr), slog.Duration("took", time.Since(start)))
+
+	return &Mongo{
+		URI:    "mongodb://" + g.Addr() + "/",
+		Kind:   KindFerretDB,
+		logger: logger,
+		gate:   g,
+		dir:    dir,
+		ferret: f,
+	}, nil
+}
+
+// Restart stops FerretDB and starts it again on the same data, keeping URI
+// valid: the gate sends new connections to the new FerretDB. Connections open
+// at the time are cut, as in a server crash, and the driver reconnects.
+// Acknowledged writes survive. It returns ErrCannotRestart for other kinds.
+func (m *Mongo) Restart(ctx context.Context) error {
+	if m.Kind != KindFerretDB {
+		return fmt.Errorf("restart %s MongoDB: %w", m.Kind, ErrCannotRestart)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	if m.ferret == nil {
+		return fmt.Errorf("devstore: restart FerretDB: already closed")
+	}
+	// Stop accepting, then cut the gate's connections: FerretDB would
+	// otherwise wait 3 seconds for its clients to leave. Clients connecting
+	// meanwhile wait in the gate until SetUpstream below.
+	m.ferret.cancel()
+	m.gate.CloseConns()
+	m.ferret.stop()
+	m.ferret = nil
+
+	f, err := startFerret(ctx, m.dir, m.logger.With(slog.String("component", "ferretdb")))
+	if err != nil {
+		return fmt.Errorf("devstore: restart FerretDB: %w", err)
+	}
+	m.ferret = f
+	m.gate.SetUpstream(f.addr)
+
+	m.logger.Info("restarted FerretDB", slog.String("ferretdb", f.addr))
+	return nil
+}
+
+// Close stops a server started by StartMongo and removes its data. It leaves
+// an external server alone.
+func (m *Mongo) Close() error {
+	switch m.Kind {
+	case KindTestcontainers:
+		if err := testcontainers.TerminateContainer(m.container); err != nil {
+			return fmt.Errorf("devstore: terminate MongoDB container: %w", err)
+		}
+	case KindFerretDB:
+		m.mu.Lock()
+		defer m.mu.Unlock()
+
+		// Gate first: clients go away before the server they talk to.
+		err := m.gate.Close()
+		if m.ferret != nil {
+			m.ferret.stop()
+			m.ferret = nil
+		}
+		if rmErr := os.RemoveAll(m.dir); rmErr != nil && err == nil {
+			err = rmErr
+		}
+		if err != nil {
+			return fmt.Errorf("devstore: close FerretDB: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package devstore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// Redis is a running Redis server, or a stand-in for one.
+type Redis struct {
+	Addr string // host:port
+	Kind string // KindExternal, KindRedisServer or KindMiniredis
+
+	logger *slog.Logger
+	mini   *miniredis.Miniredis
+
+	// redis-server only. mu guards proc across Stop, Start and Close.
+	bin, dir string
+	mu       sync.Mutex
+	proc     *redisProcess
+}
+
+// redisProcess is one run of redis-server.
+type redisProcess struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has been reaped
+}
+
+// StartRedis returns the Redis at REDIS_ADDR if that is set (and answers
+// PING); otherwise it starts redis-server from PATH on a free loopback port,
+// with no persistence and its own temporary directory; otherwise it starts
+// miniredis in process, with TTLs expiring in real time. The caller must
+// Close it. ctx bounds only the start-up. A nil logger means slog.Default().
+func StartRedis(ctx context.Context, logger *slog.Logger) (*Redis, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		if err := waitRedis(ctx, addr, nil); err != nil {
+			return nil, fmt.Errorf("devstore: REDIS_ADDR=%s: %w", addr, err)
+		}
+		logger.Info("using external Redis", slog.String("addr", addr))
+		return &Redis{Addr: addr, Kind: KindExternal, logger: logger}, nil
+	}
+
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		r, err := startRedisServer(ctx, bin, logger)
+		if err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		logger.Warn("redis-server failed to start, falling back to miniredis", slog.Any("error", err))
+	}
+
+	m := miniredis.NewMiniRedis()
+	// Without ClockTTL, miniredis keys only expire on FastForward, and lock
+	// leases would never run out.
+	m.ClockTTL(true)
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("devstore: start miniredis: %w", err)
+	}
+	logger.Warn("redis-server not available: using miniredis, an in-process stand-in for Redis; "+
+		"set REDIS_ADDR or install redis-server to test against the real thing",
+		slog.String("addr", m.Addr()))
+
+	return &Redis{Addr: m.Addr(), Kind: KindMiniredis, logger: logger, mini: m}, nil
+}
+
+// startRedisServer starts redis-server on a free port, trying a few ports
+// because another process may take the one picked before redis binds it.
+func startRedisServer(ctx context.Context, bin string, logger *slog.Logger) (*Redis, error) {
+	dir, err := os.MkdirTemp("", "devstore-redis-")
+	if err != nil {
+		return nil, fmt.Errorf("devstore: redis-server dir: %w", err)
+	}
+
+	r := &Redis{Kind: KindRedisServer, logger: logger, bin: bin, dir: dir}
+
+	for attempt := 1; ; attempt++ {
+		if r.Addr, err = freeAddr(); err != nil {
+			break
+		}
+		if err = r.Start(ctx); err == nil {
+			logger.Info("started redis-server", slog.String("addr", r.Addr), slog.Int("pid", r.proc.cmd.Process.Pid))
+			return r, nil
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			break
+		}
+	}
+
+	_ = os.RemoveAll(dir)
+	return nil, err
+}
+
+// Start starts the redis-server again on its port after Stop, and waits until
+// it answers PING. It is a no-op if the server is running, and returns
+// ErrCannotRestart for other kinds.
+func (r *Redis) Start(ctx context.Context) error {
+	if r.Kind != KindRedisServer {
+		return fmt.Errorf("start %s Redis: %w", r.Kind, ErrCannotRestart)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	if r.proc != nil {
+		return nil
+	}
+
+	_, port, _ := net.SplitHostPort(r.Addr)
+	logFile := filepath.Join(r.dir, "redis.log")
+	cmd := exec.Command(r.bin,
+		"--bind", "127.0.0.1",
+		"--port", port,
+		// Nothing on disk: a restart starts empty, like a failover to a
+		// replica that had not caught up, and no test sees another's data.
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", r.dir,
+		"--logfile", logFile,
+	)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("devstore: start redis-server: %w", err)
+	}
+
+	p := &redisProcess{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+
+	if err := waitRedis(ctx, r.Addr, p.exited); err != nil {
+		p.stop()
+		return fmt.Errorf("devstore: redis-server on %s: %w (log: %s)", r.Addr, err, lastLine(logFile))
+	}
+
+	r.proc = p
+	return nil
+}
+
+// Stop stops the redis-server by its pid and waits for it to exit. All data
+// is lost. It is a no-op if the server is stopped, and returns
+// ErrCannotRestart for other kinds.
+func (r *Redis) Stop() error {
+	if r.Kind != KindRedisServer {
+		return fmt.Errorf("stop %s Redis: %w", r.Kind, ErrCannotRestart)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	if r.proc != nil {
+		r.proc.stop()
+		r.proc = nil
+	}
+	return nil
+}
+
+// Restart stops the redis-server and starts it again on the same port, with
+// no data. Clients see their connections dropped, as in a server crash. It
+// returns ErrCannotRestart for other kinds.
+func (r *Redis) Restart(ctx context.Context) error {
+	if err := r.Stop(); err != nil {
+		return err
+	}
+	return r.Start(ctx)
+}
+
+// Close stops a server started by StartRedis and removes its files. It leaves
+// an external server alone.
+func (r *Redis) Close() error {
+	switch r.Kind {
+	case KindMiniredis:
+		r.mini.Close()
+	case KindRedisServer:
+		_ = r.Stop()
+		if err := os.RemoveAll(r.dir); err != nil {
+			return fmt.Errorf("devstore: remove redis-server dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// stop asks redis-server to shut down and kills it if it has not exited
+// within a few seconds, so that Close cannot hang on a wedged server.
+func (p *redisProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// waitRedis polls addr with PING until it answers PONG, ctx is done, exited
+// is closed (the server died), or 10 seconds pass.
+func waitRedis(ctx context.Context, addr string, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+
+	for {
+		err := pingRedis(ctx, addr)
+		if err == nil {
+			return nil
+		}
+
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer to PING: %w (last error: %w)", ctx.Err(), err)
+		case <-exited:
+			return errors.New("redis-server exited")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// pingRedis sends one PING in RESP and expects +PONG. It needs no client
+// library, and answers "not ready" for a server still loading (-LOADING).
+func pingRedis(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("devstore: find a free port: %w", err)
+	}
+	defer ln.Close()
+
+	return ln.Addr().String(), nil
+}
+
+// lastLine returns the last non-empty line of a log file, for error messages.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unavailable"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
