@@ -1,0 +1,884 @@
+package stocklock_test
+
+// These tests keep compose.yaml, services/stock/Dockerfile and
+// .github/workflows/ci.yml honest on a machine with no Docker engine:
+//
+//   - compose.yaml is loaded with compose-go, the loader docker compose
+//     itself uses (schema validation, interpolation, profiles, merge keys),
+//     and its structure is checked: two replicas, healthchecks, depends_on
+//     conditions, environment wiring, pinned images, profiles.
+//   - The Dockerfile's `go build` commands are parsed out of the file and
+//     run as written (unless -short), and the binaries are checked to be
+//     static; the health-check probe built into the image is run against a
+//     local server.
+//   - The CI workflow uses the same server images as compose.yaml and runs
+//     the README's test command.
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/distribution/reference"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+	"go.yaml.in/yaml/v3"
+)
+
+const (
+	composeFile = "compose.yaml"
+	dockerfile  = "services/stock/Dockerfile"
+	workflow    = ".github/workflows/ci.yml"
+
+	// The port the stock service listens on inside its container (STOCK_ADDR).
+	stockPort = "8080"
+)
+
+// loadCompose loads compose.yaml as `docker compose --profile P ... config`
+// would, with an empty environment so that every ${VAR:-default} takes its
+// default whatever the shell running the test has exported.
+func loadCompose(t *testing.T, profiles ...string) *types.Project {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{composeFile},
+		cli.WithWorkingDirectory("."),
+		cli.WithProfiles(profiles),
+		cli.WithConsistency(true),
+		cli.WithResolvedPaths(true),
+	)
+	if err != nil {
+		t.Fatalf("compose options: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := opts.LoadProject(ctx)
+	if err != nil {
+		t.Fatalf("load %s with profiles %v: %v", composeFile, profiles, err)
+	}
+	return p
+}
+
+func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
+	t.Helper()
+	s, err := p.GetService(name)
+	if err != nil {
+		t.Fatalf("%s: service %q: %v", composeFile, name, err)
+	}
+	return s
+}
+
+func env(t *testing.T, s types.ServiceConfig, key string) string {
+	t.Helper()
+	v, ok := s.Environment[key]
+	if !ok || v == nil || *v == "" {
+		t.Fatalf("service %s: environment %s is not set", s.Name, key)
+	}
+	return *v
+}
+
+// replicaSpec is what the compose file promises for each pair of replicas.
+type replicaSpec struct {
+	profile   string   // "" for the default scenario
+	replicas  []string // the two stock services
+	ports     []string // their published host ports
+	mongo     []string // the hosts MONGO_URI must name
+	replSet   string   // the replicaSet MONGO_URI must name, if any
+	mongoDeps []string // what the replicas wait for before MongoDB is usable
+	mongoCond string   // and with which condition
+	loadtest  string   // the harness service that drives them
+	ltProfile string
+}
+
+var scenarios = []replicaSpec{
+	{
+		replicas:  []string{"stock-a", "stock-b"},
+		ports:     []string{"8081", "8082"},
+		mongo:     []string{"mongo:27017"},
+		mongoDeps: []string{"mongo"},
+		mongoCond: types.ServiceConditionHealthy,
+		loadtest:  "loadtest",
+		ltProfile: "loadtest",
+	},
+	{
+		profile:   "replset",
+		replicas:  []string{"stock-a-rs", "stock-b-rs"},
+		ports:     []string{"8083", "8084"},
+		mongo:     []string{"mongo1:27017", "mongo2:27017", "mongo3:27017"},
+		replSet:   "rs0",
+		mongoDeps: []string{"mongo-rs-init"},
+		mongoCond: types.ServiceConditionCompletedSuccessfully,
+		loadtest:  "loadtest-rs",
+		ltProfile: "loadtest-rs",
+	},
+}
+
+func TestComposeDefaultScenario(t *testing.T) {
+	p := loadCompose(t)
+	// `docker compose up` starts exactly the two-server scenario.
+	want := []string{"mongo", "redis", "stock-a", "stock-b"}
+	got := p.ServiceNames()
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("services without a profile = %v, want %v", got, want)
+	}
+	for _, name := range []string{"loadtest", "mongo1", "mongo-rs-init", "stock-a-rs", "loadtest-rs"} {
+		if _, err := p.GetDisabledService(name); err != nil {
+			t.Errorf("%s should exist but only under a profile: %v", name, err)
+		}
+	}
+}
+
+func TestComposeReplicas(t *testing.T) {
+	all := loadCompose(t, "*")
+	for _, sc := range scenarios {
+		t.Run(sc.replicas[0], func(t *testing.T) {
+			ids := map[string]string{}
+			for i, name := range sc.replicas {
+				s := service(t, all, name)
+				if !slices.Equal(s.Profiles, profileList(sc.profile)) {
+					t.Errorf("%s: profiles %v, want %v", name, s.Profiles, profileList(sc.profile))
+				}
+				checkStockBuild(t, s)
+				checkNotRoot(t, s)
+
+				// Identity: REPLICA_ID is distinct, so every response and
+				// every order names the replica that made it.
+				id := env(t, s, "REPLICA_ID")
+				if other, dup := ids[id]; dup {
+					t.Errorf("%s and %s share REPLICA_ID %q", other, name, id)
+				}
+				ids[id] = name
+
+				// Listening address and published port.
+				if addr := env(t, s, "STOCK_ADDR"); addr != ":"+stockPort {
+					t.Errorf("%s: STOCK_ADDR = %q, want %q", name, addr, ":"+stockPort)
+				}
+				if len(s.Ports) != 1 {
+					t.Fatalf("%s: %d published ports, want 1", name, len(s.Ports))
+				}
+				port := s.Ports[0]
+				if fmt.Sprint(port.Target) != stockPort || port.Published != sc.ports[i] {
+					t.Errorf("%s: port %s->%d, want %s->%s", name, port.Published, port.Target, sc.ports[i], stockPort)
+				}
+				if port.HostIP != "127.0.0.1" {
+					t.Errorf("%s: port published on %q, want loopback only", name, port.HostIP)
+				}
+
+				// Health: the replica is healthy when it can serve, which is
+				// what loadtest waits for.
+				hc := checkHealthcheck(t, s)
+				if !slices.ContainsFunc(hc, func(a string) bool {
+					return a == "http://127.0.0.1:"+stockPort+"/readyz" || a == "http://127.0.0.1:"+stockPort+"/healthz"
+				}) {
+					t.Errorf("%s: healthcheck %q does not probe /readyz or /healthz on port %s", name, hc, stockPort)
+				}
+				if hc[1] != "/probe" {
+					t.Errorf("%s: healthcheck runs %q; the distroless image only has /probe", name, hc[1])
+				}
+
+				// Wiring: MongoDB and Redis are services of this file, and the
+				// replica waits for them.
+				cs, err := connstring.ParseAndValidate(env(t, s, "MONGO_URI"))
+				if err != nil {
+					t.Fatalf("%s: MONGO_URI: %v", name, err)
+				}
+				if !slices.Equal(cs.Hosts, sc.mongo) {
+					t.Errorf("%s: MONGO_URI hosts %v, want %v", name, cs.Hosts, sc.mongo)
+				}
+				if cs.ReplicaSet != sc.replSet {
+					t.Errorf("%s: MONGO_URI replicaSet %q, want %q", name, cs.ReplicaSet, sc.replSet)
+				}
+				for _, h := range cs.Hosts {
+					checkServiceAddr(t, all, name, "MONGO_URI", h, "27017")
+				}
+				env(t, s, "MONGO_DB")
+				checkServiceAddr(t, all, name, "REDIS_ADDR", env(t, s, "REDIS_ADDR"), "6379")
+				for _, dep := range sc.mongoDeps {
+					checkDependsOn(t, s, dep, sc.mongoCond)
+				}
+				checkDependsOn(t, s, "redis", types.ServiceConditionHealthy)
+			}
+			a, b := service(t, all, sc.replicas[0]), service(t, all, sc.replicas[1])
+			if a.Environment["MONGO_URI"] == nil || b.Environment["MONGO_URI"] == nil ||
+				*a.Environment["MONGO_URI"] != *b.Environment["MONGO_URI"] ||
+				*a.Environment["MONGO_DB"] != *b.Environment["MONGO_DB"] {
+				t.Errorf("%s and %s must share one MongoDB database", a.Name, b.Name)
+			}
+		})
+	}
+}
+
+func TestComposeServers(t *testing.T) {
+	all := loadCompose(t, "*")
+	for _, name := range []string{"mongo", "redis", "mongo1", "mongo2", "mongo3"} {
+		s := service(t, all, name)
+		hc := checkHealthcheck(t, s)
+		want := "mongosh"
+		if name == "redis" {
+			want = "redis-cli"
+		}
+		if hc[1] != want {
+			t.Errorf("%s: healthcheck runs %q, want %s", name, hc[1], want)
+		}
+	}
+	// Every image that is pulled, not built, names a version: `latest`
+	// changes under the reader's feet, and so would the lessons.
+	for name, s := range all.Services {
+		if s.Build != nil {
+			continue
+		}
+		ref, err := reference.ParseNormalizedNamed(s.Image)
+		if err != nil {
+			t.Errorf("%s: image %q: %v", name, s.Image, err)
+			continue
+		}
+		tagged, ok := ref.(reference.Tagged)
+		_, digested := ref.(reference.Digested)
+		if !digested && (!ok || tagged.Tag() == "latest") {
+			t.Errorf("%s: image %q is not pinned to a version", name, s.Image)
+		}
+	}
+	if img := service(t, all, "mongo").Image; !regexp.MustCompile(`^mongo:\d+\.\d+`).MatchString(img) {
+		t.Errorf("mongo image %q: want the official image pinned to a major.minor", img)
+	}
+	if img := service(t, all, "redis").Image; !regexp.MustCompile(`^redis:\d+\.\d+`).MatchString(img) {
+		t.Errorf("redis image %q: want the official image pinned to a major.minor", img)
+	}
+}
+
+func TestComposeReplicaSet(t *testing.T) {
+	p := loadCompose(t, "replset")
+	members := []string{"mongo1", "mongo2", "mongo3"}
+	for _, m := range members {
+		s := service(t, p, m)
+		if !slices.Equal(s.Profiles, []string{"replset"}) {
+			t.Errorf("%s: profiles %v, want [replset]", m, s.Profiles)
+		}
+		cmd := []string(s.Command)
+		i := slices.Index(cmd, "--replSet")
+		if i < 0 || i+1 >= len(cmd) || cmd[i+1] != "rs0" {
+			t.Errorf("%s: command %q does not start a member of rs0", m, cmd)
+		}
+		if service(t, p, "mongo").Image != s.Image {
+			t.Errorf("%s: image %q differs from mongo's %q", m, s.Image, service(t, p, "mongo").Image)
+		}
+	}
+	// The init job waits for all three, initiates rs0 with all three, and
+	// the replicas wait for it to finish.
+	init := service(t, p, "mongo-rs-init")
+	script := strings.Join(append(slices.Clone([]string(init.Entrypoint)), init.Command...), "\n")
+	if !strings.Contains(script, "rs.initiate") || !strings.Contains(script, `_id: "rs0"`) {
+		t.Errorf("mongo-rs-init does not initiate rs0:\n%s", script)
+	}
+	for _, m := range members {
+		checkDependsOn(t, init, m, types.ServiceConditionHealthy)
+		if !strings.Contains(script, `host: "`+m+`:27017"`) {
+			t.Errorf("mongo-rs-init does not add %s to rs0", m)
+		}
+	}
+	if init.HealthCheck != nil && !init.HealthCheck.Disable {
+		t.Errorf("mongo-rs-init is a one-shot job; service_completed_successfully needs no healthcheck")
+	}
+	for _, r := range []string{"stock-a-rs", "stock-b-rs"} {
+		if wc := env(t, service(t, p, r), "WRITE_CONCERN"); wc != "majority" {
+			t.Errorf("%s: WRITE_CONCERN = %q, want majority", r, wc)
+		}
+	}
+}
+
+func TestComposeLoadtest(t *testing.T) {
+	all := loadCompose(t, "*")
+	for _, sc := range scenarios {
+		t.Run(sc.loadtest, func(t *testing.T) {
+			s := service(t, all, sc.loadtest)
+			if !slices.Equal(s.Profiles, []string{sc.ltProfile}) {
+				t.Errorf("profiles %v, want [%s]", s.Profiles, sc.ltProfile)
+			}
+			if s.Build == nil || s.Build.Target != "loadtest" {
+				t.Errorf("build %+v: want target loadtest of %s", s.Build, dockerfile)
+			} else {
+				checkDockerfileTarget(t, s)
+			}
+			for _, r := range sc.replicas {
+				checkDependsOn(t, s, r, types.ServiceConditionHealthy)
+			}
+
+			// The replicas, by service name and container port: the harness's
+			// --replicas flag or its env fallback LOADTEST_REPLICAS.
+			cmd := []string(s.Command)
+			replicas := ""
+			if i := slices.Index(cmd, "--replicas"); i >= 0 && i+1 < len(cmd) {
+				replicas = cmd[i+1]
+			} else {
+				replicas = env(t, s, "LOADTEST_REPLICAS")
+			}
+			var hosts []string
+			for _, raw := range strings.Split(replicas, ",") {
+				u, err := url.Parse(raw)
+				if err != nil || u.Scheme != "http" || u.Port() != stockPort {
+					t.Errorf("replica %q: want http://<service>:%s", raw, stockPort)
+					continue
+				}
+				hosts = append(hosts, u.Hostname())
+			}
+			if !slices.Equal(hosts, sc.replicas) {
+				t.Errorf("replicas %v, want %v", hosts, sc.replicas)
+			}
+
+			// The reports land in a volume, so they outlive the container:
+			// --out, else the harness's default reports/<timestamp> under
+			// the working directory.
+			out := path.Join(s.WorkingDir, "reports")
+			if i := slices.Index(cmd, "--out"); i >= 0 && i+1 < len(cmd) {
+				out = path.Join(s.WorkingDir, cmd[i+1])
+			} else if s.WorkingDir == "" {
+				t.Errorf("no --out and no working_dir: the reports' place depends on the image")
+			}
+			if !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+				return out == v.Target || strings.HasPrefix(out, v.Target+"/")
+			}) {
+				t.Errorf("reports go to %s, which is not inside a mounted volume (%+v)", out, s.Volumes)
+			}
+		})
+	}
+}
+
+func profileList(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return []string{p}
+}
+
+func checkStockBuild(t *testing.T, s types.ServiceConfig) {
+	t.Helper()
+	if s.Build == nil {
+		t.Fatalf("%s: no build section; replicas are built from %s", s.Name, dockerfile)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Clean(s.Build.Context) != wd {
+		t.Errorf("%s: build context %q, want the repository root %q", s.Name, s.Build.Context, wd)
+	}
+	if s.Build.Target != "stock" {
+		t.Errorf("%s: build target %q, want stock", s.Name, s.Build.Target)
+	}
+	checkDockerfileTarget(t, s)
+}
+
+func checkDockerfileTarget(t *testing.T, s types.ServiceConfig) {
+	t.Helper()
+	df := s.Build.Dockerfile
+	if !filepath.IsAbs(df) {
+		df = filepath.Join(s.Build.Context, df)
+	}
+	wd, _ := os.Getwd()
+	if rel, _ := filepath.Rel(wd, df); rel != dockerfile {
+		t.Errorf("%s: builds from %s, want %s", s.Name, rel, dockerfile)
+	}
+	d := parseDockerfile(t)
+	if !slices.ContainsFunc(d.stages, func(st stage) bool { return st.name == s.Build.Target }) {
+		t.Errorf("%s: build target %q is not a stage of %s", s.Name, s.Build.Target, dockerfile)
+	}
+}
+
+func checkNotRoot(t *testing.T, s types.ServiceConfig) {
+	t.Helper()
+	if s.User == "root" || s.User == "0" || strings.HasPrefix(s.User, "0:") || strings.HasPrefix(s.User, "root:") {
+		t.Errorf("%s: runs as %q; the image's non-root user is enough", s.Name, s.User)
+	}
+	if s.Privileged {
+		t.Errorf("%s: privileged", s.Name)
+	}
+}
+
+func checkHealthcheck(t *testing.T, s types.ServiceConfig) []string {
+	t.Helper()
+	hc := s.HealthCheck
+	if hc == nil || hc.Disable || len(hc.Test) < 2 {
+		t.Fatalf("%s: no healthcheck", s.Name)
+	}
+	if hc.Test[0] != "CMD" && hc.Test[0] != "CMD-SHELL" {
+		t.Fatalf("%s: healthcheck %q", s.Name, hc.Test)
+	}
+	if hc.Interval == nil || hc.Retries == nil || *hc.Retries == 0 {
+		t.Errorf("%s: healthcheck needs an interval and retries", s.Name)
+	}
+	return hc.Test
+}
+
+func checkDependsOn(t *testing.T, s types.ServiceConfig, dep, condition string) {
+	t.Helper()
+	d, ok := s.DependsOn[dep]
+	if !ok {
+		t.Errorf("%s: does not depend on %s", s.Name, dep)
+		return
+	}
+	if d.Condition != condition {
+		t.Errorf("%s: depends on %s with condition %q, want %q", s.Name, dep, d.Condition, condition)
+	}
+}
+
+// checkServiceAddr checks that host:port names a service of the project on
+// the port its server listens on.
+func checkServiceAddr(t *testing.T, p *types.Project, from, what, addr, wantPort string) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Errorf("%s: %s %q: %v", from, what, addr, err)
+		return
+	}
+	if port != wantPort {
+		t.Errorf("%s: %s port %s, want %s", from, what, port, wantPort)
+	}
+	if _, err := p.GetService(host); err != nil {
+		t.Errorf("%s: %s names %q, which is not a service of %s", from, what, host, composeFile)
+	}
+}
+
+// --- the Dockerfile -----------------------------------------------------------
+
+type stage struct {
+	from, name string
+	user       string
+	runs       []string          // RUN instructions, continuation lines joined
+	heredocs   map[string]string // COPY <<EOF target -> content
+}
+
+type parsedDockerfile struct{ stages []stage }
+
+var (
+	fromRE    = regexp.MustCompile(`(?i)^FROM\s+(\S+)(?:\s+AS\s+(\S+))?$`)
+	heredocRE = regexp.MustCompile(`^COPY\s+<<-?['"]?(\w+)['"]?\s+(\S+)$`)
+)
+
+// parseDockerfile reads the handful of Dockerfile constructs this repository
+// uses: FROM ... AS, USER, RUN with continuation lines, and COPY heredocs.
+func parseDockerfile(t *testing.T) parsedDockerfile {
+	t.Helper()
+	f, err := os.Open(dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var d parsedDockerfile
+	cur := func() *stage {
+		if len(d.stages) == 0 {
+			t.Fatalf("%s: instruction before the first FROM", dockerfile)
+		}
+		return &d.stages[len(d.stages)-1]
+	}
+	sc := bufio.NewScanner(f)
+	var logical string
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "#") || (line == "" && logical == "") {
+			continue
+		}
+		if rest, ok := strings.CutSuffix(line, `\`); ok {
+			logical += rest + " "
+			continue
+		}
+		instr := logical + line
+		logical = ""
+		switch {
+		case fromRE.MatchString(instr):
+			m := fromRE.FindStringSubmatch(instr)
+			d.stages = append(d.stages, stage{from: m[1], name: m[2], heredocs: map[string]string{}})
+		case strings.HasPrefix(instr, "USER "):
+			cur().user = strings.TrimSpace(strings.TrimPrefix(instr, "USER "))
+		case strings.HasPrefix(instr, "RUN "):
+			cur().runs = append(cur().runs, strings.TrimPrefix(instr, "RUN "))
+		case heredocRE.MatchString(instr):
+			m := heredocRE.FindStringSubmatch(instr)
+			var body strings.Builder
+			for sc.Scan() && sc.Text() != m[1] {
+				body.WriteString(sc.Text() + "\n")
+			}
+			cur().heredocs[m[2]] = body.String()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (d parsedDockerfile) stage(t *testing.T, name string) stage {
+	t.Helper()
+	for _, s := range d.stages {
+		if s.name == name {
+			return s
+		}
+	}
+	t.Fatalf("%s: no stage %q", dockerfile, name)
+	return stage{}
+}
+
+func TestDockerfileFinalImage(t *testing.T) {
+	d := parseDockerfile(t)
+	last := d.stages[len(d.stages)-1]
+	if last.name != "stock" {
+		t.Errorf("the last stage (what a plain `docker build` builds) is %q, want stock", last.name)
+	}
+	st := d.stage(t, "stock")
+	if !strings.HasPrefix(st.from, "gcr.io/distroless/static") && st.from != "scratch" {
+		t.Errorf("stock stage is FROM %s; want a static distroless or scratch base", st.from)
+	}
+	if u := strings.SplitN(st.user, ":", 2)[0]; u == "" || u == "root" || u == "0" {
+		t.Errorf("stock stage runs as %q; want an explicit non-root USER", st.user)
+	}
+	if !strings.HasPrefix(d.stages[0].from, "golang:") {
+		t.Errorf("first stage is FROM %s, want the golang image", d.stages[0].from)
+	}
+}
+
+// goBuild is one `go build` command of a RUN instruction.
+type goBuild struct {
+	stage string
+	dir   string   // `cd DIR &&` before it, else the WORKDIR (the context root)
+	env   []string // VAR=value words before `go`
+	args  []string // after `go build`
+}
+
+func dockerfileBuilds(t *testing.T, d parsedDockerfile) []goBuild {
+	t.Helper()
+	var builds []goBuild
+	for _, st := range d.stages {
+		for _, run := range st.runs {
+			words := shellWords(t, run)
+			for len(words) > 0 && strings.HasPrefix(words[0], "--mount=") {
+				words = words[1:]
+			}
+			dir := ""
+			for cmd := range splitWords(words, "&&") {
+				if len(cmd) == 2 && cmd[0] == "cd" {
+					dir = cmd[1]
+					continue
+				}
+				b := goBuild{stage: st.name, dir: dir}
+				for len(cmd) > 0 && strings.Contains(cmd[0], "=") {
+					b.env, cmd = append(b.env, cmd[0]), cmd[1:]
+				}
+				if len(cmd) >= 2 && cmd[0] == "go" && cmd[1] == "build" {
+					b.args = cmd[2:]
+					builds = append(builds, b)
+				}
+			}
+		}
+	}
+	return builds
+}
+
+func splitWords(words []string, sep string) func(func([]string) bool) {
+	return func(yield func([]string) bool) {
+		for {
+			i := slices.Index(words, sep)
+			if i < 0 {
+				yield(words)
+				return
+			}
+			if !yield(words[:i]) {
+				return
+			}
+			words = words[i+1:]
+		}
+	}
+}
+
+// shellWords splits a command line the way sh does for the quoting this
+// Dockerfile uses: double and single quotes, no expansions.
+func shellWords(t *testing.T, s string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				w.WriteRune(r)
+			}
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		t.Fatalf("unterminated quote in %q", s)
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// TestDockerfileBuilds runs each `go build` of the Dockerfile as written, on
+// this checkout, with the output redirected to a temporary directory, so a
+// change that breaks the image build fails `go test` here, not only in a
+// Docker build somewhere else.
+func TestDockerfileBuilds(t *testing.T) {
+	d := parseDockerfile(t)
+	builds := dockerfileBuilds(t, d)
+	var outputs []string
+	for _, b := range builds {
+		if !slices.Contains(b.env, "CGO_ENABLED=0") {
+			t.Errorf("stage %s: go build %q without CGO_ENABLED=0 cannot run on a static base image", b.stage, b.args)
+		}
+		i := slices.Index(b.args, "-o")
+		if i < 0 || i+1 >= len(b.args) {
+			t.Fatalf("stage %s: go build %q has no -o", b.stage, b.args)
+		}
+		outputs = append(outputs, b.args[i+1])
+	}
+	for _, want := range []string{"/out/stock", "/out/probe", "/out/loadtest"} {
+		if !slices.Contains(outputs, want) {
+			t.Errorf("%s builds %v; want one of them to be %s", dockerfile, outputs, want)
+		}
+	}
+	if testing.Short() {
+		t.Skip("-short: not running the Dockerfile's go builds")
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	tmp := t.TempDir()
+	// Heredoc files land where the Dockerfile puts them, under tmp.
+	for _, st := range d.stages {
+		for target, body := range st.heredocs {
+			p := filepath.Join(tmp, filepath.FromSlash(target))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, b := range builds {
+		args := slices.Clone(b.args)
+		i := slices.Index(args, "-o")
+		out := filepath.Join(tmp, filepath.FromSlash(args[i+1]))
+		args[i+1] = out
+		dir := "." // WORKDIR /src holds the build context, the repository root
+		if b.dir != "" {
+			dir = filepath.Join(tmp, filepath.FromSlash(b.dir))
+		}
+		t.Run(filepath.Base(out), func(t *testing.T) {
+			start := time.Now()
+			cmd := exec.Command("go", append([]string{"build"}, args...)...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), b.env...)
+			if outb, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("stage %s: %s (in %s): %v\n%s", b.stage, cmd, b.dir, err, outb)
+			}
+			t.Logf("stage %s: go build %s: %v", b.stage, strings.Join(b.args, " "), time.Since(start).Round(time.Millisecond))
+			checkStatic(t, out)
+			if filepath.Base(out) == "probe" {
+				checkProbe(t, out)
+			}
+		})
+	}
+}
+
+// TestDockerignoreKeepsBuildInputs checks that .dockerignore leaves in the
+// build context every file the image's `go build` commands read: go.mod,
+// go.sum, and the Go, assembly and embedded files of this module's packages
+// that services/stock and loadtest import.
+func TestDockerignoreKeepsBuildInputs(t *testing.T) {
+	f, err := os.Open(".dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns, err := ignorefile.ReadAll(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatalf(".dockerignore: %v", err)
+	}
+	cmd := exec.Command("go", "list", "-deps",
+		"-f", `{{if .Module}}{{if .Module.Main}}{{.Dir}}|{{join .GoFiles ","}},{{join .SFiles ","}},{{join .EmbedFiles ","}}{{end}}{{end}}`,
+		"./services/stock", "./loadtest")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := []string{"go.mod", "go.sum"}
+	for line := range strings.Lines(string(out)) {
+		dir, files, ok := strings.Cut(strings.TrimSpace(line), "|")
+		if !ok {
+			continue
+		}
+		rel, err := filepath.Rel(wd, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range strings.SplitSeq(files, ",") {
+			if name != "" {
+				need = append(need, filepath.ToSlash(filepath.Join(rel, name)))
+			}
+		}
+	}
+	if len(need) < 10 {
+		t.Fatalf("go list found only %v", need)
+	}
+	for _, p := range need {
+		if ignored, err := pm.MatchesOrParentMatches(p); err != nil || ignored {
+			t.Errorf(".dockerignore leaves %s out of the build context (err %v)", p, err)
+		}
+	}
+	for _, p := range []string{".git/HEAD", "docs/README.md", "reports/x/results.json", "compose_test.go"} {
+		if ignored, _ := pm.MatchesOrParentMatches(p); !ignored {
+			t.Errorf(".dockerignore sends %s to the build context", p)
+		}
+	}
+}
+
+// checkStatic fails unless the binary needs no dynamic loader: the final
+// images have no libc.
+func checkStatic(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Skipf("%s is not ELF on this platform: %v", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked", path)
+		}
+	}
+}
+
+// checkProbe runs the image's health-check client against a local server:
+// 0 on 200, non-zero on anything else or no server.
+func checkProbe(t *testing.T, probe string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for _, tc := range []struct {
+		url  string
+		want bool
+	}{
+		{srv.URL + "/readyz", true},
+		{srv.URL + "/healthz", false},
+		{closed.URL + "/readyz", false},
+		{"not-a-url", false},
+	} {
+		out, err := exec.Command(probe, tc.url).CombinedOutput()
+		if got := err == nil; got != tc.want {
+			t.Errorf("probe %s: healthy=%v, want %v (%v: %s)", tc.url, got, tc.want, err, out)
+		}
+	}
+}
+
+// --- the CI workflow ----------------------------------------------------------
+
+func TestWorkflow(t *testing.T) {
+	raw, err := os.ReadFile(workflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Services map[string]struct {
+				Image string `yaml:"image"`
+			} `yaml:"services"`
+			Env   map[string]string `yaml:"env"`
+			Steps []struct {
+				Run  string            `yaml:"run"`
+				Uses string            `yaml:"uses"`
+				With map[string]string `yaml:"with"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(raw, &wf); err != nil {
+		t.Fatalf("%s: %v", workflow, err)
+	}
+	p := loadCompose(t)
+	images := map[string]string{}
+	runs := ""
+	goVersion := ""
+	envs := map[string]string{}
+	for _, j := range wf.Jobs {
+		for name, s := range j.Services {
+			images[name] = s.Image
+		}
+		for k, v := range j.Env {
+			envs[k] = v
+		}
+		for _, s := range j.Steps {
+			runs += s.Run + "\n"
+			if strings.HasPrefix(s.Uses, "actions/setup-go@") {
+				goVersion = s.With["go-version"]
+			}
+		}
+	}
+	// The same servers as compose.yaml, so CI tests what users run.
+	for _, name := range []string{"mongo", "redis"} {
+		if got, want := images[name], service(t, p, name).Image; got != want {
+			t.Errorf("%s: service %s runs %q, compose.yaml runs %q", workflow, name, got, want)
+		}
+	}
+	if envs["MONGO_URI"] == "" || envs["REDIS_ADDR"] == "" {
+		t.Errorf("%s: MONGO_URI and REDIS_ADDR must point the tests at the service containers (env %v)", workflow, envs)
+	}
+	if !strings.Contains(runs, "scripts/test.sh") {
+		t.Errorf("%s does not run scripts/test.sh, the README's test command", workflow)
+	}
+	if !strings.Contains(runs, "docker build") || !strings.Contains(runs, dockerfile) {
+		t.Errorf("%s does not build %s", workflow, dockerfile)
+	}
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	if m == nil || !strings.HasPrefix(goVersion, string(m[1])) {
+		t.Errorf("%s: setup-go go-version %q; go.mod says go %s", workflow, goVersion, m[1])
+	}
+}
