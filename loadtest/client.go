@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// api is the harness's own small client for the stock service's
+// non-attack calls: reset, read back, ledger, readiness and metrics.
+type api struct {
+	hc *http.Client
+}
+
+func newAPI(timeout time.Duration) *api {
+	// Like the attack, talk to the replicas directly, never through an
+	// HTTP proxy from the environment.
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
+	return &api{hc: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+// httpError is a non-2xx answer.
+type httpError struct {
+	Method, URL string
+	Code        int
+	Body        string
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Code, strings.TrimSpace(e.Body))
+}
+
+func (a *api) do(ctx context.Context, method, u string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading the answer: %w", method, u, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if len(b) > 300 {
+			b = b[:300]
+		}
+		return &httpError{Method: method, URL: u, Code: resp.StatusCode, Body: string(b)}
+	}
+	if out == nil {
+		return nil
+	}
+	switch o := out.(type) {
+	case *[]byte:
+		*o = b
+		return nil
+	default:
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decoding the answer: %w", method, u, err)
+		}
+		return nil
+	}
+}
+
+func itemURL(base, sku string) string { return base + "/v1/items/" + url.PathEscape(sku) }
+
+// setStock resets sku's stock with PUT.
+func (a *api) setStock(ctx context.Context, base, sku string, stock int) error {
+	return a.do(ctx, http.MethodPut, itemURL(base, sku), map[string]int{"stock": stock}, nil)
+}
+
+type item struct {
+	SKU     string `json:"sku"`
+	Stock   int    `json:"stock"`
+	Version int64  `json:"version"`
+}
+
+// getItem reads sku back.
+func (a *api) getItem(ctx context.Context, base, sku string) (item, error) {
+	var it item
+	err := a.do(ctx, http.MethodGet, itemURL(base, sku), nil, &it)
+	return it, err
+}
+
+// ledgerOrder is one order as the ledger endpoint returns it.
+type ledgerOrder struct {
+	ID       string          `json:"order_id"`
+	SKU      string          `json:"sku"`
+	Qty      int             `json:"qty"`
+	Replica  string          `json:"replica"`
+	Strategy string          `json:"strategy"`
+	Fence    json.RawMessage `json:"fence"`
+	At       time.Time       `json:"at"`
+}
+
+// orders reads the ledger of sku since a time. The endpoint answers either
+// a bare array or an object with an "orders" array.
+func (a *api) orders(ctx context.Context, base, sku string, since time.Time) ([]verdict.Order, error) {
+	u := itemURL(base, sku) + "/orders?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
+	var raw []byte
+	if err := a.do(ctx, http.MethodGet, u, nil, &raw); err != nil {
+		return nil, err
+	}
+	list, err := decodeOrders(raw)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	out := make([]verdict.Order, 0, len(list))
+	for _, o := range list {
+		out = append(out, verdict.Order{ID: o.ID, SKU: o.SKU, Qty: o.Qty, Replica: o.Replica, Strategy: o.Strategy})
+	}
+	return out, nil
+}
+
+func decodeOrders(raw []byte) ([]ledgerOrder, error) {
+	raw = bytes.TrimSpace(raw)
+	var list []ledgerOrder
+	if len(raw) > 0 && raw[0] == '[' {
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, fmt.Errorf("decoding the orders: %w", err)
+		}
+		return list, nil
+	}
+	var wrapped struct {
+		Orders *[]ledgerOrder `json:"orders"`
+	}
+	if err := json.Unmarshal(raw, &wrapped); err != nil {
+		return nil, fmt.Errorf("decoding the orders: %w", err)
+	}
+	if wrapped.Orders == nil {
+		return nil, errors.New(`decoding the orders: neither an array nor an object with "orders"`)
+	}
+	return *wrapped.Orders, nil
+}
+
+// ready asks base's /readyz once.
+func (a *api) ready(ctx context.Context, base string) error {
+	return a.do(ctx, http.MethodGet, base+"/readyz", nil, nil)
+}
+
+// metrics fetches base's Prometheus text exposition.
+func (a *api) metrics(ctx context.Context, base string) ([]byte, error) {
+	var b []byte
+	err := a.do(ctx, http.MethodGet, base+"/metrics", nil, &b)
+	return b, err
+}
+
+// waitReady polls every replica's /readyz until all answer 200, ctx ends
+// or timeout passes. progress, if not nil, is told of each still-waiting
+// replica about once a second.
+func (a *api) waitReady(ctx context.Context, bases []string, timeout time.Duration, progress func(string)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pending := append([]string(nil), bases...)
+	lastErr := map[string]error{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastNote := time.Now()
+	for {
+		var still []string
+		for _, b := range pending {
+			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+			err := a.ready(cctx, b)
+			ccancel()
+			if err != nil {
+				lastErr[b] = err
+				still = append(still, b)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			return nil
+		}
+		if progress != nil && time.Since(lastNote) >= time.Second {
+			lastNote = time.Now()
+			progress(fmt.Sprintf("waiting for %s: %v", strings.Join(pending, ", "), lastErr[pending[0]]))
+		}
+		select {
+		case <-ctx.Done():
+			var errs []error
+			for _, b := range pending {
+				errs = append(errs, fmt.Errorf("%s/readyz: %v", b, lastErr[b]))
+			}
+			return fmt.Errorf("replicas not ready: %w (%w)", context.Cause(ctx), errors.Join(errs...))
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// Config is every knob of a harness run.
+type Config struct {
+	Replicas   []string // base URLs; empty: start two local replicas
+	Strategies []string
+	Rate       int           // requests per second; 0: as fast as MaxWorkers allow
+	Duration   time.Duration // per strategy; 0 with Requests > 0: until the count is sent
+	Requests   int           // per strategy; 0: bounded by Duration only
+	Stock      int           // per sku
+	Qty        int
+	SKUs       int
+	Skew       float64 // 0: uniform over SKUs; > 1: Zipf exponent (sku 0 hottest)
+	SKUPrefix  string  // "" : a fresh prefix per harness run
+	Workers    int
+	MaxWorkers int
+	Timeout    time.Duration
+	OutDir     string // "" : reports/<timestamp>
+	Settle     time.Duration
+	Warmup     time.Duration // atomic decrements on a scratch sku before the first strategy
+	ReadyWait  time.Duration // how long to wait for the replicas' /readyz
+
+	// For the replicas the harness starts itself.
+	RMWDelay   time.Duration
+	StockBin   string // prebuilt services/stock binary; "" : go build it
+	ReplicaLog bool   // copy the replicas' logs to stderr too
+	Quiet      bool   // no live progress line
+
+	explicit map[string]bool // flags set on the command line or by env
+}
+
+// Limits that keep every run bounded in count and time.
+const (
+	maxRate       = 20000
+	maxDuration   = 10 * time.Minute
+	maxRequests   = 1_000_000
+	maxStock      = 10_000_000
+	maxSKUs       = 10_000
+	maxWorkers    = 4096
+	maxTimeout    = 5 * time.Minute
+	maxRMWDelay   = 10 * time.Second
+	maxSettleTime = time.Minute
+	// maxPrefixLen leaves room in the service's 64-byte skus for
+	// "-<strategy>-<index>".
+	maxPrefixLen = 40
+)
+
+// envName is the environment variable that backs flag name.
+func envName(name string) string {
+	return "LOADTEST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+const usageText = `Usage: go run ./loadtest [flags]
+
+Hammers the stock service's decrement endpoint with Vegeta, one strategy
+after another, alternating requests across replicas, and checks that no safe
+strategy oversells, loses an update or disagrees with its order ledger.
+
+With no --replicas it is the whole scenario in one command: it starts a
+MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate) and
+a Redis (REDIS_ADDR, else redis-server from PATH, else miniredis), builds
+./services/stock, starts two replica processes on free loopback ports, runs
+the comparison and stops everything it started.
+
+For every strategy it resets each sku's stock with PUT, attacks, then reads
+the item and the ledger back and reports sold, oversold, lost updates
+(acknowledged sales the stock does not reflect), ledger mismatches, status
+classes, sales/s, req/s, latency percentiles and the replicas' lock wait p99.
+The table is printed; results.json, results.md, chart.svg and a Vegeta plot
+per strategy go to the output directory.
+
+Exit status: 0 when every safe strategy (mongo-lease, redis-lock,
+optimistic, atomic) shows no anomaly; 1 when one does; 2 for bad flags or a
+harness error. unsafe and local are reported as "demonstrated" or "not
+reproduced in this run", never as a failure.
+
+Every flag can also be set through the environment variable shown in
+brackets; a flag on the command line wins.
+
+Flags:
+`
+
+// ParseConfig parses args (without the program name) with env fallbacks
+// from getenv, and validates everything before any request is sent.
+// It returns flag.ErrHelp for --help, after writing the usage to out.
+func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(out)
+
+	var replicas, strategies string
+	fs.StringVar(&replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; requests alternate across them. Empty: start two local replicas")
+	fs.StringVar(&strategies, "strategies", strings.Join(verdict.Strategies, ","), "comma-separated strategies to run, in order; \"all\" for every one")
+	fs.IntVar(&c.Rate, "rate", 100, "requests per second per strategy; 0 sends as fast as --max-workers allow")
+	fs.DurationVar(&c.Duration, "duration", 8*time.Second, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
+	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
+	fs.IntVar(&c.Stock, "stock", 100, "stock each sku is reset to before each strategy")
+	fs.IntVar(&c.Qty, "qty", 1, "units each request asks to buy")
+	fs.IntVar(&c.SKUs, "skus", 1, "number of skus the requests spread over (1: one hot sku)")
+	fs.Float64Var(&c.Skew, "skew", 0, "how requests spread over --skus: 0 uniform, or a Zipf exponent > 1 (larger: sku 0 gets more of them)")
+	fs.StringVar(&c.SKUPrefix, "sku-prefix", "", "sku name prefix; every strategy gets its own skus <prefix>-<strategy>-<i>. Default: lt-<timestamp>, fresh every run")
+	fs.IntVar(&c.Workers, "workers", 8, "initial Vegeta workers (concurrent requests)")
+	fs.IntVar(&c.MaxWorkers, "max-workers", 16, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
+	fs.DurationVar(&c.Timeout, "timeout", 15*time.Second, "per-request timeout")
+	fs.StringVar(&c.OutDir, "out", "", "output directory for the reports (default reports/<timestamp>)")
+	fs.DurationVar(&c.Settle, "settle", 300*time.Millisecond, "pause after each attack before reading the stock and the ledger back")
+	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
+	fs.DurationVar(&c.ReadyWait, "ready-timeout", 90*time.Second, "how long to wait for every replica's /readyz before giving up")
+	fs.DurationVar(&c.RMWDelay, "rmw-delay", 2*time.Millisecond, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local")
+	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
+	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
+	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
+
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.VisitAll(func(f *flag.Flag) {
+			name, usage := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if name != "" {
+				line += " " + name
+			}
+			fmt.Fprintf(fs.Output(), "%s  [%s]\n    \t%s", line, envName(f.Name), usage)
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+				fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
+			}
+			fmt.Fprintln(fs.Output())
+		})
+		fmt.Fprint(fs.Output(), `
+The replicas the harness starts also read MONGO_URI, REDIS_ADDR (else
+embedded stores are started in-process) and GOFLAGS for the build.
+`)
+	}
+
+	// Parse quietly: a bad flag gets one clear line from the caller, not
+	// the whole usage; --help gets the usage.
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return c, err
+	}
+	if err != nil {
+		// The flag package names flags with one dash; the help uses two.
+		msg := strings.Replace(err.Error(), "for flag -", "for --", 1)
+		msg = strings.Replace(msg, "not defined: -", "not defined: --", 1)
+		return c, errors.New(msg)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (every setting is a --flag; see --help)", fs.Arg(0))
+	}
+	c.explicit = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.explicit[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if c.explicit[f.Name] || envErr != nil {
+			return
+		}
+		v := getenv(envName(f.Name))
+		if v == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
+			return
+		}
+		c.explicit[f.Name] = true
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+
+	if c.Replicas, err = parseReplicas(replicas); err != nil {
+		return c, err
+	}
+	if c.Strategies, err = parseStrategies(strategies); err != nil {
+		return c, err
+	}
+	// --requests alone means "send this many", not "this many or 8s".
+	if c.Requests > 0 && !c.explicit["duration"] {
+		c.Duration = 0
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Rate < 0 || c.Rate > maxRate {
+		bad("--rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
+	}
+	if c.Duration < 0 || c.Duration > maxDuration {
+		bad("--duration %s: must be between 0 and %s", c.Duration, maxDuration)
+	}
+	if c.Requests < 0 || c.Requests > maxRequests {
+		bad("--requests %d: must be between 0 and %d", c.Requests, maxRequests)
+	}
+	if c.Duration == 0 && c.Requests == 0 {
+		bad("--duration and --requests are both 0: give a time or a count so that the attack ends")
+	}
+	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
+		bad("--duration %s: too short to measure anything; use at least 100ms", c.Duration)
+	}
+	if c.Stock < 1 || c.Stock > maxStock {
+		bad("--stock %d: must be between 1 and %d", c.Stock, maxStock)
+	}
+	if c.Qty < 1 || c.Qty > c.Stock {
+		bad("--qty %d: must be between 1 and --stock (%d)", c.Qty, c.Stock)
+	}
+	if c.SKUs < 1 || c.SKUs > maxSKUs {
+		bad("--skus %d: must be between 1 and %d", c.SKUs, maxSKUs)
+	}
+	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
+		bad("--skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
+	}
+	if c.SKUPrefix != "" && !validSKU(c.SKUPrefix) {
+		bad("--sku-prefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
+	}
+	if c.Workers < 1 || c.Workers > maxWorkers {
+		bad("--workers %d: must be between 1 and %d", c.Workers, maxWorkers)
+	}
+	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
+		bad("--max-workers %d: must be between --workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
+	}
+	if c.Timeout < time.Millisecond || c.Timeout > maxTimeout {
+		bad("--timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
+	}
+	if c.Settle < 0 || c.Settle > maxSettleTime {
+		bad("--settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
+	}
+	if c.Warmup < 0 || c.Warmup > time.Minute {
+		bad("--warmup %s: must be between 0 and 1m", c.Warmup)
+	}
+	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
+		bad("--ready-timeout %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
+	}
+	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
+		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
+	}
+	if len(c.Replicas) > 0 {
+		for _, f := range []string{"rmw-delay", "stock-bin", "replica-log"} {
+			if c.explicit[f] {
+				bad("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func parseReplicas(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, raw := range strings.Split(s, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--replicas: %q is not a base URL like http://127.0.0.1:8081", raw)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("--replicas: %q: give the base URL only (scheme, host and port), the harness adds /v1/...", raw)
+		}
+		if u.Port() != "" {
+			if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+				return nil, fmt.Errorf("--replicas: %q: bad port", raw)
+			}
+		}
+		base := u.Scheme + "://" + u.Host
+		if seen[base] {
+			return nil, fmt.Errorf("--replicas: %q is listed twice", base)
+		}
+		seen[base] = true
+		out = append(out, base)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--replicas: no URL in the list")
+	}
+	return out, nil
+}
+
+func parseStrategies(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "all" {
+		return append([]string(nil), verdict.Strategies...), nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !verdict.Known(name) {
+			return nil, fmt.Errorf("--strategies: unknown strategy %q (known: %s)", name, strings.Join(verdict.Strategies, ", "))
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--strategies: %q is listed twice", name)
+		}
+		seen[name] = true
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--strategies: no strategy in the list")
+	}
+	return out, nil
+}
+
+func validSKU(s string) bool {
+	if len(s) == 0 || len(s) > maxPrefixLen {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

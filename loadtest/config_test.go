@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := ParseConfig(nil, env(), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Replicas) != 0 {
+		t.Errorf("default replicas %v: want none (start two)", c.Replicas)
+	}
+	if !slices.Equal(c.Strategies, verdict.Strategies) {
+		t.Errorf("strategies %v", c.Strategies)
+	}
+	if c.Rate <= 0 || c.Duration <= 0 || c.Stock <= 0 || c.Qty != 1 || c.SKUs != 1 || c.MaxWorkers < c.Workers || c.RMWDelay <= 0 {
+		t.Errorf("odd defaults: %+v", c)
+	}
+}
+
+func TestParseConfigFlagsAndEnv(t *testing.T) {
+	c, err := ParseConfig(
+		[]string{"--rate", "40", "--replicas", "http://127.0.0.1:1, http://127.0.0.1:2/", "--strategies", "atomic,unsafe"},
+		env("LOADTEST_RATE", "999", "LOADTEST_STOCK", "7", "LOADTEST_DURATION", "2s", "LOADTEST_SKUS", "3", "LOADTEST_SKEW", "1.5"),
+		&bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rate != 40 {
+		t.Errorf("flag must win over env: rate %d", c.Rate)
+	}
+	if c.Stock != 7 || c.Duration != 2*time.Second || c.SKUs != 3 || c.Skew != 1.5 {
+		t.Errorf("env fallbacks not applied: %+v", c)
+	}
+	if !slices.Equal(c.Replicas, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}) {
+		t.Errorf("replicas %v", c.Replicas)
+	}
+	if !slices.Equal(c.Strategies, []string{"atomic", "unsafe"}) {
+		t.Errorf("strategies %v", c.Strategies)
+	}
+}
+
+func TestParseConfigRequestsAlone(t *testing.T) {
+	c, err := ParseConfig([]string{"--requests", "500"}, env(), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Requests != 500 || c.Duration != 0 {
+		t.Errorf("--requests alone must drop the default duration: %+v", c)
+	}
+	c, err = ParseConfig([]string{"--requests", "500", "--duration", "3s"}, env(), &bytes.Buffer{})
+	if err != nil || c.Duration != 3*time.Second {
+		t.Errorf("both given: %v %+v", err, c)
+	}
+}
+
+func TestParseConfigRejects(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--rate", "-1"}, nil, "--rate"},
+		{[]string{"--rate", "abc"}, nil, "invalid value"},
+		{[]string{"--stock", "0"}, nil, "--stock"},
+		{[]string{"--qty", "0"}, nil, "--qty"},
+		{[]string{"--qty", "5", "--stock", "4"}, nil, "--qty"},
+		{[]string{"--duration", "0s"}, nil, "both 0"},
+		{[]string{"--duration", "1h"}, nil, "--duration"},
+		{[]string{"--requests", "-3"}, nil, "--requests"},
+		{[]string{"--skus", "0"}, nil, "--skus"},
+		{[]string{"--skew", "0.5"}, nil, "--skew"},
+		{[]string{"--workers", "0"}, nil, "--workers"},
+		{[]string{"--workers", "50", "--max-workers", "10"}, nil, "--max-workers"},
+		{[]string{"--timeout", "0s"}, nil, "--timeout"},
+		{[]string{"--strategies", "unsafe,fast"}, nil, `unknown strategy "fast"`},
+		{[]string{"--strategies", "atomic,atomic"}, nil, "twice"},
+		{[]string{"--strategies", ","}, nil, "no strategy"},
+		{[]string{"--replicas", "127.0.0.1:8080"}, nil, "not a base URL"},
+		{[]string{"--replicas", "http://127.0.0.1:8080/v1/items"}, nil, "base URL only"},
+		{[]string{"--replicas", "http://a:1,http://a:1"}, nil, "twice"},
+		{[]string{"--replicas", "http://a:99999"}, nil, "bad port"},
+		{[]string{"--replicas", "http://a:1", "--rmw-delay", "5ms"}, nil, "--rmw-delay applies only"},
+		{[]string{"--sku-prefix", "no spaces"}, nil, "--sku-prefix"},
+		{[]string{"--sku-prefix", strings.Repeat("x", 41)}, nil, "--sku-prefix"},
+		{[]string{"extra"}, nil, "unexpected argument"},
+		{nil, []string{"LOADTEST_RATE", "fast"}, "LOADTEST_RATE"},
+		{nil, []string{"LOADTEST_STRATEGIES", "nope"}, "unknown strategy"},
+		{[]string{"--no-such-flag"}, nil, "not defined"},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig(c.args, env(c.env...), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: err %v, want it to mention %q", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+func TestParseConfigReportsAllProblems(t *testing.T) {
+	_, err := ParseConfig([]string{"--rate", "-1", "--stock", "0"}, env(), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--rate") || !strings.Contains(err.Error(), "--stock") {
+		t.Fatalf("want both problems at once, got %v", err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	_, err := ParseConfig([]string{"--help"}, env(), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err %v", err)
+	}
+	for _, want := range []string{"--rate", "LOADTEST_RATE", "--replicas", "--strategies", "--rmw-delay", "MONGO_URI", "Exit status"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	// run() turns --help into exit 0 and bad flags into 2, before any
+	// request could be sent.
+	if code := run(t.Context(), []string{"--help"}, env(), &bytes.Buffer{}, &bytes.Buffer{}); code != exitOK {
+		t.Errorf("--help exit %d", code)
+	}
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"--rate", "x"}, env(), &bytes.Buffer{}, &stderr); code != exitError {
+		t.Errorf("bad flag exit %d", code)
+	}
+	if !strings.Contains(stderr.String(), "--rate") {
+		t.Errorf("bad flag message: %s", stderr.String())
+	}
+}
+
+// The harness's list of strategies must follow the service's: a strategy
+// the service adds must be run, and judged, by default.
+func TestStrategiesMatchService(t *testing.T) {
+	if !slices.Equal(verdict.Strategies, inventory.Names()) {
+		t.Fatalf("loadtest/verdict.Strategies %v, service offers %v: update verdict.Strategies (and its safe set)", verdict.Strategies, inventory.Names())
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/services/stock/server"
+)
+
+// startReplicas runs two replicas of the stock service in the test
+// process, on free loopback ports, against one MongoDB and one Redis, and
+// returns their base URLs. They are shut down in t.Cleanup.
+func startReplicas(t *testing.T, rmwDelay time.Duration) []string {
+	t.Helper()
+	mongo := devstore.MongoT(t)
+	redis := devstore.RedisT(t)
+	t.Logf("MongoDB: %s, Redis: %s", mongo.Kind, redis.Kind)
+
+	// A database of its own, in case MONGO_URI is a shared server.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	db := "loadtest_" + hex.EncodeToString(b[:])
+
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var bases []string
+	for _, id := range []string{"a", "b"} {
+		cfg, err := server.ParseConfig([]string{
+			"--addr", "127.0.0.1:0", "--mongo-uri", mongo.URI, "--redis-addr", redis.Addr,
+			"--db", db, "--replica", id, "--rmw-delay", rmwDelay.String(),
+		}, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(t.Context(), cfg, logger.With("replica", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("replica %s shutdown: %v", id, err)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("replica %s: %v", id, err)
+			}
+		})
+		bases = append(bases, "http://"+ln.Addr().String())
+	}
+	return bases
+}
+
+// TestHarnessAgainstTwoReplicas runs the harness for real against two
+// in-test replicas: unsafe must show its race (the replicas sleep 10ms
+// between reading and writing the stock, and 16 requests are in flight at
+// once), and the safe strategies must show none.
+func TestHarnessAgainstTwoReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MongoDB, Redis and two replicas")
+	}
+	replicas := startReplicas(t, 10*time.Millisecond)
+
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(t.Context(), []string{
+		"--replicas", strings.Join(replicas, ","),
+		"--strategies", "unsafe,atomic,redis-lock",
+		"--rate", "0", "--workers", "16", "--max-workers", "16",
+		"--requests", "160", "--duration", "30s",
+		"--stock", "50", "--warmup", "0s", "--settle", "100ms",
+		"--out", out, "--quiet",
+	}, env(), &stdout, &stderr)
+	t.Logf("harness took %s\nstdout:\n%s\nstderr:\n%s", time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+	if code != exitOK {
+		t.Fatalf("exit %d: a safe strategy failed or the harness broke", code)
+	}
+
+	var rep report.Report
+	b, err := os.ReadFile(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	runs := byStrategy(&rep)
+	for name, r := range runs {
+		// The books must balance whatever the strategy: every request is
+		// in exactly one class, and the ledger holds an order per sale
+		// unless the strategy is one that loses them.
+		if got := r.Orders + r.SoldOut + r.Unavailable + r.Other + r.Transport; got != r.Requests {
+			t.Errorf("%s: classes add up to %d of %d requests", name, got, r.Requests)
+		}
+		if r.Requests != 160 {
+			t.Errorf("%s: %d requests, want 160", name, r.Requests)
+		}
+		if len(r.ByReplica) != 2 {
+			t.Errorf("%s: sales by replica %v: both replicas must have sold", name, r.ByReplica)
+		}
+	}
+
+	us := runs["unsafe"]
+	if us.LostUpdates == 0 && us.Oversold == 0 {
+		t.Errorf("unsafe: no lost update and no oversell detected with a 10ms window and 16 concurrent requests: %+v", us)
+	}
+	if us.Verdict != "demonstrated" {
+		t.Errorf("unsafe verdict %q", us.Verdict)
+	}
+	// Every acknowledged sale is in the ledger even for unsafe: its bug is
+	// the stock count, not the order log.
+	if us.LedgerMismatch != 0 {
+		t.Errorf("unsafe ledger mismatch %d: %+v", us.LedgerMismatch, us.Ledger)
+	}
+
+	for _, name := range []string{"atomic", "redis-lock"} {
+		r := runs[name]
+		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" {
+			t.Errorf("%s: anomalies %+v", name, r)
+		}
+		if r.Sold+r.Remaining != r.Initial {
+			t.Errorf("%s: sold %d + remaining %d != %d", name, r.Sold, r.Remaining, r.Initial)
+		}
+	}
+	// 160 requests for 50 units at one unit each: atomic always sells out.
+	if a := runs["atomic"]; a.Sold != 50 || a.Remaining != 0 || a.SoldOut != 110 {
+		t.Errorf("atomic: %+v", a)
+	}
+	if rl := runs["redis-lock"]; rl.LockWaitP99 == nil {
+		t.Errorf("redis-lock: no lock wait scraped from /metrics")
+	}
+}
+
+// TestHarnessInterrupted checks that cancelling the harness (Ctrl-C) stops
+// an attack promptly and reports it as an error, not as a verdict.
+func TestHarnessInterrupted(t *testing.T) {
+	replicas := fakeReplicas(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{
+		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic",
+		"--rate", "50", "--duration", "30s", "--stock", "100000", "--warmup", "0s",
+		"--out", t.TempDir(), "--quiet",
+	}, env(), &stdout, &stderr)
+	if code != exitError {
+		t.Fatalf("exit %d, want %d", code, exitError)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %s to stop", d)
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	if errors.Is(ctx.Err(), context.Canceled) == false {
+		t.Fatal("context not cancelled")
+	}
+}

@@ -1,0 +1,19 @@
+//go:build unix && !linux
+
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// ownGroup puts the child in its own process group, so that stopping it
+// also stops anything it started.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// signalGroup sends sig to the child's whole process group.
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}

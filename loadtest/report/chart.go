@@ -1,0 +1,165 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// The chart is a plain SVG drawn by hand: one row per strategy, with a bar
+// for its sales per second, a bar for its p99 latency (and a tick at p50),
+// and the anomalies it showed. It needs no library and renders in any
+// browser and on GitHub.
+const (
+	chartWidth = 980
+	rowHeight  = 44
+	top        = 116
+	labelX     = 16
+	salesX     = 190
+	salesW     = 250
+	latX       = 500
+	latW       = 250
+	anomX      = 800
+)
+
+func verdictColor(v string) string {
+	switch v {
+	case string(verdict.Pass):
+		return "#2e7d32"
+	case string(verdict.Fail):
+		return "#c62828"
+	case string(verdict.Demonstrated):
+		return "#e65100"
+	default:
+		return "#757575"
+	}
+}
+
+// WriteSVG draws the chart comparing the runs of rep.
+func WriteSVG(w io.Writer, rep Report) error {
+	var b strings.Builder
+	n := len(rep.Runs)
+	height := top + n*rowHeight + 46
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n",
+		chartWidth, height, chartWidth, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
+
+	title := "stocklock: selling the last unit once, strategy by strategy"
+	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="bold">%s</text>`+"\n", labelX, esc(title))
+	s := rep.Settings
+	sub := fmt.Sprintf("%d req/s, %s, stock %d × %d sku, %d replicas", s.Rate, s.Duration, s.Stock, s.SKUs, len(rep.Replicas))
+	if s.Requests > 0 {
+		sub = fmt.Sprintf("%d req/s, %d requests, stock %d × %d sku, %d replicas", s.Rate, s.Requests, s.Stock, s.SKUs, len(rep.Replicas))
+	}
+	if s.RMWDelay != "" {
+		sub += ", read-modify-write delay " + s.RMWDelay
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">%s</text>`+"\n", labelX, esc(sub))
+	store := "MongoDB and Redis: as the replicas were started"
+	if rep.Store != "" {
+		store = "MongoDB: " + rep.Store
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="64" fill="#555">%s</text>`+"\n", labelX, esc(clip(store, 140)))
+	fmt.Fprintf(&b, `<text x="%d" y="82" fill="#555">%s</text>`+"\n", labelX, esc(rep.Started.Format("2006-01-02 15:04 MST")+", "+rep.Host))
+
+	maxSales, maxLat := 0.0, 0.0
+	for _, r := range rep.Runs {
+		maxSales = max(maxSales, r.SalesPerSec)
+		maxLat = max(maxLat, r.Latency.P99)
+	}
+	if maxSales == 0 {
+		maxSales = 1
+	}
+	maxLat = max(maxLat, 10) // the log scale spans at least 1ms..10ms
+
+	hy := top - 10
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">sales/s (while the stock lasted)</text>`+"\n", salesX, hy)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">latency p99, log scale (| p50)</text>`+"\n", latX, hy)
+	for i := range rep.Runs {
+		if i%2 == 0 {
+			fmt.Fprintf(&b, `<rect x="0" y="%d" width="%d" height="%d" fill="#f5f5f5"/>`+"\n", top+i*rowHeight, chartWidth, rowHeight)
+		}
+	}
+	// Decade grid lines of the log scale.
+	for d := 1.0; d <= maxLat*1.0001; d *= 10 {
+		x := latX + logW(d, maxLat)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#ccc"/>`+"\n", x, top, x, top+n*rowHeight)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%s</text>`+"\n", x, top+n*rowHeight+12, esc(decade(d)))
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
+
+	for i, r := range rep.Runs {
+		y := top + i*rowHeight
+		cy := y + rowHeight/2
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", labelX, cy-3, esc(r.Strategy))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", labelX, cy+12, verdictColor(r.Verdict), esc(r.Verdict))
+
+		barColor := "#1565c0"
+		if !r.Safe {
+			barColor = "#9e9e9e"
+		}
+		bw := int(float64(salesW) * r.SalesPerSec / maxSales)
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="18" fill="%s"/>`+"\n", salesX, cy-9, bw, barColor)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%.1f</text>`+"\n", salesX+bw+6, cy+5, r.SalesPerSec)
+
+		lw := logW(r.Latency.P99, maxLat)
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="18" fill="#6a1b9a" fill-opacity="0.75"/>`+"\n", latX, cy-9, lw)
+		p50 := latX + logW(r.Latency.P50, maxLat)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", p50, cy-12, p50, cy+12)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", latX+lw+6, cy+5, esc(Ms(r.Latency.P99)))
+
+		var marks []string
+		if r.Oversold > 0 {
+			marks = append(marks, fmt.Sprintf("oversold %d", r.Oversold))
+		}
+		if r.LostUpdates > 0 {
+			marks = append(marks, fmt.Sprintf("lost %d", r.LostUpdates))
+		}
+		if r.LedgerMismatch > 0 {
+			marks = append(marks, fmt.Sprintf("ledger %d", r.LedgerMismatch))
+		}
+		if len(marks) == 0 {
+			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="7" fill="#2e7d32"/>`+"\n", anomX+7, cy)
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+20, cy+5)
+		} else {
+			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="7" fill="#c62828"/>`+"\n", anomX+7, cy)
+			fmt.Fprintf(&b, `<path d="M%d %d l8 8 M%d %d l8 -8" stroke="#fff" stroke-width="2"/>`+"\n", anomX+3, cy-4, anomX+3, cy+4)
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#c62828">%s</text>`+"\n", anomX+20, cy+5, esc(strings.Join(marks, ", ")))
+		}
+	}
+	ly := top + n*rowHeight + 30
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe strategy</text>`+"\n", labelX, ly-10, labelX+18, ly)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">unsafe strategy (expected to oversell)</text>`+"\n", labelX+130, ly-10, labelX+148, ly)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+// logW is the bar width of ms on a log scale from 1ms (width 0) to maxMs
+// (full width).
+func logW(ms, maxMs float64) int {
+	if ms <= 1 {
+		return 0
+	}
+	return int(float64(latW) * math.Log10(ms) / math.Log10(maxMs))
+}
+
+func decade(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%gs", ms/1000)
+	}
+	return fmt.Sprintf("%gms", ms)
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

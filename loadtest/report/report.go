@@ -1,0 +1,325 @@
+// Package report turns the load-test runs into a terminal table, JSON and
+// Markdown files and an SVG chart comparing the strategies.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// Latency is a latency distribution in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// Run is the measured outcome of one strategy.
+type Run struct {
+	Strategy string `json:"strategy"`
+	Safe     bool   `json:"safe"`
+	Verdict  string `json:"verdict"`
+
+	SKUs  []string `json:"skus"`
+	Stock int      `json:"stock_per_sku"`
+	Qty   int      `json:"qty"`
+
+	// Requests is the number of decrement requests sent; the next fields
+	// split them by class.
+	Requests    int `json:"requests"`
+	Orders      int `json:"orders"`       // 200 responses
+	SoldOut     int `json:"sold_out"`     // 409 sold_out
+	Unavailable int `json:"unavailable"`  // 503
+	Other       int `json:"other_status"` // any other status
+	Transport   int `json:"transport_errors"`
+
+	Sold           int            `json:"sold"` // units: sum of qty over the 200s
+	Initial        int            `json:"initial"`
+	Remaining      int            `json:"remaining"`
+	Oversold       int            `json:"oversold"`
+	LostUpdates    int            `json:"lost_updates"`
+	Unacknowledged int            `json:"unacknowledged"`
+	LedgerMismatch int            `json:"ledger_mismatch"`
+	Ledger         verdict.Ledger `json:"ledger"`
+	LedgerOrders   int            `json:"ledger_orders"`
+
+	// AttackSeconds is how long the attack ran, from the first request to
+	// the last response.
+	AttackSeconds float64 `json:"attack_seconds"`
+	// SellingSeconds runs from the first request to the end of the last
+	// 200: the window in which the stock was being sold.
+	SellingSeconds float64 `json:"selling_seconds"`
+	// SalesPerSec is the rate at which sales completed while the stock
+	// lasted: 95% of the sales (all, under 20) over the time from the
+	// attack's start until that many had completed. A run that sells out
+	// early is not diluted by its sold-out tail, nor stretched by one
+	// straggler, and the rate cannot exceed the offered one.
+	SalesPerSec float64 `json:"sales_per_sec"`
+	// ReqPerSec is the request rate achieved over the whole attack.
+	ReqPerSec float64 `json:"req_per_sec"`
+	// TargetRate is the rate asked for (0: as fast as the workers allow).
+	TargetRate int `json:"target_rate"`
+
+	Latency Latency `json:"latency"`
+	// LockWaitP99 is the 99th percentile of the replicas' lock wait
+	// histogram over the run, in ms; nil when the strategy takes no lock
+	// or the replicas export no such metric.
+	LockWaitP99 *float64 `json:"lock_wait_p99_ms,omitempty"`
+
+	StatusCodes map[string]int `json:"status_codes"`
+	ByReplica   map[string]int `json:"orders_by_replica,omitempty"`
+	ErrorSample []string       `json:"error_sample,omitempty"`
+	Problems    []string       `json:"problems,omitempty"`
+	Plot        string         `json:"plot,omitempty"`
+}
+
+// Errors is the number of requests that were neither a sale, nor sold out,
+// nor a 503.
+func (r Run) Errors() int { return r.Other + r.Transport }
+
+// Settings are the knobs of a whole harness run.
+type Settings struct {
+	Rate       int      `json:"rate"`
+	Duration   string   `json:"duration"`
+	Requests   int      `json:"requests"`
+	Stock      int      `json:"stock"`
+	Qty        int      `json:"qty"`
+	SKUs       int      `json:"skus"`
+	Skew       float64  `json:"skew"`
+	Workers    int      `json:"workers"`
+	MaxWorkers int      `json:"max_workers"`
+	Timeout    string   `json:"timeout"`
+	RMWDelay   string   `json:"rmw_delay,omitempty"`
+	Strategies []string `json:"strategies"`
+}
+
+// Report is everything a harness run produced.
+type Report struct {
+	Started     time.Time `json:"started"`
+	OutDir      string    `json:"out_dir"`
+	WallSeconds float64   `json:"wall_seconds"`
+	Host        string    `json:"host"`
+	// Store says which MongoDB and Redis the replicas used, when the
+	// harness knows (it started them); empty for external replicas.
+	Store    string   `json:"store,omitempty"`
+	Redis    string   `json:"redis,omitempty"`
+	Replicas []string `json:"replicas"`
+	Settings Settings `json:"settings"`
+	Runs     []Run    `json:"runs"`
+	// OK is true when no safe strategy showed an anomaly.
+	OK bool `json:"ok"`
+}
+
+// Ms formats milliseconds compactly: 0.42ms, 12.3ms, 1.25s.
+func Ms(ms float64) string {
+	switch {
+	case ms >= 1000:
+		return fmt.Sprintf("%.2fs", ms/1000)
+	case ms >= 100:
+		return fmt.Sprintf("%.0fms", ms)
+	case ms >= 10:
+		return fmt.Sprintf("%.1fms", ms)
+	default:
+		return fmt.Sprintf("%.2fms", ms)
+	}
+}
+
+func lockWait(r Run) string {
+	if r.LockWaitP99 == nil {
+		return "-"
+	}
+	return Ms(*r.LockWaitP99)
+}
+
+var header = []string{"strategy", "verdict", "requests", "sold", "sold out", "503", "errors",
+	"oversold", "lost upd", "ledger≠", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
+
+func row(r Run) []string {
+	return []string{
+		r.Strategy, r.Verdict,
+		fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
+		fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
+		fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
+		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), lockWait(r),
+	}
+}
+
+// WriteTable writes the runs as an aligned plain-text table: names to
+// the left, numbers to the right.
+func WriteTable(w io.Writer, runs []Run) error {
+	rows := [][]string{header}
+	for _, r := range runs {
+		rows = append(rows, row(r))
+	}
+	width := make([]int, len(header))
+	for _, cells := range rows {
+		for i, c := range cells {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, cells := range rows {
+		for i, c := range cells {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < 2 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the report as indented JSON.
+func WriteJSON(w io.Writer, rep Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteMarkdown writes the report as a Markdown page: the settings, the
+// table, and the problems each run found.
+func WriteMarkdown(w io.Writer, rep Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# stocklock load test, %s\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"))
+	if rep.OK {
+		b.WriteString("**Result: pass.** No safe strategy oversold, lost an update or disagreed with the ledger.\n\n")
+	} else {
+		b.WriteString("**Result: FAIL.** A safe strategy oversold, lost an update or disagreed with the ledger.\n\n")
+	}
+	fmt.Fprintf(&b, "- machine: %s\n", rep.Host)
+	if rep.Store != "" {
+		fmt.Fprintf(&b, "- MongoDB: %s\n", rep.Store)
+	}
+	if rep.Redis != "" {
+		fmt.Fprintf(&b, "- Redis: %s\n", rep.Redis)
+	}
+	fmt.Fprintf(&b, "- replicas: %s\n", strings.Join(rep.Replicas, ", "))
+	s := rep.Settings
+	load := fmt.Sprintf("%d req/s", s.Rate)
+	if s.Rate == 0 {
+		load = "as fast as the workers allow"
+	}
+	bound := s.Duration
+	if s.Requests > 0 {
+		bound = fmt.Sprintf("%d requests", s.Requests)
+		if s.Duration != "0s" && s.Duration != "" {
+			bound += " or " + s.Duration
+		}
+	}
+	fmt.Fprintf(&b, "- load per strategy: %s for %s, workers %d..%d, timeout %s\n", load, bound, s.Workers, s.MaxWorkers, s.Timeout)
+	fmt.Fprintf(&b, "- stock: %d per sku, %d sku(s) (skew %g), qty %d per request\n", s.Stock, s.SKUs, s.Skew, s.Qty)
+	if s.RMWDelay != "" {
+		fmt.Fprintf(&b, "- replicas' read-modify-write delay: %s\n", s.RMWDelay)
+	}
+	fmt.Fprintf(&b, "- wall time: %.1fs\n\n", rep.WallSeconds)
+
+	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
+	for i := range header {
+		if i < 2 {
+			b.WriteString(" --- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, r := range rep.Runs {
+		cells := row(r)
+		if r.Verdict == string(verdict.Fail) {
+			cells[1] = "**FAIL**"
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	b.WriteString(`
+Columns: *sold* is units acknowledged by 200 responses; *oversold* is
+max(0, sold − stock, −remaining); *lost upd* is acknowledged units that the
+stock does not reflect, sold − (stock − remaining); *ledger≠* counts orders
+that differ between the ledger and the 200 responses; *sales/s* is the rate
+at which sales completed while the stock lasted (95% of the sales over the
+time from the attack's start until they had completed);
+*req/s* is the request rate achieved; latencies cover every request, sales
+and refusals alike; *lock wait p99* is estimated from the replicas'
+` + "`stock_lock_wait_seconds`" + ` histograms over the run (acquired or not).
+`)
+	b.WriteString("\n![strategies compared](chart.svg)\n")
+	var notes strings.Builder
+	for _, r := range rep.Runs {
+		if len(r.Problems) == 0 && len(r.ErrorSample) == 0 {
+			continue
+		}
+		fmt.Fprintf(&notes, "\n### %s (%s)\n\n", r.Strategy, r.Verdict)
+		for _, p := range r.Problems {
+			fmt.Fprintf(&notes, "- %s\n", p)
+		}
+		for _, e := range r.ErrorSample {
+			fmt.Fprintf(&notes, "- refusal or error seen: `%s`\n", strings.ReplaceAll(e, "`", "'"))
+		}
+	}
+	if notes.Len() > 0 {
+		b.WriteString("\n## Findings\n")
+		b.WriteString(notes.String())
+	}
+	var plots []string
+	for _, r := range rep.Runs {
+		if r.Plot != "" {
+			plots = append(plots, fmt.Sprintf("[%s](%s)", r.Strategy, r.Plot))
+		}
+	}
+	if len(plots) > 0 {
+		fmt.Fprintf(&b, "\nLatency plots (Vegeta): %s\n", strings.Join(plots, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Files are the names WriteFiles writes inside the output directory.
+const (
+	JSONFile     = "results.json"
+	MarkdownFile = "results.md"
+	ChartFile    = "chart.svg"
+)
+
+// WriteFiles writes results.json, results.md and chart.svg into dir and
+// returns their paths.
+func WriteFiles(dir string, rep Report) ([]string, error) {
+	writers := []struct {
+		name  string
+		write func(io.Writer, Report) error
+	}{
+		{JSONFile, WriteJSON},
+		{MarkdownFile, WriteMarkdown},
+		{ChartFile, WriteSVG},
+	}
+	var paths []string
+	for _, wr := range writers {
+		p := filepath.Join(dir, wr.name)
+		f, err := os.Create(p)
+		if err != nil {
+			return paths, err
+		}
+		err = wr.write(f, rep)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return paths, fmt.Errorf("write %s: %w", p, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
+
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// harness runs the strategies of one Config against a set of replicas.
+type harness struct {
+	cfg      Config
+	replicas []string
+	outDir   string
+	prefix   string // sku prefix of this harness run
+	api      *api
+	log      io.Writer // progress and notes (stderr)
+	tty      bool      // log is a terminal: redraw the progress line in place
+	// metricsWarned is set once a replica's /metrics could not be read or
+	// had no lock wait histogram, so that the note is made only once.
+	metricsWarned bool
+}
+
+func (h *harness) logf(format string, a ...any) {
+	fmt.Fprintf(h.log, format+"\n", a...)
+}
+
+// skus returns the skus of strategy's run.
+func (h *harness) skus(strategy string) []string {
+	out := make([]string, h.cfg.SKUs)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, strategy, i)
+	}
+	return out
+}
+
+// tally counts a run's responses as they arrive; the progress line reads
+// it from another goroutine.
+type tally struct {
+	sent, done, orders, units, soldOut, unavailable, other, transport atomic.Int64
+}
+
+// response is what the harness needs from a decrement answer's body.
+type response struct {
+	OrderID string `json:"order_id"`
+	SKU     string `json:"sku"`
+	Qty     int    `json:"qty"`
+	Replica string `json:"replica"`
+	Error   string `json:"error"`
+}
+
+// skuOfURL extracts the sku from .../v1/items/<sku>/decrement.
+func skuOfURL(u string) string {
+	const marker = "/v1/items/"
+	i := strings.Index(u, marker)
+	if i < 0 {
+		return ""
+	}
+	rest := u[i+len(marker):]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// interpret classifies one Vegeta result and, for a sale, returns its order.
+func interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string) {
+	var body response
+	if r.Code != 0 && len(r.Body) > 0 {
+		_ = json.Unmarshal(r.Body, &body)
+	}
+	cls := verdict.Classify(int(r.Code), body.Error)
+	if cls != verdict.Sold {
+		note := r.Error
+		if r.Code != 0 {
+			note = fmt.Sprintf("%d %s", r.Code, body.Error)
+			if body.Error == "" {
+				note = fmt.Sprintf("%d %s", r.Code, strings.TrimSpace(firstN(string(r.Body), 120)))
+			}
+		}
+		return cls, verdict.Order{}, note
+	}
+	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica}
+	if o.SKU == "" {
+		o.SKU = skuOfURL(r.URL)
+	}
+	if o.Qty == 0 {
+		o.Qty = qty
+	}
+	return cls, o, ""
+}
+
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// classLabel names a result's class in the Vegeta plot.
+func classLabel(r *vegeta.Result) string {
+	cls, _, _ := interpret(r, 1)
+	return cls.String()
+}
+
+// ctxTransport ties every attack request to the harness's context, so
+// that Ctrl-C also abandons the requests in flight instead of waiting for
+// their timeout.
+type ctxTransport struct {
+	ctx  context.Context
+	base http.RoundTripper
+}
+
+func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.base.RoundTrip(req.WithContext(t.ctx))
+}
+
+// newAttacker returns a fresh Attacker (an Attacker is single-use) whose
+// concurrency is capped at MaxWorkers, with its own connection pool.
+func (h *harness) newAttacker(ctx context.Context) (*vegeta.Attacker, *http.Transport) {
+	tr := &http.Transport{
+		Proxy:               nil, // the replicas are talked to directly
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: h.cfg.MaxWorkers,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	client := &http.Client{
+		Timeout:   h.cfg.Timeout,
+		Transport: ctxTransport{ctx: ctx, base: tr},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return vegeta.NewAttacker(
+		vegeta.Client(client),
+		vegeta.Workers(uint64(h.cfg.Workers)),
+		vegeta.MaxWorkers(uint64(h.cfg.MaxWorkers)),
+		vegeta.MaxBody(64<<10),
+	), tr
+}
+
+// scrape reads every replica's lock wait histograms; nil entries where a
+// replica's /metrics could not be read or has none.
+func (h *harness) scrape(ctx context.Context) []*histSnapshot {
+	out := make([]*histSnapshot, len(h.replicas))
+	for i, base := range h.replicas {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		text, err := h.api.metrics(cctx, base)
+		cancel()
+		if err != nil {
+			if !h.metricsWarned {
+				h.metricsWarned = true
+				h.logf("note: no lock wait metrics from %s: %v", base, err)
+			}
+			continue
+		}
+		// nil when no lock wait has been observed yet: the service's
+		// histogram series appear with their first observation.
+		out[i] = parseLockWait(text)
+	}
+	return out
+}
+
+// runStrategy resets the stock, attacks with one strategy, reads the
+// stock and the ledger back and checks them.
+func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run, error) {
+	cfg := h.cfg
+	run := report.Run{
+		Strategy:    strategy,
+		Safe:        verdict.Safe(strategy),
+		SKUs:        h.skus(strategy),
+		Stock:       cfg.Stock,
+		Qty:         cfg.Qty,
+		TargetRate:  cfg.Rate,
+		StatusCodes: map[string]int{},
+		ByReplica:   map[string]int{},
+	}
+
+	// Reset. The ledger window starts a little before, so that a replica
+	// clock slightly behind ours does not hide the first orders; the skus
+	// are fresh, so nothing older can fall into it.
+	since := time.Now().Add(-2 * time.Second)
+	for i, sku := range run.SKUs {
+		base := h.replicas[i%len(h.replicas)]
+		if err := h.api.setStock(ctx, base, sku, cfg.Stock); err != nil {
+			return run, fmt.Errorf("%s: reset stock: %w", strategy, err)
+		}
+	}
+	for _, sku := range run.SKUs {
+		it, err := h.api.getItem(ctx, h.replicas[len(h.replicas)-1], sku)
+		if err != nil {
+			return run, fmt.Errorf("%s: read back the reset stock: %w", strategy, err)
+		}
+		if it.Stock != cfg.Stock {
+			return run, fmt.Errorf("%s: sku %s reads %d after PUT %d", strategy, sku, it.Stock, cfg.Stock)
+		}
+	}
+	before := h.scrape(ctx)
+
+	// Attack.
+	atk, tr := h.newAttacker(ctx)
+	defer tr.CloseIdleConnections()
+	picker := newSKUPicker(cfg.SKUs, cfg.Skew, time.Now().UnixNano())
+	var t tally
+	targeter := decrementTargeter(h.replicas, run.SKUs, picker, cfg.Qty, strategy)
+	counted := func(tg *vegeta.Target) error {
+		t.sent.Add(1)
+		return targeter(tg)
+	}
+	results := atk.Attack(counted, pacer(cfg.Rate, cfg.Requests), cfg.Duration, strategy)
+
+	started := time.Now()
+	stopProgress := h.progress(strategy, &t, started)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			atk.Stop()
+		case <-done:
+		}
+	}()
+
+	var (
+		m        vegeta.Metrics
+		acked    []verdict.Order
+		lastSale time.Time
+		saleEnds []time.Time
+		errSeen  = map[string]bool{}
+		pl       = plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", strategy)), plot.Label(classLabel))
+	)
+	for r := range results {
+		t.done.Add(1)
+		m.Add(r)
+		_ = pl.Add(r) // a plot glitch must not stop the run
+		cls, order, note := interpret(r, cfg.Qty)
+		run.StatusCodes[fmt.Sprint(r.Code)]++
+		switch cls {
+		case verdict.Sold:
+			t.orders.Add(1)
+			t.units.Add(int64(order.Qty))
+			acked = append(acked, order)
+			run.ByReplica[order.Replica]++
+			if e := r.End(); e.After(lastSale) {
+				lastSale = e
+			}
+			saleEnds = append(saleEnds, r.End())
+		case verdict.SoldOut:
+			t.soldOut.Add(1)
+		case verdict.Unavailable:
+			t.unavailable.Add(1)
+		case verdict.Other:
+			t.other.Add(1)
+		case verdict.Transport:
+			t.transport.Add(1)
+		}
+		if cls != verdict.Sold && cls != verdict.SoldOut && len(errSeen) < 5 && !errSeen[note] {
+			errSeen[note] = true
+			run.ErrorSample = append(run.ErrorSample, note)
+		}
+	}
+	close(done)
+	stopProgress()
+	m.Close()
+	pl.Close()
+	if err := ctx.Err(); err != nil {
+		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
+	}
+
+	run.Requests = int(m.Requests)
+	run.Orders = int(t.orders.Load())
+	run.SoldOut = int(t.soldOut.Load())
+	run.Unavailable = int(t.unavailable.Load())
+	run.Other = int(t.other.Load())
+	run.Transport = int(t.transport.Load())
+	attack := m.Duration + m.Wait
+	run.AttackSeconds = attack.Seconds()
+	run.ReqPerSec = m.Rate
+	if !lastSale.IsZero() {
+		run.SellingSeconds = lastSale.Sub(m.Earliest).Seconds()
+		run.SalesPerSec = salesRate(saleEnds, m.Earliest)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	run.Latency = report.Latency{P50: ms(m.Latencies.P50), P95: ms(m.Latencies.P95), P99: ms(m.Latencies.P99), Max: ms(m.Latencies.Max)}
+	if len(run.ByReplica) == 0 {
+		run.ByReplica = nil
+	}
+
+	plotName := "plot-" + strategy + ".html"
+	if f, err := os.Create(filepath.Join(h.outDir, plotName)); err == nil {
+		_, werr := pl.WriteTo(f)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			run.Plot = plotName
+		}
+	}
+
+	// Let stragglers land (a response can beat its own ledger write only
+	// if the service acknowledges before writing, which would itself be a
+	// finding), then read everything back.
+	if cfg.Settle > 0 {
+		select {
+		case <-time.After(cfg.Settle):
+		case <-ctx.Done():
+			return run, context.Cause(ctx)
+		}
+	}
+	in := verdict.Input{Acked: acked}
+	reader := h.replicas[0]
+	for _, sku := range run.SKUs {
+		it, err := h.api.getItem(ctx, reader, sku)
+		if err != nil {
+			return run, fmt.Errorf("%s: read the stock back: %w", strategy, err)
+		}
+		in.Items = append(in.Items, verdict.Item{SKU: sku, Initial: cfg.Stock, Remaining: it.Stock})
+		orders, err := h.api.orders(ctx, reader, sku, since)
+		if err != nil {
+			return run, fmt.Errorf("%s: read the ledger: %w", strategy, err)
+		}
+		in.Ledger = append(in.Ledger, orders...)
+	}
+	after := h.scrape(ctx)
+	if p99, ok := lockWaitP99(before, after, strategy); ok {
+		run.LockWaitP99 = &p99
+	}
+
+	res := verdict.Check(in)
+	run.Sold = res.Sold
+	run.Initial = res.Initial
+	run.Remaining = res.Remaining
+	run.Oversold = res.Oversold
+	run.LostUpdates = res.LostUpdates
+	run.Unacknowledged = res.Unacknowledged
+	run.LedgerMismatch = res.LedgerMismatch
+	run.Ledger = res.Ledger
+	run.LedgerOrders = len(in.Ledger)
+	run.Problems = res.Problems
+	if res.Unacknowledged > 0 {
+		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
+	}
+	run.Verdict = string(verdict.Judge(strategy, res))
+	return run, nil
+}
+
+// salesRate is the rate at which sales completed while the stock lasted:
+// k sales over the time from the attack's start to the completion of the
+// k-th, where k is 95% of the sales (all of them when there are fewer than
+// 20), so that one straggler (a slow response, a pause on a busy machine)
+// does not stretch the window. Counting from the start, not from the first
+// sale, keeps it at or below the offered rate: the k-th sale cannot finish
+// before the k-th request was sent.
+func salesRate(ends []time.Time, start time.Time) float64 {
+	if len(ends) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(ends)
+	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+	k := len(sorted)
+	if k >= 20 {
+		k = (k*95 + 99) / 100
+	}
+	if d := sorted[k-1].Sub(start).Seconds(); d > 0 {
+		return float64(k) / d
+	}
+	return 0
+}
+
+// progress draws a live line on the log while an attack runs and returns a
+// function that stops it and ends the line.
+func (h *harness) progress(strategy string, t *tally, started time.Time) func() {
+	if h.cfg.Quiet {
+		return func() {}
+	}
+	every := 250 * time.Millisecond
+	if !h.tty {
+		every = 2 * time.Second
+	}
+	line := func() string {
+		el := time.Since(started)
+		sent := t.sent.Load()
+		rate := 0.0
+		if el > 0 {
+			rate = float64(sent) / el.Seconds()
+		}
+		return fmt.Sprintf("  %-11s %5.1fs  sent %6d (%6.1f/s)  answered %6d  sold %6d  sold out %6d  503 %5d  errors %4d",
+			strategy, el.Seconds(), sent, rate, t.done.Load(), t.units.Load(), t.soldOut.Load(), t.unavailable.Load(), t.other.Load()+t.transport.Load())
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				if h.tty {
+					fmt.Fprintf(h.log, "\r%s\x1b[K\n", line())
+				} else {
+					fmt.Fprintln(h.log, line())
+				}
+				return
+			case <-tick.C:
+				if h.tty {
+					fmt.Fprintf(h.log, "\r%s\x1b[K", line())
+				} else {
+					fmt.Fprintln(h.log, line())
+				}
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-finished
+	}
+}
+
+// warmup sends atomic decrements of a scratch sku for cfg.Warmup, so
+// that the replicas' connection pools (to MongoDB, to Redis, from the
+// harness) are open before the first measured run, which would otherwise
+// pay for them alone. The results are discarded.
+func (h *harness) warmup(ctx context.Context) error {
+	if h.cfg.Warmup <= 0 {
+		return nil
+	}
+	sku := h.prefix + "-warmup"
+	if err := h.api.setStock(ctx, h.replicas[0], sku, maxStock); err != nil {
+		return fmt.Errorf("warm-up: reset stock: %w", err)
+	}
+	rate := h.cfg.Rate
+	if rate == 0 {
+		rate = 100
+	}
+	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
+	atk, tr := h.newAttacker(ctx)
+	defer tr.CloseIdleConnections()
+	targeter := decrementTargeter(h.replicas, []string{sku}, newSKUPicker(1, 0, 1), 1, "atomic")
+	n, failed := 0, 0
+	for r := range atk.Attack(targeter, pacer(rate, 0), h.cfg.Warmup, "warmup") {
+		n++
+		if r.Code != 200 {
+			failed++
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	h.logf("  warm-up: %d requests, %d not 200", n, failed)
+	return nil
+}
+
+// runAll runs every strategy of the config in turn.
+func (h *harness) runAll(ctx context.Context) ([]report.Run, error) {
+	var runs []report.Run
+	if err := h.warmup(ctx); err != nil {
+		return nil, err
+	}
+	for i, s := range h.cfg.Strategies {
+		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(h.cfg.Strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
+		run, err := h.runStrategy(ctx, s)
+		if err != nil {
+			return runs, err
+		}
+		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d (%s)",
+			s, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Verdict)
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+func (h *harness) loadText() string {
+	rate := fmt.Sprintf("%d req/s", h.cfg.Rate)
+	if h.cfg.Rate == 0 {
+		rate = fmt.Sprintf("unpaced with %d workers", h.cfg.MaxWorkers)
+	}
+	switch {
+	case h.cfg.Requests > 0 && h.cfg.Duration > 0:
+		return fmt.Sprintf("%s, %d requests or %s", rate, h.cfg.Requests, h.cfg.Duration)
+	case h.cfg.Requests > 0:
+		return fmt.Sprintf("%s, %d requests", rate, h.cfg.Requests)
+	default:
+		return fmt.Sprintf("%s for %s", rate, h.cfg.Duration)
+	}
+}
+
+// summarize returns the outcomes in a stable order, and whether the
+// harness may exit 0.
+func summarize(runs []report.Run) (ok bool, lines []string) {
+	var outs []verdict.Outcome
+	for _, r := range runs {
+		outs = append(outs, verdict.Outcome(r.Verdict))
+	}
+	for _, r := range runs {
+		switch verdict.Outcome(r.Verdict) {
+		case verdict.Fail:
+			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))
+		case verdict.Demonstrated:
+			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch))
+		case verdict.NotReproduced:
+			lines = append(lines, fmt.Sprintf("ok    %s: race not reproduced in this run (more load, concurrency or --rmw-delay makes it likelier)", r.Strategy))
+		default:
+			lines = append(lines, fmt.Sprintf("pass  %s", r.Strategy))
+		}
+	}
+	return verdict.OK(outs...), lines
+}

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+)
+
+// The one-command scenario: the harness starts the stores, builds the stock
+// service and runs two replicas of it, and stops it all again.
+
+const (
+	buildTimeout = 10 * time.Minute
+	stopGrace    = 5 * time.Second
+)
+
+// replicaIDs are the REPLICA_IDs of the replicas the harness starts.
+var replicaIDs = []string{"a", "b"}
+
+// localEnv is everything the harness started for a one-command run.
+type localEnv struct {
+	log      io.Writer
+	mongo    *devstore.Mongo
+	redis    *devstore.Redis
+	tmpDir   string
+	procs    []*replicaProc
+	Replicas []string
+	// Store and Redis describe the stores in use, for the report.
+	Store, Redis string
+
+	storeLog  *os.File
+	closeOnce sync.Once
+}
+
+// replicaProc is one running replica process.
+type replicaProc struct {
+	id      string
+	base    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	exited  chan struct{} // closed when the process has been waited for
+	waitErr error
+}
+
+func (e *localEnv) logf(format string, a ...any) { fmt.Fprintf(e.log, format+"\n", a...) }
+
+// startLocal starts MongoDB and Redis (devstore), builds ./services/stock
+// and starts the replicas, waiting until they are ready. On error it stops
+// whatever it had started; on success the caller must Close the env.
+func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (_ *localEnv, err error) {
+	e := &localEnv{log: log}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+
+	// devstore logs (FerretDB's complaints included) go to a file: the
+	// terminal gets the harness's own progress lines.
+	dlog, err := os.Create(filepath.Join(outDir, "devstore.log"))
+	if err != nil {
+		return nil, err
+	}
+	e.storeLog = dlog
+	logger := slog.New(slog.NewTextHandler(dlog, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	e.logf("starting MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate)...")
+	t0 := time.Now()
+	if e.mongo, err = devstore.StartMongo(ctx, logger); err != nil {
+		return nil, fmt.Errorf("start MongoDB: %w", err)
+	}
+	switch e.mongo.Kind {
+	case devstore.KindFerretDB:
+		e.Store = "embedded FerretDB v1 behind the atomicity gate (writes serialised: far slower than a real MongoDB)"
+	case devstore.KindExternal:
+		e.Store = "real MongoDB at " + redactURI(e.mongo.URI) + " (MONGO_URI)"
+	case devstore.KindTestcontainers:
+		e.Store = "real MongoDB in a container (testcontainers)"
+	default:
+		e.Store = e.mongo.Kind
+	}
+	e.logf("  MongoDB: %s [%s]", e.Store, time.Since(t0).Round(time.Millisecond))
+
+	e.logf("starting Redis (REDIS_ADDR, else redis-server from PATH, else miniredis)...")
+	t0 = time.Now()
+	if e.redis, err = devstore.StartRedis(ctx, logger); err != nil {
+		return nil, fmt.Errorf("start Redis: %w", err)
+	}
+	switch e.redis.Kind {
+	case devstore.KindExternal:
+		e.Redis = "real Redis at " + e.redis.Addr + " (REDIS_ADDR)"
+	case devstore.KindRedisServer:
+		e.Redis = "private redis-server at " + e.redis.Addr
+	case devstore.KindMiniredis:
+		e.Redis = "miniredis (in-process stand-in, not a real Redis) at " + e.redis.Addr
+	default:
+		e.Redis = e.redis.Kind + " at " + e.redis.Addr
+	}
+	e.logf("  Redis: %s [%s]", e.Redis, time.Since(t0).Round(time.Millisecond))
+
+	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
+		return nil, err
+	}
+	bin := cfg.StockBin
+	if bin == "" {
+		if bin, err = e.build(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	ports, err := freePorts(len(replicaIDs))
+	if err != nil {
+		return nil, fmt.Errorf("free ports for the replicas: %w", err)
+	}
+	for i, id := range replicaIDs {
+		p, err := e.startReplica(bin, id, ports[i], cfg, outDir)
+		if err != nil {
+			return nil, err
+		}
+		e.procs = append(e.procs, p)
+		e.Replicas = append(e.Replicas, p.base)
+	}
+
+	e.logf("waiting for the replicas' /readyz...")
+	t0 = time.Now()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	for _, p := range e.procs {
+		go func() {
+			select {
+			case <-p.exited:
+				cancel(fmt.Errorf("replica %s exited (%v); last log lines:\n%s", p.id, p.waitErr, tail(p.logPath, 15)))
+			case <-rctx.Done():
+			}
+		}()
+	}
+	a := newAPI(5 * time.Second)
+	if err := a.waitReady(rctx, e.Replicas, cfg.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
+		if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
+			return nil, c
+		}
+		return nil, err
+	}
+	e.logf("  replicas ready: %s [%s]", strings.Join(e.Replicas, ", "), time.Since(t0).Round(time.Millisecond))
+	return e, nil
+}
+
+// build compiles ./services/stock of the module the harness runs in.
+func (e *localEnv) build(ctx context.Context) (string, error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(e.tmpDir, "stock")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	e.logf("building ./services/stock (go build; the first build on 2 cores can take a few minutes)...")
+	t0 := time.Now()
+	bctx, cancel := context.WithTimeout(ctx, buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(bctx, "go", "build", "-o", bin, "./services/stock")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	ownGroup(cmd)
+	cmd.Cancel = func() error { return signalGroup(cmd, syscall.SIGKILL) }
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("go build ./services/stock: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				if ctx.Err() != nil {
+					return "", context.Cause(ctx)
+				}
+				return "", fmt.Errorf("go build ./services/stock: %w\n%s", err, strings.TrimSpace(out.String()))
+			}
+			e.logf("  built %s [%s]", bin, time.Since(t0).Round(100*time.Millisecond))
+			return bin, nil
+		case <-tick.C:
+			e.logf("  still building... %s", time.Since(t0).Round(time.Second))
+		}
+	}
+}
+
+// moduleRoot is the directory of the go.mod that holds ./services/stock.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w (is Go on PATH?)", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the stocklock module: run the harness from the repository (go run ./loadtest), or pass --replicas")
+	}
+	root := filepath.Dir(gomod)
+	if _, err := os.Stat(filepath.Join(root, "services", "stock")); err != nil {
+		return "", fmt.Errorf("%s has no services/stock: run the harness from the stocklock repository, or pass --stock-bin or --replicas", root)
+	}
+	return root, nil
+}
+
+// freePorts asks the kernel for n distinct free loopback ports, holding
+// them all until it has them all (a port released at once is often handed
+// out again at once). Another process could still take one before its
+// replica binds it; the replica then fails fast and the harness says so.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func (e *localEnv) startReplica(bin, id string, port int, cfg Config, outDir string) (*replicaProc, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := &replicaProc{id: id, base: "http://" + addr, logPath: filepath.Join(outDir, "replica-"+id+".log"), exited: make(chan struct{})}
+	var err error
+	if p.logFile, err = os.Create(p.logPath); err != nil {
+		return nil, err
+	}
+	args := []string{"--addr", addr, "--rmw-delay", cfg.RMWDelay.String()}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(),
+		"MONGO_URI="+e.mongo.URI,
+		"REDIS_ADDR="+e.redis.Addr,
+		"REPLICA_ID="+id,
+	)
+	var out io.Writer = p.logFile
+	if cfg.ReplicaLog {
+		out = io.MultiWriter(p.logFile, prefixWriter(e.log, "["+id+"] "))
+	}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	ownGroup(p.cmd)
+
+	// Start and wait on one locked OS thread: the kernel's parent-death
+	// signal follows the thread that forked the child, and a thread the Go
+	// runtime retires early would otherwise take the replica with it.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			close(p.exited)
+			return
+		}
+		started <- nil
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
+		p.logFile.Close()
+		return nil, fmt.Errorf("start replica %s: %w", id, err)
+	}
+	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
+	return p, nil
+}
+
+// stop ends a replica: SIGTERM to its process group, SIGKILL after a grace
+// period.
+func (p *replicaProc) stop() {
+	if p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+	default:
+		_ = signalGroup(p.cmd, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(stopGrace):
+			_ = signalGroup(p.cmd, syscall.SIGKILL)
+			<-p.exited
+		}
+	}
+	p.logFile.Close()
+}
+
+// Close stops everything startLocal started, replicas first. It is safe to
+// call more than once.
+func (e *localEnv) Close() {
+	e.closeOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, p := range e.procs {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.stop() }()
+		}
+		wg.Wait()
+		if len(e.procs) > 0 {
+			e.logf("stopped the replicas")
+		}
+		if e.redis != nil {
+			if err := e.redis.Close(); err != nil {
+				e.logf("stop Redis: %v", err)
+			}
+		}
+		if e.mongo != nil {
+			if err := e.mongo.Close(); err != nil {
+				e.logf("stop MongoDB: %v", err)
+			}
+		}
+		if e.redis != nil || e.mongo != nil {
+			e.logf("stopped the stores")
+		}
+		if e.tmpDir != "" {
+			_ = os.RemoveAll(e.tmpDir)
+		}
+		if e.storeLog != nil {
+			_ = e.storeLog.Close()
+		}
+	})
+}
+
+// redactURI hides a password in a MongoDB URI.
+func redactURI(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URI)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// prefixWriter prefixes each line written to w.
+func prefixWriter(w io.Writer, prefix string) io.Writer {
+	return &prefixed{w: w, prefix: prefix, bol: true}
+}
+
+type prefixed struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	bol    bool
+}
+
+func (p *prefixed) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var buf bytes.Buffer
+	for _, c := range b {
+		if p.bol {
+			buf.WriteString(p.prefix)
+			p.bol = false
+		}
+		buf.WriteByte(c)
+		if c == '\n' {
+			p.bol = true
+		}
+	}
+	if _, err := p.w.Write(buf.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+func TestTargeterAlternates(t *testing.T) {
+	replicas := []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	tr := decrementTargeter(replicas, []string{"hot"}, newSKUPicker(1, 0, 1), 2, "atomic")
+	count := map[string]int{}
+	var prev string
+	for i := range 10 {
+		var tg vegeta.Target
+		if err := tr(&tg); err != nil {
+			t.Fatal(err)
+		}
+		if tg.Method != "POST" || !strings.HasSuffix(tg.URL, "/v1/items/hot/decrement") {
+			t.Fatalf("target %+v", tg)
+		}
+		base := tg.URL[:len("http://127.0.0.1:1")]
+		if i > 0 && base == prev {
+			t.Fatalf("request %d went to %s again", i, base)
+		}
+		prev = base
+		count[base]++
+		var body struct {
+			Qty      int
+			Strategy string
+		}
+		if err := json.Unmarshal(tg.Body, &body); err != nil || body.Qty != 2 || body.Strategy != "atomic" {
+			t.Fatalf("body %s: %v", tg.Body, err)
+		}
+	}
+	if count[replicas[0]] != 5 || count[replicas[1]] != 5 {
+		t.Fatalf("%v", count)
+	}
+}
+
+func TestSKUPickerSkew(t *testing.T) {
+	p := newSKUPicker(10, 2, 1)
+	hits := make([]int, 10)
+	for range 10000 {
+		hits[p.pick()]++
+	}
+	if hits[0] < hits[1] || hits[1] < hits[9] || hits[0] < 4000 {
+		t.Fatalf("zipf 2 over 10 skus should favour sku 0: %v", hits)
+	}
+	u := newSKUPicker(4, 0, 1)
+	hits = make([]int, 4)
+	for range 4000 {
+		hits[u.pick()]++
+	}
+	for _, h := range hits {
+		if h < 800 || h > 1200 {
+			t.Fatalf("uniform: %v", hits)
+		}
+	}
+}
+
+func TestCountedPacer(t *testing.T) {
+	p := pacer(100, 3)
+	for hits := uint64(0); hits < 3; hits++ {
+		if _, stop := p.Pace(time.Duration(hits)*10*time.Millisecond, hits); stop {
+			t.Fatalf("stopped at %d", hits)
+		}
+	}
+	if _, stop := p.Pace(time.Second, 3); !stop {
+		t.Fatal("must stop after 3 hits")
+	}
+	// rate 0: no wait at all, until the count.
+	p = pacer(0, 2)
+	if wait, stop := p.Pace(0, 1); wait != 0 || stop {
+		t.Fatal("rate 0 must not pace")
+	}
+	if _, stop := pacer(10, 0).Pace(time.Hour, 1<<30); stop {
+		t.Fatal("no count: only the duration ends the attack")
+	}
+}
+
+func TestSkuOfURL(t *testing.T) {
+	if got := skuOfURL("http://h:1/v1/items/abc-1/decrement"); got != "abc-1" {
+		t.Fatal(got)
+	}
+}
+
+func TestSalesRate(t *testing.T) {
+	start := time.Unix(0, 0)
+	// 100 sales, one every 10ms, then one straggler 5s later: the rate is
+	// still about 100/s.
+	var ends []time.Time
+	for i := range 100 {
+		ends = append(ends, start.Add(time.Duration(i+1)*10*time.Millisecond))
+	}
+	ends = append(ends, start.Add(6*time.Second))
+	if r := salesRate(ends, start); r < 95 || r > 105 {
+		t.Fatalf("rate %v, want about 100", r)
+	}
+	// Few sales: from the start to the last.
+	if r := salesRate(ends[:4], start); r != 100 {
+		t.Fatalf("rate %v, want 100", r)
+	}
+	// A stall and then a burst does not make the rate look higher than
+	// what was offered: 50 sales due at 100/s that all complete at 1s.
+	var burst []time.Time
+	for range 50 {
+		burst = append(burst, start.Add(time.Second))
+	}
+	if r := salesRate(burst, start); r > 50 {
+		t.Fatalf("rate %v, want at most 50", r)
+	}
+	if salesRate(nil, start) != 0 {
+		t.Fatal("no sales, no rate")
+	}
+}
+
+func TestFreePortsDistinct(t *testing.T) {
+	for range 20 {
+		ps, err := freePorts(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps[0] == ps[1] {
+			t.Fatalf("same port twice: %v", ps)
+		}
+	}
+}

@@ -1,0 +1,296 @@
+// Package verdict holds the arithmetic that decides whether a load-test run
+// sold more than it had, lost updates, or disagrees with the order ledger.
+//
+// It knows nothing about HTTP or Vegeta: the harness feeds it the stock it
+// set, the stock it read back, the sales the service acknowledged (its 200
+// responses) and the orders the ledger holds, and gets back the anomalies
+// and a verdict.
+package verdict
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Strategies lists every decrement strategy the stock service offers, in
+// the order the harness runs them by default: the two unsafe ones first.
+var Strategies = []string{"unsafe", "local", "mongo-lease", "redis-lock", "optimistic", "atomic"}
+
+// safe are the strategies that must never oversell, lose an update or
+// disagree with the ledger. unsafe (no lock) and local (an in-process mutex,
+// useless across two replicas) are expected to.
+var safe = map[string]bool{"mongo-lease": true, "redis-lock": true, "optimistic": true, "atomic": true}
+
+// Known reports whether s is a strategy the service offers.
+func Known(s string) bool { return slices.Contains(Strategies, s) }
+
+// Safe reports whether strategy s claims to sell every unit at most once.
+func Safe(s string) bool { return safe[s] }
+
+// Class is what one response means for the sale it asked for.
+type Class int
+
+const (
+	// Sold is a 200: the service acknowledged the sale.
+	Sold Class = iota
+	// SoldOut is a 409 sold_out: the stock could not cover the quantity.
+	SoldOut
+	// Unavailable is a 503: the service gave up (typically it could not get
+	// the lock within its wait budget) and sold nothing.
+	Unavailable
+	// Other is any other HTTP status.
+	Other
+	// Transport is a request that got no HTTP response at all (connection
+	// refused or reset, timeout).
+	Transport
+	numClasses
+)
+
+var classNames = [numClasses]string{"sold", "sold out", "unavailable", "other", "transport error"}
+
+func (c Class) String() string {
+	if c < 0 || c >= numClasses {
+		return fmt.Sprintf("Class(%d)", int(c))
+	}
+	return classNames[c]
+}
+
+// Classify maps an HTTP status code and the service's error code (the
+// "error" field of its JSON body, "" if none) to a Class. code 0 means no
+// HTTP response arrived. Vegeta's own notion of success counts every 2xx
+// and 3xx, which is not what a sale is, so the harness classifies itself.
+func Classify(code int, errCode string) Class {
+	switch {
+	case code == 0:
+		return Transport
+	case code == 200:
+		return Sold
+	case code == 409 && errCode == "sold_out":
+		return SoldOut
+	case code == 503:
+		return Unavailable
+	default:
+		return Other
+	}
+}
+
+// Order is one sale, as a 200 response or the ledger tells it.
+type Order struct {
+	ID       string `json:"order_id"`
+	SKU      string `json:"sku"`
+	Qty      int    `json:"qty"`
+	Replica  string `json:"replica,omitempty"`
+	Strategy string `json:"strategy,omitempty"`
+	Fence    int64  `json:"fence,omitempty"`
+}
+
+// Item is one sku's stock before and after a run.
+type Item struct {
+	SKU     string
+	Initial int // the stock the run set with PUT
+	// Remaining is the stock read back after the run. It may be negative:
+	// an unsafe strategy that checks and writes separately can drive it
+	// below zero.
+	Remaining int
+}
+
+// Input is everything the checks need about one run.
+type Input struct {
+	Items []Item
+	// Acked are the orders of the run's 200 responses, one per response.
+	Acked []Order
+	// Ledger are the orders the service's ledger holds for the run's skus
+	// and time window.
+	Ledger []Order
+}
+
+// SKUResult is the arithmetic for one sku.
+type SKUResult struct {
+	SKU       string `json:"sku"`
+	Initial   int    `json:"initial"`
+	Remaining int    `json:"remaining"`
+	Sold      int    `json:"sold"`
+	Oversold  int    `json:"oversold"`
+	Lost      int    `json:"lost_updates"`
+	Unacked   int    `json:"unacknowledged"`
+}
+
+// Ledger is how the ledger differs from the acknowledged sales.
+type Ledger struct {
+	// Missing are acknowledged orders that the ledger does not hold.
+	Missing int `json:"missing"`
+	// Extra are ledger orders that no 200 response of the run announced
+	// (for example a sale whose response was lost to a client timeout).
+	Extra int `json:"extra"`
+	// DuplicateAcked counts repeats of an order id among the 200 responses,
+	// and 200 responses without an order id.
+	DuplicateAcked int `json:"duplicate_acked"`
+	// DuplicateLedger counts repeats of an order id in the ledger.
+	DuplicateLedger int `json:"duplicate_ledger"`
+	// Differ counts orders present in both whose sku or qty disagree.
+	Differ int `json:"differ"`
+}
+
+// Total is the number of ledger anomalies of every kind.
+func (l Ledger) Total() int {
+	return l.Missing + l.Extra + l.DuplicateAcked + l.DuplicateLedger + l.Differ
+}
+
+// Result is the outcome of the checks for one run.
+type Result struct {
+	// Sold is the sum of qty over the 200 responses.
+	Sold int `json:"sold"`
+	// Initial and Remaining are summed over the skus.
+	Initial   int `json:"initial"`
+	Remaining int `json:"remaining"`
+	// Oversold is, summed over skus, max(0, sold-initial, -remaining):
+	// units acknowledged beyond what there was, or a stock driven below 0.
+	Oversold int `json:"oversold"`
+	// LostUpdates is, summed over skus, max(0, sold-(initial-remaining)):
+	// acknowledged sales that the stock does not reflect.
+	LostUpdates int `json:"lost_updates"`
+	// Unacknowledged is the opposite gap, max(0, (initial-remaining)-sold):
+	// units that left the stock without a 200 the harness saw. It is not a
+	// safety violation by itself (a timed-out request may have succeeded),
+	// but the ledger check then reports the orders as extra.
+	Unacknowledged int         `json:"unacknowledged"`
+	Ledger         Ledger      `json:"ledger"`
+	LedgerMismatch int         `json:"ledger_mismatch"`
+	SKUs           []SKUResult `json:"skus,omitempty"`
+	Problems       []string    `json:"problems,omitempty"`
+}
+
+// Anomalous reports whether the run shows any oversell, lost update or
+// ledger mismatch.
+func (r Result) Anomalous() bool {
+	return r.Oversold > 0 || r.LostUpdates > 0 || r.LedgerMismatch > 0
+}
+
+// Check computes the anomalies of one run.
+func Check(in Input) Result {
+	var r Result
+	known := make(map[string]bool, len(in.Items))
+	sold := make(map[string]int, len(in.Items))
+	for _, o := range in.Acked {
+		sold[o.SKU] += o.Qty
+		r.Sold += o.Qty
+	}
+	for _, it := range in.Items {
+		known[it.SKU] = true
+		s := SKUResult{SKU: it.SKU, Initial: it.Initial, Remaining: it.Remaining, Sold: sold[it.SKU]}
+		s.Oversold = max(0, s.Sold-s.Initial, -s.Remaining)
+		taken := s.Initial - s.Remaining // what the stock says left it
+		s.Lost = max(0, s.Sold-taken)
+		s.Unacked = max(0, taken-s.Sold)
+		r.Initial += s.Initial
+		r.Remaining += s.Remaining
+		r.Oversold += s.Oversold
+		r.LostUpdates += s.Lost
+		r.Unacknowledged += s.Unacked
+		r.SKUs = append(r.SKUs, s)
+	}
+	// A 200 for a sku the run did not set up cannot be checked against
+	// any stock: count it where it does the most good, as a problem.
+	var stray []string
+	for sku := range sold {
+		if !known[sku] {
+			stray = append(stray, sku)
+		}
+	}
+	sort.Strings(stray)
+	for _, sku := range stray {
+		r.Problems = append(r.Problems, fmt.Sprintf("200 responses for sku %q, which the run did not set up", sku))
+		r.LedgerMismatch++
+	}
+
+	r.Ledger = CompareLedger(in.Acked, in.Ledger)
+	r.LedgerMismatch += r.Ledger.Total()
+	if r.Oversold > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("oversold %d units", r.Oversold))
+	}
+	if r.LostUpdates > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d acknowledged units not reflected in the stock (lost updates)", r.LostUpdates))
+	}
+	if n := r.Ledger.Total(); n > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("ledger differs from the 200 responses: %d missing, %d extra, %d repeated or empty ids in responses, %d repeated ids in the ledger, %d with a different sku or qty",
+			r.Ledger.Missing, r.Ledger.Extra, r.Ledger.DuplicateAcked, r.Ledger.DuplicateLedger, r.Ledger.Differ))
+	}
+	return r
+}
+
+// CompareLedger compares the acknowledged orders with the ledger's.
+func CompareLedger(acked, ledger []Order) Ledger {
+	var l Ledger
+	ack := make(map[string]Order, len(acked))
+	for _, o := range acked {
+		if o.ID == "" {
+			l.DuplicateAcked++
+			continue
+		}
+		if _, dup := ack[o.ID]; dup {
+			l.DuplicateAcked++
+			continue
+		}
+		ack[o.ID] = o
+	}
+	seen := make(map[string]bool, len(ledger))
+	for _, o := range ledger {
+		if seen[o.ID] {
+			l.DuplicateLedger++
+			continue
+		}
+		seen[o.ID] = true
+		a, ok := ack[o.ID]
+		if !ok {
+			l.Extra++
+			continue
+		}
+		if a.SKU != o.SKU || a.Qty != o.Qty {
+			l.Differ++
+		}
+	}
+	for id := range ack {
+		if !seen[id] {
+			l.Missing++
+		}
+	}
+	return l
+}
+
+// Outcome is the verdict on one run.
+type Outcome string
+
+const (
+	// Pass: a safe strategy showed no anomaly.
+	Pass Outcome = "pass"
+	// Fail: a safe strategy oversold, lost an update or disagreed with the
+	// ledger. Any Fail makes the harness exit non-zero.
+	Fail Outcome = "FAIL"
+	// Demonstrated: an unsafe strategy showed the anomaly it is there to
+	// show.
+	Demonstrated Outcome = "demonstrated"
+	// NotReproduced: an unsafe strategy happened to show no anomaly in this
+	// run (too little concurrency, or luck). Not a harness failure.
+	NotReproduced Outcome = "not reproduced in this run"
+)
+
+// Judge gives the verdict on a run of strategy.
+func Judge(strategy string, r Result) Outcome {
+	switch {
+	case Safe(strategy) && r.Anomalous():
+		return Fail
+	case Safe(strategy):
+		return Pass
+	case r.Anomalous():
+		return Demonstrated
+	default:
+		return NotReproduced
+	}
+}
+
+// OK reports whether a set of outcomes lets the harness exit 0: no safe
+// strategy failed.
+func OK(outcomes ...Outcome) bool {
+	return !slices.Contains(outcomes, Fail)
+}

@@ -1,0 +1,180 @@
+package verdict
+
+import (
+	"fmt"
+	"testing"
+)
+
+func orders(sku string, n int) []Order {
+	out := make([]Order, n)
+	for i := range out {
+		out[i] = Order{ID: fmt.Sprintf("%s-%d", sku, i), SKU: sku, Qty: 1}
+	}
+	return out
+}
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		code int
+		err  string
+		want Class
+	}{
+		{200, "", Sold},
+		{409, "sold_out", SoldOut},
+		{409, "conflict", Other},
+		{503, "lock_unavailable", Unavailable},
+		{503, "", Unavailable},
+		{0, "", Transport},
+		{201, "", Other}, // vegeta would call this a success; it is no sale
+		{302, "", Other},
+		{400, "bad_request", Other},
+		{500, "", Other},
+	}
+	for _, c := range cases {
+		if got := Classify(c.code, c.err); got != c.want {
+			t.Errorf("Classify(%d, %q) = %v, want %v", c.code, c.err, got, c.want)
+		}
+	}
+}
+
+func TestCheckClean(t *testing.T) {
+	acked := orders("a", 100)
+	r := Check(Input{
+		Items:  []Item{{SKU: "a", Initial: 100, Remaining: 0}},
+		Acked:  acked,
+		Ledger: acked,
+	})
+	if r.Sold != 100 || r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Anomalous() {
+		t.Fatalf("clean sell-out judged anomalous: %+v", r)
+	}
+	if got := Judge("atomic", r); got != Pass {
+		t.Fatalf("Judge = %v, want pass", got)
+	}
+	if got := Judge("unsafe", r); got != NotReproduced {
+		t.Fatalf("Judge = %v, want not reproduced", got)
+	}
+}
+
+func TestCheckLostUpdates(t *testing.T) {
+	// The classic race: 60 acknowledged sales, but two read-modify-writes
+	// overwrote each other 20 times, so the stock only went down by 40.
+	acked := orders("a", 60)
+	r := Check(Input{
+		Items:  []Item{{SKU: "a", Initial: 100, Remaining: 60}},
+		Acked:  acked,
+		Ledger: acked,
+	})
+	if r.LostUpdates != 20 || r.Oversold != 0 || r.Unacknowledged != 0 {
+		t.Fatalf("got lost=%d oversold=%d unacked=%d, want 20/0/0", r.LostUpdates, r.Oversold, r.Unacknowledged)
+	}
+	if Judge("redis-lock", r) != Fail || Judge("local", r) != Demonstrated {
+		t.Fatalf("verdicts: %v %v", Judge("redis-lock", r), Judge("local", r))
+	}
+	if OK(Judge("local", r), Judge("atomic", Result{})) != true {
+		t.Fatal("an unsafe strategy's anomaly must not fail the harness")
+	}
+	if OK(Judge("redis-lock", r)) {
+		t.Fatal("a safe strategy's anomaly must fail the harness")
+	}
+}
+
+func TestCheckOversold(t *testing.T) {
+	acked := orders("a", 130)
+	r := Check(Input{
+		Items:  []Item{{SKU: "a", Initial: 100, Remaining: 0}},
+		Acked:  acked,
+		Ledger: acked,
+	})
+	// 130 sold of 100: 30 oversold, and all 30 are also missing from the
+	// stock (it went down by only 100).
+	if r.Oversold != 30 || r.LostUpdates != 30 {
+		t.Fatalf("oversold=%d lost=%d, want 30/30", r.Oversold, r.LostUpdates)
+	}
+
+	// Remaining below zero counts as oversold even when the responses
+	// alone would not show it (here: 10 acknowledgements were lost).
+	acked = orders("b", 95)
+	r = Check(Input{
+		Items:  []Item{{SKU: "b", Initial: 100, Remaining: -5}},
+		Acked:  acked,
+		Ledger: acked,
+	})
+	if r.Oversold != 5 || r.LostUpdates != 0 || r.Unacknowledged != 10 {
+		t.Fatalf("oversold=%d lost=%d unacked=%d, want 5/0/10", r.Oversold, r.LostUpdates, r.Unacknowledged)
+	}
+}
+
+func TestCheckQtyAndManySKUs(t *testing.T) {
+	var acked []Order
+	for i := range 10 {
+		acked = append(acked, Order{ID: fmt.Sprint("x", i), SKU: "x", Qty: 3})
+	}
+	for i := range 4 {
+		acked = append(acked, Order{ID: fmt.Sprint("y", i), SKU: "y", Qty: 3})
+	}
+	r := Check(Input{
+		Items: []Item{
+			{SKU: "x", Initial: 30, Remaining: 0},
+			{SKU: "y", Initial: 30, Remaining: 21}, // 12 sold, stock shows 9
+			{SKU: "z", Initial: 30, Remaining: 30},
+		},
+		Acked:  acked,
+		Ledger: acked,
+	})
+	if r.Sold != 42 || r.Initial != 90 || r.Remaining != 51 || r.LostUpdates != 3 || r.Oversold != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if len(r.SKUs) != 3 || r.SKUs[1].Lost != 3 || r.SKUs[0].Lost != 0 {
+		t.Fatalf("per-sku: %+v", r.SKUs)
+	}
+}
+
+func TestLedger(t *testing.T) {
+	acked := orders("a", 5)
+	cases := []struct {
+		name   string
+		acked  []Order
+		ledger []Order
+		want   Ledger
+	}{
+		{"equal", acked, acked, Ledger{}},
+		{"missing", acked, acked[:3], Ledger{Missing: 2}},
+		{"extra", acked[:4], acked, Ledger{Extra: 1}},
+		{"repeat in ledger", acked, append(append([]Order{}, acked...), acked[0]), Ledger{DuplicateLedger: 1}},
+		{"repeat in responses", append(append([]Order{}, acked...), acked[1]), acked, Ledger{DuplicateAcked: 1}},
+		{"no id", append(append([]Order{}, acked...), Order{SKU: "a", Qty: 1}), acked, Ledger{DuplicateAcked: 1}},
+		{"qty differs", acked, append(append([]Order{}, acked[:4]...), Order{ID: acked[4].ID, SKU: "a", Qty: 2}), Ledger{Differ: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := CompareLedger(c.acked, c.ledger); got != c.want {
+				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+
+	// A ledger mismatch alone fails a safe strategy.
+	r := Check(Input{Items: []Item{{SKU: "a", Initial: 5, Remaining: 0}}, Acked: acked, Ledger: acked[:4]})
+	if r.LedgerMismatch != 1 || Judge("optimistic", r) != Fail || len(r.Problems) == 0 {
+		t.Fatalf("%+v %v", r, Judge("optimistic", r))
+	}
+}
+
+func TestStraySKU(t *testing.T) {
+	acked := []Order{{ID: "1", SKU: "other", Qty: 1}}
+	r := Check(Input{Items: []Item{{SKU: "a", Initial: 5, Remaining: 5}}, Acked: acked, Ledger: acked})
+	if r.LedgerMismatch != 1 {
+		t.Fatalf("a sale of an unknown sku must count: %+v", r)
+	}
+}
+
+func TestStrategies(t *testing.T) {
+	for _, s := range Strategies {
+		if !Known(s) {
+			t.Fatal(s)
+		}
+	}
+	if Known("nope") || Safe("unsafe") || Safe("local") || !Safe("atomic") || !Safe("mongo-lease") {
+		t.Fatal("strategy table wrong")
+	}
+}
