@@ -1,0 +1,61 @@
+// Package inventory sells stock kept in MongoDB, one item per document, and
+// offers six ways to decrement it concurrently: one [Strategy] each, from the
+// broken to the lock-free.
+//
+// # The documents
+//
+// An item is one document in the items collection:
+//
+//	{_id: sku, stock: NumberLong, version: NumberLong, fences: {<strategy>: NumberLong}}
+//
+// version counts every write to stock (the optimistic strategy compares and
+// sets it). fences holds, per lock strategy, the highest fencing token that
+// has read the item under that lock (see [Store] and the fenced read below).
+//
+// Every sale inserts one order document in the orders collection:
+//
+//	{_id: order id, sku, qty, replica, strategy, fence, at}
+//
+// The orders are the ledger: the number of acknowledged sales of a sku must
+// equal the number of its orders, and the stock must have gone down by
+// exactly the quantities they record.
+//
+// # The strategies
+//
+//   - unsafe: read, compute, write back. Two concurrent requests read the same
+//     stock and both write stock-1: one sale is lost from the count, and the
+//     last unit is sold twice.
+//   - local: the same read-modify-write under an in-process lock
+//     (pkg/lock/locallock). Correct with one replica; with two, each replica
+//     has its own lock table and the race of unsafe comes back.
+//   - mongo-lease, redis-lock: the same read-modify-write under a distributed
+//     lock (pkg/lock/mongolock, pkg/lock/redislock), in the four steps of
+//     seed 002 (lock, read, modify and write, release), with the read and the
+//     write fenced by the lease's token.
+//   - optimistic: no lock; read the stock and its version, then write only if
+//     the version is unchanged (compare-and-set), retrying a bounded number of
+//     times with jittered backoff.
+//   - atomic: no lock and no read: one conditional update
+//     {_id: sku, stock: {$gte: qty}} with $inc {stock: -qty}. The server
+//     checks and decrements in one step, so it cannot oversell.
+//
+// # Fencing
+//
+// A lock lease can end without its holder noticing in time: a holder paused
+// by the garbage collector or SIGSTOP past its TTL resumes believing it still
+// holds the lock while another replica already does. The lock alone then
+// lets both write. Each lease carries a fencing token that strictly increases
+// per key, and the item document remembers the highest token that touched
+// it, so the older holder's write is rejected ([ErrFenced]). See
+// [Store.FencedRead] for why the token is registered at the read, not only
+// checked at the write.
+//
+// # Ledger failures
+//
+// A sale's order is inserted after its stock write succeeded, never before:
+// an order for stock that was never taken would be worse. If that insert
+// fails, the sale still stands (the stock is gone and the client is told it
+// bought it); the failure is logged at error level and reported in
+// [Sale.LedgerErr] so that the service can count it, because it is exactly
+// the discrepancy the ledger exists to expose.
+package inventory

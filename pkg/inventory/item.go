@@ -1,0 +1,40 @@
+package inventory
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Item is one sku's stock, as stored.
+type Item struct {
+	SKU     string `bson:"_id" json:"sku"`
+	Stock   int64  `bson:"stock" json:"stock"`
+	Version int64  `bson:"version" json:"version"`
+	// Fences maps a lock strategy's name to the highest fencing token that
+	// has read the item under that strategy's lock.
+	Fences map[string]int64 `bson:"fences,omitempty" json:"fences"`
+}
+
+// MaxSKULen is the longest sku accepted, in bytes.
+const MaxSKULen = 64
+
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidSKU reports whether sku is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and
+// '-'. The restriction keeps skus safe as lock keys, document ids and URL
+// path segments alike.
+func ValidSKU(sku string) bool { return skuPattern.MatchString(sku) }
+
+func checkSKU(sku string) error {
+	if !ValidSKU(sku) {
+		return fmt.Errorf("%w: sku %q must be 1 to %d of [A-Za-z0-9._-]", ErrInvalid, sku, MaxSKULen)
+	}
+	return nil
+}
+
+func checkQty(qty int64) error {
+	if qty <= 0 {
+		return fmt.Errorf("%w: qty %d must be positive", ErrInvalid, qty)
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/lock"
+)
+
+// DefaultLockWait is the default budget for acquiring an item's lock.
+const DefaultLockWait = 2 * time.Second
+
+// LockObserver is told what a Locked strategy does with its lock, for
+// metrics. Methods must be cheap and safe for concurrent use.
+type LockObserver interface {
+	// LockWaited reports one Acquire: how long it waited and whether it got
+	// the lock.
+	LockWaited(strategy string, waited time.Duration, acquired bool)
+	// LockHeld reports a lease taken (+1) or given up (-1).
+	LockHeld(strategy string, delta int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) LockWaited(string, time.Duration, bool) {}
+func (nopObserver) LockHeld(string, int)                   {}
+
+// LockedConfig configures a Locked strategy.
+type LockedConfig struct {
+	// Name is the strategy's name (NameLocal, NameMongoLease,
+	// NameRedisLock, ...); it also names the item's fence for this lock.
+	Name string
+
+	// Locker hands out the item locks.
+	Locker *lock.Locker
+
+	// Wait is how long a decrement waits for the lock before giving up
+	// with ErrLockUnavailable. Default DefaultLockWait.
+	Wait time.Duration
+
+	// Fencing makes the read and the write carry the lease's token (see
+	// Store.FencedRead). Turn it off only to demonstrate the clobbering it
+	// prevents, and always for a lock whose tokens are not comparable
+	// across replicas (locallock: each process counts from 1).
+	Fencing bool
+
+	// Delay is slept between the read and the write, under the lock.
+	Delay time.Duration
+
+	// Observer receives lock metrics. nil means none.
+	Observer LockObserver
+
+	// Logger receives lease release failures. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Locked is the read-modify-write under a lock, in seed 002's four steps
+// (after an unlocked look that answers sold_out early, see Decrement):
+//
+//  1. lock: acquire the item's lease within the wait budget;
+//  2. read: the fenced read, which registers the lease's token on the item;
+//  3. modify and write: compute stock-qty, then the fenced write, which
+//     applies only if no newer token has been registered since;
+//  4. release the lease.
+//
+// Steps 2 and 3 run under the lease's Guard: when the lease is lost (its
+// renewal failed, it expired, or Close released it) the delay is cut short
+// and the stock write is not sent (ErrLeaseLost). The check before the
+// write narrows the window but cannot close it: a holder can pause right
+// after the check. The fence closes it: the database rejects the write of a
+// holder that a newer one has superseded (ErrFenced), which no client-side
+// check can guarantee.
+//
+// Writes, once sent, are not cancelled by the lease or the request (see
+// StoreOptions.WriteTimeout): the fence, not the lease, decides whether they
+// may apply, and the replica must learn whether it sold. That includes the
+// fenced read, which writes the token; the lease is checked right after it.
+type Locked struct {
+	store   *Store
+	cfg     LockedConfig
+	obs     LockObserver
+	logger  *slog.Logger
+	queue   *keyQueue
+	mu      sync.Mutex
+	held    map[*lock.Lease]struct{}
+	leave   map[*lock.Lease]func() // ends the lease's turn in the queue
+	closing bool
+
+	// afterRead, when set (by tests), runs between the read and the write.
+	afterRead func(ctx context.Context)
+}
+
+// NewLocked returns a lock strategy.
+func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
+	switch {
+	case store == nil:
+		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
+	case cfg.Locker == nil:
+		return nil, fmt.Errorf("%w: strategy %q has no Locker", ErrInvalid, cfg.Name)
+	case !fencePattern.MatchString(cfg.Name):
+		return nil, fmt.Errorf("%w: strategy name %q: want 1 to 32 of [a-z0-9-]", ErrInvalid, cfg.Name)
+	case cfg.Wait < 0 || cfg.Delay < 0:
+		return nil, fmt.Errorf("%w: strategy %q: negative wait or delay", ErrInvalid, cfg.Name)
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = DefaultLockWait
+	}
+	l := &Locked{
+		store: store, cfg: cfg, obs: cfg.Observer, logger: cfg.Logger, queue: newKeyQueue(),
+		held: make(map[*lock.Lease]struct{}), leave: make(map[*lock.Lease]func()),
+	}
+	if l.obs == nil {
+		l.obs = nopObserver{}
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	return l, nil
+}
+
+// Name returns the configured name.
+func (l *Locked) Name() string { return l.cfg.Name }
+
+// Fencing reports whether the strategy fences its reads and writes.
+func (l *Locked) Fencing() bool { return l.cfg.Fencing }
+
+// LockKey returns the lock key of sku's item.
+func LockKey(sku string) string { return "item/" + sku }
+
+// Decrement implements Strategy.
+func (l *Locked) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
+	if err := checkSKU(sku); err != nil {
+		return Sale{}, err
+	}
+	if err := checkQty(qty); err != nil {
+		return Sale{}, err
+	}
+
+	// Step 0, before the four steps: a plain read that answers sold_out (or
+	// not_found) without touching the lock. Stock that is already short
+	// cannot become enough by waiting for the lock, and the answer is
+	// correct as of that committed read. It spares the lock service and the
+	// store the three writes (acquire, fenced read, release) that every
+	// request would otherwise spend to learn that nothing is left, which is
+	// most requests in a sell-out. It can never cause a sale: the decision
+	// to sell is taken only under the lock, in step 2.
+	if it, err := l.store.Get(ctx, sku); err != nil {
+		return Sale{}, err
+	} else if it.Stock < qty {
+		return Sale{}, soldOut(sku, it.Stock, qty)
+	}
+
+	// Step 1: lock, within the wait budget.
+	lease, err := l.acquire(ctx, sku)
+	if err != nil {
+		return Sale{}, err
+	}
+	// Step 4, release, runs on every path; after a successful write it
+	// runs early, before the order is recorded, which needs no lock.
+	defer l.release(ctx, lease)
+
+	fence := int64(0)
+	if l.cfg.Fencing {
+		// Tokens are uint64; the item stores BSON int64. No backend comes
+		// near 2^63, but a wrapped token would break the ordering silently.
+		if lease.Token() > math.MaxInt64 {
+			return Sale{}, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
+		}
+		fence = int64(lease.Token())
+	}
+
+	gctx, cancel := lease.Guard(ctx)
+	defer cancel()
+
+	// Step 2: read. The fenced read registers our token, so from here on
+	// every holder older than us is rejected. It is a write, so it runs to
+	// completion like the stock write (see StoreOptions.WriteTimeout); the
+	// lease is checked right after it.
+	var it Item
+	if l.cfg.Fencing {
+		rctx, rcancel := l.store.commitContext(ctx)
+		it, err = l.store.FencedRead(rctx, sku, l.cfg.Name, fence)
+		rcancel()
+	} else {
+		it, err = l.store.Get(gctx, sku)
+	}
+	if err == nil && gctx.Err() != nil {
+		err = context.Cause(gctx)
+	}
+	if err != nil {
+		return Sale{}, l.interrupted(gctx, lease, err)
+	}
+	if it.Stock < qty {
+		return Sale{}, soldOut(sku, it.Stock, qty)
+	}
+
+	// Step 3: modify and write.
+	if l.afterRead != nil {
+		l.afterRead(gctx)
+	}
+	if err := pause(gctx, l.cfg.Delay); err != nil {
+		return Sale{}, l.interrupted(gctx, lease, err)
+	}
+	if gctx.Err() != nil {
+		return Sale{}, l.interrupted(gctx, lease, context.Cause(gctx))
+	}
+	remaining := it.Stock - qty
+	cctx, ccancel := l.store.commitContext(ctx)
+	defer ccancel()
+	if l.cfg.Fencing {
+		err = l.store.FencedWrite(cctx, sku, l.cfg.Name, fence, remaining)
+	} else {
+		err = l.store.writeStock(cctx, sku, remaining)
+	}
+	if err != nil {
+		return Sale{}, err
+	}
+	l.release(ctx, lease)
+	return l.store.sold(ctx, l.cfg.Name, sku, qty, remaining, fence, 1), nil
+}
+
+// acquire takes the lease on sku within the wait budget, queueing first
+// behind this replica's other requests for the same item (see keyQueue),
+// and tracks the lease until release.
+func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
+	wctx, cancel := context.WithTimeout(ctx, l.cfg.Wait)
+	defer cancel()
+	start := time.Now()
+	key := LockKey(sku)
+	leave, err := l.queue.enter(wctx, key)
+	var lease *lock.Lease
+	if err == nil {
+		lease, err = l.cfg.Locker.Acquire(wctx, key)
+		if err != nil {
+			leave()
+		}
+	}
+	l.obs.LockWaited(l.cfg.Name, time.Since(start), err == nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller gave up (or its own deadline passed): not a lock
+			// problem, and not worth a 503 of ours.
+			return nil, fmt.Errorf("inventory: %s lock on %q: %w", l.cfg.Name, sku, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("inventory: %s lock on %q within %v: %w (%w)", l.cfg.Name, sku, l.cfg.Wait, ErrLockUnavailable, err)
+	}
+	l.mu.Lock()
+	closing := l.closing
+	if !closing {
+		l.held[lease] = struct{}{}
+		l.leave[lease] = leave
+	}
+	l.mu.Unlock()
+	if closing {
+		l.releaseLease(lease)
+		leave()
+		return nil, fmt.Errorf("inventory: %s lock on %q: shutting down: %w", l.cfg.Name, sku, ErrLockUnavailable)
+	}
+	l.obs.LockHeld(l.cfg.Name, 1)
+	return lease, nil
+}
+
+// release gives the lease back, unless Close already did.
+func (l *Locked) release(ctx context.Context, lease *lock.Lease) {
+	l.mu.Lock()
+	_, mine := l.held[lease]
+	leave := l.leave[lease]
+	delete(l.held, lease)
+	delete(l.leave, lease)
+	l.mu.Unlock()
+	if !mine {
+		return
+	}
+	l.obs.LockHeld(l.cfg.Name, -1)
+	l.releaseLease(lease)
+	// The next request of this replica may poll for the lock only now.
+	leave()
+}
+
+func (l *Locked) releaseLease(lease *lock.Lease) {
+	// Release even if the request is gone: a lease left behind blocks
+	// every other replica until its TTL runs out.
+	ctx, cancel := context.WithTimeout(context.Background(), l.store.writeTimeout)
+	defer cancel()
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		l.logger.Warn("lock release failed; the lease will expire by itself",
+			slog.String("strategy", l.cfg.Name), slog.String("key", lease.Key()),
+			slog.Uint64("token", lease.Token()), slog.Any("error", err))
+	}
+}
+
+// interrupted classifies an error of the critical section: when the lease
+// has ended, that is the reason, whatever the operation reported.
+func (l *Locked) interrupted(gctx context.Context, lease *lock.Lease, err error) error {
+	if lerr := lease.Err(); lerr != nil {
+		return fmt.Errorf("inventory: %s lease on %q token %d: %w: %w", l.cfg.Name, lease.Key(), lease.Token(), ErrLeaseLost, lerr)
+	}
+	if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	if gctx.Err() != nil {
+		return fmt.Errorf("inventory: %s: %w", l.cfg.Name, context.Cause(gctx))
+	}
+	return err
+}
+
+// Held returns the number of leases this strategy holds right now.
+func (l *Locked) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
+// Close releases every lease still held and makes later decrements fail
+// with ErrLockUnavailable. A decrement still running loses its lease: it
+// stops before its write (ErrLeaseLost) or, if it is already writing, its
+// fenced write decides. Call it at shutdown, after in-flight requests had
+// their chance to finish.
+func (l *Locked) Close() {
+	l.mu.Lock()
+	l.closing = true
+	leases := make([]*lock.Lease, 0, len(l.held))
+	leaves := make([]func(), 0, len(l.held))
+	for lease := range l.held {
+		leases = append(leases, lease)
+		leaves = append(leaves, l.leave[lease])
+	}
+	clear(l.held)
+	clear(l.leave)
+	l.mu.Unlock()
+	for i, lease := range leases {
+		l.obs.LockHeld(l.cfg.Name, -1)
+		l.releaseLease(lease)
+		leaves[i]()
+	}
+}

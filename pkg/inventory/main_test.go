@@ -1,0 +1,104 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+)
+
+// mongoURI is the one MongoDB the package's tests share, each in a database
+// of its own: starting the embedded FerretDB once saves seconds per test.
+var mongoURI string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mg, err := devstore.StartMongo(ctx, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start MongoDB:", err)
+		return 1
+	}
+	defer mg.Close()
+	mongoURI = mg.URI
+	return m.Run()
+}
+
+// testDB returns a database of the test's own through a client of its own.
+func testDB(t testing.TB) *mongo.Database {
+	t.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(mongoURI))
+	if err != nil {
+		t.Fatalf("mongo.Connect: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Disconnect(ctx)
+	})
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return c.Database("inv_" + name + "_" + hex.EncodeToString(b[:]))
+}
+
+func testStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := NewStore(testDB(t), StoreOptions{Replica: "test", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	if err := s.EnsureIndexes(t.Context()); err != nil {
+		t.Fatalf("EnsureIndexes: %v", err)
+	}
+	return s
+}
+
+func mustPut(t testing.TB, s *Store, sku string, stock int64) {
+	t.Helper()
+	if _, err := s.Put(t.Context(), sku, stock); err != nil {
+		t.Fatalf("Put(%q, %d): %v", sku, stock, err)
+	}
+}
+
+func mustGet(t testing.TB, s *Store, sku string) Item {
+	t.Helper()
+	it, err := s.Get(t.Context(), sku)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", sku, err)
+	}
+	return it
+}
+
+func mustCount(t testing.TB, s *Store, sku string) int64 {
+	t.Helper()
+	n, err := s.CountOrders(t.Context(), sku)
+	if err != nil {
+		t.Fatalf("CountOrders(%q): %v", sku, err)
+	}
+	return n
+}

@@ -1,0 +1,117 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// DefaultCASAttempts is the optimistic strategy's default number of
+// compare-and-set attempts per decrement.
+const DefaultCASAttempts = 20
+
+// Backoff bounds between compare-and-set attempts.
+const (
+	casBackoffMin = time.Millisecond
+	// The cap must let the attempts of all contenders spread wider than
+	// one write takes: every failed compare-and-set is a write the store
+	// must serve, and with 32 contenders a 50 ms cap kept the embedded
+	// store saturated with doomed writes, which lengthened every
+	// read-to-write window and made more of them fail.
+	casBackoffMax = 250 * time.Millisecond
+)
+
+// Optimistic takes the stock without a lock, by compare-and-set on the
+// version field (seed 002, section 4.4): read stock and version, then
+//
+//	updateOne({_id: sku, version: v}, {$set: {stock: stock-qty}, $inc: {version: 1}})
+//
+// If another writer got in between, the version has moved, the update
+// matches nothing, and the decrement starts over from a fresh read. The
+// version, not the stock, is compared: comparing the stock would let an
+// A-B-A sequence (a sale and a restock in between) pass unnoticed.
+//
+// Retries are bounded and spaced by capped exponential backoff with full
+// jitter, so that contenders that collided do not collide again in
+// lockstep; a decrement that loses every attempt returns ErrConflict.
+type Optimistic struct {
+	store    *Store
+	delay    time.Duration
+	attempts int
+}
+
+// NewOptimistic returns the compare-and-set strategy. attempts <= 0 means
+// DefaultCASAttempts; delay is slept between each read and its write.
+func NewOptimistic(store *Store, attempts int, delay time.Duration) *Optimistic {
+	if attempts <= 0 {
+		attempts = DefaultCASAttempts
+	}
+	return &Optimistic{store: store, delay: delay, attempts: attempts}
+}
+
+// Name returns NameOptimistic.
+func (o *Optimistic) Name() string { return NameOptimistic }
+
+// Decrement implements Strategy.
+func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
+	if err := checkQty(qty); err != nil {
+		return Sale{}, err
+	}
+	for n := 0; n < o.attempts; n++ {
+		if n > 0 {
+			if err := pause(ctx, casBackoff(n-1)); err != nil {
+				return Sale{}, err
+			}
+		}
+		it, err := o.store.Get(ctx, sku)
+		if err != nil {
+			return Sale{}, err
+		}
+		if it.Stock < qty {
+			return Sale{}, soldOut(sku, it.Stock, qty)
+		}
+		if err := pause(ctx, o.delay); err != nil {
+			return Sale{}, err
+		}
+		remaining := it.Stock - qty
+		ok, err := o.compareAndSet(ctx, sku, it.Version, remaining)
+		if err != nil {
+			return Sale{}, err
+		}
+		if ok {
+			return o.store.sold(ctx, NameOptimistic, sku, qty, remaining, 0, n+1), nil
+		}
+	}
+	return Sale{}, fmt.Errorf("inventory: optimistic decrement %q: version changed under each of %d attempts: %w", sku, o.attempts, ErrConflict)
+}
+
+// compareAndSet writes stock if the item's version is still version.
+func (o *Optimistic) compareAndSet(ctx context.Context, sku string, version, stock int64) (bool, error) {
+	cctx, cancel := o.store.commitContext(ctx)
+	defer cancel()
+	res, err := o.store.items.UpdateOne(cctx,
+		bson.D{{Key: "_id", Value: sku}, {Key: "version", Value: version}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
+		})
+	if err != nil {
+		return false, unknownOutcome(fmt.Sprintf("compare-and-set at version %d of", version), sku, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// casBackoff returns the sleep before retry n (from 0): uniform in
+// [0, min(max, min*2^n)].
+func casBackoff(n int) time.Duration {
+	ceil := casBackoffMax
+	if n < 16 {
+		if d := casBackoffMin << n; d < ceil {
+			ceil = d
+		}
+	}
+	return rand.N(ceil + 1)
+}

@@ -1,0 +1,93 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Order is one sale in the ledger.
+type Order struct {
+	ID       string    `bson:"_id" json:"order_id"`
+	SKU      string    `bson:"sku" json:"sku"`
+	Qty      int64     `bson:"qty" json:"qty"`
+	Replica  string    `bson:"replica" json:"replica"`
+	Strategy string    `bson:"strategy" json:"strategy"`
+	Fence    int64     `bson:"fence" json:"fence"` // the lease token the stock write carried; 0 without a lock
+	At       time.Time `bson:"at" json:"at"`
+}
+
+// newOrderID returns 16 random bytes in hex. Random, not sequential, so that
+// replicas need no coordination to mint unique ids; a duplicate in the
+// ledger therefore means an order recorded twice, never a collision.
+func newOrderID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	return hex.EncodeToString(b[:])
+}
+
+// Orders returns the orders of sku recorded at or after since (all of them
+// for the zero time), oldest first.
+func (s *Store) Orders(ctx context.Context, sku string, since time.Time) ([]Order, error) {
+	if err := checkSKU(sku); err != nil {
+		return nil, err
+	}
+	filter := bson.D{{Key: "sku", Value: sku}}
+	if !since.IsZero() {
+		filter = append(filter, bson.E{Key: "at", Value: bson.D{{Key: "$gte", Value: since}}})
+	}
+	cur, err := s.orders.Find(ctx, filter,
+		options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("inventory: orders of %q: %w", sku, err)
+	}
+	orders := []Order{}
+	if err := cur.All(ctx, &orders); err != nil {
+		return nil, fmt.Errorf("inventory: orders of %q: %w", sku, err)
+	}
+	return orders, nil
+}
+
+// CountOrders returns the number of orders of sku.
+func (s *Store) CountOrders(ctx context.Context, sku string) (int64, error) {
+	if err := checkSKU(sku); err != nil {
+		return 0, err
+	}
+	n, err := s.orders.CountDocuments(ctx, bson.D{{Key: "sku", Value: sku}})
+	if err != nil {
+		return 0, fmt.Errorf("inventory: count orders of %q: %w", sku, err)
+	}
+	return n, nil
+}
+
+// sold records the order of a sale whose stock write has succeeded, and
+// returns the Sale. The insert runs to completion even if ctx is cancelled
+// (the sale has happened either way). If it fails, the sale still stands:
+// the failure is logged and returned in Sale.LedgerErr.
+func (s *Store) sold(ctx context.Context, strategy, sku string, qty, remaining, fence int64, attempts int) Sale {
+	o := Order{
+		ID: newOrderID(), SKU: sku, Qty: qty, Replica: s.replica, Strategy: strategy, Fence: fence,
+		// BSON dates have millisecond precision; truncate so that the
+		// order reads back exactly as it was written.
+		At: time.Now().UTC().Truncate(time.Millisecond),
+	}
+	sale := Sale{
+		OrderID: o.ID, SKU: sku, Qty: qty, Remaining: remaining,
+		Strategy: strategy, Replica: s.replica, Fence: fence, At: o.At, Attempts: attempts,
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	if _, err := s.orders.InsertOne(cctx, o); err != nil {
+		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, sku, err)
+		s.logger.ErrorContext(ctx, "SALE NOT IN LEDGER: stock was taken but the order insert failed",
+			slog.String("order_id", o.ID), slog.String("sku", sku), slog.Int64("qty", qty),
+			slog.String("strategy", strategy), slog.Int64("fence", fence), slog.Any("error", err))
+	}
+	return sale
+}

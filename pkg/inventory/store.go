@@ -1,0 +1,196 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// Collection names in the store's database.
+const (
+	ItemsCollection  = "items"
+	OrdersCollection = "orders"
+)
+
+// DefaultWriteTimeout bounds a write that is sent even though its caller
+// may have given up (see StoreOptions.WriteTimeout). It is long on purpose:
+// a write that times out leaves the sale in doubt (ErrOutcomeUnknown), and
+// on the embedded test store a write can queue for seconds behind others.
+const DefaultWriteTimeout = 30 * time.Second
+
+// StoreOptions configures a Store.
+type StoreOptions struct {
+	// Replica names this process in every order it records.
+	Replica string
+
+	// WriteConcern of every item and order write. nil means majority with
+	// journal: an acknowledged sale must survive a replica-set failover.
+	// (FerretDB accepts and ignores it.)
+	WriteConcern *writeconcern.WriteConcern
+
+	// WriteTimeout bounds a commit: the one write that takes the stock, and
+	// the order insert after it. Commits are not cancelled with the request
+	// that asked for them, because a write cancelled in flight may still be
+	// applied, and the replica would then not know whether it sold: the
+	// stock could be gone with no order and no answer. Default
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
+
+	// Logger receives ledger failures. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store reads and writes items and orders. It is safe for concurrent use.
+type Store struct {
+	items, orders *mongo.Collection
+	replica       string
+	writeTimeout  time.Duration
+	logger        *slog.Logger
+}
+
+// NewStore returns a Store on the items and orders collections of db. It
+// does no I/O; call EnsureIndexes once at start-up.
+func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalid)
+	}
+	wc := opts.WriteConcern
+	if wc == nil {
+		wc, _ = ParseWriteConcern("majority")
+	}
+	if !wc.Acknowledged() {
+		return nil, fmt.Errorf("%w: unacknowledged write concern", ErrInvalid)
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	co := options.Collection().SetWriteConcern(wc)
+	return &Store{
+		items:        db.Collection(ItemsCollection, co),
+		orders:       db.Collection(OrdersCollection, co),
+		replica:      opts.Replica,
+		writeTimeout: opts.WriteTimeout,
+		logger:       opts.Logger,
+	}, nil
+}
+
+// Replica returns the replica name recorded in this store's orders.
+func (s *Store) Replica() string { return s.replica }
+
+// EnsureIndexes creates the index that lists a sku's orders by time. It is
+// idempotent, and safe to run from several replicas at once.
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	_, err := s.orders.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: "sku", Value: 1}, {Key: "at", Value: 1}},
+	})
+	if err != nil {
+		return fmt.Errorf("inventory: create orders index: %w", err)
+	}
+	return nil
+}
+
+// Put sets the stock of sku, creating the item if needed, and bumps its
+// version. It never touches the fences: a holder paused with an old token
+// must stay fenced out after a reset, or its late write would land on the
+// fresh stock. Put takes no lock; it is an administrative reset, and a
+// decrement in flight may still write over it.
+func (s *Store) Put(ctx context.Context, sku string, stock int64) (Item, error) {
+	if err := checkSKU(sku); err != nil {
+		return Item{}, err
+	}
+	if stock < 0 {
+		return Item{}, fmt.Errorf("%w: stock %d must not be negative", ErrInvalid, stock)
+	}
+	// Like every write here, Put runs to completion once sent, so that
+	// the caller learns whether the stock was set.
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	var it Item
+	err := s.items.FindOneAndUpdate(cctx,
+		bson.D{{Key: "_id", Value: sku}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
+			{Key: "$setOnInsert", Value: bson.D{{Key: "fences", Value: bson.D{}}}},
+		},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After),
+	).Decode(&it)
+	if err != nil {
+		return Item{}, fmt.Errorf("inventory: put %q: %w", sku, err)
+	}
+	return it, nil
+}
+
+// Get returns the item, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, sku string) (Item, error) {
+	if err := checkSKU(sku); err != nil {
+		return Item{}, err
+	}
+	var it Item
+	err := s.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Item{}, fmt.Errorf("inventory: get %q: %w", sku, ErrNotFound)
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("inventory: get %q: %w", sku, err)
+	}
+	return it, nil
+}
+
+// setStock writes stock and nothing else: no condition, no version. It is
+// the write of the unsafe strategy, kept as naive as the code it teaches.
+func (s *Store) setStock(ctx context.Context, sku string, stock int64) error {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: sku}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}}})
+	if err != nil {
+		return unknownOutcome("write", sku, err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("inventory: write %q: %w", sku, ErrNotFound)
+	}
+	return nil
+}
+
+// writeStock writes stock and bumps the version, unconditionally: the write
+// of a lock strategy whose fencing is off, which trusts the lock alone.
+func (s *Store) writeStock(ctx context.Context, sku string, stock int64) error {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: sku}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
+		})
+	if err != nil {
+		return unknownOutcome("write", sku, err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("inventory: write %q: %w", sku, ErrNotFound)
+	}
+	return nil
+}
+
+// unknownOutcome wraps the error of a stock write that got no definite
+// answer. A write that matched nothing is a definite "not applied" and is
+// reported by the callers as ErrFenced, ErrNotFound or a lost
+// compare-and-set instead.
+func unknownOutcome(op, sku string, err error) error {
+	return fmt.Errorf("inventory: %s %q: %w: %w", op, sku, ErrOutcomeUnknown, err)
+}
+
+// commitContext returns the context of a write that must run to completion
+// once sent: it keeps ctx's values but not its cancellation, and is bounded
+// by the store's write timeout instead (see StoreOptions.WriteTimeout).
+func (s *Store) commitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.writeTimeout)
+}

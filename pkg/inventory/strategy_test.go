@@ -1,0 +1,218 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/locallock"
+)
+
+// strategies returns one of each kind over s, with in-process locks for the
+// lock strategies (the distributed backends are exercised by the stock
+// service's two-replica test).
+func strategies(t *testing.T, s *Store) []Strategy {
+	t.Helper()
+	local, err := NewLocked(s, LockedConfig{Name: NameLocal, Locker: localLocker(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced, err := NewLocked(s, LockedConfig{Name: "fenced-local", Locker: localLocker(t), Fencing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []Strategy{NewUnsafe(s, 0), local, fenced, NewOptimistic(s, 0, 0), NewAtomic(s)}
+}
+
+func localLocker(t *testing.T, opts ...lock.Option) *lock.Locker {
+	t.Helper()
+	l, err := locallock.NewLocker(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestStrategySemantics(t *testing.T) {
+	s := testStore(t)
+	for _, st := range strategies(t, s) {
+		t.Run(st.Name(), func(t *testing.T) {
+			ctx := t.Context()
+			sku := "sem-" + st.Name()
+			mustPut(t, s, sku, 3)
+
+			sale, err := st.Decrement(ctx, sku, 2)
+			if err != nil {
+				t.Fatalf("Decrement 2 of 3: %v", err)
+			}
+			if sale.Remaining != 1 || sale.Qty != 2 || sale.SKU != sku || sale.Strategy != st.Name() ||
+				sale.Replica != "test" || sale.OrderID == "" || sale.LedgerErr != nil {
+				t.Fatalf("sale = %+v", sale)
+			}
+
+			_, err = st.Decrement(ctx, sku, 2)
+			var so *SoldOutError
+			if !errors.Is(err, ErrSoldOut) || !errors.As(err, &so) || so.Stock != 1 || so.Qty != 2 {
+				t.Fatalf("Decrement 2 of 1: %v, want a SoldOutError with stock 1", err)
+			}
+			if _, err := st.Decrement(ctx, "missing", 1); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Decrement of a missing item: %v, want ErrNotFound", err)
+			}
+			for _, qty := range []int64{0, -1} {
+				if _, err := st.Decrement(ctx, sku, qty); !errors.Is(err, ErrInvalid) {
+					t.Fatalf("Decrement qty %d: %v, want ErrInvalid", qty, err)
+				}
+			}
+			if it := mustGet(t, s, sku); it.Stock != 1 {
+				t.Fatalf("stock = %d, want 1", it.Stock)
+			}
+			if n := mustCount(t, s, sku); n != 1 {
+				t.Fatalf("orders = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestStrategiesConcurrentOneProcess checks the invariants that hold for
+// every strategy but unsafe when all requests share one process: in-process
+// locks are enough there.
+func TestStrategiesConcurrentOneProcess(t *testing.T) {
+	s := testStore(t)
+	const stock, requests = 10, 16
+	for _, st := range strategies(t, s)[1:] {
+		t.Run(st.Name(), func(t *testing.T) {
+			sku := "conc-" + st.Name()
+			mustPut(t, s, sku, stock)
+			var (
+				wg   sync.WaitGroup
+				mu   sync.Mutex
+				sold int64
+				ids  = map[string]bool{}
+			)
+			for range requests {
+				wg.Go(func() {
+					sale, err := st.Decrement(t.Context(), sku, 1)
+					if err != nil {
+						if !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrLockUnavailable) {
+							t.Errorf("Decrement: %v", err)
+						}
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					sold++
+					if ids[sale.OrderID] {
+						t.Errorf("order id %s twice", sale.OrderID)
+					}
+					ids[sale.OrderID] = true
+				})
+			}
+			wg.Wait()
+			it := mustGet(t, s, sku)
+			if sold > stock || it.Stock != stock-sold {
+				t.Errorf("sold %d of %d, stock now %d", sold, stock, it.Stock)
+			}
+			if n := mustCount(t, s, sku); n != sold {
+				t.Errorf("ledger has %d orders, sold %d", n, sold)
+			}
+		})
+	}
+}
+
+func TestLockUnavailable(t *testing.T) {
+	s := testStore(t)
+	mustPut(t, s, "busy", 5)
+	locker := localLocker(t)
+	st, err := NewLocked(s, LockedConfig{Name: NameLocal, Locker: locker, Wait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := locker.Acquire(t.Context(), LockKey("busy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+
+	if _, err := st.Decrement(t.Context(), "busy", 1); !errors.Is(err, ErrLockUnavailable) {
+		t.Fatalf("Decrement while another holds the lock: %v, want ErrLockUnavailable", err)
+	}
+	if it := mustGet(t, s, "busy"); it.Stock != 5 {
+		t.Fatalf("stock = %d, want 5", it.Stock)
+	}
+}
+
+func TestLeaseLostBeforeWrite(t *testing.T) {
+	s := testStore(t)
+	mustPut(t, s, "slow", 5)
+	// No renewal: the lease expires after its TTL, as it would for a
+	// holder whose renewals cannot get through.
+	st, err := NewLocked(s, LockedConfig{
+		Name: NameMongoLease, Fencing: true,
+		Locker: localLocker(t, lock.WithTTL(lock.MinTTL), lock.WithRenewal(0)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold the critical section open until the lease is gone.
+	st.afterRead = func(ctx context.Context) { <-ctx.Done() }
+
+	_, err = st.Decrement(t.Context(), "slow", 1)
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Decrement whose lease expired before the write: %v, want ErrLeaseLost", err)
+	}
+	if it := mustGet(t, s, "slow"); it.Stock != 5 || it.Version != 1 {
+		t.Fatalf("item = %+v, want stock 5 at version 1", it)
+	}
+	if n := mustCount(t, s, "slow"); n != 0 {
+		t.Fatalf("orders = %d, want 0", n)
+	}
+	if st.Held() != 0 {
+		t.Fatalf("Held = %d after the decrement", st.Held())
+	}
+}
+
+func TestCloseReleasesHeldLeases(t *testing.T) {
+	s := testStore(t)
+	mustPut(t, s, "shut", 5)
+	locker := localLocker(t)
+	st, err := NewLocked(s, LockedConfig{Name: NameMongoLease, Fencing: true, Locker: locker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := make(chan struct{})
+	st.afterRead = func(ctx context.Context) {
+		close(inside)
+		<-ctx.Done()
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Decrement(t.Context(), "shut", 1)
+		done <- err
+	}()
+	<-inside
+	if st.Held() != 1 {
+		t.Fatalf("Held = %d inside the critical section, want 1", st.Held())
+	}
+	st.Close()
+	if err := <-done; !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Decrement interrupted by Close: %v, want ErrLeaseLost", err)
+	}
+	if st.Held() != 0 {
+		t.Fatalf("Held = %d after Close", st.Held())
+	}
+	// The key is free again for other holders.
+	lease, err := locker.TryAcquire(t.Context(), LockKey("shut"))
+	if err != nil {
+		t.Fatalf("TryAcquire after Close: %v", err)
+	}
+	_ = lease.Release(t.Context())
+	if _, err := st.Decrement(t.Context(), "shut", 1); !errors.Is(err, ErrLockUnavailable) {
+		t.Fatalf("Decrement after Close: %v, want ErrLockUnavailable", err)
+	}
+	if it := mustGet(t, s, "shut"); it.Stock != 5 {
+		t.Fatalf("stock = %d, want 5", it.Stock)
+	}
+}

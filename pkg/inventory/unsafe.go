@@ -1,0 +1,49 @@
+package inventory
+
+import (
+	"context"
+	"time"
+)
+
+// Unsafe is the read-modify-write with no protection at all: read the
+// stock, check it, write back stock-qty. Two requests that read the same
+// stock both pass the check and both write the same result, so one sale is
+// not subtracted (a lost update) and, at the last unit, the unit is sold
+// twice. It is here to be watched failing.
+type Unsafe struct {
+	store *Store
+	delay time.Duration
+}
+
+// NewUnsafe returns the unprotected strategy. delay is slept between the
+// read and the write, to widen the race window for demonstrations.
+func NewUnsafe(store *Store, delay time.Duration) *Unsafe {
+	return &Unsafe{store: store, delay: delay}
+}
+
+// Name returns NameUnsafe.
+func (u *Unsafe) Name() string { return NameUnsafe }
+
+// Decrement implements Strategy, incorrectly under concurrency.
+func (u *Unsafe) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
+	if err := checkQty(qty); err != nil {
+		return Sale{}, err
+	}
+	it, err := u.store.Get(ctx, sku)
+	if err != nil {
+		return Sale{}, err
+	}
+	if it.Stock < qty {
+		return Sale{}, soldOut(sku, it.Stock, qty)
+	}
+	if err := pause(ctx, u.delay); err != nil {
+		return Sale{}, err
+	}
+	remaining := it.Stock - qty
+	cctx, cancel := u.store.commitContext(ctx)
+	defer cancel()
+	if err := u.store.setStock(cctx, sku, remaining); err != nil {
+		return Sale{}, err
+	}
+	return u.store.sold(ctx, NameUnsafe, sku, qty, remaining, 0, 1), nil
+}

@@ -1,0 +1,289 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/lock"
+)
+
+// Config is a replica's configuration. ParseConfig fills it from flags and
+// environment variables; tests may build one directly and call Validate.
+type Config struct {
+	Addr            string        // listen address, host:port
+	MongoURI        string        // mongodb:// or mongodb+srv:// URI
+	DB              string        // database of items, orders and Mongo locks
+	RedisAddr       string        // host:port of the Redis that holds the redis-lock leases
+	Replica         string        // this replica's name in responses, orders and lock owners
+	LockTTL         time.Duration // lease time to live (renewed at a third of it)
+	LockWait        time.Duration // how long a decrement waits for its lock
+	Strategy        string        // strategy of a decrement that names none
+	RMWDelay        time.Duration // teaching knob: sleep inside the read-modify-write window
+	WriteConcern    string        // "majority" or a number of nodes
+	MaxQty          int64         // largest qty one decrement may ask for
+	Fencing         bool          // fence the reads and writes of mongo-lease and redis-lock
+	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
+	RequestTimeout  time.Duration // bound on a request's work, lock wait included
+	ShutdownTimeout time.Duration // how long shutdown waits for in-flight requests
+	LogFormat       string        // json or text
+	LogLevel        string        // debug, info, warn or error
+}
+
+// DefaultConfig returns the defaults that flags and environment override.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	if !replicaPattern.MatchString(host) {
+		host = "stock"
+	}
+	return Config{
+		Addr:            ":8080",
+		DB:              "stocklock",
+		Replica:         host,
+		LockTTL:         lock.DefaultTTL,
+		LockWait:        inventory.DefaultLockWait,
+		Strategy:        inventory.NameMongoLease,
+		WriteConcern:    "majority",
+		MaxQty:          100,
+		Fencing:         true,
+		CASAttempts:     inventory.DefaultCASAttempts,
+		RequestTimeout:  15 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
+		LogFormat:       "json",
+		LogLevel:        "info",
+	}
+}
+
+// setting is one configuration value: its flag, its environment variable
+// and where it goes.
+type setting struct {
+	flag, env, usage string
+	value            flag.Value
+}
+
+// settings lists every setting of c, in the order --help shows them.
+func (c *Config) settings() []setting {
+	return []setting{
+		{"addr", "STOCK_ADDR", "listen address, host:port", (*stringValue)(&c.Addr)},
+		{"mongo-uri", "MONGO_URI", "MongoDB URI, mongodb://host:port/ (required)", (*stringValue)(&c.MongoURI)},
+		{"db", "MONGO_DB", "MongoDB database of items, orders and locks", (*stringValue)(&c.DB)},
+		{"redis-addr", "REDIS_ADDR", "Redis host:port for the redis-lock strategy (required)", (*stringValue)(&c.RedisAddr)},
+		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
+		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it", (*durationValue)(&c.LockTTL)},
+		{"lock-wait", "LOCK_WAIT", "how long a decrement waits for its lock before 503 lock_unavailable", (*durationValue)(&c.LockWait)},
+		{"strategy", "STRATEGY", "strategy of a decrement that names none: " + strings.Join(inventory.Names(), ", "), (*stringValue)(&c.Strategy)},
+		{"rmw-delay", "RMW_DELAY", "teaching knob: sleep between read and write, to widen races", (*durationValue)(&c.RMWDelay)},
+		{"write-concern", "WRITE_CONCERN", `write concern of stock and order writes: "majority" or a node count`, (*stringValue)(&c.WriteConcern)},
+		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
+		{"fencing", "FENCING", "fence the reads and writes of mongo-lease and redis-lock (false only to demonstrate)", (*boolValue)(&c.Fencing)},
+		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
+		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
+		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", (*durationValue)(&c.ShutdownTimeout)},
+		{"log-format", "LOG_FORMAT", "log format: json or text", (*stringValue)(&c.LogFormat)},
+		{"log-level", "LOG_LEVEL", "log level: debug, info, warn or error", (*stringValue)(&c.LogLevel)},
+	}
+}
+
+// ParseConfig reads the configuration from args (without the program name)
+// and, for every flag not given, from its environment variable through
+// getenv; then validates it. Every problem found is reported, each with what
+// to set. With -h or --help it returns an error wrapping flag.ErrHelp; print
+// Usage then.
+func ParseConfig(args []string, getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	var errs []error
+	for _, s := range c.settings() {
+		if v := getenv(s.env); v != "" {
+			if err := s.value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, v, err))
+			}
+		}
+	}
+	fs := newFlagSet(&c)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w (run with --help for the list of flags)", err)
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q: every setting is a --flag", fs.Args()))
+	}
+	errs = append(errs, c.problems()...)
+	if len(errs) > 0 {
+		return Config{}, configError(errs)
+	}
+	return c, nil
+}
+
+// configError reports every problem, one per line.
+func configError(errs []error) error {
+	var b strings.Builder
+	b.WriteString("invalid configuration:")
+	for _, err := range errs {
+		b.WriteString("\n  ")
+		b.WriteString(err.Error())
+	}
+	return errors.New(b.String())
+}
+
+func newFlagSet(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("stock", flag.ContinueOnError)
+	for _, s := range c.settings() {
+		fs.Var(s.value, s.flag, s.usage+" (env "+s.env+")")
+	}
+	return fs
+}
+
+// Usage returns the --help text: every flag, its environment variable and
+// its default.
+func Usage() string {
+	var b bytes.Buffer
+	b.WriteString("Usage: stock [flags]\n\nA stock service replica. Every flag falls back to the environment variable named with it.\n\n")
+	c := DefaultConfig()
+	fs := newFlagSet(&c)
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
+}
+
+var (
+	replicaPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	// dbPattern is what both MongoDB and FerretDB accept as a database name.
+	dbPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
+)
+
+// Validate checks every setting and reports all problems at once, each
+// with the flag and variable to fix.
+func (c Config) Validate() error {
+	if errs := c.problems(); len(errs) > 0 {
+		return configError(errs)
+	}
+	return nil
+}
+
+func (c Config) problems() []error {
+	var errs []error
+	bad := func(flagName, env, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s / %s: %s", flagName, env, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		bad("addr", "STOCK_ADDR", "%q is not host:port (for example :8080 or 127.0.0.1:8080)", c.Addr)
+	}
+	switch {
+	case c.MongoURI == "":
+		bad("mongo-uri", "MONGO_URI", "not set: give the MongoDB to use, for example mongodb://127.0.0.1:27017/")
+	case !strings.HasPrefix(c.MongoURI, "mongodb://") && !strings.HasPrefix(c.MongoURI, "mongodb+srv://"):
+		bad("mongo-uri", "MONGO_URI", "must start with mongodb:// or mongodb+srv://")
+	}
+	if !dbPattern.MatchString(c.DB) {
+		bad("db", "MONGO_DB", "%q: want 1 to 63 of [A-Za-z0-9_-]", c.DB)
+	}
+	if c.RedisAddr == "" {
+		bad("redis-addr", "REDIS_ADDR", "not set: give the Redis to use, for example 127.0.0.1:6379")
+	} else if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+		bad("redis-addr", "REDIS_ADDR", "%q is not host:port", c.RedisAddr)
+	}
+	if !replicaPattern.MatchString(c.Replica) {
+		bad("replica", "REPLICA_ID", "%q: want 1 to 64 of [A-Za-z0-9._-]", c.Replica)
+	}
+	if c.LockTTL < lock.MinTTL {
+		bad("lock-ttl", "LOCK_TTL", "%v is under the minimum of %v", c.LockTTL, lock.MinTTL)
+	}
+	if c.LockWait <= 0 {
+		bad("lock-wait", "LOCK_WAIT", "%v: must be positive, for example 2s", c.LockWait)
+	}
+	if !slices.Contains(inventory.Names(), c.Strategy) {
+		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(inventory.Names(), ", "))
+	}
+	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
+		bad("rmw-delay", "RMW_DELAY", "%v: want 0 (the default) up to 1m", c.RMWDelay)
+	}
+	if _, err := inventory.ParseWriteConcern(c.WriteConcern); err != nil {
+		bad("write-concern", "WRITE_CONCERN", `%q: want "majority" or a number of nodes >= 1`, c.WriteConcern)
+	}
+	if c.MaxQty < 1 {
+		bad("max-qty", "MAX_QTY", "%d: must be at least 1", c.MaxQty)
+	}
+	if c.CASAttempts < 1 {
+		bad("cas-attempts", "CAS_ATTEMPTS", "%d: must be at least 1", c.CASAttempts)
+	}
+	if c.RequestTimeout <= c.LockWait {
+		bad("request-timeout", "REQUEST_TIMEOUT", "%v must be longer than the lock wait (%v), or every lock wait ends as a timeout", c.RequestTimeout, c.LockWait)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "SHUTDOWN_TIMEOUT", "%v: must be positive, for example 10s", c.ShutdownTimeout)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("log-format", "LOG_FORMAT", "%q: want json or text", c.LogFormat)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("log-level", "LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)
+	}
+	return errs
+}
+
+// flag.Value implementations over Config's fields, so that one table
+// drives flags, environment variables and --help.
+type (
+	stringValue   string
+	durationValue time.Duration
+	int64Value    int64
+	intValue      int
+	boolValue     bool
+)
+
+func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+func (v *stringValue) String() string     { return string(*v) }
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration (want for example 500ms or 2s)")
+	}
+	*v = durationValue(d)
+	return nil
+}
+func (v *durationValue) String() string { return time.Duration(*v).String() }
+
+func (v *int64Value) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not a whole number")
+	}
+	*v = int64Value(n)
+	return nil
+}
+func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
+
+func (v *intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a whole number")
+	}
+	*v = intValue(n)
+	return nil
+}
+func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
+
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*v = boolValue(b)
+	return nil
+}
+func (v *boolValue) String() string   { return strconv.FormatBool(bool(*v)) }
+func (v *boolValue) IsBoolFlag() bool { return true }

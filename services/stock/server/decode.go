@@ -1,0 +1,135 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// maxBody is the largest request body accepted. A decrement is a few dozen
+// bytes; the limit keeps a client from making a replica buffer megabytes.
+const maxBody = 4 << 10
+
+// decodeObject reads a JSON object body into its fields, after checking
+// the Content-Type and the size. Only the names in allowed are accepted,
+// matched exactly: encoding/json's DisallowUnknownFields matches field
+// names case-insensitively, so {"QTY": 1} would pass it, and a client with
+// a typo would silently get the default. Values stay raw for the caller to
+// type-check.
+func decodeObject(c echo.Context, allowed ...string) (map[string]json.RawMessage, *apiError) {
+	ct := c.Request().Header.Get(echo.HeaderContentType)
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return nil, newError(http.StatusUnsupportedMediaType, codeUnsupportedMedia,
+			fmt.Sprintf("Content-Type %q: send application/json", ct))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return nil, newError(http.StatusUnsupportedMediaType, codeUnsupportedMedia,
+			fmt.Sprintf("charset %q: send UTF-8 JSON", cs))
+	}
+
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, newError(http.StatusRequestEntityTooLarge, codeBodyTooLarge,
+			fmt.Sprintf("request body over %d bytes", maxBody))
+	}
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, codeInvalidJSON, "could not read the request body: "+err.Error())
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, newError(http.StatusBadRequest, codeInvalidJSON, "empty body: send a JSON object")
+		case errors.As(err, &typeErr):
+			return nil, newError(http.StatusBadRequest, codeInvalidType, "the body must be a JSON object, not "+typeErr.Value)
+		}
+		return nil, newError(http.StatusBadRequest, codeInvalidJSON, "malformed JSON: "+err.Error())
+	}
+	if fields == nil { // the body was `null`
+		return nil, newError(http.StatusBadRequest, codeInvalidType, "the body must be a JSON object, not null")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, newError(http.StatusBadRequest, codeInvalidJSON, "malformed JSON: data after the object")
+	}
+	for name := range fields {
+		if !slices.Contains(allowed, name) {
+			return nil, newError(http.StatusBadRequest, codeUnknownField,
+				fmt.Sprintf("unknown field %q: this request takes %s", name, strings.Join(allowed, ", ")))
+		}
+	}
+	return fields, nil
+}
+
+// integerField parses fields[name] as a JSON integer. It reports a missing
+// (or null) field, a value of another JSON type, and a number that is not
+// a whole number or does not fit an int64, each as its own error;
+// invalidCode names the last two.
+func integerField(fields map[string]json.RawMessage, name, invalidCode string) (int64, *apiError) {
+	raw, ok := fields[name]
+	if !ok || string(raw) == "null" {
+		return 0, newError(http.StatusBadRequest, codeMissingField, fmt.Sprintf("%q is required", name))
+	}
+	// The decoder has validated the JSON, so raw is one complete value;
+	// its first byte tells its type.
+	switch raw[0] {
+	case '"', 't', 'f', '{', '[':
+		return 0, newError(http.StatusBadRequest, codeInvalidType,
+			fmt.Sprintf("%q must be a JSON number, not %s", name, jsonType(raw[0])))
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		if bytes.ContainsAny(raw, ".eE") {
+			return 0, newError(http.StatusBadRequest, invalidCode, fmt.Sprintf("%q must be a whole number, got %s", name, raw))
+		}
+		return 0, newError(http.StatusBadRequest, invalidCode, fmt.Sprintf("%q is out of range, got %s", name, raw))
+	}
+	return n, nil
+}
+
+// stringField parses fields[name] as a JSON string; ok is false when the
+// field is missing or null.
+func stringField(fields map[string]json.RawMessage, name string) (v string, ok bool, apiErr *apiError) {
+	raw, present := fields[name]
+	if !present || string(raw) == "null" {
+		return "", false, nil
+	}
+	if raw[0] != '"' {
+		return "", false, newError(http.StatusBadRequest, codeInvalidType,
+			fmt.Sprintf("%q must be a JSON string, not %s", name, jsonType(raw[0])))
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false, newError(http.StatusBadRequest, codeInvalidJSON, fmt.Sprintf("%q: %v", name, err))
+	}
+	return v, true, nil
+}
+
+func jsonType(first byte) string {
+	switch first {
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// itemResponse is an item as the API shows it.
+type itemResponse struct {
+	inventory.Item
+	Replica string `json:"replica"`
+}
+
+// saleResponse is the answer to a successful decrement.
+type saleResponse struct {
+	OrderID   string    `json:"order_id"`
+	SKU       string    `json:"sku"`
+	Qty       int64     `json:"qty"`
+	Remaining int64     `json:"remaining"`
+	Strategy  string    `json:"strategy"`
+	Replica   string    `json:"replica"`
+	Fence     int64     `json:"fence"`
+	Attempts  int       `json:"attempts"`
+	At        time.Time `json:"at"`
+	// Recorded is false when the stock was taken but the order could not
+	// be written to the ledger. The sale stands either way.
+	Recorded bool `json:"recorded"`
+}
+
+type ordersResponse struct {
+	SKU     string            `json:"sku"`
+	Replica string            `json:"replica"`
+	Count   int               `json:"count"`
+	Orders  []inventory.Order `json:"orders"`
+}
+
+// sku returns the path's sku, or a 400 that names the rule.
+func sku(c echo.Context) (string, *apiError) {
+	v := c.Param("sku")
+	if !inventory.ValidSKU(v) {
+		e := newError(http.StatusBadRequest, codeInvalidSKU,
+			fmt.Sprintf("sku %q: want 1 to %d of A-Z a-z 0-9 . _ -", v, inventory.MaxSKULen))
+		return "", e
+	}
+	return v, nil
+}
+
+// storeError maps a Store error (not a decrement's) to a response.
+func storeError(err error, sku string) error {
+	switch {
+	case errors.Is(err, inventory.ErrNotFound):
+		e := newError(http.StatusNotFound, codeNotFound, "no item has this sku")
+		e.SKU = sku
+		return e
+	case errors.Is(err, inventory.ErrInvalid):
+		return newError(http.StatusBadRequest, codeInvalidStock, err.Error())
+	}
+	e, _ := decrementError(err) // timeouts and internal errors alike
+	return e
+}
+
+// putItem sets (or resets) an item's stock: PUT /v1/items/:sku {"stock": n}.
+func (s *Server) putItem(c echo.Context) error {
+	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	fields, aerr := decodeObject(c, "stock")
+	if aerr != nil {
+		return aerr
+	}
+	stock, aerr := integerField(fields, "stock", codeInvalidStock)
+	if aerr != nil {
+		return aerr
+	}
+	if stock < 0 {
+		return newError(http.StatusBadRequest, codeInvalidStock, fmt.Sprintf(`"stock" must not be negative, got %d`, stock))
+	}
+	it, err := s.store.Put(c.Request().Context(), sku, stock)
+	if err != nil {
+		return storeError(err, sku)
+	}
+	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
+}
+
+// getItem returns an item: GET /v1/items/:sku.
+func (s *Server) getItem(c echo.Context) error {
+	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	it, err := s.store.Get(c.Request().Context(), sku)
+	if err != nil {
+		return storeError(err, sku)
+	}
+	if it.Fences == nil {
+		it.Fences = map[string]int64{}
+	}
+	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
+}
+
+// decrement sells qty units: POST /v1/items/:sku/decrement
+// {"qty": n, "strategy": "..."}. Input is checked in the order of
+// docs/api.md, and nothing is read or written before it all passes.
+func (s *Server) decrement(c echo.Context) error {
+	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	fields, aerr := decodeObject(c, "qty", "strategy")
+	if aerr != nil {
+		return aerr
+	}
+	name, given, aerr := stringField(fields, "strategy")
+	if aerr != nil {
+		return aerr
+	}
+	if !given {
+		name = s.cfg.Strategy
+	}
+	st, ok := s.strategies[name]
+	if !ok {
+		e := newError(http.StatusBadRequest, codeUnknownStrategy, fmt.Sprintf("unknown strategy %q: want one of %v", name, inventory.Names()))
+		e.Strategy = name
+		return e
+	}
+	qty, aerr := integerField(fields, "qty", codeInvalidQty)
+	if aerr != nil {
+		return aerr
+	}
+	if qty <= 0 || qty > s.cfg.MaxQty {
+		e := newError(http.StatusBadRequest, codeInvalidQty, fmt.Sprintf(`"qty" must be from 1 to %d, got %d`, s.cfg.MaxQty, qty))
+		return e
+	}
+
+	sale, err := st.Decrement(c.Request().Context(), sku, qty)
+	if err != nil {
+		e, result := decrementError(err)
+		s.metrics.decrement(name, result, false)
+		e.SKU, e.Strategy = sku, name
+		return e
+	}
+	s.metrics.decrement(name, "ok", sale.LedgerErr != nil)
+	return c.JSON(http.StatusOK, saleResponse{
+		OrderID: sale.OrderID, SKU: sale.SKU, Qty: sale.Qty, Remaining: sale.Remaining,
+		Strategy: sale.Strategy, Replica: sale.Replica, Fence: sale.Fence, Attempts: sale.Attempts,
+		At: sale.At, Recorded: sale.LedgerErr == nil,
+	})
+}
+
+// orders lists an item's ledger: GET /v1/items/:sku/orders[?since=RFC3339].
+func (s *Server) orders(c echo.Context) error {
+	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	var since time.Time
+	if v := c.QueryParam("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return newError(http.StatusBadRequest, codeInvalidSince, fmt.Sprintf("since %q: want an RFC 3339 time such as 2025-01-02T15:04:05Z", v))
+		}
+		since = t
+	}
+	ctx := c.Request().Context()
+	if _, err := s.store.Get(ctx, sku); err != nil {
+		return storeError(err, sku)
+	}
+	orders, err := s.store.Orders(ctx, sku, since)
+	if err != nil {
+		return storeError(err, sku)
+	}
+	return c.JSON(http.StatusOK, ordersResponse{SKU: sku, Replica: s.cfg.Replica, Count: len(orders), Orders: orders})
+}

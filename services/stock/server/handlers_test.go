@@ -1,0 +1,208 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// call sends one request to h and decodes the JSON answer.
+func call(t *testing.T, h http.Handler, method, path, contentType, body string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var out map[string]any
+	if method != http.MethodHead && !strings.HasPrefix(path, "/metrics") {
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s %s: answer is not JSON: %v: %q", method, path, err, rec.Body.String())
+		}
+	}
+	return rec, out
+}
+
+const jsonCT = "application/json"
+
+func TestBadInput(t *testing.T) {
+	cfg := testConfig(t, "r1")
+	s := newServer(t, cfg)
+	h := s.Handler()
+	const sku = "bad-input"
+	if rec, _ := call(t, h, http.MethodPut, "/v1/items/"+sku, jsonCT, `{"stock": 5}`); rec.Code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", rec.Code, rec.Body)
+	}
+	dec := "/v1/items/" + sku + "/decrement"
+
+	cases := []struct {
+		name, method, path, ct, body string
+		status                       int
+		code                         string
+	}{
+		{"malformed JSON", "POST", dec, jsonCT, `{"qty":`, 400, "invalid_json"},
+		{"unquoted key", "POST", dec, jsonCT, `{qty: 1}`, 400, "invalid_json"},
+		{"empty body", "POST", dec, jsonCT, ``, 400, "invalid_json"},
+		{"two objects", "POST", dec, jsonCT, `{"qty":1}{"qty":1}`, 400, "invalid_json"},
+		{"qty as string", "POST", dec, jsonCT, `{"qty":"1"}`, 400, "invalid_type"},
+		{"qty as bool", "POST", dec, jsonCT, `{"qty":true}`, 400, "invalid_type"},
+		{"qty as object", "POST", dec, jsonCT, `{"qty":{"n":1}}`, 400, "invalid_type"},
+		{"strategy as number", "POST", dec, jsonCT, `{"qty":1,"strategy":5}`, 400, "invalid_type"},
+		{"body is an array", "POST", dec, jsonCT, `[{"qty":1}]`, 400, "invalid_type"},
+		{"body is null", "POST", dec, jsonCT, `null`, 400, "invalid_type"},
+		{"unknown field", "POST", dec, jsonCT, `{"qty":1,"price":3}`, 400, "unknown_field"},
+		{"field in wrong case", "POST", dec, jsonCT, `{"QTY":1}`, 400, "unknown_field"},
+		{"missing qty", "POST", dec, jsonCT, `{"strategy":"atomic"}`, 400, "missing_field"},
+		{"null qty", "POST", dec, jsonCT, `{"qty":null}`, 400, "missing_field"},
+		{"zero qty", "POST", dec, jsonCT, `{"qty":0}`, 400, "invalid_qty"},
+		{"negative qty", "POST", dec, jsonCT, `{"qty":-1}`, 400, "invalid_qty"},
+		{"qty above max", "POST", dec, jsonCT, `{"qty":101}`, 400, "invalid_qty"},
+		{"fractional qty", "POST", dec, jsonCT, `{"qty":1.5}`, 400, "invalid_qty"},
+		{"qty 1.0", "POST", dec, jsonCT, `{"qty":1.0}`, 400, "invalid_qty"},
+		{"qty in exponent form", "POST", dec, jsonCT, `{"qty":1e1}`, 400, "invalid_qty"},
+		{"qty over int64", "POST", dec, jsonCT, `{"qty":99999999999999999999}`, 400, "invalid_qty"},
+		{"sku with a dollar", "POST", "/v1/items/bad$sku/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
+		{"sku with an escaped slash", "POST", "/v1/items/bad%2Finput/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
+		{"sku too long", "POST", "/v1/items/" + strings.Repeat("a", 65) + "/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
+		{"unknown strategy", "POST", dec, jsonCT, `{"qty":1,"strategy":"yolo"}`, 400, "unknown_strategy"},
+		{"body over 4 KiB", "POST", dec, jsonCT, `{"qty":1,"strategy":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large"},
+		{"text/plain", "POST", dec, "text/plain", `{"qty":1}`, 415, "unsupported_media_type"},
+		{"no Content-Type", "POST", dec, "", `{"qty":1}`, 415, "unsupported_media_type"},
+		{"latin-1 JSON", "POST", dec, "application/json; charset=latin1", `{"qty":1}`, 415, "unsupported_media_type"},
+		{"form body", "POST", dec, "application/x-www-form-urlencoded", `qty=1`, 415, "unsupported_media_type"},
+		{"unknown sku", "POST", "/v1/items/no-such-sku/decrement", jsonCT, `{"qty":1}`, 404, "not_found"},
+		{"PUT negative stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":-1}`, 400, "invalid_stock"},
+		{"PUT fractional stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":2.5}`, 400, "invalid_stock"},
+		{"PUT stock as string", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":"9"}`, 400, "invalid_type"},
+		{"PUT missing stock", "PUT", "/v1/items/" + sku, jsonCT, `{}`, 400, "missing_field"},
+		{"PUT unknown field", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9,"qty":1}`, 400, "unknown_field"},
+		{"PUT wrong Content-Type", "PUT", "/v1/items/" + sku, "text/plain", `{"stock":9}`, 415, "unsupported_media_type"},
+		{"orders since garbage", "GET", "/v1/items/" + sku + "/orders?since=yesterday", "", "", 400, "invalid_since"},
+		{"unknown route", "GET", "/v1/nope", "", "", 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/items/" + sku, "", "", 405, "method_not_allowed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, body := call(t, h, tc.method, tc.path, tc.ct, tc.body)
+			if rec.Code != tc.status || body["error"] != tc.code {
+				t.Fatalf("got %d %v, want %d %q", rec.Code, body, tc.status, tc.code)
+			}
+			if body["replica"] != "r1" || rec.Header().Get("X-Replica") != "r1" {
+				t.Errorf("the answer does not name the replica: header %q, body %v", rec.Header().Get("X-Replica"), body)
+			}
+			if msg, _ := body["message"].(string); msg == "" {
+				t.Errorf("no message in %v", body)
+			}
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, jsonCT) {
+				t.Errorf("Content-Type %q", ct)
+			}
+			// Nothing changed: same stock, same version, no order.
+			rec, item := call(t, h, http.MethodGet, "/v1/items/"+sku, "", "")
+			if rec.Code != 200 || item["stock"] != 5.0 || item["version"] != 1.0 {
+				t.Errorf("after the bad request the item is %d %v, want stock 5 at version 1", rec.Code, item)
+			}
+			rec, orders := call(t, h, http.MethodGet, "/v1/items/"+sku+"/orders", "", "")
+			if rec.Code != 200 || orders["count"] != 0.0 {
+				t.Errorf("after the bad request the ledger is %d %v, want no order", rec.Code, orders)
+			}
+		})
+	}
+	if rec, _ := call(t, h, http.MethodGet, "/v1/items/no-such-sku", "", ""); rec.Code != 404 {
+		t.Errorf("a decrement of an unknown sku created it: GET answers %d", rec.Code)
+	}
+}
+
+func TestAPI(t *testing.T) {
+	cfg := testConfig(t, "r1")
+	s := newServer(t, cfg)
+	h := s.Handler()
+
+	rec, item := call(t, h, http.MethodPut, "/v1/items/api-1", "application/json; charset=utf-8", `{"stock": 10}`)
+	if rec.Code != 200 || item["sku"] != "api-1" || item["stock"] != 10.0 || item["version"] != 1.0 || item["replica"] != "r1" {
+		t.Fatalf("PUT: %d %v", rec.Code, item)
+	}
+	if _, ok := item["fences"].(map[string]any); !ok {
+		t.Errorf("PUT: no fences object in %v", item)
+	}
+
+	want := int64(10)
+	for _, name := range inventory.Names() {
+		rec, sale := call(t, h, http.MethodPost, "/v1/items/api-1/decrement", jsonCT, `{"qty": 1, "strategy": "`+name+`"}`)
+		want--
+		if rec.Code != 200 || sale["remaining"] != float64(want) || sale["strategy"] != name || sale["replica"] != "r1" ||
+			sale["qty"] != 1.0 || sale["sku"] != "api-1" || sale["recorded"] != true {
+			t.Fatalf("decrement with %s: %d %v", name, rec.Code, sale)
+		}
+		if id, _ := sale["order_id"].(string); len(id) != 32 {
+			t.Errorf("order id %q", id)
+		}
+		fence, _ := sale["fence"].(float64)
+		if lockFenced := name == inventory.NameMongoLease || name == inventory.NameRedisLock; lockFenced != (fence > 0) {
+			t.Errorf("%s: fence %v", name, fence)
+		}
+	}
+	// The default strategy.
+	if rec, sale := call(t, h, http.MethodPost, "/v1/items/api-1/decrement", jsonCT, `{"qty": 2}`); rec.Code != 200 || sale["strategy"] != cfg.Strategy {
+		t.Fatalf("decrement with the default strategy: %d %v", rec.Code, sale)
+	}
+	rec, e := call(t, h, http.MethodPost, "/v1/items/api-1/decrement", jsonCT, `{"qty": 3, "strategy": "atomic"}`)
+	if rec.Code != 409 || e["error"] != "sold_out" || e["stock"] != 2.0 || e["qty"] != 3.0 || e["replica"] != "r1" {
+		t.Fatalf("sold out: %d %v", rec.Code, e)
+	}
+
+	rec, item = call(t, h, http.MethodGet, "/v1/items/api-1", "", "")
+	fences, _ := item["fences"].(map[string]any)
+	if rec.Code != 200 || item["stock"] != 2.0 || fences[inventory.NameMongoLease] == nil || fences[inventory.NameRedisLock] == nil {
+		t.Fatalf("GET: %d %v", rec.Code, item)
+	}
+	rec, orders := call(t, h, http.MethodGet, "/v1/items/api-1/orders", "", "")
+	if rec.Code != 200 || orders["count"] != 7.0 {
+		t.Fatalf("orders: %d %v", rec.Code, orders)
+	}
+	list, _ := orders["orders"].([]any)
+	last, _ := list[len(list)-1].(map[string]any)
+	since := last["at"].(string)
+	if rec, later := call(t, h, http.MethodGet, "/v1/items/api-1/orders?since="+since, "", ""); rec.Code != 200 || later["count"].(float64) < 1 {
+		t.Fatalf("orders since %s: %d %v", since, rec.Code, later)
+	}
+	if rec, e := call(t, h, http.MethodGet, "/v1/items/nothing/orders", "", ""); rec.Code != 404 || e["error"] != "not_found" {
+		t.Fatalf("orders of an unknown sku: %d %v", rec.Code, e)
+	}
+
+	if rec, hz := call(t, h, http.MethodGet, "/healthz", "", ""); rec.Code != 200 || hz["status"] != "ok" || hz["locks_held"] == nil {
+		t.Fatalf("healthz: %d %v", rec.Code, hz)
+	}
+	if rec, rz := call(t, h, http.MethodGet, "/readyz", "", ""); rec.Code != 200 || rz["status"] != "ready" {
+		t.Fatalf("readyz: %d %v", rec.Code, rz)
+	}
+	rec, _ = call(t, h, http.MethodGet, "/metrics", "", "")
+	for _, m := range []string{
+		`stock_http_requests_total{method="POST",route="/v1/items/:sku/decrement",status="200"}`,
+		`stock_decrements_total{result="ok",strategy="mongo-lease"}`,
+		`stock_decrements_total{result="sold_out",strategy="atomic"}`,
+		`stock_lock_wait_seconds_bucket{acquired="true",strategy="redis-lock"`,
+		`stock_lock_held{strategy="mongo-lease"} 0`,
+		`stock_leases_lost_total{strategy="redis-lock"} 0`,
+		`stock_fenced_rejections_total{strategy="mongo-lease"} 0`,
+		`stock_ledger_insert_failures_total{strategy="atomic"} 0`,
+		`stock_http_requests_total{method="GET",route="unmatched",status="404"}`,
+	} {
+		if m == `stock_http_requests_total{method="GET",route="unmatched",status="404"}` {
+			call(t, h, http.MethodGet, "/nowhere", "", "")
+			rec, _ = call(t, h, http.MethodGet, "/metrics", "", "")
+		}
+		if !strings.Contains(rec.Body.String(), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/services/stock/server"
+)
+
+// One MongoDB and one Redis for the whole package: starting the embedded
+// FerretDB costs seconds. Tests keep apart by database name and sku.
+var mongoURI, redisAddr string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mg, err := devstore.StartMongo(ctx, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start MongoDB:", err)
+		return 1
+	}
+	defer mg.Close()
+	rd, err := devstore.StartRedis(ctx, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start Redis:", err)
+		return 1
+	}
+	defer rd.Close()
+	mongoURI, redisAddr = mg.URI, rd.Addr
+	return m.Run()
+}
+
+// testConfig returns a valid configuration on the shared servers, in a
+// database of its own.
+func testConfig(t testing.TB, replica string) server.Config {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	cfg := server.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.MongoURI = mongoURI
+	cfg.RedisAddr = redisAddr
+	cfg.DB = "stock_test_" + hex.EncodeToString(b[:])
+	cfg.Replica = replica
+	cfg.LockTTL = 5 * time.Second
+	cfg.LogFormat = "text"
+	cfg.LogLevel = "warn"
+	return cfg
+}
+
+// newServer starts a replica that is shut down when the test ends.
+func newServer(t testing.TB, cfg server.Config) *server.Server {
+	t.Helper()
+	logger := server.NewLogger(t.Output(), cfg)
+	s, err := server.New(t.Context(), cfg, logger)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}

@@ -1,0 +1,132 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// metrics are one replica's Prometheus metrics, on a registry of its own so
+// that two replicas in one process (the tests, the load harness) do not
+// collide, and nothing registers on the global default behind our back.
+type metrics struct {
+	registry     *prometheus.Registry
+	requests     *prometheus.CounterVec
+	decrements   *prometheus.CounterVec
+	lockWait     *prometheus.HistogramVec
+	lockHeld     *prometheus.GaugeVec
+	leasesLost   *prometheus.CounterVec
+	fenced       *prometheus.CounterVec
+	ledgerFailed *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_http_requests_total",
+			Help: "HTTP requests served, by route template, method and status.",
+		}, []string{"route", "method", "status"}),
+		decrements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_decrements_total",
+			Help: "Decrement requests by strategy and result (ok, sold_out, not_found, lock_unavailable, lease_lost, fenced, conflict, timeout, error).",
+		}, []string{"strategy", "result"}),
+		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "stock_lock_wait_seconds",
+			Help: "Time spent acquiring an item lock, by strategy and whether it was acquired.",
+			// 1 ms to ~16 s: from an uncontended local lock to a long queue.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"strategy", "acquired"}),
+		lockHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stock_lock_held",
+			Help: "Item leases this replica holds right now, by strategy.",
+		}, []string{"strategy"}),
+		leasesLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_leases_lost_total",
+			Help: "Decrements whose lease was lost before the stock write (nothing written).",
+		}, []string{"strategy"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_fenced_rejections_total",
+			Help: "Fenced reads and writes rejected because a newer lock holder had registered its token (nothing written).",
+		}, []string{"strategy"}),
+		ledgerFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_ledger_insert_failures_total",
+			Help: "Sales whose stock was taken but whose order could not be recorded. Should always be 0.",
+		}, []string{"strategy"}),
+	}
+	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Show every strategy's series from the start, at zero, so that a
+	// dashboard or a test can tell "none" from "not exported".
+	for _, name := range inventory.Names() {
+		m.ledgerFailed.WithLabelValues(name)
+	}
+	for _, name := range []string{inventory.NameLocal, inventory.NameMongoLease, inventory.NameRedisLock} {
+		m.lockHeld.WithLabelValues(name)
+		m.leasesLost.WithLabelValues(name)
+		m.fenced.WithLabelValues(name)
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// LockWaited implements inventory.LockObserver.
+func (m *metrics) LockWaited(strategy string, waited time.Duration, acquired bool) {
+	m.lockWait.WithLabelValues(strategy, strconv.FormatBool(acquired)).Observe(waited.Seconds())
+}
+
+// LockHeld implements inventory.LockObserver.
+func (m *metrics) LockHeld(strategy string, delta int) {
+	m.lockHeld.WithLabelValues(strategy).Add(float64(delta))
+}
+
+// decrement counts one decrement's result, and the outcomes that have
+// counters of their own.
+func (m *metrics) decrement(strategy, result string, ledgerFailed bool) {
+	m.decrements.WithLabelValues(strategy, result).Inc()
+	switch result {
+	case "lease_lost":
+		m.leasesLost.WithLabelValues(strategy).Inc()
+	case "fenced":
+		m.fenced.WithLabelValues(strategy).Inc()
+	}
+	if ledgerFailed {
+		m.ledgerFailed.WithLabelValues(strategy).Inc()
+	}
+}
+
+// middleware counts every request by its route template (never the raw
+// path, whose skus would make the label set unbounded).
+func (m *metrics) middleware(routes map[string]bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			if err != nil {
+				// Write the error response now, so that its status is known.
+				c.Error(err)
+			}
+			route := c.Path()
+			if !routes[route] {
+				route = "unmatched"
+			}
+			method := c.Request().Method
+			switch method {
+			case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
+			default:
+				method = "other" // clients choose methods; keep the label set bounded
+			}
+			m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
+			return nil
+		}
+	}
+}

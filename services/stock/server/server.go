@@ -1,0 +1,301 @@
+// Package server is the stock service: one replica's HTTP API over
+// package inventory, with its MongoDB and Redis clients, its locks and its
+// metrics. It is a package, not only a main, so that tests and the load
+// harness can run several replicas in one process, each with clients of its
+// own, exactly as separate processes would.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/locallock"
+	"github.com/stocklock/stocklock/pkg/lock/mongolock"
+	"github.com/stocklock/stocklock/pkg/lock/redislock"
+)
+
+// LocksCollection is the collection of the mongo-lease strategy's leases,
+// in the configured database.
+const LocksCollection = "locks"
+
+// connectTimeout bounds the start-up pings of MongoDB and Redis.
+const connectTimeout = 10 * time.Second
+
+// Server is one replica. Create it with New, serve with Serve, stop with
+// Shutdown.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+
+	mongo      *mongo.Client
+	redis      *redis.Client
+	redisLocks *redislock.Backend
+
+	store      *inventory.Store
+	strategies map[string]inventory.Strategy
+	locked     []*inventory.Locked
+
+	metrics *metrics
+	echo    *echo.Echo
+	http    *http.Server
+}
+
+// New connects to MongoDB and Redis (and fails if either does not answer
+// within 10 s, or ctx ends), creates the orders index, and builds the six
+// strategies. It does not listen; call Serve. A nil logger means
+// slog.Default().
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, logger: logger, metrics: newMetrics()}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.closeClients(cctx)
+		}
+	}()
+
+	wc, _ := inventory.ParseWriteConcern(cfg.WriteConcern) // validated above
+	s.mongo, err = mongo.Connect(options.Client().ApplyURI(cfg.MongoURI).SetAppName("stock-" + cfg.Replica))
+	if err != nil {
+		return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
+	}
+	s.redis = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ClientName: "stock-" + cfg.Replica})
+
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := s.mongo.Ping(pctx, nil); err != nil {
+		return nil, fmt.Errorf("server: MongoDB at %s does not answer (check --mongo-uri / MONGO_URI): %w", redactURI(cfg.MongoURI), err)
+	}
+	if err := s.redis.Ping(pctx).Err(); err != nil {
+		return nil, fmt.Errorf("server: Redis at %s does not answer (check --redis-addr / REDIS_ADDR): %w", cfg.RedisAddr, err)
+	}
+
+	db := s.mongo.Database(cfg.DB)
+	s.store, err = inventory.NewStore(db, inventory.StoreOptions{Replica: cfg.Replica, WriteConcern: wc, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.EnsureIndexes(pctx); err != nil {
+		return nil, err
+	}
+	if err := s.buildStrategies(db, wc); err != nil {
+		return nil, err
+	}
+	s.echo = s.routes()
+	s.http = &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// Room for the request's work and then its commit, which is not
+		// cut short by the request timeout (see inventory.StoreOptions).
+		WriteTimeout: cfg.RequestTimeout + 2*inventory.DefaultWriteTimeout + 5*time.Second,
+		IdleTimeout:  time.Minute,
+		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:  func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	logger.Info("replica ready",
+		slog.String("db", cfg.DB), slog.String("redis", cfg.RedisAddr), slog.String("default_strategy", cfg.Strategy),
+		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
+		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern))
+	if !cfg.Fencing {
+		logger.Warn("fencing is OFF: a lock holder that stalls past its TTL can overwrite a newer holder's write (teaching mode)")
+	}
+	return s, nil
+}
+
+func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConcern) error {
+	cfg := s.cfg
+	lockOpts := []lock.Option{lock.WithTTL(cfg.LockTTL), lock.WithOwnerPrefix(cfg.Replica)}
+
+	// Each Server has its own in-process lock table, as a separate process
+	// would: two replicas in one test process must not share it.
+	local, err := lock.New(locallock.New(), lockOpts...)
+	if err != nil {
+		return fmt.Errorf("server: local locker: %w", err)
+	}
+	mongoBackend, err := mongolock.New(db.Collection(LocksCollection), mongolock.WithWriteConcern(wc))
+	if err != nil {
+		return fmt.Errorf("server: mongo-lease backend: %w", err)
+	}
+	mongoLocker, err := lock.New(mongoBackend, lockOpts...)
+	if err != nil {
+		return fmt.Errorf("server: mongo-lease locker (check --lock-ttl / LOCK_TTL): %w", err)
+	}
+	s.redisLocks, err = redislock.New(s.redis)
+	if err != nil {
+		return fmt.Errorf("server: redis-lock backend: %w", err)
+	}
+	redisLocker, err := lock.New(s.redisLocks, lockOpts...)
+	if err != nil {
+		return fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
+	}
+
+	s.strategies = map[string]inventory.Strategy{
+		inventory.NameUnsafe:     inventory.NewUnsafe(s.store, cfg.RMWDelay),
+		inventory.NameOptimistic: inventory.NewOptimistic(s.store, cfg.CASAttempts, cfg.RMWDelay),
+		inventory.NameAtomic:     inventory.NewAtomic(s.store),
+	}
+	for _, l := range []struct {
+		name    string
+		locker  *lock.Locker
+		fencing bool
+	}{
+		// locallock's tokens count from 1 in every process, so they order
+		// nothing across replicas: fencing with them would reject one
+		// replica's writes forever. The local strategy trusts its lock.
+		{inventory.NameLocal, local, false},
+		{inventory.NameMongoLease, mongoLocker, cfg.Fencing},
+		{inventory.NameRedisLock, redisLocker, cfg.Fencing},
+	} {
+		st, err := inventory.NewLocked(s.store, inventory.LockedConfig{
+			Name: l.name, Locker: l.locker, Wait: cfg.LockWait, Fencing: l.fencing,
+			Delay: cfg.RMWDelay, Observer: s.metrics, Logger: s.logger,
+		})
+		if err != nil {
+			return fmt.Errorf("server: strategy %s: %w", l.name, err)
+		}
+		s.strategies[l.name] = st
+		s.locked = append(s.locked, st)
+	}
+	return nil
+}
+
+// Handler returns the replica's HTTP handler, for tests that serve it
+// without a listener.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve accepts connections on ln until Shutdown. It returns nil after
+// Shutdown, and the listener's error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	s.logger.Info("serving", slog.String("addr", ln.Addr().String()))
+	if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("server: serve on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// Shutdown stops the replica: it stops accepting connections, waits for
+// in-flight requests until ctx ends, then releases every lease still held
+// (so other replicas need not wait out their TTL) and closes the clients.
+// A request still running when ctx ends loses its lease: it stops before
+// its stock write, or its fenced write decides.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.logger.Info("shutting down")
+	var errs []error
+	if err := s.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: stop HTTP: %w", err))
+	}
+	for _, l := range s.locked {
+		if n := l.Held(); n > 0 {
+			s.logger.Warn("releasing leases of unfinished requests", slog.String("strategy", l.Name()), slog.Int("leases", n))
+		}
+		l.Close()
+	}
+	// Disconnect needs a live context to end its sessions cleanly, even
+	// if the caller's deadline for draining requests has passed.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.closeClients(cctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeClients(ctx context.Context) error {
+	var errs []error
+	if s.redisLocks != nil {
+		if err := s.redisLocks.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("server: close redis-lock backend: %w", err))
+		}
+	}
+	if s.redis != nil {
+		if err := s.redis.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("server: close Redis client: %w", err))
+		}
+	}
+	if s.mongo != nil {
+		if err := s.mongo.Disconnect(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: disconnect MongoDB: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routes builds the Echo router.
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+
+	type route struct {
+		method, path string
+		h            echo.HandlerFunc
+	}
+	table := []route{
+		{http.MethodPut, "/v1/items/:sku", s.putItem},
+		{http.MethodGet, "/v1/items/:sku", s.getItem},
+		{http.MethodPost, "/v1/items/:sku/decrement", s.decrement},
+		{http.MethodGet, "/v1/items/:sku/orders", s.orders},
+		{http.MethodGet, "/healthz", s.healthz},
+		{http.MethodGet, "/readyz", s.readyz},
+		{http.MethodGet, "/metrics", echo.WrapHandler(s.metrics.handler())},
+	}
+	known := make(map[string]bool, len(table))
+	for _, r := range table {
+		known[r.path] = true
+	}
+
+	// Order matters: the replica header is set before anything can answer,
+	// so that errors carry it too; metrics see the final status; panics
+	// become 500s that metrics count.
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Response().Header().Set("X-Replica", s.cfg.Replica)
+			return next(c)
+		}
+	})
+	e.Use(s.metrics.middleware(known))
+	e.Use(middleware.Recover())
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)
+			defer cancel()
+			c.SetRequest(c.Request().WithContext(ctx))
+			return next(c)
+		}
+	})
+	for _, r := range table {
+		e.Add(r.method, r.path, r.h)
+	}
+	return e
+}
+
+// redactURI drops the password from a MongoDB URI for messages.
+func redactURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "(unparsable URI)"
+	}
+	return u.Redacted()
+}
