@@ -8,7 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 )
+
+// writeDrainTimeout bounds how long a connection whose client hung up waits
+// for FerretDB to finish the write it was forwarding.
+const writeDrainTimeout = 30 * time.Second
 
 // proxyConn is one client connection and its own upstream connection.
 //
@@ -24,8 +29,9 @@ type proxyConn struct {
 
 	mu        sync.Mutex
 	closed    bool
-	holding   bool  // this connection holds g.writeMu
-	heldFor   int32 // requestID of the write whose reply releases g.writeMu
+	holding   bool          // this connection holds g.writeMu
+	heldFor   int32         // requestID of the write whose reply releases g.writeMu
+	released  chan struct{} // closed when this connection gives g.writeMu back
 	noReplyTo map[int32]struct{}
 }
 
@@ -48,8 +54,34 @@ func (pc *proxyConn) run() {
 	}()
 
 	pc.logEnd("client", pc.pumpRequests())
+	// A client that hangs up mid-write (the driver closes a connection
+	// whose operation's context was cancelled) must not release the mutex
+	// before FerretDB has finished that write, or the next write would run
+	// concurrently with it: exactly the lost update the gate exists to stop.
+	pc.awaitHeldReply(done)
 	pc.close()
 	<-done
+}
+
+// awaitHeldReply waits, if this connection holds the write mutex, until the
+// reply to that write has come back from upstream, upstream has gone, or
+// writeDrainTimeout has passed.
+func (pc *proxyConn) awaitHeldReply(upstreamDone <-chan struct{}) {
+	pc.mu.Lock()
+	holding, released := pc.holding, pc.released
+	pc.mu.Unlock()
+	if !holding {
+		return
+	}
+	t := time.NewTimer(writeDrainTimeout)
+	defer t.Stop()
+	select {
+	case <-released:
+	case <-upstreamDone:
+	case <-t.C:
+		pc.g.logger.Warn("gave up waiting for the reply to a write whose client hung up",
+			slog.Duration("waited", writeDrainTimeout))
+	}
 }
 
 // pumpRequests forwards client requests upstream, taking the write mutex
@@ -103,13 +135,15 @@ func (pc *proxyConn) pumpReplies() error {
 			continue
 		}
 
-		if _, err := pc.client.Write(m.raw); err != nil {
+		_, err = pc.client.Write(m.raw)
+
+		// Only now, with the reply read from upstream and passed on, may
+		// another write start: FerretDB has finished this one, and the
+		// client (if it is still there) has seen its outcome.
+		pc.unlockFor(m.responseTo())
+		if err != nil {
 			return err
 		}
-
-		// Only now, with the reply delivered, may another write start:
-		// the client has seen the outcome of this one.
-		pc.unlockFor(m.responseTo())
 	}
 }
 
@@ -125,7 +159,7 @@ func (pc *proxyConn) lockFor(requestID int32) bool {
 		pc.g.writeMu.Unlock()
 		return false
 	}
-	pc.holding, pc.heldFor = true, requestID
+	pc.holding, pc.heldFor, pc.released = true, requestID, make(chan struct{})
 	return true
 }
 
@@ -137,6 +171,7 @@ func (pc *proxyConn) unlockFor(responseTo int32) {
 
 	if pc.holding && pc.heldFor == responseTo {
 		pc.holding = false
+		close(pc.released)
 		pc.g.writeMu.Unlock()
 	}
 }
@@ -168,6 +203,7 @@ func (pc *proxyConn) close() {
 		pc.closed = true
 		if pc.holding {
 			pc.holding = false
+			close(pc.released)
 			pc.g.writeMu.Unlock()
 		}
 		pc.mu.Unlock()
