@@ -155,7 +155,9 @@ func (l *Lease) watchdog(fraction float64) {
 	// After a failed renewal, try again sooner: the lease has at most
 	// two more renewal periods left.
 	retry := max(every/4, time.Millisecond)
-	next := time.Now().Add(every)
+	// Count the first renewal from when the grant was asked for, not from
+	// now: a slow grant has already used part of the TTL.
+	next := l.Expiry().Add(every - l.ttl)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mongolock_test
+
+const raceEnabled = false

@@ -1,0 +1,16 @@
+package mongolock_test
+
+import (
+	"testing"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+)
+
+// newStore returns the server under test: MONGO_URI if set, else an
+// embedded FerretDB behind the atomicity gate (see internal/devstore).
+func newStore(tb testing.TB) *devstore.Mongo {
+	tb.Helper()
+	m := devstore.MongoT(tb)
+	tb.Logf("MongoDB: %s at %s", m.Kind, m.URI)
+	return m
+}
