@@ -135,13 +135,12 @@ func (pc *proxyConn) pumpReplies() error {
 			continue
 		}
 
-		_, err = pc.client.Write(m.raw)
-
-		// Only now, with the reply read from upstream and passed on, may
-		// another write start: FerretDB has finished this one, and the
-		// client (if it is still there) has seen its outcome.
+		// With the reply read from upstream, FerretDB has finished this
+		// write, so another may start. Release before passing the reply on:
+		// a client that is slow to read must not hold up every writer.
 		pc.unlockFor(m.responseTo())
-		if err != nil {
+
+		if _, err := pc.client.Write(m.raw); err != nil {
 			return err
 		}
 	}

@@ -50,7 +50,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 	owner := o.ownerFor()
 	lease, err := l.attempt(ctx, key, owner, o)
 	if err != nil && !errors.Is(err, ErrNotAcquired) {
-		l.abandon(key, owner, o.ttl)
+		l.abandon(key, owner, o)
 	}
 	return lease, err
 }
@@ -61,8 +61,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 // A failed attempt whose outcome is unknown (a timeout, a dropped
 // connection) is retried with the same owner identity, which the backend
 // grants again if the lost reply had in fact granted it. When Acquire gives
-// up, it makes sure no lease of its own is left behind on the server: a
-// cancelled wait never leaves the key locked until its TTL runs out.
+// up, it releases (in the background) any lease of its own that a lost reply
+// may have left on the server: a cancelled wait does not leave the key
+// locked until its TTL runs out.
 func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
@@ -93,13 +94,13 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 		}
 		if ctx.Err() != nil {
 			if uncertain {
-				l.abandon(key, owner, o.ttl)
+				l.abandon(key, owner, o)
 			}
 			return nil, fmt.Errorf("lock: acquire %q: %w (last attempt: %w)", key, context.Cause(ctx), err)
 		}
 		if o.retry.Attempts > 0 && n+1 >= o.retry.Attempts {
 			if uncertain {
-				l.abandon(key, owner, o.ttl)
+				l.abandon(key, owner, o)
 			}
 			if errors.Is(err, ErrNotAcquired) {
 				return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w", key, n+1, err)
@@ -136,15 +137,27 @@ func (l *Locker) attempt(ctx context.Context, key, owner string, o options) (*Le
 	return newLease(l.backend, key, owner, token, o.ttl, start.Add(o.ttl), o.renewFraction), nil
 }
 
-// abandon releases whatever lease owner may hold on key after an attempt
-// whose reply was lost. Taking the key again as the same owner succeeds only
-// if we hold it (or it is free), and returns the token the release needs.
-func (l *Locker) abandon(key, owner string, ttl time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	token, err := l.backend.TryAcquire(ctx, key, owner, ttl)
-	if err != nil {
+// abandon releases, in the background, whatever lease owner may hold on key
+// after an attempt whose reply was lost. Taking the key again as the same
+// owner succeeds only if we hold it (or it is free), and returns the token
+// the release needs. The caller does not wait for it: it has given up, and
+// its deadline has passed.
+//
+// With an explicit owner (WithOwner) nothing is abandoned: that identity may
+// hold a live lease elsewhere in the process, which re-taking and releasing
+// would destroy. A lost grant then lasts until its TTL, or until the owner
+// acquires again.
+func (l *Locker) abandon(key, owner string, o options) {
+	if o.owner != "" {
 		return
 	}
-	_ = l.backend.Release(ctx, key, owner, token)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		token, err := l.backend.TryAcquire(ctx, key, owner, o.ttl)
+		if err != nil {
+			return
+		}
+		_ = l.backend.Release(ctx, key, owner, token)
+	}()
 }

@@ -77,8 +77,8 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, now := b.entry(key), b.now()
-	if !e.holds(owner, token, now) {
+	e, now := b.entries[key], b.now()
+	if e == nil || !e.holds(owner, token, now) {
 		return fmt.Errorf("locallock: refresh %q: %w", key, lock.ErrNotHeld)
 	}
 	e.expiry = now.Add(ttl)
@@ -92,8 +92,8 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.entry(key)
-	if !e.holds(owner, token, b.now()) {
+	e := b.entries[key]
+	if e == nil || !e.holds(owner, token, b.now()) {
 		return fmt.Errorf("locallock: release %q: %w", key, lock.ErrNotHeld)
 	}
 	e.owner, e.expiry = "", time.Time{}

@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("WatchdogKeepsAliveAndStops", func(t *testing.T) { testWatchdog(t, h) })
 	t.Run("NonOwnerChangesNothing", func(t *testing.T) { testNonOwner(t, h) })
 	t.Run("CancelledAcquireLeavesNothing", func(t *testing.T) { testCancelledAcquire(t, h) })
+	t.Run("LostReplyLeavesNothing", func(t *testing.T) { testLostReplyLeavesNothing(t, h) })
 	t.Run("TryAcquireDoesNotWait", func(t *testing.T) { testTryAcquire(t, h) })
 	t.Run("SameOwnerReacquires", func(t *testing.T) { testSameOwner(t, h) })
 	t.Run("BadArgumentsRejectedBeforeIO", func(t *testing.T) { testBadArguments(t, h) })

@@ -22,7 +22,7 @@ func testMutualExclusion(t *testing.T, h Harness) {
 	var (
 		counter  int // deliberately unsynchronised apart from the lock
 		holders  atomic.Int32
-		maxSeen  atomic.Int32
+		overlaps atomic.Int32 // entries that found another holder inside
 		wg       sync.WaitGroup
 		failures = make(chan error, goroutines)
 	)
@@ -35,8 +35,8 @@ func testMutualExclusion(t *testing.T, h Harness) {
 					failures <- err
 					return
 				}
-				if n := holders.Add(1); n > maxSeen.Load() {
-					maxSeen.Store(n)
+				if holders.Add(1) > 1 {
+					overlaps.Add(1)
 				}
 				v := counter
 				time.Sleep(50 * time.Microsecond)
@@ -57,8 +57,8 @@ func testMutualExclusion(t *testing.T, h Harness) {
 	if counter != goroutines*rounds {
 		t.Errorf("counter = %d, want %d: updates were lost, so two goroutines held the lock at once", counter, goroutines*rounds)
 	}
-	if m := maxSeen.Load(); m != 1 {
-		t.Errorf("observed %d simultaneous holders, want 1", m)
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d times a goroutine entered the critical section while another was inside, want 0", n)
 	}
 }
 
@@ -233,7 +233,9 @@ func testNonOwner(t *testing.T, h Harness) {
 }
 
 func testCancelledAcquire(t *testing.T, h Harness) {
-	retry := lock.RetryPolicy{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	// A 1 s cap keeps the "returns within 2x the cap" bound meaningful and
+	// still generous enough for one slow attempt on a loaded machine.
+	retry := lock.RetryPolicy{Min: 10 * time.Millisecond, Max: time.Second}
 	holderL, waiterL := locker(t, h.Backend(t)), locker(t, h.Backend(t), lock.WithRetry(retry))
 	k := key(t)
 	ctx := ctxFor(t, time.Minute)
@@ -249,7 +251,7 @@ func testCancelledAcquire(t *testing.T, h Harness) {
 		_, err := waiterL.Acquire(wctx, k)
 		done <- err
 	}()
-	time.Sleep(3 * retry.Max) // let it reach its longest backoff
+	time.Sleep(retry.Max) // let it back off a few times
 	cancelled := time.Now()
 	cancel()
 	err = <-done
@@ -261,7 +263,7 @@ func testCancelledAcquire(t *testing.T, h Harness) {
 	}
 
 	// Deadline.
-	dctx, dcancel := context.WithTimeout(ctx, 3*retry.Max)
+	dctx, dcancel := context.WithTimeout(ctx, retry.Max)
 	defer dcancel()
 	_, err = waiterL.Acquire(dctx, k)
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -361,5 +363,71 @@ func testBadArguments(t *testing.T, h Harness) {
 	}
 	if n := b.calls(); n != 0 {
 		t.Errorf("rejected calls reached the server %d times, want 0", n)
+	}
+}
+
+// lossy grants for real but reports a lost reply (a timeout) to calls made
+// with a context marked by lose: the case where the server granted the key
+// and the client never heard. Calls with other contexts pass through, so the
+// Locker's own clean-up is not affected.
+type lossy struct{ counting }
+
+type loseKey struct{}
+
+func lose(ctx context.Context) context.Context { return context.WithValue(ctx, loseKey{}, true) }
+
+var errReplyLost = errors.New("locktest: reply lost (simulated timeout after the server answered)")
+
+func (b *lossy) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error) {
+	token, err := b.counting.TryAcquire(ctx, key, owner, ttl)
+	if err == nil && ctx.Value(loseKey{}) != nil {
+		return 0, errReplyLost
+	}
+	return token, err
+}
+
+// testLostReplyLeavesNothing checks that a grant whose reply was lost does
+// not keep the key locked until its TTL once the caller gives up.
+func testLostReplyLeavesNothing(t *testing.T, h Harness) {
+	const ttl = time.Minute // expiry cannot be what frees the key
+	b := &lossy{counting{Backend: h.Backend(t)}}
+	retry := lock.RetryPolicy{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+	l := locker(t, b, lock.WithTTL(ttl), lock.WithRetry(retry))
+	other := locker(t, h.Backend(t), lock.WithTTL(ttl))
+	ctx := ctxFor(t, time.Minute)
+
+	for _, c := range []struct {
+		name    string
+		acquire func(ctx context.Context, key string) (*lock.Lease, error)
+	}{
+		{"Acquire", func(ctx context.Context, key string) (*lock.Lease, error) {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			return l.Acquire(ctx, key)
+		}},
+		{"TryAcquire", func(ctx context.Context, key string) (*lock.Lease, error) {
+			return l.TryAcquire(ctx, key)
+		}},
+	} {
+		k := key(t)
+		if _, err := c.acquire(lose(ctx), k); !errors.Is(err, errReplyLost) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s with lost replies = %v, want the lost-reply error or the deadline", c.name, err)
+		}
+		if b.acquires.Load() == 0 {
+			t.Fatalf("%s made no attempt", c.name)
+		}
+		// The clean-up runs in the background; give it until well before
+		// the one-minute TTL could explain a free key.
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var lease *lock.Lease
+			if lease, err = other.TryAcquire(ctx, k); err == nil {
+				_ = lease.Release(ctx)
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("after %s gave up on a grant whose reply was lost, the key stayed locked: %v", c.name, err)
+		}
 	}
 }
