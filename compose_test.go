@@ -131,7 +131,7 @@ var scenarios = []replicaSpec{
 func TestComposeDefaultScenario(t *testing.T) {
 	p := loadCompose(t)
 	// `docker compose up` starts exactly the two-server scenario.
-	want := []string{"mongo", "redis", "stock-a", "stock-b"}
+	want := []string{"etcd", "mongo", "redis", "stock-a", "stock-b"}
 	got := p.ServiceNames()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -213,6 +213,19 @@ func TestComposeReplicas(t *testing.T) {
 					checkDependsOn(t, s, dep, sc.mongoCond)
 				}
 				checkDependsOn(t, s, "redis", types.ServiceConditionHealthy)
+
+				// etcd for the etcd-lock strategy: client URLs of the etcd
+				// service, which the replica waits for.
+				eps := strings.Split(env(t, s, "ETCD_ENDPOINTS"), ",")
+				for _, ep := range eps {
+					u, err := url.Parse(ep)
+					if err != nil || u.Scheme != "http" {
+						t.Errorf("%s: ETCD_ENDPOINTS entry %q: want http://<service>:2379", name, ep)
+						continue
+					}
+					checkServiceAddr(t, all, name, "ETCD_ENDPOINTS", u.Host, "2379")
+				}
+				checkDependsOn(t, s, "etcd", types.ServiceConditionHealthy)
 			}
 			a, b := service(t, all, sc.replicas[0]), service(t, all, sc.replicas[1])
 			if a.Environment["MONGO_URI"] == nil || b.Environment["MONGO_URI"] == nil ||
@@ -226,17 +239,24 @@ func TestComposeReplicas(t *testing.T) {
 
 func TestComposeServers(t *testing.T) {
 	all := loadCompose(t, "*")
-	for _, name := range []string{"mongo", "redis", "mongo1", "mongo2", "mongo3"} {
+	for _, name := range []string{"mongo", "redis", "etcd", "mongo1", "mongo2", "mongo3"} {
 		s := service(t, all, name)
 		hc := checkHealthcheck(t, s)
 		want := "mongosh"
-		if name == "redis" {
+		switch name {
+		case "redis":
 			want = "redis-cli"
+		case "etcd":
+			want = "etcdctl"
 		}
 		if hc[1] != want {
 			t.Errorf("%s: healthcheck runs %q, want %s", name, hc[1], want)
 		}
+		if name == "etcd" && !slices.Contains(hc, "health") {
+			t.Errorf("etcd: healthcheck %q is not `etcdctl endpoint health`", hc)
+		}
 	}
+	checkEtcdService(t, all)
 	// Every image that is pulled, not built, names a version: `latest`
 	// changes under the reader's feet, and so would the lessons.
 	for name, s := range all.Services {
@@ -356,6 +376,53 @@ func TestComposeLoadtest(t *testing.T) {
 				t.Errorf("reports go to %s, which is not inside a mounted volume (%+v)", out, s.Volumes)
 			}
 		})
+	}
+}
+
+// checkEtcdService checks the etcd service: the official image at the
+// release of the embedded server in go.mod (so compose runs the etcd the
+// tests and the benchmarks measured), one member that the replicas can
+// reach at the URL it advertises, compaction on, and its data in a volume.
+func checkEtcdService(t *testing.T, p *types.Project) {
+	t.Helper()
+	s := service(t, p, "etcd")
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*go\.etcd\.io/etcd/server/v3 (v\d+\.\d+\.\d+)`).FindSubmatch(gomod)
+	if m == nil {
+		t.Fatal("go.mod does not require go.etcd.io/etcd/server/v3")
+	}
+	if want := "gcr.io/etcd-development/etcd:" + string(m[1]); s.Image != want && s.Image != "quay.io/coreos/etcd:"+string(m[1]) {
+		t.Errorf("etcd image %q: want the official image of the embedded server's release, %s", s.Image, want)
+	}
+	cmd := []string(s.Command)
+	if len(cmd) == 0 || path.Base(cmd[0]) != "etcd" {
+		t.Fatalf("etcd: command %q does not run etcd", cmd)
+	}
+	flags := map[string]string{}
+	for _, a := range cmd[1:] {
+		k, v, _ := strings.Cut(a, "=")
+		flags[k] = v
+	}
+	if l := flags["--listen-client-urls"]; !strings.Contains(l, "0.0.0.0:2379") {
+		t.Errorf("etcd: --listen-client-urls %q does not listen on every interface, port 2379", l)
+	}
+	if u, err := url.Parse(flags["--advertise-client-urls"]); err != nil || u.Host != "etcd:2379" {
+		t.Errorf("etcd: --advertise-client-urls %q: want http://etcd:2379, the address the replicas dial", flags["--advertise-client-urls"])
+	}
+	if flags["--auto-compaction-retention"] == "" {
+		t.Errorf("etcd: no --auto-compaction-retention: a long load run fills the backend quota")
+	}
+	if ic := flags["--initial-cluster"]; strings.Count(ic, "=") > 1 {
+		t.Errorf("etcd: --initial-cluster %q: compose runs a single member", ic)
+	}
+	dir := flags["--data-dir"]
+	if !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return v.Type == types.VolumeTypeVolume && v.Target == dir
+	}) {
+		t.Errorf("etcd: data dir %q is not in a named volume (%+v): a new container would restart the revisions, the fencing tokens", dir, s.Volumes)
 	}
 }
 

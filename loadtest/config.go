@@ -70,10 +70,12 @@ after another, alternating requests across replicas, and checks that no safe
 strategy oversells, loses an update or disagrees with its order ledger.
 
 With no --replicas it is the whole scenario in one command: it starts a
-MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate) and
-a Redis (REDIS_ADDR, else redis-server from PATH, else miniredis), builds
-./services/stock, starts two replica processes on free loopback ports, runs
-the comparison and stops everything it started.
+MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate), a
+Redis (REDIS_ADDR, else redis-server from PATH, else miniredis) and an etcd
+(ETCD_ENDPOINTS, else an embedded etcd server), builds ./services/stock,
+starts two replica processes on free loopback ports, runs the comparison and
+stops everything it started. With --replicas, the replicas need
+ETCD_ENDPOINTS of their own for the etcd-lock strategy.
 
 For every strategy it resets each sku's stock with PUT, attacks, then reads
 the item and the ledger back and reports sold, oversold, lost updates
@@ -83,7 +85,7 @@ The table is printed; results.json, results.md, chart.svg and a Vegeta plot
 per strategy go to the output directory.
 
 Exit status: 0 when every safe strategy (mongo-lease, redis-lock,
-optimistic, atomic) shows no anomaly; 1 when one does; 2 for bad flags or a
+etcd-lock, optimistic, atomic) shows no anomaly; 1 when one does; 2 for bad flags or a
 harness error. unsafe and local are reported as "demonstrated" or "not
 reproduced in this run", never as a failure.
 

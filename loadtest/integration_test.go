@@ -21,13 +21,14 @@ import (
 )
 
 // startReplicas runs two replicas of the stock service in the test
-// process, on free loopback ports, against one MongoDB and one Redis, and
-// returns their base URLs. They are shut down in t.Cleanup.
+// process, on free loopback ports, against one MongoDB, one Redis and one
+// etcd, and returns their base URLs. They are shut down in t.Cleanup.
 func startReplicas(t *testing.T, rmwDelay time.Duration) []string {
 	t.Helper()
 	mongo := devstore.MongoT(t)
 	redis := devstore.RedisT(t)
-	t.Logf("MongoDB: %s, Redis: %s", mongo.Kind, redis.Kind)
+	etcd := devstore.EtcdT(t) // before the replicas: closed after them
+	t.Logf("MongoDB: %s, Redis: %s, etcd: %s", mongo.Kind, redis.Kind, etcd.Kind)
 
 	// A database of its own, in case MONGO_URI is a shared server.
 	var b [4]byte
@@ -40,6 +41,7 @@ func startReplicas(t *testing.T, rmwDelay time.Duration) []string {
 		cfg, err := server.ParseConfig([]string{
 			"--addr", "127.0.0.1:0", "--mongo-uri", mongo.URI, "--redis-addr", redis.Addr,
 			"--db", db, "--replica", id, "--rmw-delay", rmwDelay.String(),
+			"--etcd-endpoints", strings.Join(etcd.Endpoints, ","),
 		}, func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +86,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 	start := time.Now()
 	code := run(t.Context(), []string{
 		"--replicas", strings.Join(replicas, ","),
-		"--strategies", "unsafe,atomic,redis-lock",
+		"--strategies", "unsafe,atomic,redis-lock,etcd-lock",
 		"--rate", "0", "--workers", "16", "--max-workers", "16",
 		"--requests", "160", "--duration", "30s",
 		"--stock", "50", "--warmup", "0s", "--settle", "100ms",
@@ -132,7 +134,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		t.Errorf("unsafe ledger mismatch %d: %+v", us.LedgerMismatch, us.Ledger)
 	}
 
-	for _, name := range []string{"atomic", "redis-lock"} {
+	for _, name := range []string{"atomic", "redis-lock", "etcd-lock"} {
 		r := runs[name]
 		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" {
 			t.Errorf("%s: anomalies %+v", name, r)
@@ -145,8 +147,10 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 	if a := runs["atomic"]; a.Sold != 50 || a.Remaining != 0 || a.SoldOut != 110 {
 		t.Errorf("atomic: %+v", a)
 	}
-	if rl := runs["redis-lock"]; rl.LockWaitP99 == nil {
-		t.Errorf("redis-lock: no lock wait scraped from /metrics")
+	for _, name := range []string{"redis-lock", "etcd-lock"} {
+		if rl := runs[name]; rl.LockWaitP99 == nil {
+			t.Errorf("%s: no lock wait scraped from /metrics", name)
+		}
 	}
 }
 

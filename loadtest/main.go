@@ -124,7 +124,7 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		}
 		defer env.Close()
 		replicas = env.Replicas
-		rep.Store, rep.Redis = env.Store, env.Redis
+		rep.Store, rep.Redis, rep.Etcd = env.Store, env.Redis, env.Etcd
 		rep.Settings.RMWDelay = cfg.RMWDelay.String()
 	} else {
 		fmt.Fprintf(log, "waiting for %s/readyz...\n", strings.Join(replicas, "/readyz, "))
@@ -181,6 +181,9 @@ func finish(rep *report.Report, cfg Config, stdout, stderr io.Writer, runErr err
 	}
 	if rep.Store != "" {
 		fmt.Fprintf(stdout, "MongoDB: %s\nRedis: %s\n", rep.Store, rep.Redis)
+		if rep.Etcd != "" {
+			fmt.Fprintf(stdout, "etcd: %s\n", rep.Etcd)
+		}
 	}
 	fmt.Fprintf(stdout, "Reports in %s:\n", dir)
 	for _, p := range paths {

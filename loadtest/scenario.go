@@ -37,11 +37,12 @@ type localEnv struct {
 	log      io.Writer
 	mongo    *devstore.Mongo
 	redis    *devstore.Redis
+	etcd     *devstore.Etcd
 	tmpDir   string
 	procs    []*replicaProc
 	Replicas []string
-	// Store and Redis describe the stores in use, for the report.
-	Store, Redis string
+	// Store, Redis and Etcd describe the stores in use, for the report.
+	Store, Redis, Etcd string
 
 	storeLog  *os.File
 	closeOnce sync.Once
@@ -60,7 +61,7 @@ type replicaProc struct {
 
 func (e *localEnv) logf(format string, a ...any) { fmt.Fprintf(e.log, format+"\n", a...) }
 
-// startLocal starts MongoDB and Redis (devstore), builds ./services/stock
+// startLocal starts MongoDB, Redis and etcd (devstore), builds ./services/stock
 // and starts the replicas, waiting until they are ready. On error it stops
 // whatever it had started; on success the caller must Close the env.
 func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (_ *localEnv, err error) {
@@ -113,6 +114,23 @@ func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (
 		e.Redis = e.redis.Kind + " at " + e.redis.Addr
 	}
 	e.logf("  Redis: %s [%s]", e.Redis, time.Since(t0).Round(time.Millisecond))
+
+	// etcd runs in this process when embedded; the replicas are separate
+	// processes and reach it over loopback like any etcd.
+	e.logf("starting etcd (ETCD_ENDPOINTS, else an embedded etcd server)...")
+	t0 = time.Now()
+	if e.etcd, err = devstore.StartEtcd(ctx, logger); err != nil {
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
+	switch e.etcd.Kind {
+	case devstore.KindExternal:
+		e.Etcd = "real etcd at " + strings.Join(e.etcd.Endpoints, ",") + " (ETCD_ENDPOINTS)"
+	case devstore.KindEmbeddedEtcd:
+		e.Etcd = "embedded etcd server (single member, fsync on) at " + strings.Join(e.etcd.Endpoints, ",")
+	default:
+		e.Etcd = e.etcd.Kind + " at " + strings.Join(e.etcd.Endpoints, ",")
+	}
+	e.logf("  etcd: %s [%s]", e.Etcd, time.Since(t0).Round(time.Millisecond))
 
 	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
 		return nil, err
@@ -251,6 +269,7 @@ func (e *localEnv) startReplica(bin, id string, port int, cfg Config, outDir str
 	p.cmd.Env = append(os.Environ(),
 		"MONGO_URI="+e.mongo.URI,
 		"REDIS_ADDR="+e.redis.Addr,
+		"ETCD_ENDPOINTS="+strings.Join(e.etcd.Endpoints, ","),
 		"REPLICA_ID="+id,
 	)
 	var out io.Writer = p.logFile
@@ -304,7 +323,8 @@ func (p *replicaProc) stop() {
 	p.logFile.Close()
 }
 
-// Close stops everything startLocal started, replicas first. It is safe to
+// Close stops everything startLocal started, replicas first (an embedded
+// etcd waits seconds for clients that are still connected). It is safe to
 // call more than once.
 func (e *localEnv) Close() {
 	e.closeOnce.Do(func() {
@@ -317,6 +337,11 @@ func (e *localEnv) Close() {
 		if len(e.procs) > 0 {
 			e.logf("stopped the replicas")
 		}
+		if e.etcd != nil {
+			if err := e.etcd.Close(); err != nil {
+				e.logf("stop etcd: %v", err)
+			}
+		}
 		if e.redis != nil {
 			if err := e.redis.Close(); err != nil {
 				e.logf("stop Redis: %v", err)
@@ -327,7 +352,7 @@ func (e *localEnv) Close() {
 				e.logf("stop MongoDB: %v", err)
 			}
 		}
-		if e.redis != nil || e.mongo != nil {
+		if e.redis != nil || e.mongo != nil || e.etcd != nil {
 			e.logf("stopped the stores")
 		}
 		if e.tmpDir != "" {

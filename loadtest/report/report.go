@@ -108,10 +108,11 @@ type Report struct {
 	OutDir      string    `json:"out_dir"`
 	WallSeconds float64   `json:"wall_seconds"`
 	Host        string    `json:"host"`
-	// Store says which MongoDB and Redis the replicas used, when the
-	// harness knows (it started them); empty for external replicas.
+	// Store says which MongoDB, Redis and etcd the replicas used, when
+	// the harness knows (it started them); empty for external replicas.
 	Store    string   `json:"store,omitempty"`
 	Redis    string   `json:"redis,omitempty"`
+	Etcd     string   `json:"etcd,omitempty"`
 	Replicas []string `json:"replicas"`
 	Settings Settings `json:"settings"`
 	Runs     []Run    `json:"runs"`
@@ -208,6 +209,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	if rep.Redis != "" {
 		fmt.Fprintf(&b, "- Redis: %s\n", rep.Redis)
+	}
+	if rep.Etcd != "" {
+		fmt.Fprintf(&b, "- etcd: %s\n", rep.Etcd)
 	}
 	fmt.Fprintf(&b, "- replicas: %s\n", strings.Join(rep.Replicas, ", "))
 	s := rep.Settings

@@ -15,12 +15,12 @@ import (
 
 // Strategies lists every decrement strategy the stock service offers, in
 // the order the harness runs them by default: the two unsafe ones first.
-var Strategies = []string{"unsafe", "local", "mongo-lease", "redis-lock", "optimistic", "atomic"}
+var Strategies = []string{"unsafe", "local", "mongo-lease", "redis-lock", "etcd-lock", "optimistic", "atomic"}
 
 // safe are the strategies that must never oversell, lose an update or
 // disagree with the ledger. unsafe (no lock) and local (an in-process mutex,
 // useless across two replicas) are expected to.
-var safe = map[string]bool{"mongo-lease": true, "redis-lock": true, "optimistic": true, "atomic": true}
+var safe = map[string]bool{"mongo-lease": true, "redis-lock": true, "etcd-lock": true, "optimistic": true, "atomic": true}
 
 // Known reports whether s is a strategy the service offers.
 func Known(s string) bool { return slices.Contains(Strategies, s) }

@@ -174,7 +174,7 @@ func TestStrategies(t *testing.T) {
 			t.Fatal(s)
 		}
 	}
-	if Known("nope") || Safe("unsafe") || Safe("local") || !Safe("atomic") || !Safe("mongo-lease") {
+	if Known("nope") || Safe("unsafe") || Safe("local") || !Safe("atomic") || !Safe("mongo-lease") || !Safe("etcd-lock") {
 		t.Fatal("strategy table wrong")
 	}
 }

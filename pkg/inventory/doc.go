@@ -1,5 +1,5 @@
 // Package inventory sells stock kept in MongoDB, one item per document, and
-// offers six ways to decrement it concurrently: one [Strategy] each, from the
+// offers seven ways to decrement it concurrently: one [Strategy] each, from the
 // broken to the lock-free.
 //
 // # The documents
@@ -28,10 +28,12 @@
 //   - local: the same read-modify-write under an in-process lock
 //     (pkg/lock/locallock). Correct with one replica; with two, each replica
 //     has its own lock table and the race of unsafe comes back.
-//   - mongo-lease, redis-lock: the same read-modify-write under a distributed
-//     lock (pkg/lock/mongolock, pkg/lock/redislock), in the four steps of
-//     seed 002 (lock, read, modify and write, release), with the read and the
-//     write fenced by the lease's token.
+//   - mongo-lease, redis-lock, etcd-lock: the same read-modify-write under a
+//     distributed lock (pkg/lock/mongolock, pkg/lock/redislock,
+//     pkg/lock/etcdlock), in the four steps of seed 002 (lock, read, modify
+//     and write, release), with the read and the write fenced by the lease's
+//     token. etcd replicates its grants by Raft; that makes the grants
+//     survive a failover, not a paused holder, so etcd-lock is fenced too.
 //   - optimistic: no lock; read the stock and its version, then write only if
 //     the version is unchanged (compare-and-set), retrying a bounded number of
 //     times with jittered backoff.

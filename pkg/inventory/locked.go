@@ -33,7 +33,8 @@ func (nopObserver) LockHeld(string, int)                   {}
 // LockedConfig configures a Locked strategy.
 type LockedConfig struct {
 	// Name is the strategy's name (NameLocal, NameMongoLease,
-	// NameRedisLock, ...); it also names the item's fence for this lock.
+	// NameRedisLock, NameEtcdLock, ...); it also names the item's fence
+	// for this lock.
 	Name string
 
 	// Locker hands out the item locks.

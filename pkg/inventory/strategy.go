@@ -11,13 +11,14 @@ const (
 	NameLocal      = "local"
 	NameMongoLease = "mongo-lease"
 	NameRedisLock  = "redis-lock"
+	NameEtcdLock   = "etcd-lock"
 	NameOptimistic = "optimistic"
 	NameAtomic     = "atomic"
 )
 
 // Names returns the names of all strategies, in teaching order.
 func Names() []string {
-	return []string{NameUnsafe, NameLocal, NameMongoLease, NameRedisLock, NameOptimistic, NameAtomic}
+	return []string{NameUnsafe, NameLocal, NameMongoLease, NameRedisLock, NameEtcdLock, NameOptimistic, NameAtomic}
 }
 
 // Strategy is one way to take qty units of a sku's stock.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -25,6 +26,7 @@ type Config struct {
 	MongoURI        string        // mongodb:// or mongodb+srv:// URI
 	DB              string        // database of items, orders and Mongo locks
 	RedisAddr       string        // host:port of the Redis that holds the redis-lock leases
+	EtcdEndpoints   []string      // etcd client URLs of the etcd-lock strategy; none: etcd-lock is unavailable
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
 	LockWait        time.Duration // how long a decrement waits for its lock
@@ -32,7 +34,7 @@ type Config struct {
 	RMWDelay        time.Duration // teaching knob: sleep inside the read-modify-write window
 	WriteConcern    string        // "majority" or a number of nodes
 	MaxQty          int64         // largest qty one decrement may ask for
-	Fencing         bool          // fence the reads and writes of mongo-lease and redis-lock
+	Fencing         bool          // fence the reads and writes of mongo-lease, redis-lock and etcd-lock
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight requests
@@ -78,14 +80,15 @@ func (c *Config) settings() []setting {
 		{"mongo-uri", "MONGO_URI", "MongoDB URI, mongodb://host:port/ (required)", (*stringValue)(&c.MongoURI)},
 		{"db", "MONGO_DB", "MongoDB database of items, orders and locks", (*stringValue)(&c.DB)},
 		{"redis-addr", "REDIS_ADDR", "Redis host:port for the redis-lock strategy (required)", (*stringValue)(&c.RedisAddr)},
+		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
-		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it", (*durationValue)(&c.LockTTL)},
+		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
 		{"lock-wait", "LOCK_WAIT", "how long a decrement waits for its lock before 503 lock_unavailable", (*durationValue)(&c.LockWait)},
 		{"strategy", "STRATEGY", "strategy of a decrement that names none: " + strings.Join(inventory.Names(), ", "), (*stringValue)(&c.Strategy)},
 		{"rmw-delay", "RMW_DELAY", "teaching knob: sleep between read and write, to widen races", (*durationValue)(&c.RMWDelay)},
 		{"write-concern", "WRITE_CONCERN", `write concern of stock and order writes: "majority" or a node count`, (*stringValue)(&c.WriteConcern)},
 		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
-		{"fencing", "FENCING", "fence the reads and writes of mongo-lease and redis-lock (false only to demonstrate)", (*boolValue)(&c.Fencing)},
+		{"fencing", "FENCING", "fence the reads and writes of mongo-lease, redis-lock and etcd-lock (false only to demonstrate)", (*boolValue)(&c.Fencing)},
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", (*durationValue)(&c.ShutdownTimeout)},
@@ -195,6 +198,11 @@ func (c Config) problems() []error {
 	} else if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
 		bad("redis-addr", "REDIS_ADDR", "%q is not host:port", c.RedisAddr)
 	}
+	for _, ep := range c.EtcdEndpoints {
+		if err := checkEtcdEndpoint(ep); err != nil {
+			bad("etcd-endpoints", "ETCD_ENDPOINTS", "%q: %v", ep, err)
+		}
+	}
 	if !replicaPattern.MatchString(c.Replica) {
 		bad("replica", "REPLICA_ID", "%q: want 1 to 64 of [A-Za-z0-9._-]", c.Replica)
 	}
@@ -206,6 +214,8 @@ func (c Config) problems() []error {
 	}
 	if !slices.Contains(inventory.Names(), c.Strategy) {
 		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(inventory.Names(), ", "))
+	} else if c.Strategy == inventory.NameEtcdLock && len(c.EtcdEndpoints) == 0 {
+		bad("strategy", "STRATEGY", "%s needs an etcd: set --etcd-endpoints / ETCD_ENDPOINTS, or pick another strategy", c.Strategy)
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
 		bad("rmw-delay", "RMW_DELAY", "%v: want 0 (the default) up to 1m", c.RMWDelay)
@@ -234,6 +244,42 @@ func (c Config) problems() []error {
 	return errs
 }
 
+// EtcdLockTTL is the lease TTL the etcd-lock strategy uses for lockTTL:
+// rounded up to whole seconds, since etcd leases have no finer grain (and
+// rounding down could hand out a lease shorter than asked, or none at all).
+func EtcdLockTTL(lockTTL time.Duration) time.Duration {
+	ttl := (lockTTL + time.Second - 1).Truncate(time.Second)
+	return max(ttl, time.Second)
+}
+
+// checkEtcdEndpoint accepts what the etcd client dials: a URL with the
+// http or https scheme and a host:port, or a bare host:port.
+func checkEtcdEndpoint(ep string) error {
+	hostport := ep
+	if strings.Contains(ep, "://") {
+		u, err := url.Parse(ep)
+		if err != nil {
+			return fmt.Errorf("not a URL: %w", err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("scheme %q: want http:// or https://, for example http://127.0.0.1:2379", u.Scheme)
+		}
+		if u.Path != "" && u.Path != "/" {
+			return fmt.Errorf("a client URL has no path, for example http://127.0.0.1:2379")
+		}
+		hostport = u.Host
+	}
+	if _, port, err := net.SplitHostPort(hostport); err != nil || !validPort(port) {
+		return fmt.Errorf("want a client URL with host and port, for example http://127.0.0.1:2379")
+	}
+	return nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 1<<16
+}
+
 // flag.Value implementations over Config's fields, so that one table
 // drives flags, environment variables and --help.
 type (
@@ -242,6 +288,7 @@ type (
 	int64Value    int64
 	intValue      int
 	boolValue     bool
+	listValue     []string
 )
 
 func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
@@ -287,3 +334,17 @@ func (v *boolValue) Set(s string) error {
 }
 func (v *boolValue) String() string   { return strconv.FormatBool(bool(*v)) }
 func (v *boolValue) IsBoolFlag() bool { return true }
+
+// Set splits a comma-separated list, dropping blanks, and replaces the
+// list: a flag given after its environment variable wins, not appends.
+func (v *listValue) Set(s string) error {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	*v = out
+	return nil
+}
+func (v *listValue) String() string { return strings.Join(*v, ",") }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"errors"
 	"flag"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ func TestParseConfig(t *testing.T) {
 		"MONGO_DB": "shop", "REPLICA_ID": "r-1", "LOCK_TTL": "3s", "LOCK_WAIT": "500ms", "STRATEGY": "atomic",
 		"RMW_DELAY": "5ms", "WRITE_CONCERN": "1", "MAX_QTY": "7", "FENCING": "false", "CAS_ATTEMPTS": "3",
 		"REQUEST_TIMEOUT": "4s", "SHUTDOWN_TIMEOUT": "2s", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
+		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -40,8 +42,9 @@ func TestParseConfig(t *testing.T) {
 		LockTTL: 3 * time.Second, LockWait: 500 * time.Millisecond, Strategy: "atomic", RMWDelay: 5 * time.Millisecond,
 		WriteConcern: "1", MaxQty: 7, Fencing: false, CASAttempts: 3, RequestTimeout: 4 * time.Second,
 		ShutdownTimeout: 2 * time.Second, LogFormat: "text", LogLevel: "debug",
+		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
 	}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
 	}
 
@@ -49,6 +52,34 @@ func TestParseConfig(t *testing.T) {
 	c, err = server.ParseConfig([]string{"--strategy=optimistic", "--fencing", "--max-qty", "9"}, env(vars))
 	if err != nil || c.Strategy != "optimistic" || !c.Fencing || c.MaxQty != 9 || c.DB != "shop" {
 		t.Errorf("flags over the environment: %+v, %v", c, err)
+	}
+
+	// The etcd endpoints flag replaces the variable's list, and etcd-lock
+	// may be the default strategy once there is an etcd.
+	c, err = server.ParseConfig([]string{"--etcd-endpoints=https://e:2379", "--strategy=etcd-lock"}, env(vars))
+	if err != nil || !reflect.DeepEqual(c.EtcdEndpoints, []string{"https://e:2379"}) || c.Strategy != "etcd-lock" {
+		t.Errorf("--etcd-endpoints over ETCD_ENDPOINTS: %+v, %v", c, err)
+	}
+	// Without etcd the replica still starts: etcd-lock is optional.
+	c, err = server.ParseConfig(nil, env(required))
+	if err != nil || len(c.EtcdEndpoints) != 0 {
+		t.Errorf("no ETCD_ENDPOINTS: %+v, %v", c, err)
+	}
+}
+
+// etcd leases are whole seconds, so etcd-lock rounds the lock TTL up: a
+// lease shorter than asked would expire under a holder that trusts it.
+func TestEtcdLockTTL(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		50 * time.Millisecond:   time.Second,
+		time.Second:             time.Second,
+		1001 * time.Millisecond: 2 * time.Second,
+		2500 * time.Millisecond: 3 * time.Second,
+		10 * time.Second:        10 * time.Second,
+	} {
+		if got := server.EtcdLockTTL(in); got != want {
+			t.Errorf("EtcdLockTTL(%v) = %v, want %v", in, got, want)
+		}
 	}
 }
 
@@ -66,6 +97,11 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{`LOCK_WAIT="soon": not a duration`, `FENCING="maybe": want true or false`, `MAX_QTY="lots": not a whole number`}},
 		{"lock wait longer than the request", []string{"--lock-wait=20s"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"must be longer than the lock wait"}},
+		{"etcd-lock without etcd", []string{"--strategy=etcd-lock"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--strategy / STRATEGY: etcd-lock needs an etcd: set --etcd-endpoints / ETCD_ENDPOINTS"}},
+		{"bad etcd endpoints", []string{"--etcd-endpoints=mongodb://e:2379,http://e,e:2379/x,http://e:2379/v3"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{`ETCD_ENDPOINTS: "mongodb://e:2379": scheme "mongodb"`, `ETCD_ENDPOINTS: "http://e": want a client URL with host and port`,
+				`ETCD_ENDPOINTS: "e:2379/x": want a client URL`, `ETCD_ENDPOINTS: "http://e:2379/v3": a client URL has no path`}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}
@@ -92,13 +128,13 @@ func TestHelp(t *testing.T) {
 	}
 	usage := server.Usage()
 	for _, name := range []string{"addr", "mongo-uri", "db", "redis-addr", "replica", "lock-ttl", "lock-wait", "strategy",
-		"rmw-delay", "write-concern", "max-qty", "fencing", "cas-attempts", "request-timeout", "shutdown-timeout", "log-format", "log-level"} {
+		"rmw-delay", "write-concern", "max-qty", "fencing", "cas-attempts", "request-timeout", "shutdown-timeout", "log-format", "log-level", "etcd-endpoints"} {
 		if !strings.Contains(usage, "-"+name+" ") && !strings.Contains(usage, "-"+name+"\n") {
 			t.Errorf("--help does not list --%s", name)
 		}
 	}
 	for _, v := range []string{"STOCK_ADDR", "MONGO_URI", "MONGO_DB", "REDIS_ADDR", "REPLICA_ID", "LOCK_TTL", "LOCK_WAIT", "STRATEGY",
-		"RMW_DELAY", "WRITE_CONCERN", "MAX_QTY", "FENCING", "SHUTDOWN_TIMEOUT"} {
+		"RMW_DELAY", "WRITE_CONCERN", "MAX_QTY", "FENCING", "SHUTDOWN_TIMEOUT", "ETCD_ENDPOINTS"} {
 		if !strings.Contains(usage, "env "+v+")") {
 			t.Errorf("--help does not name %s", v)
 		}

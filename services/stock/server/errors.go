@@ -14,28 +14,29 @@ import (
 // Error codes: the "error" field of every error response. docs/api.md
 // lists them with their statuses.
 const (
-	codeInvalidJSON      = "invalid_json"
-	codeInvalidType      = "invalid_type"
-	codeUnknownField     = "unknown_field"
-	codeMissingField     = "missing_field"
-	codeInvalidQty       = "invalid_qty"
-	codeInvalidStock     = "invalid_stock"
-	codeInvalidSKU       = "invalid_sku"
-	codeInvalidSince     = "invalid_since"
-	codeUnknownStrategy  = "unknown_strategy"
-	codeBodyTooLarge     = "body_too_large"
-	codeUnsupportedMedia = "unsupported_media_type"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeSoldOut          = "sold_out"
-	codeLockUnavailable  = "lock_unavailable"
-	codeLeaseLost        = "lease_lost"
-	codeFenced           = "fenced"
-	codeConflict         = "conflict"
-	codeTimeout          = "timeout"
-	codeNotReady         = "not_ready"
-	codeOutcomeUnknown   = "outcome_unknown"
-	codeInternal         = "internal"
+	codeInvalidJSON         = "invalid_json"
+	codeInvalidType         = "invalid_type"
+	codeUnknownField        = "unknown_field"
+	codeMissingField        = "missing_field"
+	codeInvalidQty          = "invalid_qty"
+	codeInvalidStock        = "invalid_stock"
+	codeInvalidSKU          = "invalid_sku"
+	codeInvalidSince        = "invalid_since"
+	codeUnknownStrategy     = "unknown_strategy"
+	codeStrategyUnavailable = "strategy_unavailable"
+	codeBodyTooLarge        = "body_too_large"
+	codeUnsupportedMedia    = "unsupported_media_type"
+	codeNotFound            = "not_found"
+	codeMethodNotAllowed    = "method_not_allowed"
+	codeSoldOut             = "sold_out"
+	codeLockUnavailable     = "lock_unavailable"
+	codeLeaseLost           = "lease_lost"
+	codeFenced              = "fenced"
+	codeConflict            = "conflict"
+	codeTimeout             = "timeout"
+	codeNotReady            = "not_ready"
+	codeOutcomeUnknown      = "outcome_unknown"
+	codeInternal            = "internal"
 )
 
 // apiError is an error response. Handlers return it; errorHandler writes it.
@@ -144,7 +145,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path),
 			slog.Int("status", ae.Status), slog.String("code", ae.Code), slog.Any("error", ae.cause))
 	}
-	if ae.Status == http.StatusServiceUnavailable {
+	if ae.Status == http.StatusServiceUnavailable && ae.Code != codeStrategyUnavailable {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	if c.Request().Method == http.MethodHead {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -125,6 +126,16 @@ func (s *Server) decrement(c echo.Context) error {
 		name = s.cfg.Strategy
 	}
 	st, ok := s.strategies[name]
+	if !ok && slices.Contains(inventory.Names(), name) {
+		// A strategy the service has but this replica was not configured
+		// for (etcd-lock without etcd endpoints): the request is fine, the
+		// replica cannot serve it. 503, yet without Retry-After: asking
+		// this replica again will not help until it is reconfigured.
+		e := newError(http.StatusServiceUnavailable, codeStrategyUnavailable,
+			fmt.Sprintf("strategy %q is not configured on this replica (etcd-lock needs --etcd-endpoints / ETCD_ENDPOINTS); nothing was changed", name))
+		e.Strategy = name
+		return e
+	}
 	if !ok {
 		e := newError(http.StatusBadRequest, codeUnknownStrategy, fmt.Sprintf("unknown strategy %q: want one of %v", name, inventory.Names()))
 		e.Strategy = name

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
@@ -75,6 +76,7 @@ func TestBadInput(t *testing.T) {
 		{"sku with an escaped slash", "POST", "/v1/items/bad%2Finput/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
 		{"sku too long", "POST", "/v1/items/" + strings.Repeat("a", 65) + "/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
 		{"unknown strategy", "POST", dec, jsonCT, `{"qty":1,"strategy":"yolo"}`, 400, "unknown_strategy"},
+		{"etcd-lock without etcd", "POST", dec, jsonCT, `{"qty":1,"strategy":"etcd-lock"}`, 503, "strategy_unavailable"},
 		{"body over 4 KiB", "POST", dec, jsonCT, `{"qty":1,"strategy":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large"},
 		{"text/plain", "POST", dec, "text/plain", `{"qty":1}`, 415, "unsupported_media_type"},
 		{"no Content-Type", "POST", dec, "", `{"qty":1}`, 415, "unsupported_media_type"},
@@ -120,22 +122,34 @@ func TestBadInput(t *testing.T) {
 	if rec, _ := call(t, h, http.MethodGet, "/v1/items/no-such-sku", "", ""); rec.Code != 404 {
 		t.Errorf("a decrement of an unknown sku created it: GET answers %d", rec.Code)
 	}
+
+	// Unlike every other 503, strategy_unavailable invites no retry: the
+	// replica has no etcd until it is restarted with one.
+	if rec, _ := call(t, h, http.MethodPost, dec, jsonCT, `{"qty":1,"strategy":"etcd-lock"}`); rec.Header().Get("Retry-After") != "" {
+		t.Errorf("strategy_unavailable carries Retry-After %q", rec.Header().Get("Retry-After"))
+	}
+	// A replica without etcd is ready without it.
+	if rec, rz := call(t, h, http.MethodGet, "/readyz", "", ""); rec.Code != 200 || rz["checks"].(map[string]any)["etcd"] != nil {
+		t.Errorf("readyz without etcd: %d %v", rec.Code, rz)
+	}
 }
 
 func TestAPI(t *testing.T) {
 	cfg := testConfig(t, "r1")
+	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints // every strategy, etcd-lock too
 	s := newServer(t, cfg)
 	h := s.Handler()
 
-	rec, item := call(t, h, http.MethodPut, "/v1/items/api-1", "application/json; charset=utf-8", `{"stock": 10}`)
-	if rec.Code != 200 || item["sku"] != "api-1" || item["stock"] != 10.0 || item["version"] != 1.0 || item["replica"] != "r1" {
+	const initial = 11 // one unit per strategy, two by default, and 2 left
+	rec, item := call(t, h, http.MethodPut, "/v1/items/api-1", "application/json; charset=utf-8", `{"stock": 11}`)
+	if rec.Code != 200 || item["sku"] != "api-1" || item["stock"] != float64(initial) || item["version"] != 1.0 || item["replica"] != "r1" {
 		t.Fatalf("PUT: %d %v", rec.Code, item)
 	}
 	if _, ok := item["fences"].(map[string]any); !ok {
 		t.Errorf("PUT: no fences object in %v", item)
 	}
 
-	want := int64(10)
+	want := int64(initial)
 	for _, name := range inventory.Names() {
 		rec, sale := call(t, h, http.MethodPost, "/v1/items/api-1/decrement", jsonCT, `{"qty": 1, "strategy": "`+name+`"}`)
 		want--
@@ -147,7 +161,7 @@ func TestAPI(t *testing.T) {
 			t.Errorf("order id %q", id)
 		}
 		fence, _ := sale["fence"].(float64)
-		if lockFenced := name == inventory.NameMongoLease || name == inventory.NameRedisLock; lockFenced != (fence > 0) {
+		if lockFenced := name == inventory.NameMongoLease || name == inventory.NameRedisLock || name == inventory.NameEtcdLock; lockFenced != (fence > 0) {
 			t.Errorf("%s: fence %v", name, fence)
 		}
 	}
@@ -162,11 +176,11 @@ func TestAPI(t *testing.T) {
 
 	rec, item = call(t, h, http.MethodGet, "/v1/items/api-1", "", "")
 	fences, _ := item["fences"].(map[string]any)
-	if rec.Code != 200 || item["stock"] != 2.0 || fences[inventory.NameMongoLease] == nil || fences[inventory.NameRedisLock] == nil {
+	if rec.Code != 200 || item["stock"] != 2.0 || fences[inventory.NameMongoLease] == nil || fences[inventory.NameRedisLock] == nil || fences[inventory.NameEtcdLock] == nil {
 		t.Fatalf("GET: %d %v", rec.Code, item)
 	}
 	rec, orders := call(t, h, http.MethodGet, "/v1/items/api-1/orders", "", "")
-	if rec.Code != 200 || orders["count"] != 7.0 {
+	if rec.Code != 200 || orders["count"] != float64(len(inventory.Names())+1) {
 		t.Fatalf("orders: %d %v", rec.Code, orders)
 	}
 	list, _ := orders["orders"].([]any)
@@ -182,7 +196,8 @@ func TestAPI(t *testing.T) {
 	if rec, hz := call(t, h, http.MethodGet, "/healthz", "", ""); rec.Code != 200 || hz["status"] != "ok" || hz["locks_held"] == nil {
 		t.Fatalf("healthz: %d %v", rec.Code, hz)
 	}
-	if rec, rz := call(t, h, http.MethodGet, "/readyz", "", ""); rec.Code != 200 || rz["status"] != "ready" {
+	if rec, rz := call(t, h, http.MethodGet, "/readyz", "", ""); rec.Code != 200 || rz["status"] != "ready" ||
+		rz["checks"].(map[string]any)["etcd"] != "ok" {
 		t.Fatalf("readyz: %d %v", rec.Code, rz)
 	}
 	rec, _ = call(t, h, http.MethodGet, "/metrics", "", "")
@@ -204,5 +219,28 @@ func TestAPI(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+}
+
+// An etcd that stops answering makes the replica not ready, as MongoDB and
+// Redis do: the etcd-lock strategy could grant nothing.
+func TestReadyzEtcdDown(t *testing.T) {
+	etcd := devstore.EtcdT(t)
+	if etcd.Kind != devstore.KindEmbeddedEtcd {
+		t.Skip("ETCD_ENDPOINTS is a shared etcd: not stopping it")
+	}
+	cfg := testConfig(t, "r1")
+	cfg.EtcdEndpoints = etcd.Endpoints
+	h := newServer(t, cfg).Handler()
+	if rec, rz := call(t, h, http.MethodGet, "/readyz", "", ""); rec.Code != 200 {
+		t.Fatalf("readyz before: %d %v", rec.Code, rz)
+	}
+	if err := etcd.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	rec, rz := call(t, h, http.MethodGet, "/readyz", "", "")
+	checks, _ := rz["checks"].(map[string]any)
+	if rec.Code != http.StatusServiceUnavailable || rz["error"] != "not_ready" || checks["etcd"] == "ok" || checks["etcd"] == nil || checks["mongodb"] != "ok" {
+		t.Fatalf("readyz with etcd down: %d %v", rec.Code, rz)
 	}
 }

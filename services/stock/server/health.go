@@ -27,7 +27,9 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, healthResponse{Status: "ok", Replica: s.cfg.Replica, LocksHeld: s.locksHeld()})
 }
 
-// readyz says whether MongoDB and Redis answer: GET /readyz.
+// readyz says whether MongoDB, Redis and, when configured, etcd answer:
+// GET /readyz. A replica without etcd endpoints is ready without etcd (its
+// etcd-lock requests answer strategy_unavailable), so no "etcd" check.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
@@ -49,6 +51,9 @@ func (s *Server) readyz(c echo.Context) error {
 	}
 	check("mongodb", func(ctx context.Context) error { return s.mongo.Ping(ctx, nil) })
 	check("redis", func(ctx context.Context) error { return s.redis.Ping(ctx).Err() })
+	if s.etcd != nil {
+		check("etcd", func(ctx context.Context) error { return pingEtcd(ctx, s.etcd) })
+	}
 	wg.Wait()
 	for _, res := range checks {
 		if res != "ok" {

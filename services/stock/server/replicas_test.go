@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -168,10 +169,10 @@ const (
 	concurrency  = 16
 )
 
-// TestTwoReplicas sells 100 units with 400 concurrent requests split across
-// two replicas that share one MongoDB and one Redis, once per strategy.
-// The four correct strategies must keep the books straight; the two broken
-// ones are only watched.
+// TestTwoReplicas sells 50 units with 400 concurrent requests split across
+// two replicas that share one MongoDB, one Redis and one etcd, once per
+// strategy. The five correct strategies must keep the books straight; the
+// two broken ones are only watched.
 func TestTwoReplicas(t *testing.T) {
 	client := &http.Client{
 		Timeout:   time.Minute,
@@ -180,8 +181,10 @@ func TestTwoReplicas(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 
 	t.Run("correct", func(t *testing.T) {
-		reps := startReplicas(t, 2, nil)
-		for _, strategy := range []string{inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameOptimistic, inventory.NameAtomic} {
+		// etcd only here: the broken strategies do not use it.
+		etcd := devstore.EtcdT(t)
+		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints = etcd.Endpoints })
+		for _, strategy := range []string{inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock, inventory.NameOptimistic, inventory.NameAtomic} {
 			t.Run(strategy, func(t *testing.T) {
 				sku := "two-" + strategy
 				put(t, client, reps[0], sku, initialStock)

@@ -1,6 +1,6 @@
 // Package server is the stock service: one replica's HTTP API over
-// package inventory, with its MongoDB and Redis clients, its locks and its
-// metrics. It is a package, not only a main, so that tests and the load
+// package inventory, with its MongoDB, Redis and (optionally) etcd clients,
+// its locks and its metrics. It is a package, not only a main, so that tests and the load
 // harness can run several replicas in one process, each with clients of its
 // own, exactly as separate processes would.
 package server
@@ -18,12 +18,15 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.uber.org/zap"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/etcdlock"
 	"github.com/stocklock/stocklock/pkg/lock/locallock"
 	"github.com/stocklock/stocklock/pkg/lock/mongolock"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
@@ -45,6 +48,8 @@ type Server struct {
 	mongo      *mongo.Client
 	redis      *redis.Client
 	redisLocks *redislock.Backend
+	etcd       *clientv3.Client // nil unless --etcd-endpoints is set
+	etcdLocks  *etcdlock.Backend
 
 	store      *inventory.Store
 	strategies map[string]inventory.Strategy
@@ -55,9 +60,10 @@ type Server struct {
 	http    *http.Server
 }
 
-// New connects to MongoDB and Redis (and fails if either does not answer
-// within 10 s, or ctx ends), creates the orders index, and builds the six
-// strategies. It does not listen; call Serve. A nil logger means
+// New connects to MongoDB, Redis and, when cfg.EtcdEndpoints is set, etcd
+// (and fails if one does not answer within 10 s, or ctx ends), creates the
+// orders index, and builds the strategies: all seven, or all but etcd-lock
+// without etcd endpoints. It does not listen; call Serve. A nil logger means
 // slog.Default().
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err error) {
 	if err := cfg.Validate(); err != nil {
@@ -90,6 +96,23 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err := s.redis.Ping(pctx).Err(); err != nil {
 		return nil, fmt.Errorf("server: Redis at %s does not answer (check --redis-addr / REDIS_ADDR): %w", cfg.RedisAddr, err)
 	}
+	if len(cfg.EtcdEndpoints) > 0 {
+		s.etcd, err = clientv3.New(clientv3.Config{
+			Endpoints:   cfg.EtcdEndpoints,
+			DialTimeout: connectTimeout,
+			// The client's own zap logger would print its reconnects as
+			// unstructured noise beside the replica's log; failures reach
+			// us as errors anyway.
+			Logger: zap.NewNop(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server: etcd client for %v (check --etcd-endpoints / ETCD_ENDPOINTS): %w", cfg.EtcdEndpoints, err)
+		}
+		// The client dials lazily: only a request shows that etcd answers.
+		if err := pingEtcd(pctx, s.etcd); err != nil {
+			return nil, fmt.Errorf("server: etcd at %v does not answer (check --etcd-endpoints / ETCD_ENDPOINTS): %w", cfg.EtcdEndpoints, err)
+		}
+	}
 
 	db := s.mongo.Database(cfg.DB)
 	s.store, err = inventory.NewStore(db, inventory.StoreOptions{Replica: cfg.Replica, WriteConcern: wc, Logger: logger})
@@ -115,11 +138,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		BaseContext:  func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	logger.Info("replica ready",
-		slog.String("db", cfg.DB), slog.String("redis", cfg.RedisAddr), slog.String("default_strategy", cfg.Strategy),
+		slog.String("db", cfg.DB), slog.String("redis", cfg.RedisAddr), slog.Any("etcd", cfg.EtcdEndpoints), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
 		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern))
 	if !cfg.Fencing {
 		logger.Warn("fencing is OFF: a lock holder that stalls past its TTL can overwrite a newer holder's write (teaching mode)")
+	}
+	if s.etcd == nil {
+		logger.Info("etcd-lock is unavailable: no --etcd-endpoints / ETCD_ENDPOINTS")
+	} else if ttl := EtcdLockTTL(cfg.LockTTL); ttl != cfg.LockTTL {
+		logger.Info("etcd-lock leases are whole seconds: lock TTL rounded up", slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("etcd_lock_ttl", ttl))
 	}
 	return s, nil
 }
@@ -151,23 +179,45 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		return fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
 	}
 
-	s.strategies = map[string]inventory.Strategy{
-		inventory.NameUnsafe:     inventory.NewUnsafe(s.store, cfg.RMWDelay),
-		inventory.NameOptimistic: inventory.NewOptimistic(s.store, cfg.CASAttempts, cfg.RMWDelay),
-		inventory.NameAtomic:     inventory.NewAtomic(s.store),
-	}
-	for _, l := range []struct {
+	type lockStrategy struct {
 		name    string
 		locker  *lock.Locker
 		fencing bool
-	}{
+	}
+	locks := []lockStrategy{
 		// locallock's tokens count from 1 in every process, so they order
 		// nothing across replicas: fencing with them would reject one
 		// replica's writes forever. The local strategy trusts its lock.
 		{inventory.NameLocal, local, false},
 		{inventory.NameMongoLease, mongoLocker, cfg.Fencing},
 		{inventory.NameRedisLock, redisLocker, cfg.Fencing},
-	} {
+	}
+	if s.etcd != nil {
+		// Keys per database, as mongo-lease's leases are (they live in the
+		// database's locks collection): replicas of different databases on
+		// one etcd never wait for each other. The TTL is rounded up to whole
+		// seconds, etcd's grain; the backend refuses anything else.
+		s.etcdLocks, err = etcdlock.New(s.etcd, etcdlock.WithKeyPrefix(etcdlock.DefaultKeyPrefix+cfg.DB+"/"))
+		if err != nil {
+			return fmt.Errorf("server: etcd-lock backend: %w", err)
+		}
+		etcdLocker, err := lock.New(s.etcdLocks, lock.WithTTL(EtcdLockTTL(cfg.LockTTL)), lock.WithOwnerPrefix(cfg.Replica),
+			lock.WithRetry(etcdlock.DefaultRetry))
+		if err != nil {
+			return fmt.Errorf("server: etcd-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
+		}
+		// The token is an etcd revision, shared by the whole cluster and
+		// only growing: it orders the grants of every replica, so the
+		// writes can be fenced with it like the other two leases'.
+		locks = append(locks, lockStrategy{inventory.NameEtcdLock, etcdLocker, cfg.Fencing})
+	}
+
+	s.strategies = map[string]inventory.Strategy{
+		inventory.NameUnsafe:     inventory.NewUnsafe(s.store, cfg.RMWDelay),
+		inventory.NameOptimistic: inventory.NewOptimistic(s.store, cfg.CASAttempts, cfg.RMWDelay),
+		inventory.NameAtomic:     inventory.NewAtomic(s.store),
+	}
+	for _, l := range locks {
 		st, err := inventory.NewLocked(s.store, inventory.LockedConfig{
 			Name: l.name, Locker: l.locker, Wait: cfg.LockWait, Fencing: l.fencing,
 			Delay: cfg.RMWDelay, Observer: s.metrics, Logger: s.logger,
@@ -227,6 +277,18 @@ func (s *Server) closeClients(ctx context.Context) error {
 	if s.redisLocks != nil {
 		if err := s.redisLocks.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("server: close redis-lock backend: %w", err))
+		}
+	}
+	// The etcd backend first: it revokes its spare leases through the
+	// client, and stops the watches that would otherwise outlive it.
+	if s.etcdLocks != nil {
+		if err := s.etcdLocks.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("server: close etcd-lock backend: %w", err))
+		}
+	}
+	if s.etcd != nil {
+		if err := s.etcd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("server: close etcd client: %w", err))
 		}
 	}
 	if s.redis != nil {
@@ -289,6 +351,13 @@ func (s *Server) routes() *echo.Echo {
 		e.Add(r.method, r.path, r.h)
 	}
 	return e
+}
+
+// pingEtcd checks that the etcd cluster answers a linearizable read, which
+// needs a leader and a quorum: what a lock grant needs too.
+func pingEtcd(ctx context.Context, c *clientv3.Client) error {
+	_, err := c.Get(ctx, "stocklock/ping")
+	return err
 }
 
 // redactURI drops the password from a MongoDB URI for messages.
