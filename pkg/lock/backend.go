@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -45,4 +46,23 @@ type Notifier interface {
 // shorter than some minimum (etcd's lease TTL is whole seconds, for example).
 type TTLFloor interface {
 	MinTTL() time.Duration
+}
+
+// CheckArgs is the argument check every Backend makes before any I/O, so
+// that a backend used without a Locker rejects the same input a Locker does:
+// a key must be 1 to MaxKeyLen bytes, and an owner must be non-empty (an
+// empty owner is how some backends mark a key free) and at most MaxKeyLen
+// bytes.
+func CheckArgs(key, owner string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: key is %d bytes, the limit is %d", ErrInvalidArgument, len(key), MaxKeyLen)
+	case owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+	case len(owner) > MaxKeyLen:
+		return fmt.Errorf("%w: owner is %d bytes, the limit is %d", ErrInvalidArgument, len(owner), MaxKeyLen)
+	}
+	return nil
 }

@@ -140,15 +140,11 @@ func CheckTTL(ttl time.Duration) error {
 }
 
 func checkArgs(op, key, owner string, ttl time.Duration, withTTL bool) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("etcdlock: %s: %w: empty key", op, lock.ErrInvalidArgument)
-	case len(key) > lock.MaxKeyLen:
-		return fmt.Errorf("etcdlock: %s %q: %w: key is %d bytes, the limit is %d", op, key, lock.ErrInvalidArgument, len(key), lock.MaxKeyLen)
-	case owner == "":
-		// An empty value would match every other empty owner's lease.
-		return fmt.Errorf("etcdlock: %s %q: %w: empty owner", op, key, lock.ErrInvalidArgument)
-	case withTTL:
+	// An empty owner would match every other empty owner's lease.
+	if err := lock.CheckArgs(key, owner); err != nil {
+		return fmt.Errorf("etcdlock: %s %q: %w", op, key, err)
+	}
+	if withTTL {
 		if err := CheckTTL(ttl); err != nil {
 			return fmt.Errorf("etcdlock: %s %q: %w", op, key, err)
 		}

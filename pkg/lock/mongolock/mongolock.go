@@ -293,15 +293,11 @@ func expiry(now time.Time, ttl time.Duration) time.Time {
 // validate rejects, before any I/O, what no lease could be made of. ttl is
 // checked only when it is not the zero value noTTL (Release has none).
 func validate(key, owner string, ttl time.Duration) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", lock.ErrInvalidArgument)
-	case len(key) > lock.MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, the limit is %d", lock.ErrInvalidArgument, len(key), lock.MaxKeyLen)
-	case owner == "":
-		// "" is how a released document says it is free.
-		return fmt.Errorf("%w: empty owner", lock.ErrInvalidArgument)
-	case ttl != noTTL && ttl <= 0:
+	// An empty owner is also how a released document says it is free.
+	if err := lock.CheckArgs(key, owner); err != nil {
+		return err
+	}
+	if ttl != noTTL && ttl <= 0 {
 		return fmt.Errorf("%w: TTL %v is not positive", lock.ErrInvalidArgument, ttl)
 	}
 	return nil
