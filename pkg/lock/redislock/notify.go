@@ -1,0 +1,308 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// healthInterval is how long the subscription may stay silent before it is
+// pinged; a second silent interval after the ping means the connection is
+// dead without having been closed (a half-open TCP connection after a network
+// partition), and the subscription is made again on a new one.
+const healthInterval = 15 * time.Second
+
+// notifier fans release notifications out to the waiters of one Backend.
+//
+// There is one PSUBSCRIBE per Backend, on a dedicated connection, started at
+// the first Watch: subscribing per Acquire would cost a round trip (and a
+// connection) per waiter, and a blocked waiter must not wait for it.
+//
+// A release signals one waiter per backend, the one waiting longest, not
+// all of them: only one can take the key, and waking every waiter sends them
+// all to the server at once, where all but one lose, back off for longer and
+// fall behind newcomers; that is what makes the tail wait long. Waking the
+// oldest waiter first keeps the order close to first come, first served.
+type notifier struct {
+	client  Client
+	chanPfx string
+	pattern string
+
+	mu      sync.Mutex
+	keys    map[string]*waitList
+	started bool
+	closed  bool
+	ps      *redis.PubSub // current subscription, for close
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// waitList is the FIFO of one key's waiters, in the order they called Watch.
+type waitList struct {
+	head, tail *waiter
+	// released is the highest token known to be released, by this backend
+	// or by a message. Tokens increase per key, so a message about a lower
+	// or equal one is old news, such as the echo of a release this
+	// backend already signalled for.
+	released uint64
+}
+
+type waiter struct {
+	ch         chan struct{} // buffered 1: a pending signal
+	sent       time.Time     // when the last signal was sent
+	prev, next *waiter
+}
+
+// staleSignal is how long a pending signal counts as a waiter on its way. A
+// Locker takes its signal within moments; one still pending after this long
+// belongs to a watcher that stopped reading, which must not hold back the
+// signals of the waiters behind it.
+const staleSignal = time.Second
+
+func (n *notifier) init(client Client, chanPfx string) {
+	n.client = client
+	n.chanPfx = chanPfx
+	n.pattern = escapeGlob(chanPfx) + "*"
+	n.keys = make(map[string]*waitList)
+	n.done = make(chan struct{})
+}
+
+func (n *notifier) watch(key string) (<-chan struct{}, func()) {
+	w := &waiter{ch: make(chan struct{}, 1)}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, func() {}
+	}
+	if !n.started {
+		n.started = true
+		ctx, cancel := context.WithCancel(context.Background())
+		n.cancel = cancel
+		go n.run(ctx)
+	}
+	l := n.keys[key]
+	if l == nil {
+		l = &waitList{}
+		n.keys[key] = l
+	}
+	if l.tail == nil {
+		l.head, l.tail = w, w
+	} else {
+		w.prev, l.tail.next, l.tail = l.tail, w, w
+	}
+
+	var once sync.Once
+	return w.ch, func() { once.Do(func() { n.unwatch(key, l, w) }) }
+}
+
+func (n *notifier) unwatch(key string, l *waitList, w *waiter) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	if l.head == nil && n.keys[key] == l {
+		delete(n.keys, key)
+	}
+}
+
+// signal makes sure one waiter is on its way to retry: if none has a signal
+// pending, the longest-waiting one gets one. A second signal while one is
+// pending would only send a second waiter to lose the same race. The send
+// never blocks, so a slow waiter cannot stall a release or the subscription.
+func (l *waitList) signal() {
+	now := time.Now()
+	for w := l.head; w != nil; w = w.next {
+		if len(w.ch) > 0 && now.Sub(w.sent) < staleSignal {
+			return
+		}
+	}
+	for w := l.head; w != nil; w = w.next {
+		select {
+		case w.ch <- struct{}{}:
+			w.sent = now
+			return
+		default: // a stale signal is still pending: try the next waiter
+		}
+	}
+}
+
+// releasing signals a waiter of this backend just before its own release
+// is sent, so that the waiter's attempt reaches Redis right behind the
+// release instead of a notification's round trip later. Without this head
+// start the releasing goroutine, when it asks for the key again at once,
+// wins nearly every time, and its waiters starve. If the attempt arrives
+// before the release after all, it fails, and released signals again.
+func (n *notifier) releasing(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l := n.keys[key]; l != nil {
+		l.signal()
+	}
+}
+
+// released records a successful release by this backend, whose message
+// will arrive later, and makes sure a waiter retries now.
+func (n *notifier) released(key string, token uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l := n.keys[key]; l != nil {
+		l.released = max(l.released, token)
+		l.signal()
+	}
+}
+
+// subscribed signals a waiter on every key when the subscription is
+// confirmed, at first or after a reconnection: a release published while it
+// was not in place was lost, and a waiter should not sleep out its backoff
+// because of it. A signal too many costs one failed attempt.
+func (n *notifier) subscribed() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, l := range n.keys {
+		l.signal()
+	}
+}
+
+// deliver handles a release message.
+func (n *notifier) deliver(channel, payload string) {
+	key, ok := strings.CutPrefix(channel, n.chanPfx)
+	if !ok {
+		return
+	}
+	token, err := strconv.ParseUint(payload, 10, 64)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.keys[key]
+	if l == nil || (err == nil && token <= l.released) {
+		return
+	}
+	l.released = max(l.released, token)
+	l.signal()
+}
+
+func (n *notifier) close() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	started, ps := n.started, n.ps
+	n.mu.Unlock()
+	if !started {
+		return
+	}
+	n.cancel()
+	if ps != nil {
+		_ = ps.Close() // unblocks the receive in run
+	}
+	<-n.done
+}
+
+// errSilent ends a subscription whose connection stopped answering.
+var errSilent = errors.New("redislock: release subscription silent after a ping")
+
+// run keeps the subscription alive until close, or until the client is
+// closed. go-redis reconnects and resubscribes a PubSub by itself after a
+// connection error; messages published meanwhile are lost, which only
+// delays waiters until their next backoff.
+func (n *notifier) run(ctx context.Context) {
+	defer close(n.done)
+	for ctx.Err() == nil {
+		ps := n.client.PSubscribe(ctx, n.pattern)
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			_ = ps.Close()
+			return
+		}
+		n.ps = ps
+		n.mu.Unlock()
+
+		err := n.receive(ctx, ps)
+		_ = ps.Close()
+		if errors.Is(err, redis.ErrClosed) {
+			return // the client (or this backend) was closed
+		}
+	}
+}
+
+func (n *notifier) receive(ctx context.Context, ps *redis.PubSub) error {
+	var (
+		pinged  bool
+		failing bool
+		delay   time.Duration
+	)
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, healthInterval)
+		switch {
+		case err == nil:
+			pinged, delay = false, 0
+			if failing {
+				failing = false
+				slog.Info("redislock: release subscription restored", "pattern", n.pattern)
+			}
+			switch m := msg.(type) {
+			case *redis.Message:
+				n.deliver(m.Channel, m.Payload)
+			case *redis.Subscription:
+				n.subscribed()
+			}
+		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
+			return redis.ErrClosed
+		case isTimeout(err):
+			if pinged {
+				return errSilent
+			}
+			pinged = true
+			_ = ps.Ping(ctx) // the Pong arrives through ReceiveTimeout
+		default:
+			// Redis is down or restarting. go-redis dials again at the next
+			// receive; pace the attempts.
+			if !failing {
+				failing = true
+				slog.Warn("redislock: release subscription failed; waiters fall back to their retry backoff",
+					"pattern", n.pattern, "err", err)
+			}
+			delay = min(max(2*delay, 50*time.Millisecond), 2*time.Second)
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// escapeGlob quotes the characters PSUBSCRIBE treats as a pattern.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
