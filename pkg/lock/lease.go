@@ -25,6 +25,7 @@ type Lease struct {
 
 	mu     sync.Mutex
 	expiry time.Time
+	guards map[*context.CancelCauseFunc]struct{} // live Guard contexts
 
 	// stopCtx ends the watchdog, including a renewal it has in flight, so
 	// that Release never waits for a slow refresh.
@@ -39,6 +40,7 @@ func newLease(b Backend, key, owner string, token uint64, ttl time.Duration, exp
 	l := &Lease{
 		backend: b, key: key, owner: owner, token: token, ttl: ttl,
 		ctx: ctx, cancel: cancel, expiry: expiry,
+		guards:  make(map[*context.CancelCauseFunc]struct{}),
 		stopCtx: stopCtx, stopFn: stopFn, stopped: make(chan struct{}),
 	}
 	go l.watchdog(renewFraction)
@@ -80,14 +82,36 @@ func (l *Lease) Err() error {
 
 // Guard returns a child of parent that is also cancelled, with the lease's
 // cause, when the lease ends. Use it for the critical section of a request:
-// the request's deadline and the lease both bound the work.
+// the request's deadline and the lease both bound the work. The child is
+// already done when Release returns, or when the lease is declared lost.
 func (l *Lease) Guard(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		cancel(context.Cause(l.ctx))
+		return ctx, func() {}
+	}
+	l.guards[&cancel] = struct{}{}
 	return ctx, func() {
-		stop()
+		l.mu.Lock()
+		delete(l.guards, &cancel)
+		l.mu.Unlock()
 		cancel(context.Canceled)
 	}
+}
+
+// end cancels the lease's context and every Guard context with cause; the
+// first cause given wins.
+func (l *Lease) end(cause error) {
+	l.cancel(cause)
+	cause = context.Cause(l.ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for cancel := range l.guards {
+		(*cancel)(cause)
+	}
+	clear(l.guards)
 }
 
 // Refresh extends the lease by its TTL from now. It returns an error
@@ -125,20 +149,20 @@ func (l *Lease) Release(ctx context.Context) error {
 	err := l.backend.Release(ctx, l.key, l.owner, l.token)
 	switch {
 	case err == nil:
-		l.cancel(ErrReleased)
+		l.end(ErrReleased)
 		return nil
 	case errors.Is(err, ErrNotHeld):
 		l.lose(err)
 	default:
 		// The outcome is unknown; the lease will expire on the server by
 		// itself, and the holder has finished with it either way.
-		l.cancel(ErrReleased)
+		l.end(ErrReleased)
 	}
 	return fmt.Errorf("lock: release %q: %w", l.key, err)
 }
 
 func (l *Lease) lose(reason error) {
-	l.cancel(fmt.Errorf("%w: %q token %d: %w", ErrLeaseLost, l.key, l.token, reason))
+	l.end(fmt.Errorf("%w: %q token %d: %w", ErrLeaseLost, l.key, l.token, reason))
 }
 
 func (l *Lease) stopWatchdog() {
