@@ -13,7 +13,7 @@
 -- The script runs atomically, so reading the lock key and then writing it is
 -- the same as SET NX: nothing can slip in between. It cannot be a plain
 -- SET NX because the value holds the token, and the token is only drawn
--- (INCR) once the grant is certain, so refused attempts never burn tokens.
+-- once the grant is certain, so refused attempts never burn tokens.
 
 -- Redis before 5.0 replicates the script itself, not its effects, and then
 -- refuses writes after TIME (non-deterministic). Later versions always
@@ -47,19 +47,18 @@ end
 -- not gone backwards and grants on one key averaged under one per
 -- microsecond (a Redis round trip alone takes longer).
 --
--- The time is assembled as a string: arithmetic on it would yield a Lua
--- double, which tostring prints as 1.7e+15 and so loses the low digits.
+-- Every number here stays below 2^53 (microseconds since 1970 reach it in
+-- the year 2255), so a Lua double holds it exactly; but tostring and ..
+-- would print 1.7e+15 and lose the low digits, so numbers become strings
+-- only through string.format('%d').
 local t = redis.call('TIME')
-local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local last = redis.call('GET', KEYS[2])
-if not last or tonumber(last) < tonumber(now) then
-  redis.call('SET', KEYS[2], now)
-end
-local token = redis.call('INCR', KEYS[2])
+local now = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+local token = math.max(last, now) + 1
+local tok = string.format('%d', token)
+redis.call('SET', KEYS[2], tok)
 
 -- PX, never EX: the lease must not outlive the holder's own idea of it by a
 -- second (go-redis's SetNX, for one, switches to EX for whole seconds).
--- string.format('%d') prints the token exactly (integers up to 2^53 are
--- exact in a double; micros since 1970 reach that in the year 2255).
-redis.call('SET', KEYS[1], string.format('%d', token) .. ':' .. ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], tok .. ':' .. ARGV[1], 'PX', ARGV[2])
 return token

@@ -72,6 +72,8 @@ import (
 // Client is the part of a go-redis client the backend uses: scripts for the
 // lock itself and a pattern subscription for release notifications.
 // *redis.Client, *redis.ClusterClient and redis.UniversalClient satisfy it.
+// (*redis.Ring does too, but subscribes on one shard only: releases of keys
+// on the other shards go unheard, and waiters fall back to their backoff.)
 type Client interface {
 	redis.Scripter
 	PSubscribe(ctx context.Context, patterns ...string) *redis.PubSub
@@ -85,7 +87,7 @@ const DefaultFenceSuffix = ":fence"
 
 // waitersSuffix names the set of backends refused a key lately, and
 // waitersTTL is how long after the last refusal the set lives. A waiter
-// retries (and so renews the mark) at least every retry policy Max, 100 ms
+// retries (and so renews the expiry) at least every retry policy Max, 100 ms
 // by default; one that sleeps longer than waitersTTL between attempts may
 // miss a release and sleep out its backoff. Members are not removed when
 // they stop waiting; a stale one costs a message nobody needs, until the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,18 @@ func TestTTLIsMilliseconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after acquire with 1500ms", time.Second, 1500*time.Millisecond)
+	// The layout the scripts compare against, with the token printed in
+	// full (not as a float), and floored at the server's clock.
+	tok := strconv.FormatUint(token, 10)
+	if v, err := c.Get(ctx, lockKey).Result(); err != nil || v != tok+":owner" {
+		t.Errorf("lock key = %q, %v; want %q", v, err, tok+":owner")
+	}
+	if v, err := c.Get(ctx, lockKey+redislock.DefaultFenceSuffix).Result(); err != nil || v != tok {
+		t.Errorf("fence key = %q, %v; want %q", v, err, tok)
+	}
+	if d := time.Duration(int64(token)-time.Now().UnixMicro()) * time.Microsecond; d.Abs() > time.Hour {
+		t.Errorf("token %d is %v away from the clock in microseconds", token, d)
+	}
 	if err := b.Refresh(ctx, "ttl", "owner", token, 2700*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
