@@ -13,9 +13,7 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/locktest"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
@@ -57,43 +56,23 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	benchTTL     = 10 * time.Second
-	contenders   = 8
-	peerRetry    = time.Millisecond // bsm/redislock's README and redsync, for both peers
-	benchTimeout = 5 * time.Minute
+	benchTTL   = 10 * time.Second
+	contenders = 8
+	peerRetry  = time.Millisecond // bsm/redislock's README and redsync, for both peers
 )
-
-// mutex is one contender's view of a lock implementation: acquire blocks
-// until held and returns the release.
-type mutex interface {
-	acquire(ctx context.Context) (release func(context.Context) error, err error)
-}
-
-type ours struct {
-	l   *lock.Locker
-	key string
-}
-
-func (m ours) acquire(ctx context.Context) (func(context.Context) error, error) {
-	lease, err := m.l.Acquire(ctx, m.key)
-	if err != nil {
-		return nil, err
-	}
-	return lease.Release, nil
-}
 
 type backendOnly struct {
 	b   *redislock.Backend
 	key string
 }
 
-func (m backendOnly) acquire(ctx context.Context) (func(context.Context) error, error) {
+func (m backendOnly) Acquire(ctx context.Context) (func(context.Context) error, int64, error) {
 	const owner = "bench"
 	token, err := m.b.TryAcquire(ctx, m.key, owner, benchTTL)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return func(ctx context.Context) error { return m.b.Release(ctx, m.key, owner, token) }, nil
+	return func(ctx context.Context) error { return m.b.Release(ctx, m.key, owner, token) }, 0, nil
 }
 
 type bsmLock struct {
@@ -101,12 +80,12 @@ type bsmLock struct {
 	key string
 }
 
-func (m bsmLock) acquire(ctx context.Context) (func(context.Context) error, error) {
+func (m bsmLock) Acquire(ctx context.Context) (func(context.Context) error, int64, error) {
 	l, err := m.c.Obtain(ctx, m.key, benchTTL, &bsm.Options{RetryStrategy: bsm.LinearBackoff(peerRetry)})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return l.Release, nil
+	return l.Release, 0, nil
 }
 
 type redsyncLock struct {
@@ -114,19 +93,19 @@ type redsyncLock struct {
 	key string
 }
 
-func (m redsyncLock) acquire(ctx context.Context) (func(context.Context) error, error) {
+func (m redsyncLock) Acquire(ctx context.Context) (func(context.Context) error, int64, error) {
 	// A Mutex remembers its value, so each acquisition needs its own.
 	mu := m.rs.NewMutex(m.key, redsync.WithExpiry(benchTTL),
 		redsync.WithTries(math.MaxInt32), redsync.WithRetryDelay(peerRetry))
 	if err := mu.LockContext(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	return func(ctx context.Context) error {
 		if ok, err := mu.UnlockContext(ctx); !ok {
 			return fmt.Errorf("redsync unlock: %v", err)
 		}
 		return nil
-	}, nil
+	}, 0, nil
 }
 
 func benchClient(b *testing.B) *redis.Client {
@@ -158,7 +137,7 @@ func benchLocker(b *testing.B, c *redis.Client) *lock.Locker {
 }
 
 // factory returns a contender's mutex on key, with a client of its own.
-type factory func(b *testing.B, key string) mutex
+type factory func(b *testing.B, key string) locktest.Mutex
 
 func implementations() []struct {
 	name string
@@ -168,19 +147,19 @@ func implementations() []struct {
 		name string
 		new  factory
 	}{
-		{"stocklock", func(b *testing.B, key string) mutex {
-			return ours{benchLocker(b, benchClient(b)), key}
+		{"stocklock", func(b *testing.B, key string) locktest.Mutex {
+			return locktest.LockerMutex{Locker: benchLocker(b, benchClient(b)), Key: key}
 		}},
-		{"stocklock-backend", func(b *testing.B, key string) mutex {
+		{"stocklock-backend", func(b *testing.B, key string) locktest.Mutex {
 			// The backend alone, one attempt per acquire, no Locker: its
 			// own cost, without the Lease's watchdog goroutine. Used for
 			// the uncontended case only.
 			return backendOnly{benchBackend(b, benchClient(b)), key}
 		}},
-		{"bsm-redislock", func(b *testing.B, key string) mutex {
+		{"bsm-redislock", func(b *testing.B, key string) locktest.Mutex {
 			return bsmLock{bsm.New(benchClient(b)), key}
 		}},
-		{"redsync", func(b *testing.B, key string) mutex {
+		{"redsync", func(b *testing.B, key string) locktest.Mutex {
 			return redsyncLock{redsync.New(redsyncgoredis.NewPool(benchClient(b))), key}
 		}},
 	}
@@ -190,21 +169,7 @@ func implementations() []struct {
 func BenchmarkUncontended(b *testing.B) {
 	for _, impl := range implementations() {
 		b.Run(impl.name, func(b *testing.B) {
-			m := impl.new(b, "bench:uncontended:"+randHex(4))
-			ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
-			defer cancel()
-			n, start := 0, time.Now()
-			for b.Loop() {
-				n++
-				release, err := m.acquire(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := release(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "locks/s")
+			locktest.BenchUncontended(b, impl.new(b, "bench:uncontended:"+randHex(4)))
 		})
 	}
 }
@@ -225,7 +190,7 @@ func BenchmarkContended(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				key := "bench:contended:" + randHex(4)
-				ms := make([]mutex, contenders)
+				ms := make([]locktest.Mutex, contenders)
 				for i := range ms {
 					if shared && i > 0 {
 						ms[i] = ms[0]
@@ -233,68 +198,8 @@ func BenchmarkContended(b *testing.B) {
 						ms[i] = impl.new(b, key)
 					}
 				}
-				runContended(b, ms)
+				locktest.BenchContended(b, ms)
 			})
 		}
 	}
-}
-
-func runContended(b *testing.B, ms []mutex) {
-	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
-	defer cancel()
-	var (
-		remaining atomic.Int64
-		counter   int // guarded by the lock under test only
-		holders   atomic.Int32
-		overlaps  atomic.Int64
-		wg        sync.WaitGroup
-		errs      = make(chan error, len(ms))
-		waits     = make([][]time.Duration, len(ms))
-	)
-	remaining.Store(int64(b.N))
-	b.ResetTimer()
-	start := time.Now()
-	for i, m := range ms {
-		wg.Go(func() {
-			for remaining.Add(-1) >= 0 {
-				t0 := time.Now()
-				release, err := m.acquire(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				waits[i] = append(waits[i], time.Since(t0))
-				if holders.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				counter++
-				holders.Add(-1)
-				if err := release(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	if n := overlaps.Load(); n > 0 {
-		b.Fatalf("two holders at once, %d times", n)
-	}
-	if counter != b.N {
-		b.Fatalf("counter = %d, want %d", counter, b.N)
-	}
-	all := slices.Concat(waits...)
-	slices.Sort(all)
-	pct := func(p float64) float64 {
-		return float64(all[int(p*float64(len(all)-1))]) / float64(time.Millisecond)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
-	b.ReportMetric(pct(0.50), "p50-wait-ms")
-	b.ReportMetric(pct(0.99), "p99-wait-ms")
 }
