@@ -50,8 +50,16 @@ type LockedConfig struct {
 	// across replicas (locallock: each process counts from 1).
 	Fencing bool
 
-	// Delay is slept between the read and the write, under the lock.
+	// Delay is slept between the read and the write, under the lock. It
+	// is cut short when the lease ends.
 	Delay time.Duration
+
+	// Stall is a fault-drill knob: slept after the last lease check, just
+	// before the stock write, and not cut short by anything. It stands for
+	// the pause no client-side check can see (a GC pause, a stopped
+	// process, a slow network at the worst moment): whatever the lease
+	// does meanwhile, the write is sent, and only the fence can refuse it.
+	Stall time.Duration
 
 	// Observer receives lock metrics. nil means none.
 	Observer LockObserver
@@ -105,8 +113,8 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 		return nil, fmt.Errorf("%w: strategy %q has no Locker", ErrInvalid, cfg.Name)
 	case !fencePattern.MatchString(cfg.Name):
 		return nil, fmt.Errorf("%w: strategy name %q: want 1 to 32 of [a-z0-9-]", ErrInvalid, cfg.Name)
-	case cfg.Wait < 0 || cfg.Delay < 0:
-		return nil, fmt.Errorf("%w: strategy %q: negative wait or delay", ErrInvalid, cfg.Name)
+	case cfg.Wait < 0 || cfg.Delay < 0 || cfg.Stall < 0:
+		return nil, fmt.Errorf("%w: strategy %q: negative wait, delay or stall", ErrInvalid, cfg.Name)
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultLockWait
@@ -209,6 +217,9 @@ func (l *Locked) Decrement(ctx context.Context, sku string, qty int64) (Sale, er
 	}
 	if gctx.Err() != nil {
 		return Sale{}, l.interrupted(gctx, lease, context.Cause(gctx))
+	}
+	if l.cfg.Stall > 0 {
+		time.Sleep(l.cfg.Stall) // deliberately deaf to the lease: see LockedConfig.Stall
 	}
 	remaining := it.Stock - qty
 	cctx, ccancel := l.store.commitContext(ctx)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/mongolock"
 )
 
 // Config is a replica's configuration. ParseConfig fills it from flags and
@@ -30,8 +31,11 @@ type Config struct {
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
 	LockWait        time.Duration // how long a decrement waits for its lock
+	LockSkew        time.Duration // mongo-lease: how long past its expiry a lease must be before another owner takes it
+	ClockOffset     time.Duration // fault drill: added to the clock mongo-lease stamps and judges expiry with
 	Strategy        string        // strategy of a decrement that names none
 	RMWDelay        time.Duration // teaching knob: sleep inside the read-modify-write window
+	WriteStall      time.Duration // fault drill: uninterruptible sleep of the lock strategies just before the stock write
 	WriteConcern    string        // "majority" or a number of nodes
 	MaxQty          int64         // largest qty one decrement may ask for
 	Fencing         bool          // fence the reads and writes of mongo-lease, redis-lock and etcd-lock
@@ -54,6 +58,7 @@ func DefaultConfig() Config {
 		Replica:         host,
 		LockTTL:         lock.DefaultTTL,
 		LockWait:        inventory.DefaultLockWait,
+		LockSkew:        mongolock.DefaultSkew,
 		Strategy:        inventory.NameMongoLease,
 		WriteConcern:    "majority",
 		MaxQty:          100,
@@ -84,8 +89,11 @@ func (c *Config) settings() []setting {
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
 		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
 		{"lock-wait", "LOCK_WAIT", "how long a decrement waits for its lock before 503 lock_unavailable", (*durationValue)(&c.LockWait)},
+		{"lock-skew", "LOCK_SKEW", "mongo-lease: clock-skew allowance, how far past its expiresAt (by this replica's clock) a lease must be before this replica takes it over; must cover the largest clock difference between replicas", (*durationValue)(&c.LockSkew)},
+		{"clock-offset", "CLOCK_OFFSET", "fault drill: shift this replica's lease clock by this much (for example 2s or -2s); mongo-lease stamps and judges expiry with it, the Redis and etcd TTLs run on their servers' clocks and ignore it", (*durationValue)(&c.ClockOffset)},
 		{"strategy", "STRATEGY", "strategy of a decrement that names none: " + strings.Join(inventory.Names(), ", "), (*stringValue)(&c.Strategy)},
 		{"rmw-delay", "RMW_DELAY", "teaching knob: sleep between read and write, to widen races", (*durationValue)(&c.RMWDelay)},
+		{"write-stall", "WRITE_STALL", "fault drill: lock strategies sleep this long after their last lease check, just before the stock write, deaf to the lease (a stand-in for a GC pause); only the fence can stop the write that follows", (*durationValue)(&c.WriteStall)},
 		{"write-concern", "WRITE_CONCERN", `write concern of stock and order writes: "majority" or a node count`, (*stringValue)(&c.WriteConcern)},
 		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
 		{"fencing", "FENCING", "fence the reads and writes of mongo-lease, redis-lock and etcd-lock (false only to demonstrate)", (*boolValue)(&c.Fencing)},
@@ -212,6 +220,12 @@ func (c Config) problems() []error {
 	if c.LockWait <= 0 {
 		bad("lock-wait", "LOCK_WAIT", "%v: must be positive, for example 2s", c.LockWait)
 	}
+	if c.LockSkew < 0 || c.LockSkew > time.Hour {
+		bad("lock-skew", "LOCK_SKEW", "%v: want 0 up to 1h (default %v)", c.LockSkew, mongolock.DefaultSkew)
+	}
+	if c.ClockOffset < -time.Hour || c.ClockOffset > time.Hour {
+		bad("clock-offset", "CLOCK_OFFSET", "%v: want between -1h and 1h (0, the default, leaves the clock alone)", c.ClockOffset)
+	}
 	if !slices.Contains(inventory.Names(), c.Strategy) {
 		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(inventory.Names(), ", "))
 	} else if c.Strategy == inventory.NameEtcdLock && len(c.EtcdEndpoints) == 0 {
@@ -219,6 +233,9 @@ func (c Config) problems() []error {
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
 		bad("rmw-delay", "RMW_DELAY", "%v: want 0 (the default) up to 1m", c.RMWDelay)
+	}
+	if c.WriteStall < 0 || c.WriteStall > time.Minute {
+		bad("write-stall", "WRITE_STALL", "%v: want 0 (the default) up to 1m", c.WriteStall)
 	}
 	if _, err := inventory.ParseWriteConcern(c.WriteConcern); err != nil {
 		bad("write-concern", "WRITE_CONCERN", `%q: want "majority" or a number of nodes >= 1`, c.WriteConcern)

@@ -102,6 +102,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad etcd endpoints", []string{"--etcd-endpoints=mongodb://e:2379,http://e,e:2379/x,http://e:2379/v3"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{`ETCD_ENDPOINTS: "mongodb://e:2379": scheme "mongodb"`, `ETCD_ENDPOINTS: "http://e": want a client URL with host and port`,
 				`ETCD_ENDPOINTS: "e:2379/x": want a client URL`, `ETCD_ENDPOINTS: "http://e:2379/v3": a client URL has no path`}},
+		{"fault drill knobs out of range", []string{"--clock-offset=2h", "--lock-skew=-1s", "--write-stall=-5ms"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--clock-offset / CLOCK_OFFSET: 2h0m0s: want between -1h and 1h", "--lock-skew / LOCK_SKEW: -1s: want 0 up to 1h", "--write-stall / WRITE_STALL: -5ms"}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}

@@ -140,7 +140,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	logger.Info("replica ready",
 		slog.String("db", cfg.DB), slog.String("redis", cfg.RedisAddr), slog.Any("etcd", cfg.EtcdEndpoints), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
-		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern))
+		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern),
+		slog.Duration("lock_skew", cfg.LockSkew), slog.Duration("write_stall", cfg.WriteStall))
+	if cfg.ClockOffset != 0 {
+		logger.Warn("fault drill: this replica's mongo-lease clock is shifted", slog.Duration("clock_offset", cfg.ClockOffset), slog.Duration("lock_skew", cfg.LockSkew))
+	}
 	if !cfg.Fencing {
 		logger.Warn("fencing is OFF: a lock holder that stalls past its TTL can overwrite a newer holder's write (teaching mode)")
 	}
@@ -162,7 +166,16 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	if err != nil {
 		return fmt.Errorf("server: local locker: %w", err)
 	}
-	mongoBackend, err := mongolock.New(db.Collection(LocksCollection), mongolock.WithWriteConcern(wc))
+	mongoOpts := []mongolock.Option{mongolock.WithWriteConcern(wc), mongolock.WithSkew(cfg.LockSkew)}
+	if cfg.ClockOffset != 0 {
+		// A fault drill: this replica's wall clock runs ahead or behind the
+		// others'. Only mongo-lease reads it: its expiresAt is a client
+		// timestamp compared by clients, while Redis and etcd count a TTL
+		// down on their own servers.
+		offset := cfg.ClockOffset
+		mongoOpts = append(mongoOpts, mongolock.WithClock(func() time.Time { return time.Now().Add(offset) }))
+	}
+	mongoBackend, err := mongolock.New(db.Collection(LocksCollection), mongoOpts...)
 	if err != nil {
 		return fmt.Errorf("server: mongo-lease backend: %w", err)
 	}
@@ -220,7 +233,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	for _, l := range locks {
 		st, err := inventory.NewLocked(s.store, inventory.LockedConfig{
 			Name: l.name, Locker: l.locker, Wait: cfg.LockWait, Fencing: l.fencing,
-			Delay: cfg.RMWDelay, Observer: s.metrics, Logger: s.logger,
+			Delay: cfg.RMWDelay, Stall: cfg.WriteStall, Observer: s.metrics, Logger: s.logger,
 		})
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", l.name, err)
