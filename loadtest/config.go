@@ -39,6 +39,12 @@ type Config struct {
 	ReplicaLog bool   // copy the replicas' logs to stderr too
 	Quiet      bool   // no live progress line
 
+	// Fault drills (replicas the harness starts only).
+	Faults     []string      // faults to inject; none: the plain comparison
+	Repeat     int           // runs of every drill
+	FaultTTL   time.Duration // the replicas' lock TTL in fault drills
+	WriteStall time.Duration // the replicas' --write-stall in fault drills
+
 	explicit map[string]bool // flags set on the command line or by env
 }
 
@@ -125,6 +131,11 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
+	var faults string
+	fs.StringVar(&faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(faultNames, ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
+	fs.IntVar(&c.Repeat, "repeat", 1, "with --faults: run every drill this many times; the report aggregates them")
+	fs.DurationVar(&c.FaultTTL, "fault-ttl", time.Second, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
+	fs.DurationVar(&c.WriteStall, "write-stall", 200*time.Millisecond, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
 
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageText)
@@ -191,6 +202,14 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	if c.Strategies, err = parseStrategies(strategies); err != nil {
 		return c, err
 	}
+	if c.Faults, err = parseFaults(faults); err != nil {
+		return c, err
+	}
+	// A drill needs sales before and after its fault: more stock than the
+	// default run sells in its 8 seconds.
+	if len(c.Faults) > 0 && !c.explicit["stock"] {
+		c.Stock = 2000
+	}
 	// --requests alone means "send this many", not "this many or 8s".
 	if c.Requests > 0 && !c.explicit["duration"] {
 		c.Duration = 0
@@ -252,7 +271,29 @@ func (c Config) validate() error {
 	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
 		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
 	}
+	if c.Repeat < 1 || c.Repeat > 100 {
+		bad("--repeat %d: must be between 1 and 100", c.Repeat)
+	}
+	if c.FaultTTL < time.Second || c.FaultTTL > time.Minute || c.FaultTTL%time.Second != 0 {
+		bad("--fault-ttl %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
+	}
+	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
+		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
+	}
+	if len(c.Faults) == 0 {
+		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
+			if c.explicit[f] {
+				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)
+			}
+		}
+	}
+	if len(c.Faults) > 0 && c.Duration > 0 && c.Duration < 3*c.FaultTTL+time.Second {
+		bad("--duration %s: a fault drill needs at least 3 × --fault-ttl + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)
+	}
 	if len(c.Replicas) > 0 {
+		if len(c.Faults) > 0 {
+			bad("--faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop --replicas")
+		}
 		for _, f := range []string{"rmw-delay", "stock-bin", "replica-log"} {
 			if c.explicit[f] {
 				bad("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f)

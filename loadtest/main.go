@@ -57,7 +57,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	rep, err := execute(ctx, cfg, stderr)
 	if rep != nil && len(rep.Runs) > 0 {
 		fmt.Fprintln(stdout)
-		_ = report.WriteTable(stdout, rep.Runs)
+		if rep.IsFault() {
+			_ = report.WriteFaultTable(stdout, report.FaultRows(rep.Runs))
+		} else {
+			_ = report.WriteTable(stdout, rep.Runs)
+		}
 		fmt.Fprintln(stdout)
 	}
 	if rep != nil {
@@ -117,8 +121,10 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 	fmt.Fprintf(log, "stocklock load test: %s; reports go to %s\n", strings.Join(cfg.Strategies, ", "), outDir)
 
 	replicas := cfg.Replicas
+	var env *localEnv
 	if len(replicas) == 0 {
-		env, err := startLocal(ctx, cfg, outDir, log)
+		var err error
+		env, err = startLocal(ctx, cfg, outDir, log)
 		if err != nil {
 			return rep, err
 		}
@@ -147,10 +153,21 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		outDir:   outDir,
 		prefix:   prefix,
 		api:      newAPI(cfg.Timeout + 15*time.Second),
+		probe:    newAPI(time.Second),
 		log:      log,
 		tty:      isTerminal(log),
 	}
-	runs, err := h.runAll(ctx)
+	var (
+		runs []report.Run
+		err  error
+	)
+	if len(cfg.Faults) > 0 {
+		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
+		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
+		runs, err = h.runFaults(ctx, env)
+	} else {
+		runs, err = h.runAll(ctx)
+	}
 	rep.Runs = runs
 	return rep, err
 }

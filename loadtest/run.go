@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,10 @@ type harness struct {
 	api      *api
 	log      io.Writer // progress and notes (stderr)
 	tty      bool      // log is a terminal: redraw the progress line in place
+	// probe asks the replicas' /healthz who holds a lock, in fault drills.
+	probe *api
+	// drills numbers the fault runs, so that each gets skus of its own.
+	drills int
 	// metricsWarned is set once a replica's /metrics could not be read or
 	// had no lock wait histogram, so that the note is made only once.
 	metricsWarned bool
@@ -39,11 +44,16 @@ func (h *harness) logf(format string, a ...any) {
 	fmt.Fprintf(h.log, format+"\n", a...)
 }
 
-// skus returns the skus of strategy's run.
-func (h *harness) skus(strategy string) []string {
+// skus returns the skus of strategy's run; drill > 0 numbers a fault run,
+// which gets skus of its own (a strategy runs under several faults).
+func (h *harness) skus(strategy string, drill int) []string {
 	out := make([]string, h.cfg.SKUs)
 	for i := range out {
-		out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, strategy, i)
+		if drill > 0 {
+			out[i] = fmt.Sprintf("%s-%s-f%d-%d", h.prefix, strategy, drill, i)
+		} else {
+			out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, strategy, i)
+		}
 	}
 	return out
 }
@@ -60,6 +70,7 @@ type response struct {
 	SKU     string `json:"sku"`
 	Qty     int    `json:"qty"`
 	Replica string `json:"replica"`
+	Fence   int64  `json:"fence"`
 	Error   string `json:"error"`
 }
 
@@ -94,7 +105,7 @@ func interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string)
 		}
 		return cls, verdict.Order{}, note
 	}
-	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica}
+	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica, Fence: body.Fence}
 	if o.SKU == "" {
 		o.SKU = skuOfURL(r.URL)
 	}
@@ -177,13 +188,19 @@ func (h *harness) scrape(ctx context.Context) []*histSnapshot {
 }
 
 // runStrategy resets the stock, attacks with one strategy, reads the
-// stock and the ledger back and checks them.
-func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run, error) {
+// stock and the ledger back and checks them. With fs, it is a fault drill:
+// the drill's fault is injected while the attack runs.
+func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpec) (report.Run, error) {
 	cfg := h.cfg
+	drillNo := 0
+	if fs != nil {
+		h.drills++
+		drillNo = h.drills
+	}
 	run := report.Run{
 		Strategy:    strategy,
-		Safe:        verdict.Safe(strategy),
-		SKUs:        h.skus(strategy),
+		Safe:        verdict.Safe(strategy) && (fs == nil || !fs.drill.demo),
+		SKUs:        h.skus(strategy, drillNo),
 		Stock:       cfg.Stock,
 		Qty:         cfg.Qty,
 		TargetRate:  cfg.Rate,
@@ -226,6 +243,25 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 
 	started := time.Now()
 	stopProgress := h.progress(strategy, &t, started)
+
+	// The fault, injected from its own goroutine while the attack runs.
+	type injected struct {
+		ev  *faultEvent
+		err error
+	}
+	var injDone chan injected
+	if fs != nil {
+		run.Fault, run.Repeat, run.Demo = fs.drill.label, fs.repeat, fs.drill.demo
+		run.Codes = map[string]int{}
+		if fs.drill.inject != nil {
+			injDone = make(chan injected, 1)
+			fc := &faultCtx{h: h, env: fs.env, strategy: strategy, started: started, repeat: fs.repeat}
+			go func() {
+				ev, err := fs.drill.inject(ctx, fc)
+				injDone <- injected{ev, err}
+			}()
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -240,6 +276,7 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 		acked    []verdict.Order
 		lastSale time.Time
 		saleEnds []time.Time
+		sales    []sale
 		errSeen  = map[string]bool{}
 		pl       = plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", strategy)), plot.Label(classLabel))
 	)
@@ -259,6 +296,7 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 				lastSale = e
 			}
 			saleEnds = append(saleEnds, r.End())
+			sales = append(sales, sale{start: r.Timestamp, end: r.End(), replica: order.Replica, fence: order.Fence})
 		case verdict.SoldOut:
 			t.soldOut.Add(1)
 		case verdict.Unavailable:
@@ -267,6 +305,13 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 			t.other.Add(1)
 		case verdict.Transport:
 			t.transport.Add(1)
+		}
+		if run.Codes != nil && cls != verdict.Sold && cls != verdict.SoldOut {
+			if cls == verdict.Transport {
+				run.Codes[transportKind(note)]++
+			} else {
+				run.Codes[note]++
+			}
 		}
 		if cls != verdict.Sold && cls != verdict.SoldOut && len(errSeen) < 5 && !errSeen[note] {
 			errSeen[note] = true
@@ -277,8 +322,40 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 	stopProgress()
 	m.Close()
 	pl.Close()
+	var ev *faultEvent
+	if injDone != nil {
+		// The injector ends within the attack, except a pause that began
+		// near its end; wait for it, then undo the fault (a killed replica
+		// or etcd member comes back) before reading anything back.
+		in := <-injDone
+		switch {
+		case errors.Is(in.err, errSkipped):
+			run.FaultNote = in.err.Error()
+		case in.err != nil && ctx.Err() == nil:
+			return run, fmt.Errorf("%s, %s: inject the fault: %w", run.Fault, strategy, in.err)
+		case in.ev != nil:
+			ev = in.ev
+			run.FaultNote = ev.Note
+			if ev.cleanup != nil {
+				if err := ev.cleanup(ctx); err != nil && ctx.Err() == nil {
+					return run, fmt.Errorf("%s, %s: undo the fault: %w", run.Fault, strategy, err)
+				}
+			}
+		}
+	} else if fs != nil {
+		run.FaultNote = "no injection, the configuration is the fault: " + describeArgs(fs.drill.args)
+	}
 	if err := ctx.Err(); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
+	}
+	if ev != nil {
+		if d, ok := recovery(sales, ev); ok {
+			secs := d.Seconds()
+			run.RecoverySeconds = &secs
+		}
+		if slices.Contains(fencedStrategies, strategy) && !fs.drill.demo {
+			run.Tokens = tokenCheck(sales, ev)
+		}
 	}
 
 	run.Requests = int(m.Requests)
@@ -300,11 +377,15 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 		run.ByReplica = nil
 	}
 
-	plotName := "plot-" + strategy + ".html"
-	if f, err := os.Create(filepath.Join(h.outDir, plotName)); err == nil {
-		_, werr := pl.WriteTo(f)
-		if cerr := f.Close(); werr == nil && cerr == nil {
-			run.Plot = plotName
+	// Fault drills are dozens of runs: their table and chart tell the
+	// story, not a plot each.
+	if fs == nil {
+		plotName := "plot-" + strategy + ".html"
+		if f, err := os.Create(filepath.Join(h.outDir, plotName)); err == nil {
+			_, werr := pl.WriteTo(f)
+			if cerr := f.Close(); werr == nil && cerr == nil {
+				run.Plot = plotName
+			}
 		}
 	}
 
@@ -318,7 +399,7 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 			return run, context.Cause(ctx)
 		}
 	}
-	in := verdict.Input{Acked: acked}
+	in := verdict.Input{Acked: acked, NoAnswer: int(t.transport.Load())}
 	reader := h.replicas[0]
 	for _, sku := range run.SKUs {
 		it, err := h.api.getItem(ctx, reader, sku)
@@ -351,7 +432,17 @@ func (h *harness) runStrategy(ctx context.Context, strategy string) (report.Run,
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
 	}
-	run.Verdict = string(verdict.Judge(strategy, res))
+	if run.Safe {
+		run.Verdict = string(verdict.Judge(strategy, res))
+	} else {
+		run.Verdict = string(verdict.Judge("", res)) // judged like an unsafe strategy
+	}
+	if tc := run.Tokens; tc != nil && !tc.OK {
+		run.Problems = append(run.Problems, fmt.Sprintf("fencing tokens did not keep increasing across the fault: highest before %d, lowest after %d, %d reused", tc.MaxBefore, tc.MinAfter, tc.Reused))
+		if run.Safe {
+			run.Verdict = string(verdict.Fail)
+		}
+	}
 	return run, nil
 }
 
@@ -470,7 +561,7 @@ func (h *harness) runAll(ctx context.Context) ([]report.Run, error) {
 	}
 	for i, s := range h.cfg.Strategies {
 		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(h.cfg.Strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
-		run, err := h.runStrategy(ctx, s)
+		run, err := h.runStrategy(ctx, s, nil)
 		if err != nil {
 			return runs, err
 		}
@@ -504,6 +595,14 @@ func summarize(runs []report.Run) (ok bool, lines []string) {
 		outs = append(outs, verdict.Outcome(r.Verdict))
 	}
 	for _, r := range runs {
+		if r.Fault != "" {
+			// Fault drills are many: their table says it all, the
+			// lines name only the failures.
+			if verdict.Outcome(r.Verdict) == verdict.Fail {
+				lines = append(lines, fmt.Sprintf("FAIL  %s, %s, repeat %d: %s", r.Fault, r.Strategy, r.Repeat, strings.Join(r.Problems, "; ")))
+			}
+			continue
+		}
 		switch verdict.Outcome(r.Verdict) {
 		case verdict.Fail:
 			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +36,8 @@ var replicaIDs = []string{"a", "b"}
 // localEnv is everything the harness started for a one-command run.
 type localEnv struct {
 	log      io.Writer
+	cfg      Config
+	outDir   string
 	mongo    *devstore.Mongo
 	redis    *devstore.Redis
 	etcd     *devstore.Etcd
@@ -52,6 +55,9 @@ type localEnv struct {
 type replicaProc struct {
 	id      string
 	base    string
+	port    int
+	bin     string
+	extra   []string // flags beyond the ones every replica gets (fault drills)
 	cmd     *exec.Cmd
 	logPath string
 	logFile *os.File
@@ -117,16 +123,29 @@ func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (
 
 	// etcd runs in this process when embedded; the replicas are separate
 	// processes and reach it over loopback like any etcd.
-	e.logf("starting etcd (ETCD_ENDPOINTS, else an embedded etcd server)...")
 	t0 = time.Now()
-	if e.etcd, err = devstore.StartEtcd(ctx, logger); err != nil {
-		return nil, fmt.Errorf("start etcd: %w", err)
+	if cfg.needsEtcdCluster() {
+		// The leader-kill drill needs a leader to kill and a quorum that
+		// survives it.
+		e.logf("starting a three-member embedded etcd cluster (for the leader-kill drill)...")
+		if e.etcd, err = devstore.StartEtcdCluster(ctx, logger, 3); err != nil {
+			return nil, fmt.Errorf("start etcd cluster: %w", err)
+		}
+	} else {
+		e.logf("starting etcd (ETCD_ENDPOINTS, else an embedded etcd server)...")
+		if e.etcd, err = devstore.StartEtcd(ctx, logger); err != nil {
+			return nil, fmt.Errorf("start etcd: %w", err)
+		}
 	}
 	switch e.etcd.Kind {
 	case devstore.KindExternal:
 		e.Etcd = "real etcd at " + strings.Join(e.etcd.Endpoints, ",") + " (ETCD_ENDPOINTS)"
 	case devstore.KindEmbeddedEtcd:
-		e.Etcd = "embedded etcd server (single member, fsync on) at " + strings.Join(e.etcd.Endpoints, ",")
+		members := "single member"
+		if len(e.etcd.Endpoints) > 1 {
+			members = fmt.Sprintf("%d members", len(e.etcd.Endpoints))
+		}
+		e.Etcd = "embedded etcd server (" + members + ", fsync on) at " + strings.Join(e.etcd.Endpoints, ",")
 	default:
 		e.Etcd = e.etcd.Kind + " at " + strings.Join(e.etcd.Endpoints, ",")
 	}
@@ -146,20 +165,31 @@ func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (
 	if err != nil {
 		return nil, fmt.Errorf("free ports for the replicas: %w", err)
 	}
+	e.cfg, e.outDir = cfg, outDir
 	for i, id := range replicaIDs {
-		p, err := e.startReplica(bin, id, ports[i], cfg, outDir)
+		p, err := e.startReplica(bin, id, ports[i], nil)
 		if err != nil {
 			return nil, err
 		}
 		e.procs = append(e.procs, p)
 		e.Replicas = append(e.Replicas, p.base)
 	}
+	if err := e.waitReady(ctx, e.procs); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
 
+// waitReady waits until every one of procs answers /readyz, failing early
+// with its last log lines if one exits.
+func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
 	e.logf("waiting for the replicas' /readyz...")
-	t0 = time.Now()
+	t0 := time.Now()
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	for _, p := range e.procs {
+	var bases []string
+	for _, p := range procs {
+		bases = append(bases, p.base)
 		go func() {
 			select {
 			case <-p.exited:
@@ -169,14 +199,14 @@ func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (
 		}()
 	}
 	a := newAPI(5 * time.Second)
-	if err := a.waitReady(rctx, e.Replicas, cfg.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
+	if err := a.waitReady(rctx, bases, e.cfg.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
 		if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
-			return nil, c
+			return c
 		}
-		return nil, err
+		return err
 	}
-	e.logf("  replicas ready: %s [%s]", strings.Join(e.Replicas, ", "), time.Since(t0).Round(time.Millisecond))
-	return e, nil
+	e.logf("  replicas ready: %s [%s]", strings.Join(bases, ", "), time.Since(t0).Round(time.Millisecond))
+	return nil
 }
 
 // build compiles ./services/stock of the module the harness runs in.
@@ -257,14 +287,23 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func (e *localEnv) startReplica(bin, id string, port int, cfg Config, outDir string) (*replicaProc, error) {
+// startReplica starts replica id on port with the flags every replica gets
+// and extra after them (a later flag wins). Its log is appended to
+// replica-<id>.log in the output directory, across restarts.
+func (e *localEnv) startReplica(bin, id string, port int, extra []string) (*replicaProc, error) {
+	cfg := e.cfg
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p := &replicaProc{id: id, base: "http://" + addr, logPath: filepath.Join(outDir, "replica-"+id+".log"), exited: make(chan struct{})}
+	p := &replicaProc{id: id, base: "http://" + addr, port: port, bin: bin, extra: extra,
+		logPath: filepath.Join(e.outDir, "replica-"+id+".log"), exited: make(chan struct{})}
 	var err error
-	if p.logFile, err = os.Create(p.logPath); err != nil {
+	if p.logFile, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, err
 	}
 	args := []string{"--addr", addr, "--rmw-delay", cfg.RMWDelay.String()}
+	if len(cfg.Faults) > 0 {
+		args = append(args, faultBaseline(cfg)...)
+	}
+	args = append(args, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(),
 		"MONGO_URI="+e.mongo.URI,
@@ -419,4 +458,74 @@ func (p *prefixed) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// kill stops the replica with SIGKILL, as a crash would, and waits until
+// it is gone.
+func (p *replicaProc) kill() error {
+	if err := signalGroup(p.cmd, syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.exited
+	return nil
+}
+
+// signal sends sig to the replica's process group.
+func (p *replicaProc) signal(sig syscall.Signal) error {
+	return signalGroup(p.cmd, sig)
+}
+
+// restart stops replica i if it still runs and starts it again on the same
+// port with the same flags, then waits until it is ready.
+func (e *localEnv) restart(ctx context.Context, i int) error {
+	return e.replace(ctx, []int{i}, func(p *replicaProc) []string { return p.extra })
+}
+
+// configure makes replica i run with extra flags args[i], restarting only
+// the replicas whose flags differ (and any that is not running).
+func (e *localEnv) configure(ctx context.Context, args [2][]string) error {
+	var which []int
+	for i, p := range e.procs {
+		var want []string
+		if i < len(args) {
+			want = args[i]
+		}
+		exited := false
+		select {
+		case <-p.exited:
+			exited = true
+		default:
+		}
+		if exited || !slices.Equal(p.extra, want) {
+			which = append(which, i)
+		}
+	}
+	if len(which) == 0 {
+		return nil
+	}
+	return e.replace(ctx, which, func(p *replicaProc) []string {
+		i := slices.Index(e.procs, p)
+		if i < len(args) {
+			return args[i]
+		}
+		return nil
+	})
+}
+
+// replace stops the replicas at the indexes which and starts them again
+// with the flags extra returns for each.
+func (e *localEnv) replace(ctx context.Context, which []int, extra func(*replicaProc) []string) error {
+	var started []*replicaProc
+	for _, i := range which {
+		old := e.procs[i]
+		flags := slices.Clone(extra(old))
+		old.stop()
+		p, err := e.startReplica(old.bin, old.id, old.port, flags)
+		if err != nil {
+			return err
+		}
+		e.procs[i] = p
+		started = append(started, p)
+	}
+	return e.waitReady(ctx, started)
 }

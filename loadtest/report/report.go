@@ -75,6 +75,20 @@ type Run struct {
 	// or the replicas export no such metric.
 	LockWaitP99 *float64 `json:"lock_wait_p99_ms,omitempty"`
 
+	// Fault drills only (see FaultRow): the fault as the tables name it,
+	// which repeat this was, and what was done.
+	Fault     string `json:"fault,omitempty"`
+	Repeat    int    `json:"repeat,omitempty"`
+	Demo      bool   `json:"demo,omitempty"` // a safe strategy deliberately weakened (fencing off)
+	FaultNote string `json:"fault_note,omitempty"`
+	// RecoverySeconds is how long after the fault sales resumed; nil when
+	// they did not within the attack, or no fault was injected.
+	RecoverySeconds *float64    `json:"recovery_seconds,omitempty"`
+	Tokens          *TokenCheck `json:"tokens,omitempty"`
+	// Codes counts the answers that were not a sale or sold out, by
+	// status and error code ("503 fenced") or kind of missing answer.
+	Codes map[string]int `json:"codes,omitempty"`
+
 	StatusCodes map[string]int `json:"status_codes"`
 	ByReplica   map[string]int `json:"orders_by_replica,omitempty"`
 	ErrorSample []string       `json:"error_sample,omitempty"`
@@ -100,6 +114,11 @@ type Settings struct {
 	Timeout    string   `json:"timeout"`
 	RMWDelay   string   `json:"rmw_delay,omitempty"`
 	Strategies []string `json:"strategies"`
+	// Fault drills only.
+	Faults     []string `json:"faults,omitempty"`
+	Repeat     int      `json:"repeat,omitempty"`
+	FaultTTL   string   `json:"fault_ttl,omitempty"`
+	WriteStall string   `json:"write_stall,omitempty"`
 }
 
 // Report is everything a harness run produced.
@@ -231,7 +250,17 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	if s.RMWDelay != "" {
 		fmt.Fprintf(&b, "- replicas' read-modify-write delay: %s\n", s.RMWDelay)
 	}
+	if len(s.Faults) > 0 {
+		fmt.Fprintf(&b, "- fault drills: %s, %d repeat(s); replicas' lock TTL %s, write stall %s\n", strings.Join(s.Faults, ", "), s.Repeat, s.FaultTTL, s.WriteStall)
+	}
 	fmt.Fprintf(&b, "- wall time: %.1fs\n\n", rep.WallSeconds)
+	if rep.IsFault() {
+		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+		return WriteFaultMarkdown(w, rep.Runs)
+	}
 
 	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
 	for i := range header {
@@ -308,6 +337,9 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 		{JSONFile, WriteJSON},
 		{MarkdownFile, WriteMarkdown},
 		{ChartFile, WriteSVG},
+	}
+	if rep.IsFault() {
+		writers[2].name, writers[2].write = FaultChartFile, WriteFaultSVG
 	}
 	var paths []string
 	for _, wr := range writers {

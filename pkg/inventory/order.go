@@ -3,12 +3,14 @@ package inventory
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -83,11 +85,58 @@ func (s *Store) sold(ctx context.Context, strategy, sku string, qty, remaining, 
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if _, err := s.orders.InsertOne(cctx, o); err != nil {
+	if err := s.insertOrder(cctx, o); err != nil {
 		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, sku, err)
 		s.logger.ErrorContext(ctx, "SALE NOT IN LEDGER: stock was taken but the order insert failed",
 			slog.String("order_id", o.ID), slog.String("sku", sku), slog.Int64("qty", qty),
 			slog.String("strategy", strategy), slog.Int64("fence", fence), slog.Any("error", err))
 	}
 	return sale
+}
+
+// orderInsertAttempts bounds the tries of one order insert.
+const orderInsertAttempts = 6
+
+// insertOrder records o, trying again after an error that may be passing
+// (a connection cut by a restarting server, a timeout, a primary stepping
+// down), with a doubling pause from 50 ms, until ctx ends. The stock is
+// already taken when it runs: giving up at the first cut connection would
+// leave an acknowledged sale out of the ledger. Retrying is safe because
+// the order's _id is fixed: if an earlier try landed and only its reply
+// was lost, the retry fails with a duplicate key, which means recorded.
+func (s *Store) insertOrder(ctx context.Context, o Order) error {
+	pause := 50 * time.Millisecond
+	var err error
+	for attempt := 1; ; attempt++ {
+		_, err = s.orders.InsertOne(ctx, o)
+		switch {
+		case err == nil:
+			return nil
+		case attempt > 1 && mongo.IsDuplicateKeyError(err):
+			return nil
+		case attempt >= orderInsertAttempts || !transient(err):
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
+		case <-t.C:
+		}
+		pause *= 2
+	}
+}
+
+// transient reports whether err may pass by itself: a network error, a
+// timeout, or a server that says so (the driver's retryable labels).
+func transient(err error) bool {
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return true
+	}
+	var le mongo.LabeledError
+	if errors.As(err, &le) {
+		return le.HasErrorLabel("RetryableWriteError") || le.HasErrorLabel("TransientTransactionError")
+	}
+	return false
 }

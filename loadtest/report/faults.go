@@ -1,0 +1,361 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// TokenCheck is whether fencing tokens kept increasing across a fault: the
+// lowest token of the sales that started after the fault was over must be
+// above the highest of the sales completed before it struck, and no token
+// may carry two sales.
+type TokenCheck struct {
+	OK        bool  `json:"ok"`
+	Before    int   `json:"sales_before"`
+	MaxBefore int64 `json:"max_token_before"`
+	After     int   `json:"sales_after"`
+	MinAfter  int64 `json:"min_token_after"`
+	Reused    int   `json:"reused"`
+}
+
+// FaultRow aggregates the repeats of one drill: one fault, one strategy.
+type FaultRow struct {
+	Fault    string `json:"fault"`
+	Strategy string `json:"strategy"`
+	Demo     bool   `json:"demo,omitempty"`
+	Runs     int    `json:"runs"`
+	Verdict  string `json:"verdict"`
+
+	Sold           int `json:"sold"`
+	Oversold       int `json:"oversold"`
+	LostUpdates    int `json:"lost_updates"`
+	LedgerMismatch int `json:"ledger_mismatch"`
+	Unacknowledged int `json:"unacknowledged"`
+	Fenced         int `json:"fenced"`     // 503 fenced: a stale holder's read or write refused
+	LeaseLost      int `json:"lease_lost"` // 503 lease_lost: stopped before the write
+	LockWait       int `json:"lock_unavailable"`
+	Other503       int `json:"other_503"`
+	NoAnswer       int `json:"no_answer"` // transport errors: refused, reset, timeout
+	OtherStatus    int `json:"other_status"`
+
+	// Recovery over the runs that measured one, in seconds.
+	Recovered   int     `json:"recovered"`
+	RecoveryMed float64 `json:"recovery_median_s"`
+	RecoveryMax float64 `json:"recovery_max_s"`
+	// TokensOK is false when a run's tokens did not keep increasing;
+	// TokenRuns counts the runs that could check it.
+	TokensOK  bool `json:"tokens_ok"`
+	TokenRuns int  `json:"token_runs"`
+}
+
+// FaultRows aggregates the fault runs by fault and strategy, in the order
+// they first ran.
+func FaultRows(runs []Run) []FaultRow {
+	var rows []FaultRow
+	index := map[string]int{}
+	recov := map[int][]float64{}
+	for _, r := range runs {
+		if r.Fault == "" {
+			continue
+		}
+		k := r.Fault + "\x00" + r.Strategy
+		i, ok := index[k]
+		if !ok {
+			i = len(rows)
+			index[k] = i
+			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Verdict: string(verdict.Pass)})
+		}
+		row := &rows[i]
+		row.Runs++
+		row.Sold += r.Sold
+		row.Oversold += r.Oversold
+		row.LostUpdates += r.LostUpdates
+		row.LedgerMismatch += r.LedgerMismatch
+		row.Unacknowledged += r.Unacknowledged
+		for code, n := range r.Codes {
+			switch {
+			case code == "503 fenced":
+				row.Fenced += n
+			case code == "503 lease_lost":
+				row.LeaseLost += n
+			case code == "503 lock_unavailable":
+				row.LockWait += n
+			case strings.HasPrefix(code, "503"):
+				row.Other503 += n
+			case strings.HasPrefix(code, "no answer"):
+				row.NoAnswer += n
+			default:
+				row.OtherStatus += n
+			}
+		}
+		if r.RecoverySeconds != nil {
+			recov[i] = append(recov[i], *r.RecoverySeconds)
+		}
+		if r.Tokens != nil && (r.Tokens.Before > 0 && r.Tokens.After > 0 || r.Tokens.Reused > 0) {
+			row.TokenRuns++
+			row.TokensOK = row.TokensOK && r.Tokens.OK
+		}
+		row.Verdict = worse(row.Verdict, r.Verdict)
+	}
+	for i, rs := range recov {
+		sort.Float64s(rs)
+		rows[i].Recovered = len(rs)
+		rows[i].RecoveryMed = rs[len(rs)/2]
+		rows[i].RecoveryMax = rs[len(rs)-1]
+	}
+	return rows
+}
+
+// worse returns the more alarming of two verdicts: FAIL over a
+// demonstration over not reproduced over pass.
+func worse(a, b string) string {
+	rank := map[string]int{string(verdict.Pass): 0, string(verdict.NotReproduced): 1, string(verdict.Demonstrated): 2, string(verdict.Fail): 3}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+var faultHeader = []string{"fault", "strategy", "runs", "verdict", "sold", "oversold", "lost upd", "ledger≠",
+	"fenced", "lease lost", "lock wait 503", "no answer", "other", "recovery med", "recovery max", "tokens"}
+
+func faultCells(r FaultRow) []string {
+	strategy := r.Strategy
+	if r.Demo {
+		strategy += " (demo)"
+	}
+	rec := func(v float64) string {
+		if r.Recovered == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fs", v)
+	}
+	tokens := "-"
+	if r.TokenRuns > 0 {
+		tokens = fmt.Sprintf("ok %d/%d", r.TokenRuns, r.TokenRuns)
+		if !r.TokensOK {
+			tokens = "BROKEN"
+		}
+	}
+	return []string{
+		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, fmt.Sprint(r.Sold),
+		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
+		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
+		fmt.Sprint(r.Other503 + r.OtherStatus), rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
+	}
+}
+
+// WriteFaultTable writes the aggregated fault drills as an aligned
+// plain-text table.
+func WriteFaultTable(w io.Writer, rows []FaultRow) error {
+	cells := [][]string{faultHeader}
+	for _, r := range rows {
+		cells = append(cells, faultCells(r))
+	}
+	width := make([]int, len(faultHeader))
+	for _, cs := range cells {
+		for i, c := range cs {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, cs := range cells {
+		for i, c := range cs {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < 2 || i == 3 || i == len(cs)-1 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteFaultMarkdown writes the aggregated fault drills as a Markdown table
+// with the columns explained, then each run's note.
+func WriteFaultMarkdown(w io.Writer, runs []Run) error {
+	rows := FaultRows(runs)
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(faultHeader, " | ") + " |\n|")
+	for i := range faultHeader {
+		if i < 2 || i == 3 || i == len(faultHeader)-1 {
+			b.WriteString(" --- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, r := range rows {
+		cs := faultCells(r)
+		if r.Verdict == string(verdict.Fail) {
+			cs[3] = "**FAIL**"
+		}
+		b.WriteString("| " + strings.Join(cs, " | ") + " |\n")
+	}
+	b.WriteString(`
+Summed over the runs of each drill: *sold*, *oversold*, *lost upd* and
+*ledger≠* as in the comparison table; *fenced* are 503 fenced answers (a
+stale holder's read or write refused by the fence); *lease lost* are 503
+lease_lost answers (the lease ended before the write, nothing sent);
+*lock wait 503* are requests that gave up waiting for the lock; *no answer*
+are requests that got no HTTP answer (a killed or stopped replica, a
+restarting store); *recovery* is the time from the fault until sales
+resumed (the first sale by another replica after a crash or a pause; the
+first sale sent after a store fault), median and worst over the runs;
+*tokens* says whether every sale after the fault carried a higher fencing
+token than every sale before it, and no token carried two sales.
+`)
+	var notes strings.Builder
+	for _, r := range runs {
+		if r.Fault == "" {
+			continue
+		}
+		fmt.Fprintf(&notes, "- %s, %s, repeat %d: %s", r.Fault, r.Strategy, r.Repeat, r.FaultNote)
+		if len(r.Codes) > 0 {
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(r.Codes)) {
+				parts = append(parts, fmt.Sprintf("%s ×%d", k, r.Codes[k]))
+			}
+			fmt.Fprintf(&notes, "; %s", strings.Join(parts, ", "))
+		}
+		if len(r.Problems) > 0 {
+			fmt.Fprintf(&notes, "; **%s**", strings.Join(r.Problems, "; "))
+		}
+		notes.WriteString("\n")
+	}
+	if notes.Len() > 0 {
+		b.WriteString("\n### Every run\n\n")
+		b.WriteString(notes.String())
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// FaultChartFile is the picture of a fault report.
+const FaultChartFile = "faults.svg"
+
+// WriteFaultSVG draws the fault drills: one row per drill with the time
+// until sales resumed (median bar, worst tick, the crash target as a dashed
+// line), what the fence and the lease refused, and the anomalies.
+func WriteFaultSVG(w io.Writer, rep Report) error {
+	rows := FaultRows(rep.Runs)
+	const (
+		rowH   = 30
+		top    = 100
+		labelX = 16
+		recX   = 330
+		recW   = 260
+		refX   = 640
+		anomX  = 820
+		width  = 1000
+	)
+	ttl := 1.0
+	if d, err := parseSeconds(rep.Settings.FaultTTL); err == nil && d > 0 {
+		ttl = d
+	}
+	target := ttl + 1
+	maxRec := target * 1.25
+	for _, r := range rows {
+		maxRec = max(maxRec, r.RecoveryMax)
+	}
+	x := func(s float64) int { return recX + int(float64(recW)*s/maxRec) }
+	height := top + len(rows)*rowH + 50
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", width, height, width, height)
+	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
+	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="bold">stocklock fault drills: what survives, and how fast sales resume</text>`+"\n", labelX)
+	s := rep.Settings
+	sub := fmt.Sprintf("%d req/s for %s per run, %d repeat(s), lock TTL %s, write stall %s, 2 replicas; %s", s.Rate, s.Duration, s.Repeat, s.FaultTTL, s.WriteStall, rep.Started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">%s</text>`+"\n", labelX, esc(clip(sub, 150)))
+	fmt.Fprintf(&b, `<text x="%d" y="64" fill="#555">%s</text>`+"\n", labelX, esc(clip(rep.Host, 150)))
+	hy := top - 12
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">sales resumed after (median bar, worst |)</text>`+"\n", recX, hy)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
+	for i := range rows {
+		if i%2 == 0 {
+			fmt.Fprintf(&b, `<rect x="0" y="%d" width="%d" height="%d" fill="#f5f5f5"/>`+"\n", top+i*rowH, width, rowH)
+		}
+	}
+	tx := x(target)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#c62828" stroke-dasharray="4 3"/>`+"\n", tx, top-4, tx, top+len(rows)*rowH)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#c62828" text-anchor="middle">crash target TTL+1s</text>`+"\n", tx, top+len(rows)*rowH+12)
+	for sec := 0.0; sec <= maxRec; sec++ {
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%gs</text>`+"\n", x(sec), top+len(rows)*rowH+24, sec)
+	}
+	for i, r := range rows {
+		cy := top + i*rowH + rowH/2
+		label := r.Fault + " · " + r.Strategy
+		if r.Demo {
+			label += " (demo)"
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
+		if r.Recovered > 0 {
+			color := "#1565c0"
+			if r.Demo {
+				color = "#9e9e9e"
+			}
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
+			mx := x(r.RecoveryMax)
+			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11">%.2fs</text>`+"\n", mx+5, cy+4, r.RecoveryMed)
+		} else {
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no fault injected</text>`+"\n", recX, cy+4)
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
+		var marks []string
+		if r.Oversold > 0 {
+			marks = append(marks, fmt.Sprintf("oversold %d", r.Oversold))
+		}
+		if r.LostUpdates > 0 {
+			marks = append(marks, fmt.Sprintf("lost %d", r.LostUpdates))
+		}
+		if r.LedgerMismatch > 0 {
+			marks = append(marks, fmt.Sprintf("ledger %d", r.LedgerMismatch))
+		}
+		if !r.TokensOK {
+			marks = append(marks, "tokens")
+		}
+		if len(marks) == 0 {
+			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="6" fill="#2e7d32"/><text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+6, cy, anomX+18, cy+4)
+		} else {
+			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="6" fill="#c62828"/><text x="%d" y="%d" fill="#c62828">%s</text>`+"\n", anomX+6, cy, anomX+18, cy+4, esc(strings.Join(marks, ", ")))
+		}
+	}
+	ly := top + len(rows)*rowH + 44
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe configuration</text>`+"\n", labelX, ly-10, labelX+18, ly)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (fencing off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// parseSeconds reads a Go duration string as seconds.
+func parseSeconds(s string) (float64, error) {
+	d, err := time.ParseDuration(s)
+	return d.Seconds(), err
+}
+
+// IsFault reports whether rep holds fault drills.
+func (rep Report) IsFault() bool {
+	for _, r := range rep.Runs {
+		if r.Fault != "" {
+			return true
+		}
+	}
+	return false
+}
