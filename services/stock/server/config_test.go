@@ -22,7 +22,8 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if c.Addr != ":8080" || c.DB != "stocklock" || c.Strategy != "mongo-lease" || !c.Fencing || c.WriteConcern != "majority" || c.RMWDelay != 0 {
+	if c.Addr != ":8080" || c.DB != "stocklock" || c.Strategy != "mongo-lease" || !c.Fencing || c.WriteConcern != "majority" || c.RMWDelay != 0 ||
+		c.LockSkew != 500*time.Millisecond || c.ClockOffset != 0 || c.WriteStall != 0 {
 		t.Errorf("defaults: %+v", c)
 	}
 
@@ -32,6 +33,7 @@ func TestParseConfig(t *testing.T) {
 		"RMW_DELAY": "5ms", "WRITE_CONCERN": "1", "MAX_QTY": "7", "FENCING": "false", "CAS_ATTEMPTS": "3",
 		"REQUEST_TIMEOUT": "4s", "SHUTDOWN_TIMEOUT": "2s", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
+		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -43,6 +45,7 @@ func TestParseConfig(t *testing.T) {
 		WriteConcern: "1", MaxQty: 7, Fencing: false, CASAttempts: 3, RequestTimeout: 4 * time.Second,
 		ShutdownTimeout: 2 * time.Second, LogFormat: "text", LogLevel: "debug",
 		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
+		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)

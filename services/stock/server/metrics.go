@@ -68,7 +68,7 @@ func newMetrics() *metrics {
 	for _, name := range inventory.Names() {
 		m.ledgerFailed.WithLabelValues(name)
 	}
-	for _, name := range []string{inventory.NameLocal, inventory.NameMongoLease, inventory.NameRedisLock} {
+	for _, name := range []string{inventory.NameLocal, inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock} {
 		m.lockHeld.WithLabelValues(name)
 		m.leasesLost.WithLabelValues(name)
 		m.fenced.WithLabelValues(name)
