@@ -90,6 +90,18 @@ classes, sales/s, req/s, latency percentiles and the replicas' lock wait p99.
 The table is printed; results.json, results.md, chart.svg and a Vegeta plot
 per strategy go to the output directory.
 
+With --faults it runs fault drills instead of the comparison: each fault
+is injected into the two replica processes (or the stores) while the attack
+runs, against every strategy it applies to, --repeat times. crash kills the
+replica holding the lock with SIGKILL; pause stops it with SIGSTOP for twice
+--fault-ttl (with fencing on, then off as a demonstration); redis-restart
+and mongo-restart restart the stores the harness started; clock-skew runs
+replica b with its lease clock 2s off; leader-kill kills the leader of a
+three-member embedded etcd cluster. The table aggregates the repeats:
+anomalies, refusals by kind, the time until sales resumed, and whether
+fencing tokens kept increasing. results.md and faults.svg go to the output
+directory. See docs/faults.md.
+
 Exit status: 0 when every safe strategy (mongo-lease, redis-lock,
 etcd-lock, optimistic, atomic) shows no anomaly; 1 when one does; 2 for bad flags or a
 harness error. unsafe and local are reported as "demonstrated" or "not

@@ -314,7 +314,7 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
 			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11">%.2fs</text>`+"\n", mx+5, cy+4, r.RecoveryMed)
 		} else {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no fault injected</text>`+"\n", recX, cy+4)
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
 		var marks []string

@@ -1,0 +1,62 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func secs(v float64) *float64 { return &v }
+
+func TestFaultRows(t *testing.T) {
+	runs := []Run{
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 40, RecoverySeconds: secs(1.2),
+			Codes: map[string]int{"503 lock_unavailable": 3, "no answer: connection refused": 20}, Tokens: &TokenCheck{OK: true, Before: 5, After: 9}},
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 41, RecoverySeconds: secs(1.0),
+			Codes: map[string]int{"no answer: connection reset": 2}, Tokens: &TokenCheck{OK: true, Before: 4, After: 8}},
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 42, RecoverySeconds: secs(1.9)},
+		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "demonstrated", LostUpdates: 1},
+		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "not reproduced in this run"},
+		{Fault: "pause", Strategy: "mongo-lease", Verdict: "FAIL", Oversold: 2, Codes: map[string]int{"503 fenced": 1, "503 lease_lost": 1, "500 outcome_unknown": 4},
+			Tokens: &TokenCheck{OK: false, Before: 3, After: 3, MaxBefore: 10, MinAfter: 9}},
+		{Strategy: "atomic", Verdict: "pass"}, // not a drill
+	}
+	rows := FaultRows(runs)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3: %+v", len(rows), rows)
+	}
+	crash := rows[0]
+	if crash.Runs != 3 || crash.Sold != 123 || crash.LockWait != 3 || crash.NoAnswer != 22 || crash.Recovered != 3 ||
+		crash.RecoveryMed != 1.2 || crash.RecoveryMax != 1.9 || crash.TokenRuns != 2 || !crash.TokensOK || crash.Verdict != "pass" {
+		t.Errorf("crash row: %+v", crash)
+	}
+	if demo := rows[1]; !demo.Demo || demo.LostUpdates != 1 || demo.Verdict != "demonstrated" {
+		t.Errorf("demo row: %+v", demo)
+	}
+	pause := rows[2]
+	if pause.Verdict != "FAIL" || pause.Fenced != 1 || pause.LeaseLost != 1 || pause.OtherStatus != 4 || pause.TokensOK {
+		t.Errorf("failed pause row: %+v", pause)
+	}
+
+	var table, md, svg bytes.Buffer
+	if err := WriteFaultTable(&table, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFaultMarkdown(&md, runs); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFaultSVG(&svg, Report{Runs: runs, Settings: Settings{FaultTTL: "1s"}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		table.String(): {"redis-lock (demo)", "1.20s", "1.90s", "ok 2/2", "BROKEN"},
+		md.String():    {"| crash | redis-lock | 3 | pass |", "**FAIL**", "### Every run", "503 fenced ×1"},
+		svg.String():   {"<svg", "crash · redis-lock", "oversold 2", "tokens", "</svg>"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(name, w) {
+				t.Errorf("output lacks %q:\n%s", w, name)
+			}
+		}
+	}
+}
