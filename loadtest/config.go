@@ -222,6 +222,11 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	if len(c.Faults) > 0 && !c.explicit["stock"] {
 		c.Stock = 2000
 	}
+	// The replicas' own request timeout grows with the fault TTL (see
+	// faultBaseline); the harness must wait longer than they work.
+	if len(c.Faults) > 0 && !c.explicit["timeout"] {
+		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
+	}
 	// --requests alone means "send this many", not "this many or 8s".
 	if c.Requests > 0 && !c.explicit["duration"] {
 		c.Duration = 0
@@ -298,6 +303,15 @@ func (c Config) validate() error {
 				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)
 			}
 		}
+	}
+	if len(c.Faults) > 0 && (c.Duration == 0 || c.explicit["requests"]) {
+		bad("--faults needs an attack bounded by --duration alone: a fault strikes a quarter into it, and a count could end the attack first")
+	}
+	if len(c.Faults) > 0 && c.SKUs != 1 {
+		bad("--skus %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
+	}
+	if len(c.Faults) > 0 && c.Timeout <= 3*c.FaultTTL+10*time.Second {
+		bad("--timeout %s: with --faults it must exceed the replicas' request timeout, 3 × --fault-ttl + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*c.FaultTTL+10*time.Second)
 	}
 	if len(c.Faults) > 0 && c.Duration > 0 && c.Duration < 3*c.FaultTTL+time.Second {
 		bad("--duration %s: a fault drill needs at least 3 × --fault-ttl + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)

@@ -186,3 +186,44 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestLeaderKillShort is the short form of the leader-kill drill: a
+// three-member embedded etcd cluster, its leader killed while a replica
+// holds an etcd-lock lease under load. The lock must stay exclusive and the
+// tokens (etcd revisions) keep increasing across the election.
+func TestLeaderKillShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the service and starts a three-member etcd cluster and two replica processes")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{
+		"--faults", "leader-kill", "--strategies", "etcd-lock",
+		"--duration", "4s", "--warmup", "0", "--quiet", "--out", out,
+	}, noEnv, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
+	}
+	raw, err := os.ReadFile(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	if !strings.Contains(r.FaultNote, "the leader") || !strings.Contains(rep.Etcd, "3 members") {
+		t.Errorf("the report does not say a leader of three members was killed: %q, %q", r.FaultNote, rep.Etcd)
+	}
+	if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" || r.Sold == 0 {
+		t.Errorf("sold %d, oversold %d, lost %d, ledger %d, verdict %s; %v", r.Sold, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Verdict, r.Problems)
+	}
+	if r.Tokens != nil && !r.Tokens.OK {
+		t.Errorf("tokens did not keep increasing across the election: %+v", *r.Tokens)
+	}
+}

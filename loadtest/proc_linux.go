@@ -16,3 +16,10 @@ func ownGroup(cmd *exec.Cmd) {
 func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {
 	return syscall.Kill(-cmd.Process.Pid, sig)
 }
+
+// stopProc freezes the child's process group (SIGSTOP): it keeps its
+// sockets and its memory, and does nothing until contProc.
+func stopProc(cmd *exec.Cmd) error { return signalGroup(cmd, syscall.SIGSTOP) }
+
+// contProc lets a frozen process group run on (SIGCONT).
+func contProc(cmd *exec.Cmd) error { return signalGroup(cmd, syscall.SIGCONT) }

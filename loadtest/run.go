@@ -275,8 +275,10 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		m        vegeta.Metrics
 		acked    []verdict.Order
 		lastSale time.Time
-		saleEnds []time.Time
 		sales    []sale
+		// noAnswer counts, per sku, the requests that reached a replica
+		// and got no HTTP answer (reset, timeout; not refused).
+		noAnswer = map[string]int{}
 		errSeen  = map[string]bool{}
 		pl       = plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", strategy)), plot.Label(classLabel))
 	)
@@ -295,7 +297,6 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 			if e := r.End(); e.After(lastSale) {
 				lastSale = e
 			}
-			saleEnds = append(saleEnds, r.End())
 			sales = append(sales, sale{start: r.Timestamp, end: r.End(), replica: order.Replica, fence: order.Fence})
 		case verdict.SoldOut:
 			t.soldOut.Add(1)
@@ -305,6 +306,9 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 			t.other.Add(1)
 		case verdict.Transport:
 			t.transport.Add(1)
+			if !refused(note) {
+				noAnswer[skuOfURL(r.URL)]++
+			}
 		}
 		if run.Codes != nil && cls != verdict.Sold && cls != verdict.SoldOut {
 			if cls == verdict.Transport {
@@ -349,13 +353,18 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
 	}
 	if ev != nil {
+		run.Injected = true
 		if d, ok := recovery(sales, ev); ok {
 			secs := d.Seconds()
 			run.RecoverySeconds = &secs
+		} else {
+			run.Problems = append(run.Problems, "sales did not resume after the fault before the attack ended")
 		}
-		if slices.Contains(fencedStrategies, strategy) && !fs.drill.demo {
-			run.Tokens = tokenCheck(sales, ev)
-		}
+	}
+	if fs != nil && slices.Contains(fencedStrategies, strategy) && !fs.drill.demo {
+		// With no injected fault (clock skew) only reuse is checked: two
+		// sales under one token would mean two holders with one grant.
+		run.Tokens = tokenCheck(sales, ev)
 	}
 
 	run.Requests = int(m.Requests)
@@ -369,7 +378,7 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	run.ReqPerSec = m.Rate
 	if !lastSale.IsZero() {
 		run.SellingSeconds = lastSale.Sub(m.Earliest).Seconds()
-		run.SalesPerSec = salesRate(saleEnds, m.Earliest)
+		run.SalesPerSec = salesRate(sales, m.Earliest)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	run.Latency = report.Latency{P50: ms(m.Latencies.P50), P95: ms(m.Latencies.P95), P99: ms(m.Latencies.P99), Max: ms(m.Latencies.Max)}
@@ -399,7 +408,7 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 			return run, context.Cause(ctx)
 		}
 	}
-	in := verdict.Input{Acked: acked, NoAnswer: int(t.transport.Load())}
+	in := verdict.Input{Acked: acked, NoAnswer: noAnswer}
 	reader := h.replicas[0]
 	for _, sku := range run.SKUs {
 		it, err := h.api.getItem(ctx, reader, sku)
@@ -453,11 +462,14 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 // does not stretch the window. Counting from the start, not from the first
 // sale, keeps it at or below the offered rate: the k-th sale cannot finish
 // before the k-th request was sent.
-func salesRate(ends []time.Time, start time.Time) float64 {
-	if len(ends) == 0 {
+func salesRate(sales []sale, start time.Time) float64 {
+	if len(sales) == 0 {
 		return 0
 	}
-	sorted := slices.Clone(ends)
+	sorted := make([]time.Time, len(sales))
+	for i, s := range sales {
+		sorted[i] = s.end
+	}
 	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
 	k := len(sorted)
 	if k >= 20 {

@@ -297,7 +297,7 @@ func (e *localEnv) startReplica(bin, id string, port int, extra []string) (*repl
 		logPath: filepath.Join(e.outDir, "replica-"+id+".log"), exited: make(chan struct{})}
 	var err error
 	if p.logFile, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("replica %s log: %w", id, err)
 	}
 	args := []string{"--addr", addr, "--rmw-delay", cfg.RMWDelay.String()}
 	if len(cfg.Faults) > 0 {
@@ -463,6 +463,11 @@ func (p *prefixed) Write(b []byte) (int, error) {
 // kill stops the replica with SIGKILL, as a crash would, and waits until
 // it is gone.
 func (p *replicaProc) kill() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("replica %s had already exited (%v); last log lines:\n%s", p.id, p.waitErr, tail(p.logPath, 15))
+	default:
+	}
 	if err := signalGroup(p.cmd, syscall.SIGKILL); err != nil {
 		return err
 	}
@@ -470,15 +475,10 @@ func (p *replicaProc) kill() error {
 	return nil
 }
 
-// signal sends sig to the replica's process group.
-func (p *replicaProc) signal(sig syscall.Signal) error {
-	return signalGroup(p.cmd, sig)
-}
-
 // restart stops replica i if it still runs and starts it again on the same
 // port with the same flags, then waits until it is ready.
 func (e *localEnv) restart(ctx context.Context, i int) error {
-	return e.replace(ctx, []int{i}, func(p *replicaProc) []string { return p.extra })
+	return e.replace(ctx, []int{i}, func(_ int, p *replicaProc) []string { return p.extra })
 }
 
 // configure makes replica i run with extra flags args[i], restarting only
@@ -503,8 +503,7 @@ func (e *localEnv) configure(ctx context.Context, args [2][]string) error {
 	if len(which) == 0 {
 		return nil
 	}
-	return e.replace(ctx, which, func(p *replicaProc) []string {
-		i := slices.Index(e.procs, p)
+	return e.replace(ctx, which, func(i int, _ *replicaProc) []string {
 		if i < len(args) {
 			return args[i]
 		}
@@ -514,11 +513,11 @@ func (e *localEnv) configure(ctx context.Context, args [2][]string) error {
 
 // replace stops the replicas at the indexes which and starts them again
 // with the flags extra returns for each.
-func (e *localEnv) replace(ctx context.Context, which []int, extra func(*replicaProc) []string) error {
+func (e *localEnv) replace(ctx context.Context, which []int, extra func(int, *replicaProc) []string) error {
 	var started []*replicaProc
 	for _, i := range which {
 		old := e.procs[i]
-		flags := slices.Clone(extra(old))
+		flags := slices.Clone(extra(i, old))
 		old.stop()
 		p, err := e.startReplica(old.bin, old.id, old.port, flags)
 		if err != nil {

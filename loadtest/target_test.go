@@ -92,11 +92,11 @@ func TestSalesRate(t *testing.T) {
 	start := time.Unix(0, 0)
 	// 100 sales, one every 10ms, then one straggler 5s later: the rate is
 	// still about 100/s.
-	var ends []time.Time
+	var ends []sale
 	for i := range 100 {
-		ends = append(ends, start.Add(time.Duration(i+1)*10*time.Millisecond))
+		ends = append(ends, sale{end: start.Add(time.Duration(i+1) * 10 * time.Millisecond)})
 	}
-	ends = append(ends, start.Add(6*time.Second))
+	ends = append(ends, sale{end: start.Add(6 * time.Second)})
 	if r := salesRate(ends, start); r < 95 || r > 105 {
 		t.Fatalf("rate %v, want about 100", r)
 	}
@@ -106,9 +106,9 @@ func TestSalesRate(t *testing.T) {
 	}
 	// A stall and then a burst does not make the rate look higher than
 	// what was offered: 50 sales due at 100/s that all complete at 1s.
-	var burst []time.Time
+	var burst []sale
 	for range 50 {
-		burst = append(burst, start.Add(time.Second))
+		burst = append(burst, sale{end: start.Add(time.Second)})
 	}
 	if r := salesRate(burst, start); r > 50 {
 		t.Fatalf("rate %v, want at most 50", r)

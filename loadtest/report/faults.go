@@ -46,7 +46,10 @@ type FaultRow struct {
 	NoAnswer       int `json:"no_answer"` // transport errors: refused, reset, timeout
 	OtherStatus    int `json:"other_status"`
 
-	// Recovery over the runs that measured one, in seconds.
+	// Injected counts the runs whose fault was injected (not a
+	// configuration, not skipped); Recovered those in which sales resumed
+	// before the attack ended, and the recovery times are theirs.
+	Injected    int     `json:"injected"`
 	Recovered   int     `json:"recovered"`
 	RecoveryMed float64 `json:"recovery_median_s"`
 	RecoveryMax float64 `json:"recovery_max_s"`
@@ -96,10 +99,13 @@ func FaultRows(runs []Run) []FaultRow {
 				row.OtherStatus += n
 			}
 		}
+		if r.Injected {
+			row.Injected++
+		}
 		if r.RecoverySeconds != nil {
 			recov[i] = append(recov[i], *r.RecoverySeconds)
 		}
-		if r.Tokens != nil && (r.Tokens.Before > 0 && r.Tokens.After > 0 || r.Tokens.Reused > 0) {
+		if r.Tokens != nil {
 			row.TokenRuns++
 			row.TokensOK = row.TokensOK && r.Tokens.OK
 		}
@@ -125,7 +131,7 @@ func worse(a, b string) string {
 }
 
 var faultHeader = []string{"fault", "strategy", "runs", "verdict", "sold", "oversold", "lost upd", "ledger≠",
-	"fenced", "lease lost", "lock wait 503", "no answer", "other", "recovery med", "recovery max", "tokens"}
+	"fenced", "lease lost", "lock wait 503", "no answer", "other", "resumed", "recovery med", "recovery max", "tokens"}
 
 func faultCells(r FaultRow) []string {
 	strategy := r.Strategy
@@ -140,16 +146,20 @@ func faultCells(r FaultRow) []string {
 	}
 	tokens := "-"
 	if r.TokenRuns > 0 {
-		tokens = fmt.Sprintf("ok %d/%d", r.TokenRuns, r.TokenRuns)
+		tokens = fmt.Sprintf("ok %d/%d", r.TokenRuns, r.Runs)
 		if !r.TokensOK {
 			tokens = "BROKEN"
 		}
+	}
+	resumed := "-"
+	if r.Injected > 0 {
+		resumed = fmt.Sprintf("%d/%d", r.Recovered, r.Injected)
 	}
 	return []string{
 		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
-		fmt.Sprint(r.Other503 + r.OtherStatus), rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
+		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
 	}
 }
 
@@ -212,12 +222,17 @@ Summed over the runs of each drill: *sold*, *oversold*, *lost upd* and
 stale holder's read or write refused by the fence); *lease lost* are 503
 lease_lost answers (the lease ended before the write, nothing sent);
 *lock wait 503* are requests that gave up waiting for the lock; *no answer*
-are requests that got no HTTP answer (a killed or stopped replica, a
-restarting store); *recovery* is the time from the fault until sales
-resumed (the first sale by another replica after a crash or a pause; the
-first sale sent after a store fault), median and worst over the runs;
-*tokens* says whether every sale after the fault carried a higher fencing
-token than every sale before it, and no token carried two sales.
+are requests that got no HTTP answer (refused by a killed replica, reset,
+timed out); *other* are other statuses (500 outcome_unknown when a store
+write's fate is unknown); *resumed* counts the runs whose fault was
+injected and after which sales resumed within the attack; *recovery* is the
+time from the fault until sales resumed (the first sale by the other
+replica after a crash or a pause; the first sale sent after a store fault
+was over), median and worst over those runs; *tokens* says in how many runs
+fencing tokens were checked and held: every sale that started after the
+fault was over carried a higher token than every sale completed before it
+struck, and no token carried two sales (without an injected fault, as for
+clock skew, only the second).
 `)
 	var notes strings.Builder
 	for _, r := range runs {
@@ -304,7 +319,12 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 			label += " (demo)"
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
-		if r.Recovered > 0 {
+		switch {
+		case r.Injected == 0:
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
+		case r.Recovered == 0:
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#c62828">sales did not resume in any run</text>`+"\n", recX, cy+4)
+		default:
 			color := "#1565c0"
 			if r.Demo {
 				color = "#9e9e9e"
@@ -312,9 +332,15 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
 			mx := x(r.RecoveryMax)
 			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11">%.2fs</text>`+"\n", mx+5, cy+4, r.RecoveryMed)
-		} else {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
+			label := fmt.Sprintf("%.2fs", r.RecoveryMed)
+			if n := r.Injected - r.Recovered; n > 0 {
+				label += fmt.Sprintf(" (%d did not resume)", n)
+			}
+			fill := "#000"
+			if r.Injected > r.Recovered {
+				fill = "#c62828"
+			}
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
 		var marks []string

@@ -10,11 +10,12 @@ func secs(v float64) *float64 { return &v }
 
 func TestFaultRows(t *testing.T) {
 	runs := []Run{
-		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 40, RecoverySeconds: secs(1.2),
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 40, RecoverySeconds: secs(1.2), Injected: true,
 			Codes: map[string]int{"503 lock_unavailable": 3, "no answer: connection refused": 20}, Tokens: &TokenCheck{OK: true, Before: 5, After: 9}},
-		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 41, RecoverySeconds: secs(1.0),
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 41, RecoverySeconds: secs(1.0), Injected: true,
 			Codes: map[string]int{"no answer: connection reset": 2}, Tokens: &TokenCheck{OK: true, Before: 4, After: 8}},
-		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 42, RecoverySeconds: secs(1.9)},
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Sold: 42, RecoverySeconds: secs(1.9), Injected: true},
+		{Fault: "crash", Strategy: "redis-lock", Verdict: "pass", Injected: true}, // sales never resumed
 		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "demonstrated", LostUpdates: 1},
 		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "not reproduced in this run"},
 		{Fault: "pause", Strategy: "mongo-lease", Verdict: "FAIL", Oversold: 2, Codes: map[string]int{"503 fenced": 1, "503 lease_lost": 1, "500 outcome_unknown": 4},
@@ -26,7 +27,7 @@ func TestFaultRows(t *testing.T) {
 		t.Fatalf("%d rows, want 3: %+v", len(rows), rows)
 	}
 	crash := rows[0]
-	if crash.Runs != 3 || crash.Sold != 123 || crash.LockWait != 3 || crash.NoAnswer != 22 || crash.Recovered != 3 ||
+	if crash.Runs != 4 || crash.Injected != 4 || crash.Sold != 123 || crash.LockWait != 3 || crash.NoAnswer != 22 || crash.Recovered != 3 ||
 		crash.RecoveryMed != 1.2 || crash.RecoveryMax != 1.9 || crash.TokenRuns != 2 || !crash.TokensOK || crash.Verdict != "pass" {
 		t.Errorf("crash row: %+v", crash)
 	}
@@ -49,9 +50,9 @@ func TestFaultRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]string{
-		table.String(): {"redis-lock (demo)", "1.20s", "1.90s", "ok 2/2", "BROKEN"},
-		md.String():    {"| crash | redis-lock | 3 | pass |", "**FAIL**", "### Every run", "503 fenced ×1"},
-		svg.String():   {"<svg", "crash · redis-lock", "oversold 2", "tokens", "</svg>"},
+		table.String(): {"redis-lock (demo)", "3/4", "1.20s", "1.90s", "ok 2/4", "BROKEN"},
+		md.String():    {"| crash | redis-lock | 4 | pass |", "**FAIL**", "### Every run", "503 fenced ×1"},
+		svg.String():   {"<svg", "crash · redis-lock", "(1 did not resume)", "oversold 2", "tokens", "</svg>"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(name, w) {

@@ -83,8 +83,11 @@ type Run struct {
 	FaultNote string `json:"fault_note,omitempty"`
 	// RecoverySeconds is how long after the fault sales resumed; nil when
 	// they did not within the attack, or no fault was injected.
-	RecoverySeconds *float64    `json:"recovery_seconds,omitempty"`
-	Tokens          *TokenCheck `json:"tokens,omitempty"`
+	RecoverySeconds *float64 `json:"recovery_seconds,omitempty"`
+	// Injected is true when the fault was injected (not skipped, not a
+	// configuration); with a nil RecoverySeconds, sales never resumed.
+	Injected bool        `json:"injected,omitempty"`
+	Tokens   *TokenCheck `json:"tokens,omitempty"`
 	// Codes counts the answers that were not a sale or sold out, by
 	// status and error code ("503 fenced") or kind of missing answer.
 	Codes map[string]int `json:"codes,omitempty"`

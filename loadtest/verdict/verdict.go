@@ -103,10 +103,10 @@ type Input struct {
 	// Ledger are the orders the service's ledger holds for the run's skus
 	// and time window.
 	Ledger []Order
-	// NoAnswer is the number of requests that got no HTTP answer at all
-	// (connection refused or reset, timeout): each may have sold without
-	// telling the client.
-	NoAnswer int
+	// NoAnswer counts, per sku, the requests that reached a replica and
+	// got no HTTP answer (the connection was reset or timed out, not
+	// refused): each may have sold without telling the client.
+	NoAnswer map[string]int
 }
 
 // SKUResult is the arithmetic for one sku.
@@ -135,9 +135,9 @@ type Ledger struct {
 	// Differ counts orders present in both whose sku or qty disagree.
 	Differ int `json:"differ"`
 	// Unanswered is the part of Extra that requests without any HTTP
-	// answer explain: a replica killed after recording a sale and before
-	// answering, a client timeout. The sale happened and was never
-	// acknowledged, so nobody was told a wrong thing: not an anomaly.
+	// answer explain, sku by sku: a replica killed after recording a sale
+	// and before answering, a client timeout. The sale happened and was
+	// never acknowledged, so nobody was told a wrong thing: not an anomaly.
 	Unanswered int `json:"unanswered"`
 }
 
@@ -157,13 +157,19 @@ type Result struct {
 	// Oversold is, summed over skus, max(0, sold-initial, -remaining):
 	// units acknowledged beyond what there was, or a stock driven below 0.
 	Oversold int `json:"oversold"`
-	// LostUpdates is, summed over skus, max(0, sold-(initial-remaining)):
-	// acknowledged sales that the stock does not reflect.
+	// LostUpdates is, summed over skus, the larger of two gaps: sold -
+	// (initial-remaining), acknowledged sales that the stock does not
+	// reflect, and ledger units - (initial-remaining), recorded sales that
+	// it does not reflect. The second catches a lost update that an
+	// unacknowledged sale on the same sku would hide from the first.
 	LostUpdates int `json:"lost_updates"`
 	// Unacknowledged is the opposite gap, max(0, (initial-remaining)-sold):
 	// units that left the stock without a 200 the harness saw. It is not a
-	// safety violation by itself (a timed-out request may have succeeded),
-	// but the ledger check then reports the orders as extra.
+	// safety violation by itself (a request that got no answer may have
+	// sold, and a replica killed between its stock write and its order
+	// insert leaves a unit taken with no order); the ledger check counts
+	// orders no 200 announced as extra, excused up to the unanswered
+	// requests of their sku.
 	Unacknowledged int         `json:"unacknowledged"`
 	Ledger         Ledger      `json:"ledger"`
 	LedgerMismatch int         `json:"ledger_mismatch"`
@@ -186,12 +192,20 @@ func Check(in Input) Result {
 		sold[o.SKU] += o.Qty
 		r.Sold += o.Qty
 	}
+	recorded := make(map[string]int, len(in.Items))
+	seenID := make(map[string]bool, len(in.Ledger))
+	for _, o := range in.Ledger {
+		if !seenID[o.ID] {
+			seenID[o.ID] = true
+			recorded[o.SKU] += o.Qty
+		}
+	}
 	for _, it := range in.Items {
 		known[it.SKU] = true
 		s := SKUResult{SKU: it.SKU, Initial: it.Initial, Remaining: it.Remaining, Sold: sold[it.SKU]}
 		s.Oversold = max(0, s.Sold-s.Initial, -s.Remaining)
 		taken := s.Initial - s.Remaining // what the stock says left it
-		s.Lost = max(0, s.Sold-taken)
+		s.Lost = max(0, s.Sold-taken, recorded[it.SKU]-taken)
 		s.Unacked = max(0, taken-s.Sold)
 		r.Initial += s.Initial
 		r.Remaining += s.Remaining
@@ -215,7 +229,9 @@ func Check(in Input) Result {
 	}
 
 	r.Ledger = CompareLedger(in.Acked, in.Ledger)
-	r.Ledger.Unanswered = min(r.Ledger.Extra, max(in.NoAnswer, 0))
+	for sku, n := range extraBySKU(in.Acked, in.Ledger) {
+		r.Ledger.Unanswered += min(n, max(in.NoAnswer[sku], 0))
+	}
 	r.LedgerMismatch += r.Ledger.Total()
 	if r.Oversold > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("oversold %d units", r.Oversold))
@@ -304,4 +320,23 @@ func Judge(strategy string, r Result) Outcome {
 // strategy failed.
 func OK(outcomes ...Outcome) bool {
 	return !slices.Contains(outcomes, Fail)
+}
+
+// extraBySKU counts, per sku, the ledger orders (each id once) that no
+// acknowledged order announced.
+func extraBySKU(acked, ledger []Order) map[string]int {
+	ack := make(map[string]bool, len(acked))
+	for _, o := range acked {
+		ack[o.ID] = true
+	}
+	out := map[string]int{}
+	seen := make(map[string]bool, len(ledger))
+	for _, o := range ledger {
+		if seen[o.ID] || ack[o.ID] {
+			continue
+		}
+		seen[o.ID] = true
+		out[o.SKU]++
+	}
+	return out
 }

@@ -105,17 +105,30 @@ const orderInsertAttempts = 6
 // the order's _id is fixed: if an earlier try landed and only its reply
 // was lost, the retry fails with a duplicate key, which means recorded.
 func (s *Store) insertOrder(ctx context.Context, o Order) error {
+	return retryInsert(ctx, func(ctx context.Context) error {
+		_, err := s.orders.InsertOne(ctx, o)
+		return err
+	})
+}
+
+// retryInsert runs insert, an insert of one document with a fixed _id, as
+// insertOrder describes.
+func retryInsert(ctx context.Context, insert func(context.Context) error) error {
 	pause := 50 * time.Millisecond
 	var err error
 	for attempt := 1; ; attempt++ {
-		_, err = s.orders.InsertOne(ctx, o)
+		err = insert(ctx)
 		switch {
 		case err == nil:
 			return nil
 		case attempt > 1 && mongo.IsDuplicateKeyError(err):
+			// An earlier attempt landed; only its reply was lost. On the
+			// first attempt a duplicate is a real collision: say so.
 			return nil
-		case attempt >= orderInsertAttempts || !transient(err):
+		case !transient(err):
 			return err
+		case attempt >= orderInsertAttempts:
+			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
 		}
 		t := time.NewTimer(pause)
 		select {

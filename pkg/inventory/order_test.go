@@ -1,8 +1,12 @@
 package inventory
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -26,7 +30,12 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.Disconnect(t.Context()) })
+		t.Cleanup(func() {
+			// t.Context is already cancelled when cleanups run.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.Disconnect(ctx)
+		})
 		return c
 	}
 	control, client := connect(), connect()
@@ -47,8 +56,10 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 	if err := mg.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// The premise: a restart cuts pooled connections, and a plain insert
+	// fails. Without it the test below would prove nothing.
 	if _, err := ctl.InsertOne(t.Context(), bson.D{{Key: "_id", Value: "after"}}); err == nil {
-		t.Log("note: the control insert survived the restart; the fault did not bite this time")
+		t.Fatal("the control insert survived the restart: the fault did not bite, so the retry was not exercised")
 	} else if !transient(err) {
 		t.Fatalf("the control insert failed with an error that is not transient: %v", err)
 	}
@@ -63,5 +74,52 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("the ledger holds %d orders of sku-1, want exactly 1", n)
+	}
+}
+
+// TestRetryInsert pins the retry policy with the driver's own error types:
+// a passing error is retried, a duplicate key after a retry means the
+// first attempt landed, a duplicate key on the first attempt is a real
+// collision, other errors are not retried.
+func TestRetryInsert(t *testing.T) {
+	network := mongo.CommandError{Code: 6, Message: "connection reset", Labels: []string{"NetworkError"}}
+	dup := mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: "E11000 duplicate key"}}}
+	denied := mongo.CommandError{Code: 13, Message: "unauthorized"}
+	cases := []struct {
+		name    string
+		errs    []error // returned by the attempts in turn; nil: success
+		wantErr error
+		calls   int
+	}{
+		{"first try", []error{nil}, nil, 1},
+		{"cut, then landed", []error{network, nil}, nil, 2},
+		{"cut, reply lost, then duplicate", []error{network, dup}, nil, 2},
+		{"duplicate at once is a collision", []error{dup}, dup, 1},
+		{"not transient: no retry", []error{denied}, denied, 1},
+		{"always cut: gives up", []error{network, network, network, network, network, network, network}, network, orderInsertAttempts},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			calls := 0
+			err := retryInsert(t.Context(), func(context.Context) error {
+				calls++
+				return c.errs[calls-1]
+			})
+			if calls != c.calls {
+				t.Errorf("%d attempts, want %d", calls, c.calls)
+			}
+			if c.wantErr == nil && err != nil {
+				t.Errorf("error %v, want none", err)
+			}
+			// The driver's error values hold slices: compare what they say.
+			if c.wantErr != nil && (err == nil || !strings.Contains(err.Error(), c.wantErr.Error())) {
+				t.Errorf("error %v, want %v", err, c.wantErr)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := retryInsert(ctx, func(context.Context) error { return network }); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled while retrying: %v, want context.Canceled", err)
 	}
 }
