@@ -443,26 +443,31 @@ func killEtcdLeader(ctx context.Context, f *faultCtx) (*faultEvent, error) {
 	}, nil
 }
 
-// recovery is how long after the fault sales resumed: the first sale by a
-// replica the fault did not hit that completed after it struck, or, for a
-// store fault, the first sale whose request was sent after it struck.
+// recovery is how long sales stopped because of the fault: the longest
+// time without a completed sale from the moment the fault struck to the
+// end of the attack. Measured on completions, not on when requests were
+// sent: the harness's workers are busy with requests queued for the lock,
+// so when a new request goes out says more about the queue than about the
+// fault; and a sale already committing when the fault struck, completing
+// just after it, ends the first gap early but not the longest one. It
+// returns false when no sale completed after the fault.
 func recovery(sales []sale, ev *faultEvent) (time.Duration, bool) {
-	var best time.Time
+	ends := make([]time.Time, 0, len(sales))
 	for _, s := range sales {
-		var counts bool
-		if ev.Victim != "" {
-			counts = s.replica != ev.Victim && s.end.After(ev.At)
-		} else {
-			counts = !s.start.Before(ev.At)
-		}
-		if counts && (best.IsZero() || s.end.Before(best)) {
-			best = s.end
-		}
+		ends = append(ends, s.end)
 	}
-	if best.IsZero() {
-		return 0, false
+	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
+	var longest time.Duration
+	prev, resumed := ev.At, false
+	for _, e := range ends {
+		if !e.After(ev.At) {
+			continue
+		}
+		resumed = true
+		longest = max(longest, e.Sub(prev))
+		prev = e
 	}
-	return best.Sub(ev.At), true
+	return longest, resumed
 }
 
 // tokenCheck checks that fencing tokens kept increasing across the fault:

@@ -99,14 +99,21 @@ func TestRecoveryAndTokens(t *testing.T) {
 		{start: at(2700), end: at(2800), replica: "a", fence: 15},
 	}
 	ev := &faultEvent{At: at(1000), Victim: "a"}
-	if d, ok := recovery(sales, ev); !ok || d != 1600*time.Millisecond {
-		t.Errorf("recovery after the victim's fault = %v, %v; want 1.6s (the first sale by b)", d, ok)
+	// Sales end at 1200 (in flight when the fault struck), 2600, 2800:
+	// the longest time without a sale after the fault is 1200..2600.
+	if d, ok := recovery(sales, ev); !ok || d != 1400*time.Millisecond {
+		t.Errorf("recovery = %v, %v; want 1.4s (the gap from 1.2s to 2.6s)", d, ok)
 	}
 	store := &faultEvent{At: at(1000), Healed: at(1400)}
-	if d, ok := recovery(sales, store); !ok || d != 1600*time.Millisecond {
-		t.Errorf("recovery after a store fault = %v, %v; want 1.6s (the first sale sent after it)", d, ok)
+	if d, ok := recovery(sales[:4], store); !ok || d != 1400*time.Millisecond {
+		t.Errorf("recovery = %v, %v; want 1.4s", d, ok)
 	}
-	if d, ok := recovery(sales[:3], ev); ok {
+	// The gap that contains the fault counts from the fault, not from the
+	// last sale before it.
+	if d, ok := recovery(sales[:2], &faultEvent{At: at(150)}); !ok || d != 50*time.Millisecond {
+		t.Errorf("recovery = %v, %v; want 50ms", d, ok)
+	}
+	if d, ok := recovery(sales[:2], ev); ok {
 		t.Errorf("no sale after the fault, yet recovery %v", d)
 	}
 

@@ -226,9 +226,10 @@ are requests that got no HTTP answer (refused by a killed replica, reset,
 timed out); *other* are other statuses (500 outcome_unknown when a store
 write's fate is unknown); *resumed* counts the runs whose fault was
 injected and after which sales resumed within the attack; *recovery* is the
-time from the fault until sales resumed (the first sale by the other
-replica after a crash or a pause; the first sale sent after a store fault
-was over), median and worst over those runs; *tokens* says in how many runs
+longest time without a completed sale from the moment the fault struck to
+the end of the attack (after a crash or a pause, the wait for the dead
+holder's lease; after a store fault, the outage and the reconnection),
+median and worst over those runs; *tokens* says in how many runs
 fencing tokens were checked and held: every sale that started after the
 fault was over carried a higher token than every sale completed before it
 struck, and no token carried two sales (without an injected fault, as for
@@ -298,7 +299,7 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">%s</text>`+"\n", labelX, esc(clip(sub, 150)))
 	fmt.Fprintf(&b, `<text x="%d" y="64" fill="#555">%s</text>`+"\n", labelX, esc(clip(rep.Host, 150)))
 	hy := top - 12
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">sales resumed after (median bar, worst |)</text>`+"\n", recX, hy)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">longest time without a sale after the fault (median bar, worst |)</text>`+"\n", recX, hy)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
 	for i := range rows {

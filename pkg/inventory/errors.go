@@ -3,6 +3,8 @@ package inventory
 import (
 	"errors"
 	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // Errors returned by Store and every Strategy. Test for them with errors.Is;
@@ -40,6 +42,12 @@ var (
 	// not balance; it is wrapped with the cause and should be investigated.
 	ErrOutcomeUnknown = errors.New("inventory: outcome of the stock write unknown")
 
+	// ErrStoreUnavailable means the store could not be reached, or did not
+	// answer, before anything was sold (a restarting server, a cut
+	// connection, a primary stepping down): nothing was taken and no order
+	// recorded, so the request may be retried.
+	ErrStoreUnavailable = errors.New("inventory: store unavailable")
+
 	// ErrInvalid means an argument was rejected before any I/O: a malformed
 	// sku, a non-positive quantity, a negative stock.
 	ErrInvalid = errors.New("inventory: invalid argument")
@@ -59,3 +67,26 @@ func (e *SoldOutError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrSoldOut) true.
 func (e *SoldOutError) Unwrap() error { return ErrSoldOut }
+
+// transient reports whether err may pass by itself: a network error, a
+// timeout, or a server that says so (the driver's retryable labels).
+func transient(err error) bool {
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return true
+	}
+	var le mongo.LabeledError
+	if errors.As(err, &le) {
+		return le.HasErrorLabel("RetryableWriteError") || le.HasErrorLabel("TransientTransactionError")
+	}
+	return false
+}
+
+// unreachable wraps the error of a read that comes before any sale:
+// ErrStoreUnavailable when the error may pass by itself, so that the
+// caller can tell "try again" from a bug.
+func unreachable(op, sku string, err error) error {
+	if transient(err) {
+		return fmt.Errorf("inventory: %s %q: %w: %w", op, sku, ErrStoreUnavailable, err)
+	}
+	return fmt.Errorf("inventory: %s %q: %w", op, sku, err)
+}

@@ -57,7 +57,10 @@ func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) 
 		return Item{}, s.fenceMiss(ctx, "fenced read", sku, fence, token)
 	}
 	if err != nil {
-		return Item{}, fmt.Errorf("inventory: fenced read %q: %w", sku, err)
+		// The fenced read writes only the token: whether or not it
+		// landed, no stock was taken, so a cut connection here is
+		// "unavailable", not "outcome unknown".
+		return Item{}, unreachable("fenced read", sku, err)
 	}
 	return it, nil
 }

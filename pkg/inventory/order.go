@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -139,17 +138,4 @@ func retryInsert(ctx context.Context, insert func(context.Context) error) error 
 		}
 		pause *= 2
 	}
-}
-
-// transient reports whether err may pass by itself: a network error, a
-// timeout, or a server that says so (the driver's retryable labels).
-func transient(err error) bool {
-	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
-		return true
-	}
-	var le mongo.LabeledError
-	if errors.As(err, &le) {
-		return le.HasErrorLabel("RetryableWriteError") || le.HasErrorLabel("TransientTransactionError")
-	}
-	return false
 }

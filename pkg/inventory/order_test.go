@@ -38,7 +38,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		})
 		return c
 	}
-	control, client := connect(), connect()
+	control, client, reader := connect(), connect(), connect()
 	db := client.Database("ledger")
 	s, err := NewStore(db, StoreOptions{Replica: "r", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
@@ -53,8 +53,22 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	rs, err := NewStore(reader.Database("ledger"), StoreOptions{Replica: "r", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Put(t.Context(), "fenced-sku", 3); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := mg.Restart(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	// A fenced read on a cut connection sold nothing (it writes only the
+	// token): it must say "unavailable, try again", not look like a bug.
+	// (A plain read would not show it: the driver retries reads itself.)
+	if _, err := rs.FencedRead(t.Context(), "fenced-sku", NameRedisLock, 7); !errors.Is(err, ErrStoreUnavailable) {
+		t.Errorf("fenced read on a connection the restart cut: %v, want ErrStoreUnavailable", err)
 	}
 	// The premise: a restart cuts pooled connections, and a plain insert
 	// fails. Without it the test below would prove nothing.

@@ -142,7 +142,7 @@ func (s *Store) Get(ctx context.Context, sku string) (Item, error) {
 		return Item{}, fmt.Errorf("inventory: get %q: %w", sku, ErrNotFound)
 	}
 	if err != nil {
-		return Item{}, fmt.Errorf("inventory: get %q: %w", sku, err)
+		return Item{}, unreachable("get", sku, err)
 	}
 	return it, nil
 }

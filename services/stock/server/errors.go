@@ -36,6 +36,7 @@ const (
 	codeTimeout             = "timeout"
 	codeNotReady            = "not_ready"
 	codeOutcomeUnknown      = "outcome_unknown"
+	codeStoreUnavailable    = "store_unavailable"
 	codeInternal            = "internal"
 )
 
@@ -97,6 +98,8 @@ func decrementError(err error) (*apiError, string) {
 		return e, "outcome_unknown"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return unavailable(codeTimeout, "the request ran out of time before anything was written", err), "timeout"
+	case errors.Is(err, inventory.ErrStoreUnavailable):
+		return unavailable(codeStoreUnavailable, "MongoDB did not answer before anything was sold; nothing was changed", err), "store_unavailable"
 	}
 	e := newError(http.StatusInternalServerError, codeInternal, "internal error; see the replica's log")
 	e.cause = err

@@ -36,7 +36,7 @@ func newMetrics() *metrics {
 		}, []string{"route", "method", "status"}),
 		decrements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_decrements_total",
-			Help: "Decrement requests by strategy and result (ok, sold_out, not_found, lock_unavailable, lease_lost, fenced, conflict, timeout, error).",
+			Help: "Decrement requests by strategy and result (ok, sold_out, not_found, lock_unavailable, lease_lost, fenced, conflict, timeout, store_unavailable, outcome_unknown, error).",
 		}, []string{"strategy", "result"}),
 		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "stock_lock_wait_seconds",
