@@ -299,7 +299,7 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">%s</text>`+"\n", labelX, esc(clip(sub, 150)))
 	fmt.Fprintf(&b, `<text x="%d" y="64" fill="#555">%s</text>`+"\n", labelX, esc(clip(rep.Host, 150)))
 	hy := top - 12
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">longest time without a sale after the fault (median bar, worst |)</text>`+"\n", recX, hy)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">longest gap in sales (median bar, worst |)</text>`+"\n", recX, hy)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
 	for i := range rows {
