@@ -140,24 +140,7 @@ func TestFaultDrillsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts the stores and two replica processes")
 	}
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--faults", "crash,pause", "--strategies", "mongo-lease,redis-lock,etcd-lock",
-		"--duration", "4s", "--warmup", "500ms", "--quiet", "--out", out,
-	}, noEnv, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
-	}
-	raw, err := os.ReadFile(filepath.Join(out, report.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	out, rep := runDrills(t, "--faults", "crash,pause", "--strategies", "mongo-lease,redis-lock,etcd-lock", "--warmup", "500ms")
 	seen := map[string]int{}
 	for _, r := range rep.Runs {
 		seen[r.Fault]++
@@ -186,6 +169,28 @@ func TestFaultDrillsShort(t *testing.T) {
 	}
 }
 
+// runDrills runs the harness with args, 4 s per drill, requires exit 0 and
+// returns the output directory and the report it wrote.
+func runDrills(t *testing.T, args ...string) (string, report.Report) {
+	t.Helper()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), append(args, "--duration", "4s", "--quiet", "--out", out), noEnv, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
+	}
+	raw, err := os.ReadFile(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return out, rep
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -202,24 +207,7 @@ func TestLeaderKillShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts a three-member etcd cluster and two replica processes")
 	}
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--faults", "leader-kill", "--strategies", "etcd-lock",
-		"--duration", "4s", "--warmup", "0", "--quiet", "--out", out,
-	}, noEnv, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
-	}
-	raw, err := os.ReadFile(filepath.Join(out, report.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	_, rep := runDrills(t, "--faults", "leader-kill", "--strategies", "etcd-lock", "--warmup", "0")
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(rep.Runs))
 	}

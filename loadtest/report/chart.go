@@ -112,16 +112,7 @@ func WriteSVG(w io.Writer, rep Report) error {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", p50, cy-12, p50, cy+12)
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", latX+lw+6, cy+5, esc(Ms(r.Latency.P99)))
 
-		var marks []string
-		if r.Oversold > 0 {
-			marks = append(marks, fmt.Sprintf("oversold %d", r.Oversold))
-		}
-		if r.LostUpdates > 0 {
-			marks = append(marks, fmt.Sprintf("lost %d", r.LostUpdates))
-		}
-		if r.LedgerMismatch > 0 {
-			marks = append(marks, fmt.Sprintf("ledger %d", r.LedgerMismatch))
-		}
+		marks := anomalyMarks(r.Oversold, r.LostUpdates, r.LedgerMismatch)
 		if len(marks) == 0 {
 			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="7" fill="#2e7d32"/>`+"\n", anomX+7, cy)
 			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+20, cy+5)
@@ -140,6 +131,21 @@ func WriteSVG(w io.Writer, rep Report) error {
 }
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// anomalyMarks names the anomalies a chart row shows, none when clean.
+func anomalyMarks(oversold, lost, ledger int) []string {
+	var marks []string
+	if oversold > 0 {
+		marks = append(marks, fmt.Sprintf("oversold %d", oversold))
+	}
+	if lost > 0 {
+		marks = append(marks, fmt.Sprintf("lost %d", lost))
+	}
+	if ledger > 0 {
+		marks = append(marks, fmt.Sprintf("ledger %d", ledger))
+	}
+	return marks
+}
 
 // logW is the bar width of ms on a log scale from 1ms (width 0) to maxMs
 // (full width).

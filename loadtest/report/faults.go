@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
@@ -170,30 +169,12 @@ func WriteFaultTable(w io.Writer, rows []FaultRow) error {
 	for _, r := range rows {
 		cells = append(cells, faultCells(r))
 	}
-	width := make([]int, len(faultHeader))
-	for _, cs := range cells {
-		for i, c := range cs {
-			width[i] = max(width[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for _, cs := range cells {
-		for i, c := range cs {
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			if i < 2 || i == 3 || i == len(cs)-1 {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString(pad + c)
-			}
-		}
-		b.WriteString("\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return writeAligned(w, cells, faultTextColumn)
 }
+
+// faultTextColumn reports whether a fault table column holds text (fault,
+// strategy, verdict, tokens) rather than numbers.
+func faultTextColumn(col int) bool { return col < 2 || col == 3 || col == len(faultHeader)-1 }
 
 // WriteFaultMarkdown writes the aggregated fault drills as a Markdown table
 // with the columns explained, then each run's note.
@@ -202,7 +183,7 @@ func WriteFaultMarkdown(w io.Writer, runs []Run) error {
 	var b strings.Builder
 	b.WriteString("| " + strings.Join(faultHeader, " | ") + " |\n|")
 	for i := range faultHeader {
-		if i < 2 || i == 3 || i == len(faultHeader)-1 {
+		if faultTextColumn(i) {
 			b.WriteString(" --- |")
 		} else {
 			b.WriteString(" ---: |")
@@ -344,16 +325,7 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
-		var marks []string
-		if r.Oversold > 0 {
-			marks = append(marks, fmt.Sprintf("oversold %d", r.Oversold))
-		}
-		if r.LostUpdates > 0 {
-			marks = append(marks, fmt.Sprintf("lost %d", r.LostUpdates))
-		}
-		if r.LedgerMismatch > 0 {
-			marks = append(marks, fmt.Sprintf("ledger %d", r.LedgerMismatch))
-		}
+		marks := anomalyMarks(r.Oversold, r.LostUpdates, r.LedgerMismatch)
 		if !r.TokensOK {
 			marks = append(marks, "tokens")
 		}

@@ -183,9 +183,19 @@ func WriteTable(w io.Writer, runs []Run) error {
 	for _, r := range runs {
 		rows = append(rows, row(r))
 	}
-	width := make([]int, len(header))
+	return writeAligned(w, rows, func(col int) bool { return col < 2 })
+}
+
+// writeAligned writes rows (the first is the header) as columns two
+// spaces apart, padded to the widest cell: left-aligned where left says
+// so, right-aligned (numbers) elsewhere.
+func writeAligned(w io.Writer, rows [][]string, left func(col int) bool) error {
+	var width []int
 	for _, cells := range rows {
 		for i, c := range cells {
+			if i == len(width) {
+				width = append(width, 0)
+			}
 			width[i] = max(width[i], utf8.RuneCountInString(c))
 		}
 	}
@@ -196,7 +206,7 @@ func WriteTable(w io.Writer, runs []Run) error {
 			if i > 0 {
 				b.WriteString("  ")
 			}
-			if i < 2 {
+			if left(i) {
 				b.WriteString(c + pad)
 			} else {
 				b.WriteString(pad + c)
