@@ -139,7 +139,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.DurationVar(&c.Settle, "settle", 300*time.Millisecond, "pause after each attack before reading the stock and the ledger back")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
 	fs.DurationVar(&c.ReadyWait, "ready-timeout", 90*time.Second, "how long to wait for every replica's /readyz before giving up")
-	fs.DurationVar(&c.RMWDelay, "rmw-delay", 2*time.Millisecond, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local")
+	fs.DurationVar(&c.RMWDelay, "rmw-delay", 10*time.Millisecond, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
