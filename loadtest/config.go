@@ -72,7 +72,8 @@ func envName(name string) string {
 const usageText = `Usage: go run ./loadtest [flags]
 
 Hammers the stock service's decrement endpoint with Vegeta, one strategy
-after another, alternating requests across replicas, and checks that no safe
+after another, the rate split evenly across the replicas (one attacker
+each, as if each had its own clients), and checks that no safe
 strategy oversells, loses an update or disagrees with its order ledger.
 
 With no --replicas it is the whole scenario in one command: it starts a
@@ -122,7 +123,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.SetOutput(out)
 
 	var replicas, strategies string
-	fs.StringVar(&replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; requests alternate across them. Empty: start two local replicas")
+	fs.StringVar(&replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start two local replicas")
 	fs.StringVar(&strategies, "strategies", strings.Join(verdict.Strategies, ","), "comma-separated strategies to run, in order; \"all\" for every one")
 	fs.IntVar(&c.Rate, "rate", 100, "requests per second per strategy; 0 sends as fast as --max-workers allow")
 	fs.DurationVar(&c.Duration, "duration", 8*time.Second, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")

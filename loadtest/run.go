@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -140,14 +141,15 @@ func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req.WithContext(t.ctx))
 }
 
-// newAttacker returns a fresh Attacker (an Attacker is single-use) whose
-// concurrency is capped at MaxWorkers, with its own connection pool.
-func (h *harness) newAttacker(ctx context.Context) (*vegeta.Attacker, *http.Transport) {
+// newAttacker returns a fresh Attacker (an Attacker is single-use) with
+// workers initial and at most maxWorkers concurrent requests, and its own
+// connection pool.
+func (h *harness) newAttacker(ctx context.Context, workers, maxWorkers int) (*vegeta.Attacker, *http.Transport) {
 	tr := &http.Transport{
 		Proxy:               nil, // the replicas are talked to directly
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: h.cfg.MaxWorkers,
+		MaxIdleConnsPerHost: maxWorkers,
 		IdleConnTimeout:     30 * time.Second,
 	}
 	client := &http.Client{
@@ -159,8 +161,8 @@ func (h *harness) newAttacker(ctx context.Context) (*vegeta.Attacker, *http.Tran
 	}
 	return vegeta.NewAttacker(
 		vegeta.Client(client),
-		vegeta.Workers(uint64(h.cfg.Workers)),
-		vegeta.MaxWorkers(uint64(h.cfg.MaxWorkers)),
+		vegeta.Workers(uint64(workers)),
+		vegeta.MaxWorkers(uint64(maxWorkers)),
 		vegeta.MaxBody(64<<10),
 	), tr
 }
@@ -229,17 +231,43 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	before := h.scrape(ctx)
 
-	// Attack.
-	atk, tr := h.newAttacker(ctx)
-	defer tr.CloseIdleConnections()
+	// Attack: one attacker per replica, each with an equal share of the
+	// rate, the request count and the workers, as if every replica had
+	// clients of its own. With one attacker alternating between them, a
+	// frozen replica would soon hold every worker (its requests hang) and
+	// starve the live one of requests: the client's head-of-line blocking,
+	// not the service's, would then be measured.
 	picker := newSKUPicker(cfg.SKUs, cfg.Skew, time.Now().UnixNano())
 	var t tally
-	targeter := decrementTargeter(h.replicas, run.SKUs, picker, cfg.Qty, strategy)
-	counted := func(tg *vegeta.Target) error {
-		t.sent.Add(1)
-		return targeter(tg)
+	n := len(h.replicas)
+	attackers := make([]*vegeta.Attacker, n)
+	results := make(chan *vegeta.Result)
+	var attacking sync.WaitGroup
+	for i, base := range h.replicas {
+		atk, tr := h.newAttacker(ctx, max(1, cfg.Workers/n), max(1, cfg.MaxWorkers/n))
+		defer tr.CloseIdleConnections()
+		attackers[i] = atk
+		targeter := decrementTargeter([]string{base}, run.SKUs, picker, cfg.Qty, strategy)
+		counted := func(tg *vegeta.Target) error {
+			t.sent.Add(1)
+			return targeter(tg)
+		}
+		rate := share(cfg.Rate, n, i)
+		if cfg.Rate > 0 {
+			rate = max(rate, 1) // 0 would mean unpaced
+		}
+		attacking.Add(1)
+		go func() {
+			defer attacking.Done()
+			for r := range atk.Attack(counted, pacer(rate, share(cfg.Requests, n, i)), cfg.Duration, strategy) {
+				results <- r
+			}
+		}()
 	}
-	results := atk.Attack(counted, pacer(cfg.Rate, cfg.Requests), cfg.Duration, strategy)
+	go func() {
+		attacking.Wait()
+		close(results)
+	}()
 
 	started := time.Now()
 	stopProgress := h.progress(strategy, &t, started)
@@ -266,7 +294,9 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	go func() {
 		select {
 		case <-ctx.Done():
-			atk.Stop()
+			for _, atk := range attackers {
+				atk.Stop()
+			}
 		case <-done:
 		}
 	}()
@@ -455,6 +485,16 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	return run, nil
 }
 
+// share is part i of total split over n: the parts differ by at most one
+// and add up to total.
+func share(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}
+
 // salesRate is the rate at which sales completed while the stock lasted:
 // k sales over the time from the attack's start to the completion of the
 // k-th, where k is 95% of the sales (all of them when there are fewer than
@@ -548,7 +588,7 @@ func (h *harness) warmup(ctx context.Context) error {
 		rate = 100
 	}
 	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
-	atk, tr := h.newAttacker(ctx)
+	atk, tr := h.newAttacker(ctx, h.cfg.Workers, h.cfg.MaxWorkers)
 	defer tr.CloseIdleConnections()
 	targeter := decrementTargeter(h.replicas, []string{sku}, newSKUPicker(1, 0, 1), 1, "atomic")
 	n, failed := 0, 0

@@ -43,7 +43,9 @@ func (p *skuPicker) pick() int {
 
 // decrementTargeter returns a Vegeta Targeter, safe for concurrent use by
 // the attack's workers, whose requests alternate across the replicas in
-// turn and each decrement one sku with the strategy under test.
+// turn (the harness gives each replica an attacker of its own, so each
+// targeter has one) and each decrement one sku with the strategy under
+// test.
 func decrementTargeter(replicas, skus []string, picker *skuPicker, qty int, strategy string) vegeta.Targeter {
 	body, _ := json.Marshal(map[string]any{"qty": qty, "strategy": strategy})
 	hdr := http.Header{"Content-Type": []string{"application/json"}}

@@ -129,3 +129,17 @@ func TestFreePortsDistinct(t *testing.T) {
 		}
 	}
 }
+
+func TestShare(t *testing.T) {
+	for _, c := range []struct{ total, n int }{{100, 2}, {101, 2}, {7, 3}, {0, 2}, {1, 2}} {
+		sum, lo, hi := 0, c.total, 0
+		for i := range c.n {
+			s := share(c.total, c.n, i)
+			sum += s
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		if sum != c.total || hi-lo > 1 {
+			t.Errorf("share(%d over %d): parts add up to %d, spread %d", c.total, c.n, sum, hi-lo)
+		}
+	}
+}
