@@ -477,21 +477,13 @@ func recovery(sales []sale, ev *faultEvent) (time.Duration, bool) {
 // With no event (a configuration fault, such as clock skew) only reuse is
 // checked.
 func tokenCheck(sales []sale, ev *faultEvent) *report.TokenCheck {
-	tc := &report.TokenCheck{OK: true}
-	if ev == nil {
-		seen := map[int64]bool{}
-		for _, s := range sales {
-			if s.fence != 0 && seen[s.fence] {
-				tc.Reused++
-			}
-			seen[s.fence] = true
-		}
-		tc.OK = tc.Reused == 0
-		return tc
-	}
-	healed := ev.Healed
-	if healed.IsZero() {
+	tc := &report.TokenCheck{}
+	var healed time.Time // sales sent after this count as "after the fault"
+	if ev != nil {
 		healed = ev.At
+		if ev.Healed.After(healed) {
+			healed = ev.Healed
+		}
 	}
 	seen := map[int64]bool{}
 	for _, s := range sales {
@@ -503,6 +495,7 @@ func tokenCheck(sales []sale, ev *faultEvent) *report.TokenCheck {
 		}
 		seen[s.fence] = true
 		switch {
+		case ev == nil:
 		case s.end.Before(ev.At):
 			tc.Before++
 			tc.MaxBefore = max(tc.MaxBefore, s.fence)
@@ -513,9 +506,7 @@ func tokenCheck(sales []sale, ev *faultEvent) *report.TokenCheck {
 			tc.After++
 		}
 	}
-	if tc.Reused > 0 || (tc.Before > 0 && tc.After > 0 && tc.MinAfter <= tc.MaxBefore) {
-		tc.OK = false
-	}
+	tc.OK = tc.Reused == 0 && (tc.Before == 0 || tc.After == 0 || tc.MinAfter > tc.MaxBefore)
 	return tc
 }
 
@@ -528,7 +519,7 @@ func refused(msg string) bool { return strings.Contains(strings.ToLower(msg), "c
 func transportKind(msg string) string {
 	m := strings.ToLower(msg)
 	switch {
-	case strings.Contains(m, "connection refused"):
+	case refused(msg):
 		return "no answer: connection refused"
 	case strings.Contains(m, "reset"), strings.Contains(m, "eof"), strings.Contains(m, "broken pipe"):
 		return "no answer: connection reset"

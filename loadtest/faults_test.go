@@ -130,6 +130,13 @@ func TestRecoveryAndTokens(t *testing.T) {
 	if tc := tokenCheck(twice, store); tc.OK || tc.Reused != 1 {
 		t.Errorf("a token used for two sales passed: %+v", tc)
 	}
+	// Without an injected fault (clock skew) only reuse is checked.
+	if tc := tokenCheck(reset, nil); !tc.OK || tc.Before != 0 || tc.After != 0 {
+		t.Errorf("no fault, no reuse: %+v", tc)
+	}
+	if tc := tokenCheck(twice, nil); tc.OK || tc.Reused != 1 {
+		t.Errorf("no fault, a token used twice passed: %+v", tc)
+	}
 }
 
 // TestFaultDrillsShort is the short form of the crash and pause drills:
