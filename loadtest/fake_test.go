@@ -180,14 +180,7 @@ func TestHarnessAgainstFakes(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	var rep report.Report
-	b, err := os.ReadFile(filepath.Join(out, report.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	runs := byStrategy(&rep)
 
 	at := runs["atomic"]

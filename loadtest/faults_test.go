@@ -187,7 +187,13 @@ func runDrills(t *testing.T, args ...string) (string, report.Report) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
 	}
-	raw, err := os.ReadFile(filepath.Join(out, report.JSONFile))
+	return out, readReport(t, out)
+}
+
+// readReport reads the results.json a harness run wrote to dir.
+func readReport(t *testing.T, dir string) report.Report {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, report.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +201,7 @@ func runDrills(t *testing.T, args ...string) (string, report.Report) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
-	return out, rep
+	return rep
 }
 
 func lastLines(s string, n int) string {

@@ -5,18 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stocklock/stocklock/internal/devstore"
-	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -97,14 +93,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		t.Fatalf("exit %d: a safe strategy failed or the harness broke", code)
 	}
 
-	var rep report.Report
-	b, err := os.ReadFile(filepath.Join(out, report.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	runs := byStrategy(&rep)
 	for name, r := range runs {
 		// The books must balance whatever the strategy: every request is
