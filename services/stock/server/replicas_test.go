@@ -169,6 +169,21 @@ const (
 	concurrency  = 16
 )
 
+// race resets the strategy's sku to initialStock on the first replica,
+// hammers both replicas with it, and reads the stock and the ledger back
+// from the second.
+func race(t *testing.T, client *http.Client, reps []replica, strategy string) (outcome, int64, []inventory.Order) {
+	t.Helper()
+	sku := "two-" + strategy
+	put(t, client, reps[0], sku, initialStock)
+	start := time.Now()
+	out := hammer(t, client, reps, sku, strategy, requests, concurrency)
+	stock, orders := ledger(t, client, reps[1], sku)
+	t.Logf("%s: %d requests in %v: sold %d (by replica %v), answers %v, stock left %d, %d orders",
+		strategy, requests, time.Since(start).Round(time.Millisecond), out.sold, out.byRep, out.statuses, stock, len(orders))
+	return out, stock, orders
+}
+
 // TestTwoReplicas sells 50 units with 400 concurrent requests split across
 // two replicas that share one MongoDB, one Redis and one etcd, once per
 // strategy. The five correct strategies must keep the books straight; the
@@ -186,13 +201,7 @@ func TestTwoReplicas(t *testing.T) {
 		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints = etcd.Endpoints })
 		for _, strategy := range []string{inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock, inventory.NameOptimistic, inventory.NameAtomic} {
 			t.Run(strategy, func(t *testing.T) {
-				sku := "two-" + strategy
-				put(t, client, reps[0], sku, initialStock)
-				start := time.Now()
-				out := hammer(t, client, reps, sku, strategy, requests, concurrency)
-				stock, orders := ledger(t, client, reps[1], sku)
-				t.Logf("%s: %d requests in %v: sold %d (by replica %v), answers %v, stock left %d, %d orders",
-					strategy, requests, time.Since(start).Round(time.Millisecond), out.sold, out.byRep, out.statuses, stock, len(orders))
+				out, stock, orders := race(t, client, reps, strategy)
 
 				if len(out.errors) > 0 {
 					t.Errorf("transport errors: %q", out.errors)
@@ -238,13 +247,7 @@ func TestTwoReplicas(t *testing.T) {
 		reps := startReplicas(t, 2, func(c *server.Config) { c.RMWDelay = 5 * time.Millisecond })
 		for _, strategy := range []string{inventory.NameUnsafe, inventory.NameLocal} {
 			t.Run(strategy, func(t *testing.T) {
-				sku := "two-" + strategy
-				put(t, client, reps[0], sku, initialStock)
-				start := time.Now()
-				out := hammer(t, client, reps, sku, strategy, requests, concurrency)
-				stock, orders := ledger(t, client, reps[1], sku)
-				t.Logf("%s: %d requests in %v: sold %d (by replica %v), answers %v, stock left %d, %d orders",
-					strategy, requests, time.Since(start).Round(time.Millisecond), out.sold, out.byRep, out.statuses, stock, len(orders))
+				out, stock, _ := race(t, client, reps, strategy)
 				if len(out.errors) > 0 {
 					t.Errorf("transport errors: %q", out.errors)
 				}
