@@ -119,11 +119,13 @@ func FaultRows(runs []Run) []FaultRow {
 	return rows
 }
 
+// verdictRank orders the verdicts from the least to the most alarming.
+var verdictRank = map[string]int{string(verdict.Pass): 0, string(verdict.NotReproduced): 1, string(verdict.Demonstrated): 2, string(verdict.Fail): 3}
+
 // worse returns the more alarming of two verdicts: FAIL over a
 // demonstration over not reproduced over pass.
 func worse(a, b string) string {
-	rank := map[string]int{string(verdict.Pass): 0, string(verdict.NotReproduced): 1, string(verdict.Demonstrated): 2, string(verdict.Fail): 3}
-	if rank[b] > rank[a] {
+	if verdictRank[b] > verdictRank[a] {
 		return b
 	}
 	return a
