@@ -1,0 +1,375 @@
+package history
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Verdict is the linearizability of a history.
+type Verdict string
+
+const (
+	// Yes: some order of the operations, each placed between its call and
+	// its return, explains every answer on one correct inventory item.
+	Yes Verdict = "yes"
+	// No: no such order exists.
+	No Verdict = "no"
+	// Undecided: the checker ran out of time (or had nothing to start
+	// from); never a pass.
+	Undecided Verdict = "unknown"
+)
+
+// Worse returns the worse of two verdicts: no over unknown over yes.
+func Worse(a, b Verdict) Verdict {
+	rank := map[Verdict]int{Yes: 0, Undecided: 1, No: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// SKUResult is the check of one SKU's history.
+type SKUResult struct {
+	SKU     string        `json:"sku"`
+	Verdict Verdict       `json:"verdict"`
+	Ops     int           `json:"ops"` // operations checked, after merging retries and dropping refusals
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Conflict says, for a violation, which operations no order can
+	// reconcile; for unknown, why.
+	Conflict string `json:"conflict,omitempty"`
+
+	model   porcupine.Model
+	info    porcupine.LinearizationInfo
+	hasInfo bool
+}
+
+// Result is the check of a whole history.
+type Result struct {
+	Verdict Verdict       `json:"verdict"`
+	SKUs    []SKUResult   `json:"skus"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Conflicts lists the SKUs' conflict lines, one per SKU that has one.
+func (r Result) Conflicts() []string {
+	var out []string
+	for _, s := range r.SKUs {
+		if s.Conflict != "" {
+			out = append(out, s.SKU+": "+s.Conflict)
+		}
+	}
+	return out
+}
+
+// Check checks ops, SKU by SKU, each within timeout (0: no limit). A SKU
+// whose check times out is Undecided, and so is one whose history has no
+// set: its initial stock is unknown.
+func Check(ops []Op, timeout time.Duration) Result {
+	began := time.Now()
+	res := Result{Verdict: Yes}
+	for _, sku := range skus(ops) {
+		s := checkSKU(sku, ops, timeout)
+		res.SKUs = append(res.SKUs, s)
+		res.Verdict = Worse(res.Verdict, s.Verdict)
+	}
+	res.Elapsed = time.Since(began)
+	return res
+}
+
+func skus(ops []Op) []string {
+	var out []string
+	for _, op := range ops {
+		if !slices.Contains(out, op.SKU) {
+			out = append(out, op.SKU)
+		}
+	}
+	return out
+}
+
+func checkSKU(sku string, all []Op, timeout time.Duration) SKUResult {
+	began := time.Now()
+	ops := Operations(sku, all)
+	s := SKUResult{SKU: sku, Ops: len(ops), model: Model()}
+	defer func() { s.Elapsed = time.Since(began) }()
+	if !slices.ContainsFunc(ops, func(o porcupine.Operation) bool { return o.Input.(Input).Kind == Set }) {
+		s.Verdict, s.Conflict = Undecided, "no set in the history: the initial stock is unknown"
+		return s
+	}
+	switch porcupine.CheckOperationsTimeout(s.model, ops, timeout) {
+	case porcupine.Ok:
+		s.Verdict = Yes
+		return s
+	case porcupine.Unknown:
+		s.Verdict, s.Conflict = Undecided, fmt.Sprintf("checker timed out after %s", timeout)
+		return s
+	}
+	s.Verdict = No
+	// Again, verbosely, for the picture and the conflict line: only a
+	// violation pays for the partial linearizations.
+	res, info := porcupine.CheckOperationsVerbose(s.model, ops, timeout)
+	if res == porcupine.Illegal {
+		s.info, s.hasInfo = info, true
+		s.Conflict = conflict(s.model, ops, info)
+	} else {
+		s.Conflict = "not linearizable (the verbose re-check for the picture timed out)"
+	}
+	return s
+}
+
+// Visualize writes porcupine's HTML picture of the SKU's history and its
+// longest partial linearizations to path; false when there is none (the
+// SKU is linearizable or the check timed out).
+func (s SKUResult) Visualize(path string) (bool, error) {
+	if !s.hasInfo {
+		return false, nil
+	}
+	if err := porcupine.VisualizePath(s.model, s.info, path); err != nil {
+		return false, fmt.Errorf("visualize %s: %w", filepath.Base(path), err)
+	}
+	return true, nil
+}
+
+// Input is a model operation's input.
+type Input struct {
+	Kind Kind
+	Qty  int // decrement
+	// Stock is what a set writes.
+	Stock int
+}
+
+// Output is a model operation's output.
+type Output struct {
+	Outcome Outcome // Sold, SoldOut, Unknown (decrement); OK (read, set)
+	// Value is the remaining stock of a sale or the stock a read saw.
+	Value int
+}
+
+// absent is the state before the first set: no item.
+const absent = math.MinInt
+
+// Model is one inventory item: its state is the stock. A set writes it; a
+// read returns it; a decrement of qty sells, returning stock-qty, when the
+// stock covers qty, and is sold out, changing nothing, otherwise. A
+// decrement whose outcome is unknown is accepted either way: placed where
+// it sells (or finds the item sold out), or placed last, which is the same
+// as never taking effect.
+func Model() porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return absent },
+		Step: func(state, in, out any) (bool, any) {
+			return step(state.(int), in.(Input), out.(Output))
+		},
+		Hash:              func(state any) uint64 { return uint64(state.(int)) },
+		DescribeOperation: func(in, out any) string { return describe(in.(Input), out.(Output)) },
+		DescribeState: func(state any) string {
+			if state.(int) == absent {
+				return "no item"
+			}
+			return fmt.Sprintf("stock %d", state.(int))
+		},
+		DescribeOperationMetadata: func(info any) string {
+			if s, ok := info.(string); ok {
+				return s
+			}
+			return ""
+		},
+	}
+}
+
+func step(stock int, in Input, out Output) (bool, int) {
+	switch in.Kind {
+	case Set:
+		return true, in.Stock
+	case Read:
+		return stock != absent && out.Value == stock, stock
+	}
+	if stock == absent {
+		return out.Outcome == Unknown, stock
+	}
+	switch out.Outcome {
+	case Sold:
+		return stock >= in.Qty && out.Value == stock-in.Qty, stock - in.Qty
+	case SoldOut:
+		return stock < in.Qty, stock
+	case Unknown:
+		if stock >= in.Qty {
+			return true, stock - in.Qty
+		}
+		return true, stock
+	}
+	return false, stock
+}
+
+func describe(in Input, out Output) string {
+	switch in.Kind {
+	case Set:
+		return fmt.Sprintf("set(%d)", in.Stock)
+	case Read:
+		return fmt.Sprintf("read → %d", out.Value)
+	}
+	switch out.Outcome {
+	case Sold:
+		return fmt.Sprintf("decrement(%d) → sold, remaining %d", in.Qty, out.Value)
+	case SoldOut:
+		return fmt.Sprintf("decrement(%d) → sold out", in.Qty)
+	}
+	return fmt.Sprintf("decrement(%d) → ?", in.Qty)
+}
+
+// Operations turns the history of sku into porcupine operations:
+// refusals and failed reads are dropped; the attempts of one idempotency
+// key are one operation (a key sells at most once) from the first
+// attempt's call to the answer that settled it (a sale or sold out); an
+// operation no answer settled returns after everything else, so that it
+// may take effect at any time after its call, or never. Two different
+// sales under one key stay two operations: the key was not honoured, and
+// the stock must show both.
+func Operations(sku string, all []Op) []porcupine.Operation {
+	var (
+		out   []porcupine.Operation
+		byKey = map[string][]Op{}
+		keys  []string
+		end   int64
+	)
+	for _, op := range all {
+		if op.SKU != sku {
+			continue
+		}
+		end = max(end, op.Return)
+		switch {
+		case op.Outcome == Refused, op.Kind == Read && op.Outcome != OK, op.Kind == Set && op.Outcome != OK:
+		case op.Kind == Decrement && op.Key != "":
+			if _, ok := byKey[op.Key]; !ok {
+				keys = append(keys, op.Key)
+			}
+			byKey[op.Key] = append(byKey[op.Key], op)
+		default:
+			out = append(out, operation(op, op.Call, op.Return))
+		}
+	}
+	for _, k := range keys {
+		out = append(out, merge(byKey[k])...)
+	}
+	for i := range out {
+		if out[i].Output.(Output).Outcome == Unknown {
+			out[i].Return = end + 1
+		}
+	}
+	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt64(a.Call, b.Call) })
+	return out
+}
+
+// merge makes the attempts of one key (in call order) its operations.
+func merge(attempts []Op) []porcupine.Operation {
+	first := attempts[0].Call
+	for _, a := range attempts {
+		first = min(first, a.Call)
+	}
+	var out []porcupine.Operation
+	seen := map[string]bool{}
+	for _, a := range attempts {
+		if a.Outcome == Sold && !seen[a.OrderID] {
+			seen[a.OrderID] = true
+			out = append(out, operation(a, first, a.Return))
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, a := range attempts {
+		if a.Outcome == SoldOut {
+			return []porcupine.Operation{operation(a, first, a.Return)}
+		}
+	}
+	last := attempts[len(attempts)-1]
+	return []porcupine.Operation{operation(last, first, last.Return)}
+}
+
+func operation(op Op, call, ret int64) porcupine.Operation {
+	in := Input{Kind: op.Kind, Qty: op.Qty}
+	out := Output{Outcome: op.Outcome}
+	switch {
+	case op.Kind == Set:
+		in.Stock = *op.Stock
+	case op.Kind == Read:
+		out.Value = *op.Stock
+	case op.Outcome == Sold:
+		out.Value = *op.Remaining
+	}
+	return porcupine.Operation{ClientId: op.Client, Input: in, Output: out, Call: call, Return: ret, Metadata: label(op)}
+}
+
+// label names an operation in the picture and the conflict line.
+func label(op Op) string {
+	var parts []string
+	if op.Strategy != "" {
+		parts = append(parts, op.Strategy)
+	}
+	if op.Replica != "" {
+		parts = append(parts, "replica "+op.Replica)
+	}
+	if op.OrderID != "" {
+		parts = append(parts, "order "+op.OrderID)
+	}
+	if op.Key != "" {
+		parts = append(parts, "key "+op.Key)
+	}
+	if op.Error != "" {
+		parts = append(parts, op.Error)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// conflict names the operations of a violation in one line: the longest
+// order found that explains the history, the state it ends in, and the
+// first operation (by return time) that could not follow it.
+func conflict(m porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	parts := info.PartialLinearizations()
+	if len(parts) == 0 {
+		return "not linearizable"
+	}
+	var longest []int
+	for _, p := range parts[0] {
+		if len(p) > len(longest) {
+			longest = p
+		}
+	}
+	done := make([]bool, len(ops))
+	state := m.Init()
+	for _, id := range longest {
+		done[id] = true
+		_, state = m.Step(state, ops[id].Input, ops[id].Output)
+	}
+	stuck := -1
+	for i, op := range ops {
+		if !done[i] && (stuck < 0 || op.Return < ops[stuck].Return) {
+			stuck = i
+		}
+	}
+	if stuck < 0 {
+		return "not linearizable"
+	}
+	msg := fmt.Sprintf("after %d operations the best order leaves %s, and %s cannot follow",
+		len(longest), m.DescribeState(state), opText(ops[stuck]))
+	if len(longest) > 0 {
+		msg += "; last placed: " + opText(ops[longest[len(longest)-1]])
+	}
+	return msg
+}
+
+func opText(op porcupine.Operation) string {
+	s := fmt.Sprintf("client %d %s [%s..%s]", op.ClientId, describe(op.Input.(Input), op.Output.(Output)),
+		ms(op.Call), ms(op.Return))
+	if md, _ := op.Metadata.(string); md != "" {
+		s += " (" + md + ")"
+	}
+	return s
+}
+
+func ms(ns int64) string { return fmt.Sprintf("%.1fms", float64(ns)/1e6) }

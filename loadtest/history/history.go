@@ -1,0 +1,231 @@
+// Package history records what every client of a load-test run asked and
+// saw, writes it as JSON lines, and checks it for linearizability against a
+// model of one inventory item, SKU by SKU, with porcupine.
+//
+// A history is a list of Op. Times are nanoseconds on the monotonic clock
+// since the recorder's start: Call is taken just before the request is
+// handed to the HTTP transport, Return just after the last byte of the
+// answer was read (or the client gave up), so the interval [Call, Return]
+// contains every moment at which the service can have acted on the request.
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind is what an operation did.
+type Kind string
+
+const (
+	// Set is the PUT that resets an item's stock before a run.
+	Set Kind = "set"
+	// Decrement is a POST .../decrement.
+	Decrement Kind = "decrement"
+	// Read is a GET of the item: the stock it returned.
+	Read Kind = "read"
+)
+
+// Outcome is what an operation's answer promises about its effect.
+type Outcome string
+
+const (
+	// OK is a set or read that was answered with 2xx.
+	OK Outcome = "ok"
+	// Sold is a 200 to a decrement: it took Qty units, leaving Remaining.
+	Sold Outcome = "sold"
+	// SoldOut is a 409 sold_out: the stock could not cover Qty; nothing
+	// changed.
+	SoldOut Outcome = "sold_out"
+	// Refused is an answer that promises nothing changed: a 4xx other than
+	// sold_out, a 503 with one of RefusedCodes, or a connection refused
+	// before the request was sent. The checker drops these.
+	Refused Outcome = "refused"
+	// Unknown is an operation whose effect the client cannot know: a
+	// client timeout, a cut connection, 500 outcome_unknown or any other
+	// 5xx. It may take effect at any time after its call, or never.
+	Unknown Outcome = "unknown"
+)
+
+// RefusedCodes are the 503 error codes with which the stock service
+// promises that it wrote nothing.
+var RefusedCodes = []string{
+	"lock_unavailable", "lease_lost", "fenced", "conflict", "stale_read", "timeout",
+	"store_unavailable", "strategy_unavailable", "idempotency_in_progress",
+}
+
+// Classify maps an answer to a decrement to its Outcome: status 0 means no
+// HTTP answer arrived, and refusedConn that the connection was refused (the
+// request never reached a replica).
+func Classify(status int, errCode string, refusedConn bool) Outcome {
+	switch {
+	case status == 0 && refusedConn:
+		return Refused
+	case status == 0:
+		return Unknown
+	case status == 200:
+		return Sold
+	case status == 409 && errCode == "sold_out":
+		return SoldOut
+	case status >= 400 && status < 500:
+		return Refused
+	case status == 503 && slices.Contains(RefusedCodes, errCode):
+		return Refused
+	default:
+		return Unknown
+	}
+}
+
+// Op is one operation of a history, one JSON line in the file.
+type Op struct {
+	Client   int     `json:"client"`
+	Kind     Kind    `json:"op"`
+	SKU      string  `json:"sku"`
+	Qty      int     `json:"qty,omitempty"`
+	Strategy string  `json:"strategy,omitempty"`
+	Key      string  `json:"key,omitempty"` // the Idempotency-Key header, if sent
+	Attempt  int     `json:"attempt,omitempty"`
+	Target   string  `json:"target,omitempty"`  // base URL the request went to
+	Replica  string  `json:"replica,omitempty"` // replica id in the answer
+	Call     int64   `json:"call_ns"`
+	Return   int64   `json:"return_ns"`
+	Outcome  Outcome `json:"outcome"`
+	// Remaining is the stock a sale left, as the replica returned it.
+	Remaining *int `json:"remaining,omitempty"`
+	// Stock is the stock a read returned or a set wrote.
+	Stock   *int   `json:"stock,omitempty"`
+	OrderID string `json:"order_id,omitempty"`
+	Status  int    `json:"status,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Int returns a pointer to n, for Op.Remaining and Op.Stock.
+func Int(n int) *int { return &n }
+
+// Recorder collects the operations of one run from many goroutines. Its
+// client ids are slots: an operation takes the lowest free one for its
+// duration, so that no two operations of one client overlap, as a
+// linearizability history requires of a client.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+	busy  []bool
+}
+
+// NewRecorder returns a recorder whose times count from start, which must
+// carry a monotonic clock reading (time.Now does).
+func NewRecorder(start time.Time) *Recorder { return &Recorder{start: start} }
+
+// Now is the time since the recorder's start, in nanoseconds.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Acquire returns the lowest free client id; Release frees it.
+func (r *Recorder) Acquire() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, b := range r.busy {
+		if !b {
+			r.busy[i] = true
+			return i
+		}
+	}
+	r.busy = append(r.busy, true)
+	return len(r.busy) - 1
+}
+
+// Release frees a client id taken with Acquire.
+func (r *Recorder) Release(id int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id >= 0 && id < len(r.busy) {
+		r.busy[id] = false
+	}
+}
+
+// Add records one finished operation.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+}
+
+// Ops returns the operations recorded so far, ordered by call time.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	out := slices.Clone(r.ops)
+	r.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Op) int { return cmpInt64(a.Call, b.Call) })
+	return out
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// WriteJSONL writes ops as JSON lines.
+func WriteJSONL(w io.Writer, ops []Op) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for _, op := range ops {
+		if err := enc.Encode(op); err != nil {
+			return fmt.Errorf("encode op: %w", err)
+		}
+	}
+	return bw.Flush()
+}
+
+// ReadJSONL reads a history written by WriteJSONL. Blank lines are skipped.
+func ReadJSONL(r io.Reader) ([]Op, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var ops []Op
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var op Op
+		if err := json.Unmarshal([]byte(line), &op); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if err := op.validate(); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		ops = append(ops, op)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	return ops, nil
+}
+
+func (op Op) validate() error {
+	switch {
+	case op.SKU == "":
+		return fmt.Errorf("no sku")
+	case op.Return < op.Call:
+		return fmt.Errorf("return_ns %d before call_ns %d", op.Return, op.Call)
+	case op.Kind == Set && op.Stock == nil, op.Kind == Read && op.Outcome == OK && op.Stock == nil:
+		return fmt.Errorf("%s without stock", op.Kind)
+	case op.Kind == Decrement && op.Outcome == Sold && op.Remaining == nil:
+		return fmt.Errorf("sale without remaining")
+	case op.Kind == Decrement && op.Qty < 1:
+		return fmt.Errorf("decrement of qty %d", op.Qty)
+	case op.Kind != Set && op.Kind != Read && op.Kind != Decrement:
+		return fmt.Errorf("unknown op %q", op.Kind)
+	}
+	return nil
+}
