@@ -97,6 +97,9 @@ type item struct {
 	SKU     string `json:"sku"`
 	Stock   int    `json:"stock"`
 	Version int64  `json:"version"`
+	// Pending are the units taken whose orders are not yet in the
+	// ledger, by order id.
+	Pending map[string]json.RawMessage `json:"pending"`
 }
 
 // getItem reads sku back.
@@ -115,6 +118,7 @@ type ledgerOrder struct {
 	Strategy string          `json:"strategy"`
 	Fence    json.RawMessage `json:"fence"`
 	At       time.Time       `json:"at"`
+	Key      string          `json:"key"`
 }
 
 // orders reads the ledger of sku since a time. The endpoint answers either
@@ -131,7 +135,7 @@ func (a *api) orders(ctx context.Context, base, sku string, since time.Time) ([]
 	}
 	out := make([]verdict.Order, 0, len(list))
 	for _, o := range list {
-		out = append(out, verdict.Order{ID: o.ID, SKU: o.SKU, Qty: o.Qty, Replica: o.Replica, Strategy: o.Strategy})
+		out = append(out, verdict.Order{ID: o.ID, SKU: o.SKU, Qty: o.Qty, Replica: o.Replica, Strategy: o.Strategy, Key: o.Key})
 	}
 	return out, nil
 }

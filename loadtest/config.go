@@ -45,6 +45,17 @@ type Config struct {
 	FaultTTL   time.Duration // the replicas' lock TTL in fault drills
 	WriteStall time.Duration // the replicas' --write-stall in fault drills
 
+	// History and its check (every run).
+	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
+	CheckTimeout time.Duration // the linearizability checker's time per sku
+	CheckHistory string        // check this saved history file and exit; no load
+
+	// Workloads.
+	Mixed          bool          // every strategy at once on shared skus
+	Retries        int           // re-sends of a decrement whose answer did not arrive, same Idempotency-Key
+	AttemptTimeout time.Duration // each attempt's own timeout when Retries > 0
+	CutRate        float64       // with Retries: the share of answers the proxy in front of the first replica cuts
+
 	explicit map[string]bool // flags set on the command line or by env
 }
 
@@ -103,6 +114,22 @@ anomalies, refusals by kind, the time until sales resumed, and whether
 fencing tokens kept increasing. results.md and faults.svg go to the output
 directory. See docs/faults.md.
 
+Every run also records its history: each request's client, replica, call
+and return times, sku, qty, strategy, idempotency key and outcome, and a
+read of the stock every --read-every by a separate client. It is written as
+history-<run>.jsonl and checked for linearizability against a model of one
+inventory item (porcupine): the table's "linearizable" column says yes, no,
+or unknown (the checker ran out of --check-timeout). A safe strategy whose
+history is not linearizable fails the run; the violation is drawn in
+history-<run>.html. --check-history FILE checks a saved history offline.
+See docs/linearizability.md.
+
+Workloads beyond one strategy at a time: --mixed runs every chosen
+strategy at once on the same skus; --retries N re-sends each request whose
+answer did not arrive, with the same Idempotency-Key, behind an attempt
+timeout (--attempt-timeout) and a proxy that cuts a share (--cut-rate) of
+the first replica's answers, and counts units sold twice for one key.
+
 Exit status: 0 when every safe strategy (mongo-lease, redis-lock,
 etcd-lock, optimistic, atomic) shows no anomaly; 1 when one does; 2 for bad flags or a
 harness error. unsafe and local are reported as "demonstrated" or "not
@@ -149,6 +176,14 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.IntVar(&c.Repeat, "repeat", 1, "with --faults: run every drill this many times; the report aggregates them")
 	fs.DurationVar(&c.FaultTTL, "fault-ttl", time.Second, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
 	fs.DurationVar(&c.WriteStall, "write-stall", 200*time.Millisecond, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
+
+	fs.DurationVar(&c.ReadEvery, "read-every", 50*time.Millisecond, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", time.Minute, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
+	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it, and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
+	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
+	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 30*time.Millisecond, "with --retries: each attempt's timeout, shorter than the replicas' work under contention, so that some answers arrive after the client gave up")
+	fs.Float64Var(&c.CutRate, "cut-rate", 0.1, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
 
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageText)
@@ -297,6 +332,34 @@ func (c Config) validate() error {
 	}
 	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
 		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
+	}
+	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
+		bad("--read-every %s: must be between 0 (no reads) and 1m", c.ReadEvery)
+	}
+	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
+		bad("--check-timeout %s: must be between 1s and 1h", c.CheckTimeout)
+	}
+	if c.Retries < 0 || c.Retries > 10 {
+		bad("--retries %d: must be between 0 and 10", c.Retries)
+	}
+	if c.AttemptTimeout < time.Millisecond || c.AttemptTimeout > c.Timeout {
+		bad("--attempt-timeout %s: must be between 1ms and --timeout (%s)", c.AttemptTimeout, c.Timeout)
+	}
+	if c.CutRate < 0 || c.CutRate >= 1 {
+		bad("--cut-rate %g: must be at least 0 and below 1", c.CutRate)
+	}
+	if c.Retries == 0 {
+		for _, f := range []string{"attempt-timeout", "cut-rate"} {
+			if c.explicit[f] {
+				bad("--%s applies only with --retries", f)
+			}
+		}
+	}
+	if c.Mixed && len(c.Faults) > 0 {
+		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
+	}
+	if c.Mixed && len(c.Strategies) < 2 {
+		bad("--mixed needs at least two --strategies to mix")
 	}
 	if len(c.Faults) == 0 {
 		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {

@@ -54,6 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "loadtest: %v\nRun with --help to see every flag.\n", err)
 		return exitError
 	}
+	if cfg.CheckHistory != "" {
+		return checkSaved(cfg.CheckHistory, cfg.CheckTimeout, stdout, stderr)
+	}
 	rep, err := execute(ctx, cfg, stderr)
 	if rep != nil && len(rep.Runs) > 0 {
 		fmt.Fprintln(stdout)
@@ -154,6 +157,7 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		prefix:   prefix,
 		api:      newAPI(cfg.Timeout + 15*time.Second),
 		probe:    newAPI(time.Second),
+		reader:   newAPI(5 * time.Second),
 		log:      log,
 		tty:      isTerminal(log),
 	}

@@ -19,6 +19,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
+	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
@@ -34,6 +35,9 @@ type harness struct {
 	tty      bool      // log is a terminal: redraw the progress line in place
 	// probe asks the replicas' /healthz who holds a lock, in fault drills.
 	probe *api
+	// reader is the separate client whose reads of the stock go into
+	// the history.
+	reader *api
 	// drills numbers the fault runs, so that each gets skus of its own.
 	drills int
 	// metricsWarned is set once a replica's /metrics could not be read or
@@ -144,7 +148,8 @@ func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // newAttacker returns a fresh Attacker (an Attacker is single-use) with
 // workers initial and at most maxWorkers concurrent requests, and its own
 // connection pool.
-func (h *harness) newAttacker(ctx context.Context, workers, maxWorkers int) (*vegeta.Attacker, *http.Transport) {
+// wrap, if not nil, wraps the transport (to record the history).
+func (h *harness) newAttacker(ctx context.Context, workers, maxWorkers int, wrap func(http.RoundTripper) http.RoundTripper) (*vegeta.Attacker, *http.Transport) {
 	tr := &http.Transport{
 		Proxy:               nil, // the replicas are talked to directly
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -152,9 +157,13 @@ func (h *harness) newAttacker(ctx context.Context, workers, maxWorkers int) (*ve
 		MaxIdleConnsPerHost: maxWorkers,
 		IdleConnTimeout:     30 * time.Second,
 	}
+	var rt http.RoundTripper = tr
+	if wrap != nil {
+		rt = wrap(tr)
+	}
 	client := &http.Client{
 		Timeout:   h.cfg.Timeout,
-		Transport: ctxTransport{ctx: ctx, base: tr},
+		Transport: ctxTransport{ctx: ctx, base: rt},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -199,9 +208,10 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		h.drills++
 		drillNo = h.drills
 	}
+	writers := h.writers(strategy)
 	run := report.Run{
 		Strategy:    strategy,
-		Safe:        verdict.Safe(strategy) && (fs == nil || !fs.drill.demo),
+		Safe:        verdict.SafeAll(writers) && (fs == nil || !fs.drill.demo),
 		SKUs:        h.skus(strategy, drillNo),
 		Stock:       cfg.Stock,
 		Qty:         cfg.Qty,
@@ -214,9 +224,10 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	// clock slightly behind ours does not hide the first orders; the skus
 	// are fresh, so nothing older can fall into it.
 	since := time.Now().Add(-2 * time.Second)
+	rec := history.NewRecorder(time.Now())
 	for i, sku := range run.SKUs {
 		base := h.replicas[i%len(h.replicas)]
-		if err := h.api.setStock(ctx, base, sku, cfg.Stock); err != nil {
+		if err := h.resetStock(ctx, rec, base, sku, cfg.Stock); err != nil {
 			return run, fmt.Errorf("%s: reset stock: %w", strategy, err)
 		}
 	}
@@ -243,11 +254,22 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	attackers := make([]*vegeta.Attacker, n)
 	results := make(chan *vegeta.Result)
 	var attacking sync.WaitGroup
-	for i, base := range h.replicas {
-		atk, tr := h.newAttacker(ctx, max(1, cfg.Workers/n), max(1, cfg.MaxWorkers/n))
+	targets, proxy, err := h.attackTargets()
+	if err != nil {
+		return run, fmt.Errorf("%s: %w", strategy, err)
+	}
+	if proxy != nil {
+		defer func() { _ = proxy.Close() }()
+	}
+	for i, base := range targets {
+		atk, tr := h.newAttacker(ctx, max(1, cfg.Workers/n), max(1, cfg.MaxWorkers/n), h.recording(rec, base))
 		defer tr.CloseIdleConnections()
 		attackers[i] = atk
-		targeter := decrementTargeter([]string{base}, run.SKUs, picker, cfg.Qty, strategy)
+		keys := ""
+		if cfg.Retries > 0 {
+			keys = fmt.Sprintf("%s-r%d", run.SKUs[0], i)
+		}
+		targeter := decrementTargeter([]string{base}, run.SKUs, picker, cfg.Qty, writers, keys)
 		counted := func(tg *vegeta.Target) error {
 			t.sent.Add(1)
 			return targeter(tg)
@@ -271,6 +293,11 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 
 	started := time.Now()
 	stopProgress := h.progress(strategy, &t, started)
+	stopReads := make(chan struct{})
+	var reading sync.WaitGroup
+	if cfg.ReadEvery > 0 {
+		reading.Go(func() { h.readLoop(ctx, rec, run.SKUs, cfg.ReadEvery, stopReads) })
+	}
 
 	// The fault, injected from its own goroutine while the attack runs.
 	type injected struct {
@@ -353,6 +380,8 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		}
 	}
 	close(done)
+	close(stopReads)
+	reading.Wait()
 	stopProgress()
 	m.Close()
 	pl.Close()
@@ -440,6 +469,12 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	in := verdict.Input{Acked: acked, NoAnswer: noAnswer}
 	reader := h.replicas[0]
+	if in.Drained, err = h.waitDrained(ctx, reader, run.SKUs); err != nil {
+		return run, fmt.Errorf("%s: %w", strategy, err)
+	}
+	if !in.Drained {
+		run.Problems = append(run.Problems, fmt.Sprintf("orders still pending %s after the attack: stock and ledger compared without them", drainWait))
+	}
 	for _, sku := range run.SKUs {
 		it, err := h.api.getItem(ctx, reader, sku)
 		if err != nil {
@@ -458,6 +493,18 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 
 	res := verdict.Check(in)
+	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
+	if proxy != nil {
+		run.Cuts = int(proxy.Cuts())
+	}
+	ops := rec.Ops()
+	run.Resent = resent(ops)
+	lin, err := h.checkHistory(ops, historyName(strategy, drillNo))
+	if err != nil {
+		return run, fmt.Errorf("%s: %w", strategy, err)
+	}
+	run.History, run.HistoryOps, run.Linearizable = lin.file, lin.ops, string(lin.verdict)
+	run.Conflicts, run.Violations, run.CheckSeconds = lin.conflicts, lin.pictures, lin.elapsed.Seconds()
 	run.Sold = res.Sold
 	run.Initial = res.Initial
 	run.Remaining = res.Remaining
@@ -468,14 +515,13 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	run.Ledger = res.Ledger
 	run.LedgerOrders = len(in.Ledger)
 	run.Problems = res.Problems
+	for _, c := range lin.conflicts {
+		run.Problems = append(run.Problems, "history "+string(lin.verdict)+" linearizable: "+c)
+	}
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
 	}
-	if run.Safe {
-		run.Verdict = string(verdict.Judge(strategy, res))
-	} else {
-		run.Verdict = string(verdict.Judge("", res)) // judged like an unsafe strategy
-	}
+	run.Verdict = string(verdict.Decide(run.Safe, res.Anomalous() || lin.verdict == history.No))
 	if tc := run.Tokens; tc != nil && !tc.OK {
 		run.Problems = append(run.Problems, fmt.Sprintf("fencing tokens did not keep increasing across the fault: highest before %d, lowest after %d, %d reused", tc.MaxBefore, tc.MinAfter, tc.Reused))
 		if run.Safe {
@@ -588,9 +634,9 @@ func (h *harness) warmup(ctx context.Context) error {
 		rate = 100
 	}
 	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
-	atk, tr := h.newAttacker(ctx, h.cfg.Workers, h.cfg.MaxWorkers)
+	atk, tr := h.newAttacker(ctx, h.cfg.Workers, h.cfg.MaxWorkers, nil)
 	defer tr.CloseIdleConnections()
-	targeter := decrementTargeter(h.replicas, []string{sku}, newSKUPicker(1, 0, 1), 1, "atomic")
+	targeter := decrementTargeter(h.replicas, []string{sku}, newSKUPicker(1, 0, 1), 1, []string{"atomic"}, "")
 	n, failed := 0, 0
 	for r := range atk.Attack(targeter, pacer(rate, 0), h.cfg.Warmup, "warmup") {
 		n++
@@ -611,14 +657,18 @@ func (h *harness) runAll(ctx context.Context) ([]report.Run, error) {
 	if err := h.warmup(ctx); err != nil {
 		return nil, err
 	}
-	for i, s := range h.cfg.Strategies {
-		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(h.cfg.Strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
+	strategies := h.cfg.Strategies
+	if h.cfg.Mixed {
+		strategies = []string{mixedRun}
+	}
+	for i, s := range strategies {
+		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
 		run, err := h.runStrategy(ctx, s, nil)
 		if err != nil {
 			return runs, err
 		}
-		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d (%s)",
-			s, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Verdict)
+		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d, linearizable %s (%s)",
+			s, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Linearizable, run.Verdict)
 		runs = append(runs, run)
 	}
 	return runs, nil
@@ -659,11 +709,11 @@ func summarize(runs []report.Run) (ok bool, lines []string) {
 		case verdict.Fail:
 			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))
 		case verdict.Demonstrated:
-			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch))
+			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d, linearizable %s), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Linearizable))
 		case verdict.NotReproduced:
 			lines = append(lines, fmt.Sprintf("ok    %s: race not reproduced in this run (more load, concurrency or --rmw-delay makes it likelier)", r.Strategy))
 		default:
-			lines = append(lines, fmt.Sprintf("pass  %s", r.Strategy))
+			lines = append(lines, fmt.Sprintf("pass  %s (linearizable %s)", r.Strategy, r.Linearizable))
 		}
 	}
 	return verdict.OK(outs...), lines

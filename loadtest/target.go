@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"net/http"
 	"net/url"
@@ -44,10 +45,14 @@ func (p *skuPicker) pick() int {
 // decrementTargeter returns a Vegeta Targeter, safe for concurrent use by
 // the attack's workers, whose requests alternate across the replicas in
 // turn (the harness gives each replica an attacker of its own, so each
-// targeter has one) and each decrement one sku with the strategy under
-// test.
-func decrementTargeter(replicas, skus []string, picker *skuPicker, qty int, strategy string) vegeta.Targeter {
-	body, _ := json.Marshal(map[string]any{"qty": qty, "strategy": strategy})
+// targeter has one) and across the strategies (one, or every one of a
+// mixed run), each decrementing one sku. With keys != "", every request
+// carries an Idempotency-Key of its own, keys-<n>.
+func decrementTargeter(replicas, skus []string, picker *skuPicker, qty int, strategies []string, keys string) vegeta.Targeter {
+	bodies := make([][]byte, len(strategies))
+	for i, s := range strategies {
+		bodies[i], _ = json.Marshal(map[string]any{"qty": qty, "strategy": s})
+	}
 	hdr := http.Header{"Content-Type": []string{"application/json"}}
 	// Precompute the URLs: replica × sku.
 	urls := make([][]string, len(replicas))
@@ -65,8 +70,12 @@ func decrementTargeter(replicas, skus []string, picker *skuPicker, qty int, stra
 		i := next.Add(1) - 1
 		t.Method = http.MethodPost
 		t.URL = urls[i%uint64(len(replicas))][picker.pick()]
-		t.Body = body
+		t.Body = bodies[(i/uint64(len(replicas)))%uint64(len(bodies))]
 		t.Header = hdr
+		if keys != "" {
+			t.Header = hdr.Clone()
+			t.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", keys, i))
+		}
 		return nil
 	}
 }

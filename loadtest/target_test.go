@@ -11,7 +11,7 @@ import (
 
 func TestTargeterAlternates(t *testing.T) {
 	replicas := []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
-	tr := decrementTargeter(replicas, []string{"hot"}, newSKUPicker(1, 0, 1), 2, "atomic")
+	tr := decrementTargeter(replicas, []string{"hot"}, newSKUPicker(1, 0, 1), 2, []string{"atomic"}, "")
 	count := map[string]int{}
 	var prev string
 	for i := range 10 {
@@ -38,6 +38,41 @@ func TestTargeterAlternates(t *testing.T) {
 	}
 	if count[replicas[0]] != 5 || count[replicas[1]] != 5 {
 		t.Fatalf("%v", count)
+	}
+}
+
+func TestTargeterMixesStrategiesAndKeys(t *testing.T) {
+	replicas := []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	strategies := []string{"atomic", "redis-lock", "optimistic"}
+	tr := decrementTargeter(replicas, []string{"hot"}, newSKUPicker(1, 0, 1), 1, strategies, "k")
+	seen := map[string]map[string]int{} // replica → strategy → requests
+	keys := map[string]bool{}
+	for range 60 {
+		var tg vegeta.Target
+		if err := tr(&tg); err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Strategy string }
+		if err := json.Unmarshal(tg.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		base := tg.URL[:len(replicas[0])]
+		if seen[base] == nil {
+			seen[base] = map[string]int{}
+		}
+		seen[base][body.Strategy]++
+		k := tg.Header.Get("Idempotency-Key")
+		if k == "" || keys[k] {
+			t.Fatalf("key %q missing or repeated", k)
+		}
+		keys[k] = true
+	}
+	for _, r := range replicas {
+		for _, s := range strategies {
+			if seen[r][s] != 10 {
+				t.Errorf("%s got %d %s requests, want 10 (every strategy through every replica): %v", r, seen[r][s], s, seen)
+			}
+		}
 	}
 }
 

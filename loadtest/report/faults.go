@@ -32,6 +32,9 @@ type FaultRow struct {
 	Demo     bool   `json:"demo,omitempty"`
 	Runs     int    `json:"runs"`
 	Verdict  string `json:"verdict"`
+	// Linearizable is the worst of the repeats' history checks: no over
+	// unknown over yes; "-" when none was checked.
+	Linearizable string `json:"linearizable"`
 
 	Sold           int `json:"sold"`
 	Oversold       int `json:"oversold"`
@@ -73,7 +76,7 @@ func FaultRows(runs []Run) []FaultRow {
 		if !ok {
 			i = len(rows)
 			index[k] = i
-			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Verdict: string(verdict.Pass)})
+			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Verdict: string(verdict.Pass), Linearizable: "-"})
 		}
 		row := &rows[i]
 		row.Runs++
@@ -109,6 +112,7 @@ func FaultRows(runs []Run) []FaultRow {
 			row.TokensOK = row.TokensOK && r.Tokens.OK
 		}
 		row.Verdict = worse(row.Verdict, r.Verdict)
+		row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
 	}
 	for i, rs := range recov {
 		sort.Float64s(rs)
@@ -131,7 +135,16 @@ func worse(a, b string) string {
 	return a
 }
 
-var faultHeader = []string{"fault", "strategy", "runs", "verdict", "sold", "oversold", "lost upd", "ledger≠",
+// worseLin returns the worse of two linearizability cells.
+func worseLin(a, b string) string {
+	rank := map[string]int{"": -1, "-": -1, "yes": 0, "unknown": 1, "no": 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+var faultHeader = []string{"fault", "strategy", "runs", "verdict", "linearizable", "sold", "oversold", "lost upd", "ledger≠",
 	"fenced", "lease lost", "lock wait 503", "no answer", "other", "resumed", "recovery med", "recovery max", "tokens"}
 
 func faultCells(r FaultRow) []string {
@@ -157,7 +170,7 @@ func faultCells(r FaultRow) []string {
 		resumed = fmt.Sprintf("%d/%d", r.Recovered, r.Injected)
 	}
 	return []string{
-		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, fmt.Sprint(r.Sold),
+		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
 		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
@@ -176,7 +189,9 @@ func WriteFaultTable(w io.Writer, rows []FaultRow) error {
 
 // faultTextColumn reports whether a fault table column holds text (fault,
 // strategy, verdict, tokens) rather than numbers.
-func faultTextColumn(col int) bool { return col < 2 || col == 3 || col == len(faultHeader)-1 }
+func faultTextColumn(col int) bool {
+	return col < 2 || col == 3 || col == 4 || col == len(faultHeader)-1
+}
 
 // WriteFaultMarkdown writes the aggregated fault drills as a Markdown table
 // with the columns explained, then each run's note.

@@ -92,6 +92,31 @@ type Run struct {
 	// status and error code ("503 fenced") or kind of missing answer.
 	Codes map[string]int `json:"codes,omitempty"`
 
+	// Strategies are the strategies of a mixed run (Strategy "mixed"),
+	// which decremented the same skus at once.
+	Strategies []string `json:"strategies,omitempty"`
+
+	// The history and its linearizability check. Linearizable is yes, no
+	// or unknown (the checker ran out of time); Conflicts says, per
+	// violating sku, which operations no order reconciles, and
+	// Violations are porcupine's pictures of them.
+	History      string   `json:"history,omitempty"`
+	HistoryOps   int      `json:"history_ops,omitempty"`
+	Linearizable string   `json:"linearizable,omitempty"`
+	Conflicts    []string `json:"linearizability_conflicts,omitempty"`
+	Violations   []string `json:"violations,omitempty"`
+	CheckSeconds float64  `json:"check_seconds,omitempty"`
+
+	// With retries: requests sent again with the same Idempotency-Key,
+	// answers the proxy cut, and ledger units sold twice for one key.
+	Resent         int `json:"resent,omitempty"`
+	Cuts           int `json:"cuts,omitempty"`
+	DoubleSold     int `json:"double_sold,omitempty"`
+	DoubleSoldKeys int `json:"double_sold_keys,omitempty"`
+	// Unrecorded counts units taken from the stock with no order in the
+	// ledger once no order was pending.
+	Unrecorded int `json:"unrecorded,omitempty"`
+
 	StatusCodes map[string]int `json:"status_codes"`
 	ByReplica   map[string]int `json:"orders_by_replica,omitempty"`
 	ErrorSample []string       `json:"error_sample,omitempty"`
@@ -163,17 +188,26 @@ func lockWait(r Run) string {
 	return Ms(*r.LockWaitP99)
 }
 
-var header = []string{"strategy", "verdict", "requests", "sold", "sold out", "503", "errors",
+var header = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
 	"oversold", "lost upd", "ledger≠", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
 
 func row(r Run) []string {
 	return []string{
-		r.Strategy, r.Verdict,
+		r.Strategy, r.Verdict, linText(r),
 		fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
 		fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
 		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), lockWait(r),
 	}
+}
+
+// linText is the linearizable cell: yes, no, unknown, or "-" for a run
+// without a checked history.
+func linText(r Run) string {
+	if r.Linearizable == "" {
+		return "-"
+	}
+	return r.Linearizable
 }
 
 // WriteTable writes the runs as an aligned plain-text table: names to
@@ -183,7 +217,7 @@ func WriteTable(w io.Writer, runs []Run) error {
 	for _, r := range runs {
 		rows = append(rows, row(r))
 	}
-	return writeAligned(w, rows, func(col int) bool { return col < 2 })
+	return writeAligned(w, rows, func(col int) bool { return col < 3 })
 }
 
 // writeAligned writes rows (the first is the header) as columns two
@@ -277,7 +311,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 
 	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
 	for i := range header {
-		if i < 2 {
+		if i < 3 {
 			b.WriteString(" --- |")
 		} else {
 			b.WriteString(" ---: |")
@@ -289,10 +323,17 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		if r.Verdict == string(verdict.Fail) {
 			cells[1] = "**FAIL**"
 		}
+		if len(r.Violations) > 0 {
+			cells[2] = fmt.Sprintf("[%s](%s)", cells[2], r.Violations[0])
+		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	b.WriteString(`
-Columns: *sold* is units acknowledged by 200 responses; *oversold* is
+Columns: *linearizable* says whether the run's history (every request's
+call, return and answer, and periodic reads) could have happened on one
+correct inventory item (yes), could not (no, linked to the picture of the
+violation), or the checker ran out of time (unknown);
+*sold* is units acknowledged by 200 responses; *oversold* is
 max(0, sold − stock, −remaining); *lost upd* is acknowledged units that the
 stock does not reflect, sold − (stock − remaining); *ledger≠* counts orders
 that differ between the ledger and the 200 responses; *sales/s* is the rate
@@ -311,6 +352,9 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 		fmt.Fprintf(&notes, "\n### %s (%s)\n\n", r.Strategy, r.Verdict)
 		for _, p := range r.Problems {
 			fmt.Fprintf(&notes, "- %s\n", p)
+		}
+		for _, v := range r.Violations {
+			fmt.Fprintf(&notes, "- not linearizable: [picture of the violation](%s), history in [%s](%s)\n", v, r.History, r.History)
 		}
 		for _, e := range r.ErrorSample {
 			fmt.Fprintf(&notes, "- refusal or error seen: `%s`\n", strings.ReplaceAll(e, "`", "'"))

@@ -28,6 +28,17 @@ func Known(s string) bool { return slices.Contains(Strategies, s) }
 // Safe reports whether strategy s claims to sell every unit at most once.
 func Safe(s string) bool { return safe[s] }
 
+// SafeAll reports whether every strategy of a mixed run is safe, so that
+// the mix must be too.
+func SafeAll(ss []string) bool {
+	for _, s := range ss {
+		if !Safe(s) {
+			return false
+		}
+	}
+	return len(ss) > 0
+}
+
 // Class is what one response means for the sale it asked for.
 type Class int
 
@@ -83,6 +94,8 @@ type Order struct {
 	Replica  string `json:"replica,omitempty"`
 	Strategy string `json:"strategy,omitempty"`
 	Fence    int64  `json:"fence,omitempty"`
+	// Key is the request's Idempotency-Key, as the ledger records it.
+	Key string `json:"key,omitempty"`
 }
 
 // Item is one sku's stock before and after a run.
@@ -107,6 +120,10 @@ type Input struct {
 	// got no HTTP answer (the connection was reset or timed out, not
 	// refused): each may have sold without telling the client.
 	NoAnswer map[string]int
+	// Drained is true when the items were read back with no order pending
+	// (a unit taken whose order the service has yet to write): the stock
+	// and the ledger must then agree unit for unit.
+	Drained bool
 }
 
 // SKUResult is the arithmetic for one sku.
@@ -170,7 +187,15 @@ type Result struct {
 	// insert leaves a unit taken with no order); the ledger check counts
 	// orders no 200 announced as extra, excused up to the unanswered
 	// requests of their sku.
-	Unacknowledged int         `json:"unacknowledged"`
+	Unacknowledged int `json:"unacknowledged"`
+	// Unrecorded is, with Input.Drained, max(0, (initial-remaining) -
+	// ledger units) summed over skus: units that left the stock with no
+	// order in the ledger although nothing is pending. An anomaly.
+	Unrecorded int `json:"unrecorded"`
+	// DoubleSold is the number of units the ledger sold under an
+	// idempotency key beyond its first order: a retry that sold again.
+	DoubleSold     int         `json:"double_sold"`
+	DoubleSoldKeys int         `json:"double_sold_keys"`
 	Ledger         Ledger      `json:"ledger"`
 	LedgerMismatch int         `json:"ledger_mismatch"`
 	SKUs           []SKUResult `json:"skus,omitempty"`
@@ -180,7 +205,7 @@ type Result struct {
 // Anomalous reports whether the run shows any oversell, lost update or
 // ledger mismatch.
 func (r Result) Anomalous() bool {
-	return r.Oversold > 0 || r.LostUpdates > 0 || r.LedgerMismatch > 0
+	return r.Oversold > 0 || r.LostUpdates > 0 || r.LedgerMismatch > 0 || r.Unrecorded > 0 || r.DoubleSold > 0
 }
 
 // Check computes the anomalies of one run.
@@ -207,6 +232,9 @@ func Check(in Input) Result {
 		taken := s.Initial - s.Remaining // what the stock says left it
 		s.Lost = max(0, s.Sold-taken, recorded[it.SKU]-taken)
 		s.Unacked = max(0, taken-s.Sold)
+		if in.Drained {
+			r.Unrecorded += max(0, taken-recorded[it.SKU])
+		}
 		r.Initial += s.Initial
 		r.Remaining += s.Remaining
 		r.Oversold += s.Oversold
@@ -233,6 +261,13 @@ func Check(in Input) Result {
 		r.Ledger.Unanswered += min(n, max(in.NoAnswer[sku], 0))
 	}
 	r.LedgerMismatch += r.Ledger.Total()
+	r.DoubleSold, r.DoubleSoldKeys = DoubleSold(in.Ledger)
+	if r.Unrecorded > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d units left the stock with no order in the ledger, and none pending", r.Unrecorded))
+	}
+	if r.DoubleSold > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d units sold twice under %d idempotency keys", r.DoubleSold, r.DoubleSoldKeys))
+	}
 	if r.Oversold > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("oversold %d units", r.Oversold))
 	}
@@ -304,16 +339,47 @@ const (
 
 // Judge gives the verdict on a run of strategy.
 func Judge(strategy string, r Result) Outcome {
+	return Decide(Safe(strategy), r.Anomalous())
+}
+
+// Decide gives the verdict on a run that is safe or not and showed an
+// anomaly (in its totals, its ledger or its history) or not.
+func Decide(safe, anomalous bool) Outcome {
 	switch {
-	case Safe(strategy) && r.Anomalous():
+	case safe && anomalous:
 		return Fail
-	case Safe(strategy):
+	case safe:
 		return Pass
-	case r.Anomalous():
+	case anomalous:
 		return Demonstrated
 	default:
 		return NotReproduced
 	}
+}
+
+// DoubleSold counts the ledger's units sold under an idempotency key
+// beyond the key's first order (each order id once), and the keys that
+// sold more than once.
+func DoubleSold(ledger []Order) (units, keys int) {
+	first := map[string]string{} // key → its first order id
+	seen := map[string]bool{}
+	counted := map[string]bool{}
+	for _, o := range ledger {
+		if o.Key == "" || seen[o.ID] {
+			continue
+		}
+		seen[o.ID] = true
+		if _, ok := first[o.Key]; !ok {
+			first[o.Key] = o.ID
+			continue
+		}
+		units += o.Qty
+		if !counted[o.Key] {
+			counted[o.Key] = true
+			keys++
+		}
+	}
+	return units, keys
 }
 
 // OK reports whether a set of outcomes lets the harness exit 0: no safe
