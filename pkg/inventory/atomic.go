@@ -29,34 +29,35 @@ func NewAtomic(store *Store) *Atomic { return &Atomic{store: store} }
 func (a *Atomic) Name() string { return NameAtomic }
 
 // Decrement implements Strategy.
-func (a *Atomic) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
-	if err := checkSKU(sku); err != nil {
-		return Sale{}, err
-	}
-	if err := checkQty(qty); err != nil {
+func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
+	if err := req.check(); err != nil {
 		return Sale{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Sale{}, context.Cause(ctx)
 	}
+	o := a.store.newOrder(req, NameAtomic, 0)
 	cctx, cancel := a.store.commitContext(ctx)
 	defer cancel()
 	var it Item
 	err := a.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: qty}}}},
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "stock", Value: -qty}, {Key: "version", Value: int64(1)}}}},
+		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}},
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -req.Qty}, {Key: "version", Value: int64(1)}}},
+			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
+		},
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		// Nothing changed. Say why: no such item, or not enough stock.
-		cur, gerr := a.store.Get(ctx, sku)
+		cur, gerr := a.store.Get(ctx, req.SKU)
 		if gerr != nil {
 			return Sale{}, gerr
 		}
-		return Sale{}, soldOut(sku, cur.Stock, qty)
+		return Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)
 	}
 	if err != nil {
-		return Sale{}, unknownOutcome("atomic decrement", sku, err)
+		return Sale{}, unknownOutcome("atomic decrement", req.SKU, err)
 	}
-	return a.store.sold(ctx, NameAtomic, sku, qty, it.Stock, 0, 1), nil
+	return a.store.sold(ctx, o, it.Stock, 1), nil
 }

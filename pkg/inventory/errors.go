@@ -31,6 +31,21 @@ var (
 	// rejected by the database. It is the fence doing its job.
 	ErrFenced = errors.New("inventory: fenced out by a newer lock holder")
 
+	// ErrStale means the item changed between a lock holder's read and its
+	// write: another writer (another strategy, another lock, an
+	// administrative Put) took stock or set it in between, so the write,
+	// computed from what was read, was refused. Nothing was changed.
+	ErrStale = errors.New("inventory: item changed since it was read")
+
+	// ErrKeyReused means an idempotency key already names a decrement with
+	// a different request (another qty or strategy). Nothing was changed.
+	ErrKeyReused = errors.New("inventory: idempotency key reused for a different request")
+
+	// ErrInProgress means another decrement with the same idempotency key
+	// is still running and has not yet sold or failed. Nothing was changed
+	// by this call; asking again later returns that decrement's sale.
+	ErrInProgress = errors.New("inventory: a decrement with this idempotency key is in progress")
+
 	// ErrConflict means the optimistic strategy lost the compare-and-set on
 	// every one of its attempts.
 	ErrConflict = errors.New("inventory: too many concurrent writers")

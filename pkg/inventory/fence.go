@@ -65,35 +65,42 @@ func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) 
 	return it, nil
 }
 
-// FencedWrite sets the stock of sku and bumps its version, provided the
-// token registered for fence is still token: one updateOne
+// FencedWrite sets the stock of sku, bumps its version and records o as
+// pending, provided that the token registered for fence is still token and
+// the version is still version, the one the holder read: one updateOne
 //
-//	filter: {_id: sku, fences.<fence>: token}
-//	update: {$set: {stock: stock}, $inc: {version: 1}}
+//	filter: {_id: sku, fences.<fence>: token, version: version}
+//	update: {$set: {stock: stock, pending.<order>: o}, $inc: {version: 1}}
 //
-// It returns ErrFenced, having changed nothing, when a newer holder has
-// registered its token since this holder's FencedRead.
-func (s *Store) FencedWrite(ctx context.Context, sku, fence string, token, stock int64) error {
+// Both conditions are needed. The fence refuses a holder that a newer one
+// has superseded, even if the newer one has not written yet (a paused
+// holder's read predates the pause, so its version may still be current).
+// The version refuses a write computed from stock that any other writer
+// has changed since the read: another strategy, another lock, an atomic
+// decrement, an administrative Put. Without it the write would set an
+// absolute stock over their sales.
+//
+// It returns ErrFenced or ErrStale, having changed nothing, when a
+// condition fails.
+func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, stock int64, o Order) error {
+	sku := o.SKU
 	if err := checkFence(sku, fence, token); err != nil {
 		return err
 	}
 	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}},
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
-			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
-		})
+		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}, {Key: "version", Value: version}},
+		takeUpdate(stock, o))
 	if err != nil {
 		return unknownOutcome("fenced write", sku, err)
 	}
 	if res.MatchedCount == 0 {
-		return s.fenceMiss(ctx, "fenced write", sku, fence, token)
+		return s.writeMiss(ctx, sku, fence, token, version)
 	}
 	return nil
 }
 
-// fenceMiss explains a fenced operation that matched no document: the item
-// is gone, or a newer token is registered.
+// fenceMiss explains a fenced read that matched no document: the item is
+// gone, or a newer token is registered.
 func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int64) error {
 	it, err := s.Get(ctx, sku)
 	switch {
@@ -105,6 +112,23 @@ func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int6
 		return fmt.Errorf("inventory: %s %q with token %d: %w (and the item could not be read: %v)", op, sku, token, ErrFenced, err)
 	}
 	return fmt.Errorf("inventory: %s %q with %s token %d: %w (registered: %d)", op, sku, fence, token, ErrFenced, it.Fences[fence])
+}
+
+// writeMiss explains a fenced write that matched no document: the item is
+// gone, a newer token is registered, or another writer changed the item.
+func (s *Store) writeMiss(ctx context.Context, sku, fence string, token, version int64) error {
+	it, err := s.Get(ctx, sku)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("inventory: fenced write %q: %w", sku, ErrNotFound)
+	case err != nil:
+		// Either condition may have failed; ErrFenced is the one that says
+		// "a newer holder exists", the conservative reading.
+		return fmt.Errorf("inventory: fenced write %q with token %d: %w (and the item could not be read: %v)", sku, token, ErrFenced, err)
+	case it.Fences[fence] != token:
+		return fmt.Errorf("inventory: fenced write %q with %s token %d: %w (registered: %d)", sku, fence, token, ErrFenced, it.Fences[fence])
+	}
+	return fmt.Errorf("inventory: fenced write %q read at version %d: %w (version now %d)", sku, version, ErrStale, it.Version)
 }
 
 func checkFence(sku, fence string, token int64) error {

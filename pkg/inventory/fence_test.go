@@ -45,7 +45,8 @@ func TestFencedStaleHolder(t *testing.T) {
 	}
 
 	// A wakes up believing it holds the lock, and writes 10-1.
-	if err := s.FencedWrite(ctx, sku, fence, tokA, 9); !errors.Is(err, ErrFenced) {
+	order := func(tok int64) Order { return s.newOrder(Request{SKU: sku, Qty: 1}, fence, tok) }
+	if err := s.FencedWrite(ctx, fence, tokA, 1, 9, order(tokA)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("stale write: %v, want ErrFenced", err)
 	}
 	if it := mustGet(t, s, sku); it.Stock != 10 || it.Version != 1 {
@@ -57,11 +58,16 @@ func TestFencedStaleHolder(t *testing.T) {
 	}
 	// A reset keeps the fence: the stale holder stays out.
 	mustPut(t, s, sku, 10)
-	if err := s.FencedWrite(ctx, sku, fence, tokA, 9); !errors.Is(err, ErrFenced) {
+	if err := s.FencedWrite(ctx, fence, tokA, 2, 9, order(tokA)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("stale write after Put: %v, want ErrFenced", err)
 	}
-	// The current holder writes.
-	if err := s.FencedWrite(ctx, sku, fence, tokB, 9); err != nil {
+	// The current holder's write, computed from what it read before the
+	// reset, is refused too: the version moved.
+	if err := s.FencedWrite(ctx, fence, tokB, 1, 9, order(tokB)); !errors.Is(err, ErrStale) {
+		t.Fatalf("B's write read before the reset: %v, want ErrStale", err)
+	}
+	// The current holder writes at the version it now reads.
+	if err := s.FencedWrite(ctx, fence, tokB, 2, 9, order(tokB)); err != nil {
 		t.Fatalf("B's write: %v", err)
 	}
 	if it := mustGet(t, s, sku); it.Stock != 9 || it.Fences[fence] != tokB {
@@ -71,7 +77,7 @@ func TestFencedStaleHolder(t *testing.T) {
 	if _, err := s.FencedRead(ctx, sku, NameRedisLock, 1); err != nil {
 		t.Fatalf("first read under another lock: %v", err)
 	}
-	if err := s.FencedWrite(ctx, "missing", fence, tokB, 1); !errors.Is(err, ErrNotFound) {
+	if err := s.FencedWrite(ctx, fence, tokB, 1, 1, s.newOrder(Request{SKU: "missing", Qty: 1}, fence, tokB)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("fenced write of a missing item: %v, want ErrNotFound", err)
 	}
 }
@@ -122,10 +128,10 @@ func TestLockedFencingSwitch(t *testing.T) {
 			}
 			var newerErr error
 			older.afterRead = func(context.Context) {
-				_, newerErr = newer.Decrement(ctx, sku, 1)
+				_, newerErr = newer.Decrement(ctx, Request{SKU: sku, Qty: 1})
 			}
 
-			_, olderErr := older.Decrement(ctx, sku, 1)
+			_, olderErr := older.Decrement(ctx, Request{SKU: sku, Qty: 1})
 			if newerErr != nil {
 				t.Fatalf("newer holder: %v", newerErr)
 			}

@@ -13,6 +13,12 @@ type Item struct {
 	// Fences maps a lock strategy's name to the highest fencing token that
 	// has read the item under that strategy's lock.
 	Fences map[string]int64 `bson:"fences,omitempty" json:"fences"`
+	// Pending holds, by order id, the orders of sales whose stock is taken
+	// but whose order is not yet in the ledger. The write that takes the
+	// stock adds the entry in the same single-document update, so a unit
+	// taken and its order are one fact; recording the order removes it
+	// (see Store.RecoverPending).
+	Pending map[string]Order `bson:"pending,omitempty" json:"pending,omitempty"`
 }
 
 // MaxSKULen is the longest sku accepted, in bytes.
@@ -21,13 +27,16 @@ const MaxSKULen = 64
 var skuPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // ValidSKU reports whether sku is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and
-// '-'. The restriction keeps skus safe as lock keys, document ids and URL
-// path segments alike.
-func ValidSKU(sku string) bool { return skuPattern.MatchString(sku) }
+// '-', and not "." or "..". The restriction keeps skus safe as lock keys,
+// document ids and URL path segments alike: "." and ".." would be rewritten
+// by any client or proxy that cleans paths.
+func ValidSKU(sku string) bool {
+	return sku != "." && sku != ".." && skuPattern.MatchString(sku)
+}
 
 func checkSKU(sku string) error {
 	if !ValidSKU(sku) {
-		return fmt.Errorf("%w: sku %q must be 1 to %d of [A-Za-z0-9._-]", ErrInvalid, sku, MaxSKULen)
+		return fmt.Errorf("%w: sku %q must be 1 to %d of [A-Za-z0-9._-], and not . or ..", ErrInvalid, sku, MaxSKULen)
 	}
 	return nil
 }

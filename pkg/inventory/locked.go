@@ -102,6 +102,8 @@ type Locked struct {
 
 	// afterRead, when set (by tests), runs between the read and the write.
 	afterRead func(ctx context.Context)
+	// now is the clock of the expiry check before the write (tests move it).
+	now func() time.Time
 }
 
 // NewLocked returns a lock strategy.
@@ -122,6 +124,7 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 	l := &Locked{
 		store: store, cfg: cfg, obs: cfg.Observer, logger: cfg.Logger, queue: newKeyQueue(),
 		held: make(map[*lock.Lease]struct{}), leave: make(map[*lock.Lease]func()),
+		now: time.Now,
 	}
 	if l.obs == nil {
 		l.obs = nopObserver{}
@@ -142,13 +145,11 @@ func (l *Locked) Fencing() bool { return l.cfg.Fencing }
 func LockKey(sku string) string { return "item/" + sku }
 
 // Decrement implements Strategy.
-func (l *Locked) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
-	if err := checkSKU(sku); err != nil {
+func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
+	if err := req.check(); err != nil {
 		return Sale{}, err
 	}
-	if err := checkQty(qty); err != nil {
-		return Sale{}, err
-	}
+	sku, qty := req.SKU, req.Qty
 
 	// Step 0, before the four steps: a plain read that answers sold_out (or
 	// not_found) without touching the lock. Stock that is already short
@@ -215,25 +216,43 @@ func (l *Locked) Decrement(ctx context.Context, sku string, qty int64) (Sale, er
 	if err := pause(gctx, l.cfg.Delay); err != nil {
 		return Sale{}, l.interrupted(gctx, lease, err)
 	}
-	if gctx.Err() != nil {
-		return Sale{}, l.interrupted(gctx, lease, context.Cause(gctx))
+	if err := l.stillHeld(gctx, lease); err != nil {
+		return Sale{}, err
 	}
 	if l.cfg.Stall > 0 {
 		time.Sleep(l.cfg.Stall) // deliberately deaf to the lease: see LockedConfig.Stall
 	}
 	remaining := it.Stock - qty
+	o := l.store.newOrder(req, l.cfg.Name, fence)
 	cctx, ccancel := l.store.commitContext(ctx)
 	defer ccancel()
 	if l.cfg.Fencing {
-		err = l.store.FencedWrite(cctx, sku, l.cfg.Name, fence, remaining)
+		err = l.store.FencedWrite(cctx, l.cfg.Name, fence, it.Version, remaining, o)
 	} else {
-		err = l.store.writeStock(cctx, sku, remaining)
+		err = l.store.setStock(cctx, remaining, o)
 	}
 	if err != nil {
 		return Sale{}, err
 	}
 	l.release(ctx, lease)
-	return l.store.sold(ctx, l.cfg.Name, sku, qty, remaining, fence, 1), nil
+	return l.store.sold(ctx, o, remaining, 1), nil
+}
+
+// stillHeld is the last check before the stock write: the lease has not
+// ended, and its expiry, by this process's clock, has not passed. The
+// second half matters after a pause: a process that wakes past its
+// lease's expiry may reach this check before its watchdog has run and
+// declared the lease lost. The fence still refuses whatever slips past
+// (a pause right after this check); this makes lease_lost say so sooner.
+func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
+	if gctx.Err() != nil {
+		return l.interrupted(gctx, lease, context.Cause(gctx))
+	}
+	if exp := lease.Expiry(); !l.now().Before(exp) {
+		return fmt.Errorf("inventory: %s lease on %q token %d: %w: expired at %s by this replica's clock",
+			l.cfg.Name, lease.Key(), lease.Token(), ErrLeaseLost, exp.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // acquire takes the lease on sku within the wait budget, queueing first

@@ -78,11 +78,13 @@ func testStore(t testing.TB) *Store {
 	return s
 }
 
-func mustPut(t testing.TB, s *Store, sku string, stock int64) {
+func mustPut(t testing.TB, s *Store, sku string, stock int64) Item {
 	t.Helper()
-	if _, err := s.Put(t.Context(), sku, stock); err != nil {
+	it, err := s.Put(t.Context(), sku, stock)
+	if err != nil {
 		t.Fatalf("Put(%q, %d): %v", sku, stock, err)
 	}
+	return it
 }
 
 func mustGet(t testing.TB, s *Store, sku string) Item {

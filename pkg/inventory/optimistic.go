@@ -56,8 +56,8 @@ func NewOptimistic(store *Store, attempts int, delay time.Duration) *Optimistic 
 func (o *Optimistic) Name() string { return NameOptimistic }
 
 // Decrement implements Strategy.
-func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
-	if err := checkQty(qty); err != nil {
+func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
+	if err := req.check(); err != nil {
 		return Sale{}, err
 	}
 	for n := 0; n < o.attempts; n++ {
@@ -66,40 +66,39 @@ func (o *Optimistic) Decrement(ctx context.Context, sku string, qty int64) (Sale
 				return Sale{}, err
 			}
 		}
-		it, err := o.store.Get(ctx, sku)
+		it, err := o.store.Get(ctx, req.SKU)
 		if err != nil {
 			return Sale{}, err
 		}
-		if it.Stock < qty {
-			return Sale{}, soldOut(sku, it.Stock, qty)
+		if it.Stock < req.Qty {
+			return Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
 		}
 		if err := pause(ctx, o.delay); err != nil {
 			return Sale{}, err
 		}
-		remaining := it.Stock - qty
-		ok, err := o.compareAndSet(ctx, sku, it.Version, remaining)
+		remaining := it.Stock - req.Qty
+		order := o.store.newOrder(req, NameOptimistic, 0)
+		ok, err := o.compareAndSet(ctx, it.Version, remaining, order)
 		if err != nil {
 			return Sale{}, err
 		}
 		if ok {
-			return o.store.sold(ctx, NameOptimistic, sku, qty, remaining, 0, n+1), nil
+			return o.store.sold(ctx, order, remaining, n+1), nil
 		}
 	}
-	return Sale{}, fmt.Errorf("inventory: optimistic decrement %q: version changed under each of %d attempts: %w", sku, o.attempts, ErrConflict)
+	return Sale{}, fmt.Errorf("inventory: optimistic decrement %q: version changed under each of %d attempts: %w", req.SKU, o.attempts, ErrConflict)
 }
 
-// compareAndSet writes stock if the item's version is still version.
-func (o *Optimistic) compareAndSet(ctx context.Context, sku string, version, stock int64) (bool, error) {
+// compareAndSet writes stock and records order as pending if the item's
+// version is still version.
+func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, order Order) (bool, error) {
 	cctx, cancel := o.store.commitContext(ctx)
 	defer cancel()
 	res, err := o.store.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: "version", Value: version}},
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
-			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
-		})
+		bson.D{{Key: "_id", Value: order.SKU}, {Key: "version", Value: version}},
+		takeUpdate(stock, order))
 	if err != nil {
-		return false, unknownOutcome(fmt.Sprintf("compare-and-set at version %d of", version), sku, err)
+		return false, unknownOutcome(fmt.Sprintf("compare-and-set at version %d of", version), order.SKU, err)
 	}
 	return res.MatchedCount == 1, nil
 }

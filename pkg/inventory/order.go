@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,7 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// Order is one sale in the ledger.
+// Order is one sale in the ledger, and, until it is recorded there, the
+// pending entry of that sale in its item document (see Item.Pending).
 type Order struct {
 	ID       string    `bson:"_id" json:"order_id"`
 	SKU      string    `bson:"sku" json:"sku"`
@@ -22,6 +24,14 @@ type Order struct {
 	Strategy string    `bson:"strategy" json:"strategy"`
 	Fence    int64     `bson:"fence" json:"fence"` // the lease token the stock write carried; 0 without a lock
 	At       time.Time `bson:"at" json:"at"`
+	// Remaining is the stock the sale left. It is nil only for an atomic
+	// sale recorded by recovery: atomic's $inc learns the stock from the
+	// write's reply, which a crashed replica never read.
+	Remaining *int64 `bson:"remaining,omitempty" json:"remaining,omitempty"`
+	// Attempts counts the compare-and-set attempts of an optimistic sale.
+	Attempts int `bson:"attempts,omitempty" json:"attempts,omitempty"`
+	// Key is the idempotency key of the request, if it had one.
+	Key string `bson:"key,omitempty" json:"key,omitempty"`
 }
 
 // newOrderID returns 16 random bytes in hex. Random, not sequential, so that
@@ -32,6 +42,36 @@ func newOrderID() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
 	return hex.EncodeToString(b[:])
 }
+
+// newOrder returns the order a decrement of req by strategy will record,
+// before its stock write: the write stores it as pending.
+func (s *Store) newOrder(req Request, strategy string, fence int64) Order {
+	id := req.OrderID
+	if id == "" {
+		id = newOrderID()
+	}
+	return Order{
+		ID: id, SKU: req.SKU, Qty: req.Qty, Replica: s.replica, Strategy: strategy, Fence: fence, Key: req.Key,
+		// BSON dates have millisecond precision; truncate so that the
+		// order reads back exactly as it was written.
+		At: time.Now().UTC().Truncate(time.Millisecond),
+	}
+}
+
+// sale returns the Sale an order stands for.
+func (o Order) sale() Sale {
+	remaining := int64(-1)
+	if o.Remaining != nil {
+		remaining = *o.Remaining
+	}
+	return Sale{
+		OrderID: o.ID, SKU: o.SKU, Qty: o.Qty, Remaining: remaining, Strategy: o.Strategy,
+		Replica: o.Replica, Fence: o.Fence, At: o.At, Attempts: max(o.Attempts, 1), Key: o.Key,
+	}
+}
+
+// pendingPath is the item field that holds o while it is pending.
+func pendingPath(id string) string { return "pending." + id }
 
 // Orders returns the orders of sku recorded at or after since (all of them
 // for the zero time), oldest first.
@@ -68,29 +108,100 @@ func (s *Store) CountOrders(ctx context.Context, sku string) (int64, error) {
 }
 
 // sold records the order of a sale whose stock write has succeeded, and
-// returns the Sale. The insert runs to completion even if ctx is cancelled
-// (the sale has happened either way). If it fails, the sale still stands:
-// the failure is logged and returned in Sale.LedgerErr.
-func (s *Store) sold(ctx context.Context, strategy, sku string, qty, remaining, fence int64, attempts int) Sale {
-	o := Order{
-		ID: newOrderID(), SKU: sku, Qty: qty, Replica: s.replica, Strategy: strategy, Fence: fence,
-		// BSON dates have millisecond precision; truncate so that the
-		// order reads back exactly as it was written.
-		At: time.Now().UTC().Truncate(time.Millisecond),
+// returns the Sale: it inserts o into the ledger, then removes o's pending
+// entry from the item. The insert runs to completion even if ctx is
+// cancelled (the sale has happened either way). If it fails, the sale
+// still stands and its order stays pending in the item, for
+// RecoverPending to record; the failure is logged and returned in
+// Sale.LedgerErr.
+func (s *Store) sold(ctx context.Context, o Order, remaining int64, attempts int) Sale {
+	o.Remaining = &remaining
+	if attempts > 1 {
+		o.Attempts = attempts
 	}
-	sale := Sale{
-		OrderID: o.ID, SKU: sku, Qty: qty, Remaining: remaining,
-		Strategy: strategy, Replica: s.replica, Fence: fence, At: o.At, Attempts: attempts,
+	if s.afterTake != nil {
+		s.afterTake(o)
 	}
+	sale := o.sale()
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if err := s.insertOrder(cctx, o); err != nil {
-		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, sku, err)
-		s.logger.ErrorContext(ctx, "SALE NOT IN LEDGER: stock was taken but the order insert failed",
-			slog.String("order_id", o.ID), slog.String("sku", sku), slog.Int64("qty", qty),
-			slog.String("strategy", strategy), slog.Int64("fence", fence), slog.Any("error", err))
+	if err := s.record(cctx, o); err != nil {
+		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, err)
+		s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
+			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
+			slog.String("strategy", o.Strategy), slog.Int64("fence", o.Fence), slog.Any("error", err))
 	}
 	return sale
+}
+
+// record inserts o into the ledger and then clears its pending entry. It
+// is idempotent: the replica that sold and any replica recovering the
+// sale may both record it, and the ledger keeps one order.
+func (s *Store) record(ctx context.Context, o Order) error {
+	if err := s.insertOrder(ctx, o); err != nil {
+		return err
+	}
+	_, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: o.SKU}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: pendingPath(o.ID), Value: ""}}}})
+	if err != nil {
+		// The order is in the ledger; the stale entry only costs the next
+		// recovery a duplicate insert.
+		s.logger.WarnContext(ctx, "order recorded, but its pending entry could not be cleared",
+			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Any("error", err))
+	}
+	return nil
+}
+
+// order returns the ledger's order id, or ErrNotFound.
+func (s *Store) order(ctx context.Context, id string) (Order, error) {
+	var o Order
+	err := s.orders.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&o)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Order{}, fmt.Errorf("inventory: order %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("inventory: order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// RecoverPending records the pending orders (see Item.Pending) that are at
+// least grace old, whoever sold them: the orders of a replica that died
+// between its stock write and its ledger write, or whose ledger write
+// failed. Every replica runs it at start-up and periodically; running it
+// on several replicas at once is safe, since recording is idempotent. The
+// grace only spares the duplicate work of recording orders whose replica is
+// about to record them itself. It returns the number of orders recorded.
+func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, error) {
+	cur, err := s.items.Find(ctx, bson.D{{Key: "pending", Value: bson.D{
+		{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}},
+	}}})
+	if err != nil {
+		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
+	}
+	var items []Item
+	if err := cur.All(ctx, &items); err != nil {
+		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
+	}
+	cutoff := time.Now().Add(-grace)
+	n := 0
+	for _, it := range items {
+		for id, o := range it.Pending {
+			if o.At.After(cutoff) {
+				continue
+			}
+			o.ID, o.SKU = id, it.SKU
+			if err := s.record(ctx, o); err != nil {
+				return n, fmt.Errorf("inventory: recover pending order %s of %q: %w", id, it.SKU, err)
+			}
+			n++
+			s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
+				slog.String("order_id", id), slog.String("sku", it.SKU), slog.Int64("qty", o.Qty),
+				slog.String("sold_by", o.Replica), slog.String("strategy", o.Strategy))
+		}
+	}
+	return n, nil
 }
 
 // orderInsertAttempts bounds the tries of one order insert.
@@ -100,9 +211,10 @@ const orderInsertAttempts = 6
 // (a connection cut by a restarting server, a timeout, a primary stepping
 // down), with a doubling pause from 50 ms, until ctx ends. The stock is
 // already taken when it runs: giving up at the first cut connection would
-// leave an acknowledged sale out of the ledger. Retrying is safe because
-// the order's _id is fixed: if an earlier try landed and only its reply
-// was lost, the retry fails with a duplicate key, which means recorded.
+// leave an acknowledged sale out of the ledger for longer. A duplicate key
+// means recorded: the order's _id is fixed and random, so either an
+// earlier try landed and only its reply was lost, or a recovering replica
+// recorded the same pending order first.
 func (s *Store) insertOrder(ctx context.Context, o Order) error {
 	return retryInsert(ctx, func(ctx context.Context) error {
 		_, err := s.orders.InsertOne(ctx, o)
@@ -120,9 +232,7 @@ func retryInsert(ctx context.Context, insert func(context.Context) error) error 
 		switch {
 		case err == nil:
 			return nil
-		case attempt > 1 && mongo.IsDuplicateKeyError(err):
-			// An earlier attempt landed; only its reply was lost. On the
-			// first attempt a duplicate is a real collision: say so.
+		case mongo.IsDuplicateKeyError(err):
 			return nil
 		case !transient(err):
 			return err

@@ -92,9 +92,9 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 }
 
 // TestRetryInsert pins the retry policy with the driver's own error types:
-// a passing error is retried, a duplicate key after a retry means the
-// first attempt landed, a duplicate key on the first attempt is a real
-// collision, other errors are not retried.
+// a passing error is retried, a duplicate key means recorded (by an
+// earlier attempt whose reply was lost, or by a recovering replica), other
+// errors are not retried.
 func TestRetryInsert(t *testing.T) {
 	network := mongo.CommandError{Code: 6, Message: "connection reset", Labels: []string{"NetworkError"}}
 	dup := mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000, Message: "E11000 duplicate key"}}}
@@ -108,7 +108,7 @@ func TestRetryInsert(t *testing.T) {
 		{"first try", []error{nil}, nil, 1},
 		{"cut, then landed", []error{network, nil}, nil, 2},
 		{"cut, reply lost, then duplicate", []error{network, dup}, nil, 2},
-		{"duplicate at once is a collision", []error{dup}, dup, 1},
+		{"duplicate at once: a recovering replica recorded it first", []error{dup}, nil, 1},
 		{"not transient: no retry", []error{denied}, denied, 1},
 		{"always cut: gives up", []error{network, network, network, network, network, network, network}, network, orderInsertAttempts},
 	}

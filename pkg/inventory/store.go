@@ -15,8 +15,9 @@ import (
 
 // Collection names in the store's database.
 const (
-	ItemsCollection  = "items"
-	OrdersCollection = "orders"
+	ItemsCollection       = "items"
+	OrdersCollection      = "orders"
+	IdempotencyCollection = "idempotency"
 )
 
 // DefaultWriteTimeout bounds a write that is sent even though its caller
@@ -43,16 +44,35 @@ type StoreOptions struct {
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
 
+	// KeyRetention is how long an idempotency key is remembered after its
+	// decrement began (see DecrementOnce). Default DefaultKeyRetention.
+	KeyRetention time.Duration
+
+	// AbandonAfter is how old the reservation of an idempotency key must
+	// be before RecoverKeys may drop it when no sale came of it (its
+	// replica died before its stock write, or the write never applied). It
+	// must exceed the longest a decrement can run, its commit included.
+	// Default DefaultAbandonAfter.
+	AbandonAfter time.Duration
+
+	// AfterTake, when set, runs right after a stock write that took stock
+	// and before its order is recorded: a hook for tests and fault drills
+	// that stop a replica between the two writes.
+	AfterTake func(Order)
+
 	// Logger receives ledger failures. nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // Store reads and writes items and orders. It is safe for concurrent use.
 type Store struct {
-	items, orders *mongo.Collection
-	replica       string
-	writeTimeout  time.Duration
-	logger        *slog.Logger
+	items, orders, keys *mongo.Collection
+	replica             string
+	writeTimeout        time.Duration
+	keyRetention        time.Duration
+	abandonAfter        time.Duration
+	afterTake           func(Order)
+	logger              *slog.Logger
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -71,6 +91,12 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	if opts.KeyRetention <= 0 {
+		opts.KeyRetention = DefaultKeyRetention
+	}
+	if opts.AbandonAfter <= 0 {
+		opts.AbandonAfter = DefaultAbandonAfter
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -78,8 +104,12 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	return &Store{
 		items:        db.Collection(ItemsCollection, co),
 		orders:       db.Collection(OrdersCollection, co),
+		keys:         db.Collection(IdempotencyCollection, co),
 		replica:      opts.Replica,
 		writeTimeout: opts.WriteTimeout,
+		keyRetention: opts.KeyRetention,
+		abandonAfter: opts.AbandonAfter,
+		afterTake:    opts.AfterTake,
 		logger:       opts.Logger,
 	}, nil
 }
@@ -87,8 +117,11 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 // Replica returns the replica name recorded in this store's orders.
 func (s *Store) Replica() string { return s.replica }
 
-// EnsureIndexes creates the index that lists a sku's orders by time. It is
-// idempotent, and safe to run from several replicas at once.
+// EnsureIndexes creates the index that lists a sku's orders by time and,
+// where the server has them, a TTL index that expires idempotency keys
+// after the key retention (RecoverKeys sweeps them too, for servers without
+// TTL indexes). It is idempotent, and safe to run from several replicas at
+// once.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
 	_, err := s.orders.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys: bson.D{{Key: "sku", Value: 1}, {Key: "at", Value: 1}},
@@ -96,35 +129,71 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inventory: create orders index: %w", err)
 	}
+	_, err = s.keys.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "at", Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(int32(s.keyRetention / time.Second)),
+	})
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Name == "NotImplemented" {
+		s.logger.InfoContext(ctx, "the store has no TTL indexes: idempotency keys are swept by the periodic recovery only", slog.Any("error", err))
+		_, err = s.keys.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}})
+	}
+	if err != nil {
+		return fmt.Errorf("inventory: create idempotency index: %w", err)
+	}
 	return nil
 }
 
 // Put sets the stock of sku, creating the item if needed, and bumps its
-// version. It never touches the fences: a holder paused with an old token
-// must stay fenced out after a reset, or its late write would land on the
-// fresh stock. Put takes no lock; it is an administrative reset, and a
-// decrement in flight may still write over it.
+// version. It never touches the fences or the pending orders: a holder
+// paused with an old token must stay fenced out after a reset, or its late
+// write would land on the fresh stock. Put takes no lock; it is an
+// administrative reset. A decrement in flight that read the item before
+// the reset cannot write over it: every stock write of a safe strategy is
+// conditional on the version it read (ErrStale).
 func (s *Store) Put(ctx context.Context, sku string, stock int64) (Item, error) {
+	return s.put(ctx, sku, stock, nil)
+}
+
+// PutIf is Put conditional on the item's version: it sets the stock only if
+// the item exists at version, and returns ErrStale (or ErrNotFound),
+// having changed nothing, otherwise. It is the compare-and-set of a client
+// that read the item and decided on a new stock from what it saw.
+func (s *Store) PutIf(ctx context.Context, sku string, stock, version int64) (Item, error) {
+	return s.put(ctx, sku, stock, &version)
+}
+
+func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64) (Item, error) {
 	if err := checkSKU(sku); err != nil {
 		return Item{}, err
 	}
 	if stock < 0 {
 		return Item{}, fmt.Errorf("%w: stock %d must not be negative", ErrInvalid, stock)
 	}
+	filter := bson.D{{Key: "_id", Value: sku}}
+	if version != nil {
+		filter = append(filter, bson.E{Key: "version", Value: *version})
+	}
 	// Like every write here, Put runs to completion once sent, so that
 	// the caller learns whether the stock was set.
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	var it Item
-	err := s.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: sku}},
+	err := s.items.FindOneAndUpdate(cctx, filter,
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
 			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
 			{Key: "$setOnInsert", Value: bson.D{{Key: "fences", Value: bson.D{}}}},
 		},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After),
+		options.FindOneAndUpdate().SetUpsert(version == nil).SetReturnDocument(options.After),
 	).Decode(&it)
+	if version != nil && errors.Is(err, mongo.ErrNoDocuments) {
+		cur, gerr := s.Get(ctx, sku)
+		if gerr != nil {
+			return Item{}, gerr
+		}
+		return Item{}, fmt.Errorf("inventory: put %q at version %d: %w (version now %d)", sku, *version, ErrStale, cur.Version)
+	}
 	if err != nil {
 		return Item{}, fmt.Errorf("inventory: put %q: %w", sku, err)
 	}
@@ -147,35 +216,27 @@ func (s *Store) Get(ctx context.Context, sku string) (Item, error) {
 	return it, nil
 }
 
-// setStock writes stock and nothing else: no condition, no version. It is
-// the write of the unsafe strategy, kept as naive as the code it teaches.
-func (s *Store) setStock(ctx context.Context, sku string, stock int64) error {
-	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: sku}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}}})
-	if err != nil {
-		return unknownOutcome("write", sku, err)
+// takeUpdate is the update of a stock write that sets the stock: it bumps
+// the version, so that every other writer's compare-and-set sees it, and
+// records o as pending in the same single-document update.
+func takeUpdate(stock int64, o Order) bson.D {
+	return bson.D{
+		{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}, {Key: pendingPath(o.ID), Value: o}}},
+		{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
 	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("inventory: write %q: %w", sku, ErrNotFound)
-	}
-	return nil
 }
 
-// writeStock writes stock and bumps the version, unconditionally: the write
-// of a lock strategy whose fencing is off, which trusts the lock alone.
-func (s *Store) writeStock(ctx context.Context, sku string, stock int64) error {
-	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: sku}},
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
-			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
-		})
+// setStock writes stock unconditionally: the write of the unsafe strategy,
+// and of a lock strategy whose fencing is off, which trusts the lock alone.
+// It is kept as naive as the code it teaches, but bumps the version and
+// records the pending order like every stock write.
+func (s *Store) setStock(ctx context.Context, stock int64, o Order) error {
+	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}}, takeUpdate(stock, o))
 	if err != nil {
-		return unknownOutcome("write", sku, err)
+		return unknownOutcome("write", o.SKU, err)
 	}
 	if res.MatchedCount == 0 {
-		return fmt.Errorf("inventory: write %q: %w", sku, ErrNotFound)
+		return fmt.Errorf("inventory: write %q: %w", o.SKU, ErrNotFound)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func TestOrders(t *testing.T) {
 	st := NewAtomic(s)
 	var first Sale
 	for i := range 3 {
-		sale, err := st.Decrement(ctx, "sku", 1)
+		sale, err := st.Decrement(ctx, Request{SKU: "sku", Qty: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

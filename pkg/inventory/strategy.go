@@ -2,6 +2,8 @@ package inventory
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -25,27 +27,63 @@ func Names() []string {
 //
 // Decrement returns the Sale when the stock was taken, and an error (see
 // the package's Err variables) when it was not. It never reports a sale
-// that did not happen; whether it can take stock that it then does not
-// report, or report a sale twice, is what distinguishes the strategies.
+// that did not happen. Every strategy takes the stock and records the
+// sale's pending order in one single-document write, so a sale is never
+// lost between the stock and the ledger; whether two concurrent decrements
+// can both take the same unit is what distinguishes the strategies.
 type Strategy interface {
 	Name() string
-	Decrement(ctx context.Context, sku string, qty int64) (Sale, error)
+	Decrement(ctx context.Context, req Request) (Sale, error)
 }
+
+// Request is one decrement: what to take, and the identity of the order it
+// becomes.
+type Request struct {
+	SKU string
+	Qty int64
+	// OrderID is the id of the sale's order; empty means a fresh random
+	// one. Store.DecrementOnce sets it, so that a retried request can find
+	// the order of its first attempt.
+	OrderID string
+	// Key is the idempotency key the order records; empty means none.
+	Key string
+}
+
+// check validates the request before any I/O.
+func (r Request) check() error {
+	if err := checkSKU(r.SKU); err != nil {
+		return err
+	}
+	if r.OrderID != "" && !orderIDPattern.MatchString(r.OrderID) {
+		// The id is also a field name in the item document (Item.Pending).
+		return fmt.Errorf("%w: order id %q must be 1 to 64 of [A-Za-z0-9_-]", ErrInvalid, r.OrderID)
+	}
+	if r.Key != "" && !ValidKey(r.Key) {
+		return fmt.Errorf("%w: idempotency key must be 1 to %d printable ASCII characters", ErrInvalid, MaxKeyLen)
+	}
+	return checkQty(r.Qty)
+}
+
+var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Sale is a successful decrement.
 type Sale struct {
 	OrderID   string
 	SKU       string
 	Qty       int64
-	Remaining int64 // the stock this sale left, as written
+	Remaining int64 // the stock this sale left, as written; -1 when unknown (see Order.Remaining)
 	Strategy  string
 	Replica   string
 	Fence     int64 // the lease token the stock write carried; 0 without a lock
 	At        time.Time
 	Attempts  int // compare-and-set attempts (optimistic); 1 otherwise
 
+	// Key is the idempotency key of the request that made the sale.
+	Key string
+
 	// LedgerErr is set when the stock was taken but the order could not be
-	// recorded. The sale stands; the ledger is short by one order.
+	// recorded yet. The sale stands: its order stays pending in the item
+	// document, and Store.RecoverPending records it later.
 	LedgerErr error
 }
 

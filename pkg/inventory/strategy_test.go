@@ -44,7 +44,7 @@ func TestStrategySemantics(t *testing.T) {
 			sku := "sem-" + st.Name()
 			mustPut(t, s, sku, 3)
 
-			sale, err := st.Decrement(ctx, sku, 2)
+			sale, err := st.Decrement(ctx, Request{SKU: sku, Qty: 2})
 			if err != nil {
 				t.Fatalf("Decrement 2 of 3: %v", err)
 			}
@@ -53,16 +53,16 @@ func TestStrategySemantics(t *testing.T) {
 				t.Fatalf("sale = %+v", sale)
 			}
 
-			_, err = st.Decrement(ctx, sku, 2)
+			_, err = st.Decrement(ctx, Request{SKU: sku, Qty: 2})
 			var so *SoldOutError
 			if !errors.Is(err, ErrSoldOut) || !errors.As(err, &so) || so.Stock != 1 || so.Qty != 2 {
 				t.Fatalf("Decrement 2 of 1: %v, want a SoldOutError with stock 1", err)
 			}
-			if _, err := st.Decrement(ctx, "missing", 1); !errors.Is(err, ErrNotFound) {
+			if _, err := st.Decrement(ctx, Request{SKU: "missing", Qty: 1}); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Decrement of a missing item: %v, want ErrNotFound", err)
 			}
 			for _, qty := range []int64{0, -1} {
-				if _, err := st.Decrement(ctx, sku, qty); !errors.Is(err, ErrInvalid) {
+				if _, err := st.Decrement(ctx, Request{SKU: sku, Qty: qty}); !errors.Is(err, ErrInvalid) {
 					t.Fatalf("Decrement qty %d: %v, want ErrInvalid", qty, err)
 				}
 			}
@@ -94,7 +94,7 @@ func TestStrategiesConcurrentOneProcess(t *testing.T) {
 			)
 			for range requests {
 				wg.Go(func() {
-					sale, err := st.Decrement(t.Context(), sku, 1)
+					sale, err := st.Decrement(t.Context(), Request{SKU: sku, Qty: 1})
 					if err != nil {
 						if !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrLockUnavailable) {
 							t.Errorf("Decrement: %v", err)
@@ -136,7 +136,7 @@ func TestLockUnavailable(t *testing.T) {
 	}
 	defer held.Release(context.Background())
 
-	if _, err := st.Decrement(t.Context(), "busy", 1); !errors.Is(err, ErrLockUnavailable) {
+	if _, err := st.Decrement(t.Context(), Request{SKU: "busy", Qty: 1}); !errors.Is(err, ErrLockUnavailable) {
 		t.Fatalf("Decrement while another holds the lock: %v, want ErrLockUnavailable", err)
 	}
 	if it := mustGet(t, s, "busy"); it.Stock != 5 {
@@ -159,7 +159,7 @@ func TestLeaseLostBeforeWrite(t *testing.T) {
 	// Hold the critical section open until the lease is gone.
 	st.afterRead = func(ctx context.Context) { <-ctx.Done() }
 
-	_, err = st.Decrement(t.Context(), "slow", 1)
+	_, err = st.Decrement(t.Context(), Request{SKU: "slow", Qty: 1})
 	if !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Decrement whose lease expired before the write: %v, want ErrLeaseLost", err)
 	}
@@ -189,7 +189,7 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.Decrement(t.Context(), "shut", 1)
+		_, err := st.Decrement(t.Context(), Request{SKU: "shut", Qty: 1})
 		done <- err
 	}()
 	<-inside
@@ -209,7 +209,7 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 		t.Fatalf("TryAcquire after Close: %v", err)
 	}
 	_ = lease.Release(t.Context())
-	if _, err := st.Decrement(t.Context(), "shut", 1); !errors.Is(err, ErrLockUnavailable) {
+	if _, err := st.Decrement(t.Context(), Request{SKU: "shut", Qty: 1}); !errors.Is(err, ErrLockUnavailable) {
 		t.Fatalf("Decrement after Close: %v, want ErrLockUnavailable", err)
 	}
 	if it := mustGet(t, s, "shut"); it.Stock != 5 {

@@ -25,25 +25,26 @@ func NewUnsafe(store *Store, delay time.Duration) *Unsafe {
 func (u *Unsafe) Name() string { return NameUnsafe }
 
 // Decrement implements Strategy, incorrectly under concurrency.
-func (u *Unsafe) Decrement(ctx context.Context, sku string, qty int64) (Sale, error) {
-	if err := checkQty(qty); err != nil {
+func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
+	if err := req.check(); err != nil {
 		return Sale{}, err
 	}
-	it, err := u.store.Get(ctx, sku)
+	it, err := u.store.Get(ctx, req.SKU)
 	if err != nil {
 		return Sale{}, err
 	}
-	if it.Stock < qty {
-		return Sale{}, soldOut(sku, it.Stock, qty)
+	if it.Stock < req.Qty {
+		return Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
 	}
 	if err := pause(ctx, u.delay); err != nil {
 		return Sale{}, err
 	}
-	remaining := it.Stock - qty
+	remaining := it.Stock - req.Qty
+	o := u.store.newOrder(req, NameUnsafe, 0)
 	cctx, cancel := u.store.commitContext(ctx)
 	defer cancel()
-	if err := u.store.setStock(cctx, sku, remaining); err != nil {
+	if err := u.store.setStock(cctx, remaining, o); err != nil {
 		return Sale{}, err
 	}
-	return u.store.sold(ctx, NameUnsafe, sku, qty, remaining, 0, 1), nil
+	return u.store.sold(ctx, o, remaining, 1), nil
 }
