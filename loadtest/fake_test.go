@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
 )
 
@@ -24,7 +25,11 @@ import (
 //   - atomic: correct, under a mutex;
 //   - unsafe: read, sleep, write back, unlocked: a real race;
 //   - redis-lock: correct, but every 4th request answers 503;
-//   - mongo-lease: correct stock, but records every order twice.
+//   - mongo-lease: correct stock, but records every order twice;
+//   - optimistic: correct stock and ledger, but answers a remaining one
+//     too high: only the history can tell;
+//   - atomic honours Idempotency-Key (a repeat replays the first sale);
+//     every other strategy ignores it and sells again.
 type fakeStore struct {
 	mu     sync.Mutex
 	stock  map[string]int
@@ -32,6 +37,7 @@ type fakeStore struct {
 	seq    int
 	calls  int
 	waits  int
+	sales  map[string][]byte // idempotency key → the sale's answer (atomic)
 }
 
 func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
@@ -68,6 +74,7 @@ func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
 			return
 		}
 		sku := r.PathValue("sku")
+		key := r.Header.Get("Idempotency-Key")
 		fail := func(code int, e string) {
 			w.WriteHeader(code)
 			json.NewEncoder(w).Encode(map[string]string{"error": e})
@@ -75,7 +82,10 @@ func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
 		sell := func(remaining int) { // st.mu held
 			st.seq++
 			o := map[string]any{"order_id": fmt.Sprintf("o%d", st.seq), "sku": sku, "qty": in.Qty, "replica": id,
-				"strategy": in.Strategy, "fence": 0, "at": time.Now().UTC()}
+				"strategy": in.Strategy, "fence": 0, "at": time.Now().UTC(), "remaining": remaining}
+			if key != "" {
+				o["key"] = key
+			}
 			st.orders = append(st.orders, o)
 			if in.Strategy == "mongo-lease" {
 				st.orders = append(st.orders, o)
@@ -84,8 +94,14 @@ func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
 			for k, v := range o {
 				resp[k] = v
 			}
-			resp["remaining"] = remaining
-			json.NewEncoder(w).Encode(resp)
+			if in.Strategy == "optimistic" {
+				resp["remaining"] = remaining + 1
+			}
+			b, _ := json.Marshal(resp)
+			if key != "" && in.Strategy == "atomic" {
+				st.sales[key] = b
+			}
+			w.Write(b)
 		}
 		switch in.Strategy {
 		case "unsafe":
@@ -104,6 +120,11 @@ func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
 		default:
 			st.mu.Lock()
 			defer st.mu.Unlock()
+			if b, ok := st.sales[key]; ok && key != "" && in.Strategy == "atomic" {
+				w.Header().Set("Idempotent-Replayed", "true")
+				w.Write(b)
+				return
+			}
 			if in.Strategy == "redis-lock" {
 				st.waits++
 				st.calls++
@@ -153,7 +174,7 @@ func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
 }
 
 func fakeReplicas(t *testing.T) []string {
-	st := &fakeStore{stock: map[string]int{}}
+	st := &fakeStore{stock: map[string]int{}, sales: map[string][]byte{}}
 	return []string{newFakeReplica(t, st, "a").URL, newFakeReplica(t, st, "b").URL}
 }
 
@@ -206,7 +227,10 @@ func TestHarnessAgainstFakes(t *testing.T) {
 	if us.LostUpdates == 0 || us.Verdict != "demonstrated" {
 		t.Errorf("unsafe with 16 concurrent requests and a 5ms window must lose updates: %+v", us)
 	}
-	for _, f := range []string{report.MarkdownFile, report.ChartFile, "plot-unsafe.html", "plot-atomic.html"} {
+	if us.Linearizable != "no" || len(us.Violations) == 0 || at.Linearizable != "yes" || rl.Linearizable != "yes" {
+		t.Errorf("linearizable: unsafe %q (pictures %v), atomic %q, redis-lock %q", us.Linearizable, us.Violations, at.Linearizable, rl.Linearizable)
+	}
+	for _, f := range []string{report.MarkdownFile, report.ChartFile, "plot-unsafe.html", "plot-atomic.html", "history-unsafe.jsonl", "history-unsafe.html", "history-atomic.jsonl"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -231,6 +255,107 @@ func TestHarnessFailsOnLedgerMismatch(t *testing.T) {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
 }
+
+// TestHarnessFailsOnHistoryOnly: a safe strategy whose totals and ledger
+// are right but whose answers could not all be true (each sale reports one
+// unit more than it left) fails on its history alone.
+func TestHarnessFailsOnHistoryOnly(t *testing.T) {
+	replicas := fakeReplicas(t)
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{
+		"--replicas", strings.Join(replicas, ","), "--strategies", "optimistic",
+		"--rate", "200", "--requests", "60", "--stock", "20", "--settle", "0s", "--warmup", "0s",
+		"--out", out, "--quiet",
+	}, env(), &stdout, &stderr)
+	if code != exitAnomaly {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitAnomaly, stdout.String(), stderr.String())
+	}
+	r := readReport(t, out).Runs[0]
+	if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 {
+		t.Fatalf("the totals should be clean: %+v", r)
+	}
+	if r.Linearizable != "no" || r.Verdict != "FAIL" || len(r.Conflicts) == 0 {
+		t.Errorf("linearizable %q, verdict %q, conflicts %v", r.Linearizable, r.Verdict, r.Conflicts)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	if !strings.Contains(string(md), "[no]("+r.Violations[0]+")") {
+		t.Errorf("results.md does not link the picture %v:\n%s", r.Violations, md)
+	}
+}
+
+// TestHarnessRetries re-sends the answers a proxy cut, with the same key:
+// atomic replays the first sale and stays clean; etcd-lock (in the fakes)
+// ignores the key, sells again, and fails on the units sold twice.
+func TestHarnessRetries(t *testing.T) {
+	replicas := fakeReplicas(t)
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{
+		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic,etcd-lock",
+		"--retries", "3", "--cut-rate", "0.3", "--attempt-timeout", "2s",
+		"--rate", "200", "--requests", "100", "--stock", "60", "--settle", "0s", "--warmup", "0s",
+		"--out", out, "--quiet",
+	}, env(), &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitAnomaly {
+		t.Fatalf("exit %d, want %d (etcd-lock sells twice)\n%s", code, exitAnomaly, stderr.String())
+	}
+	runs := byStrategy(ptr(readReport(t, out)))
+	at, el := runs["atomic"], runs["etcd-lock"]
+	if at.Cuts == 0 || at.Resent == 0 || at.DoubleSold != 0 || at.Linearizable != "yes" || at.Verdict != "pass" {
+		t.Errorf("atomic: cuts %d, resent %d, double sold %d, linearizable %q, verdict %q; %v", at.Cuts, at.Resent, at.DoubleSold, at.Linearizable, at.Verdict, at.Problems)
+	}
+	if el.Cuts == 0 || el.DoubleSold == 0 || el.Verdict != "FAIL" || el.Linearizable != "no" {
+		t.Errorf("etcd-lock: cuts %d, double sold %d, linearizable %q, verdict %q", el.Cuts, el.DoubleSold, el.Linearizable, el.Verdict)
+	}
+}
+
+// TestHarnessMixed runs two strategies at once on one sku: one run, judged
+// on the shared sku.
+func TestHarnessMixed(t *testing.T) {
+	replicas := fakeReplicas(t)
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{
+		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic,redis-lock", "--mixed",
+		"--rate", "0", "--workers", "8", "--max-workers", "8", "--requests", "200", "--stock", "80", "--settle", "0s", "--warmup", "0s",
+		"--out", out, "--quiet",
+	}, env(), &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	rep := readReport(t, out)
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs, want the one mixed run", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	if r.Strategy != "mixed" || !r.Safe || r.Linearizable != "yes" || r.Sold != 80 || r.Unavailable == 0 {
+		t.Errorf("mixed run: %+v", r)
+	}
+	f, err := os.Open(filepath.Join(out, r.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ops, err := history.ReadJSONL(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, op := range ops {
+		by[op.Strategy+" "+op.Target]++
+	}
+	for _, s := range []string{"atomic", "redis-lock"} {
+		for _, base := range replicas {
+			if by[s+" "+base] == 0 {
+				t.Errorf("no %s request through %s: %v", s, base, by)
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestHarnessUnreachableReplica(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())

@@ -8,11 +8,15 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -68,9 +72,10 @@ func startReplicas(t *testing.T, rmwDelay time.Duration) []string {
 }
 
 // TestHarnessAgainstTwoReplicas runs the harness for real against two
-// in-test replicas: unsafe must show its race (the replicas sleep 10ms
-// between reading and writing the stock, and 16 requests are in flight at
-// once), and the safe strategies must show none.
+// in-test replicas: unsafe and local must show their race (the replicas
+// sleep 10ms between reading and writing the stock, and 16 requests are in
+// flight at once), in the totals and in the history, and the safe
+// strategies must show none: their histories are linearizable.
 func TestHarnessAgainstTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MongoDB, Redis and two replicas")
@@ -82,7 +87,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 	start := time.Now()
 	code := run(t.Context(), []string{
 		"--replicas", strings.Join(replicas, ","),
-		"--strategies", "unsafe,atomic,redis-lock,etcd-lock",
+		"--strategies", "unsafe,local,atomic,redis-lock,etcd-lock,optimistic,mongo-lease",
 		"--rate", "0", "--workers", "16", "--max-workers", "16",
 		"--requests", "160", "--duration", "30s",
 		"--stock", "50", "--warmup", "0s", "--settle", "100ms",
@@ -123,11 +128,23 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		t.Errorf("unsafe ledger mismatch %d: %+v", us.LedgerMismatch, us.Ledger)
 	}
 
-	for _, name := range []string{"atomic", "redis-lock", "etcd-lock"} {
+	for _, name := range []string{"unsafe", "local"} {
+		r := runs[name]
+		if r.Linearizable != "no" || len(r.Violations) == 0 || len(r.Conflicts) == 0 {
+			t.Errorf("%s: linearizable %q, pictures %v, conflicts %v: the checker must flag a strategy that races", name, r.Linearizable, r.Violations, r.Conflicts)
+		}
+		for _, v := range r.Violations {
+			if _, err := os.Stat(filepath.Join(out, v)); err != nil {
+				t.Errorf("%s: picture %s: %v", name, v, err)
+			}
+		}
+	}
+	for _, name := range []string{"atomic", "redis-lock", "etcd-lock", "optimistic", "mongo-lease"} {
 		r := runs[name]
 		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" {
 			t.Errorf("%s: anomalies %+v", name, r)
 		}
+		checkHistoryFile(t, out, r, "yes")
 		if r.Sold+r.Remaining != r.Initial {
 			t.Errorf("%s: sold %d + remaining %d != %d", name, r.Sold, r.Remaining, r.Initial)
 		}
@@ -167,5 +184,31 @@ func TestHarnessInterrupted(t *testing.T) {
 	}
 	if errors.Is(ctx.Err(), context.Canceled) == false {
 		t.Fatal("context not cancelled")
+	}
+}
+
+// checkHistoryFile checks that run r's history file holds a set, every
+// request (its decrements, counting retries) and reads, and that the
+// checker's verdict on it is want.
+func checkHistoryFile(t *testing.T, out string, r report.Run, want string) {
+	t.Helper()
+	if r.Linearizable != want {
+		t.Errorf("%s: linearizable %q, want %q; %v", r.Strategy, r.Linearizable, want, r.Conflicts)
+	}
+	f, err := os.Open(filepath.Join(out, r.History))
+	if err != nil {
+		t.Fatalf("%s: history: %v", r.Strategy, err)
+	}
+	defer f.Close()
+	ops, err := history.ReadJSONL(f)
+	if err != nil {
+		t.Fatalf("%s: %v", r.Strategy, err)
+	}
+	kinds := map[history.Kind]int{}
+	for _, op := range ops {
+		kinds[op.Kind]++
+	}
+	if kinds[history.Set] != len(r.SKUs) || kinds[history.Decrement] != r.Requests+r.Resent || kinds[history.Read] == 0 {
+		t.Errorf("%s: history of %v for %d skus and %d requests (+%d resent)", r.Strategy, kinds, len(r.SKUs), r.Requests, r.Resent)
 	}
 }

@@ -89,7 +89,10 @@ func (t *recordingTransport) send(req *http.Request, body []byte, op *history.Op
 	}
 	r := req.Clone(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	// Without GetBody net/http never re-sends the request by itself (it
+	// would, on a reused connection, for a request with an
+	// Idempotency-Key): every attempt is the harness's own, and recorded.
+	r.GetBody = nil
 	r.ContentLength = int64(len(body))
 	op.Call = t.rec.Now()
 	resp, err := t.base.RoundTrip(r)
