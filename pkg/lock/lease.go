@@ -19,6 +19,7 @@ type Lease struct {
 	owner   string
 	token   uint64
 	ttl     time.Duration
+	every   time.Duration // renewal period; 0: no automatic renewal
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -27,23 +28,29 @@ type Lease struct {
 	expiry time.Time
 	guards map[*context.CancelCauseFunc]struct{} // live Guard contexts
 
-	// stopCtx ends the watchdog, including a renewal it has in flight, so
-	// that Release never waits for a slow refresh.
-	stopCtx context.Context
-	stopFn  context.CancelFunc
-	stopped chan struct{}
+	// The watchdog is one timer, not a goroutine: it fires at the next
+	// renewal or at the expiry, whichever comes first, and runs the renewal
+	// in the timer's own goroutine.
+	timer      *time.Timer
+	next       time.Time          // when the next renewal is due
+	stopped    bool               // Release has begun: the watchdog does nothing more
+	refreshing context.CancelFunc // cancels the watchdog's renewal in flight, if any
+	refreshed  chan struct{}      // closed when that renewal returns, if Release waits for it
 }
 
 func newLease(b Backend, key, owner string, token uint64, ttl time.Duration, expiry time.Time, renewFraction float64) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	stopCtx, stopFn := context.WithCancel(context.Background())
 	l := &Lease{
 		backend: b, key: key, owner: owner, token: token, ttl: ttl,
-		ctx: ctx, cancel: cancel, expiry: expiry,
-		guards:  make(map[*context.CancelCauseFunc]struct{}),
-		stopCtx: stopCtx, stopFn: stopFn, stopped: make(chan struct{}),
+		every: time.Duration(float64(ttl) * renewFraction),
+		ctx:   ctx, cancel: cancel, expiry: expiry,
 	}
-	go l.watchdog(renewFraction)
+	// Count the first renewal from when the grant was asked for, not from
+	// now: a slow grant has already used part of the TTL.
+	l.next = expiry.Add(l.every - ttl)
+	l.mu.Lock()
+	l.arm(time.Now())
+	l.mu.Unlock()
 	return l
 }
 
@@ -92,6 +99,9 @@ func (l *Lease) Guard(parent context.Context) (context.Context, context.CancelFu
 		cancel(context.Cause(l.ctx))
 		return ctx, func() {}
 	}
+	if l.guards == nil {
+		l.guards = make(map[*context.CancelCauseFunc]struct{})
+	}
 	l.guards[&cancel] = struct{}{}
 	return ctx, func() {
 		l.mu.Lock()
@@ -108,6 +118,9 @@ func (l *Lease) end(cause error) {
 	cause = context.Cause(l.ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	for cancel := range l.guards {
 		(*cancel)(cause)
 	}
@@ -165,58 +178,90 @@ func (l *Lease) lose(reason error) {
 	l.end(fmt.Errorf("%w: %q token %d: %w", ErrLeaseLost, l.key, l.token, reason))
 }
 
+// stopWatchdog stops the timer and, if a renewal is in flight, cancels it
+// and waits for it to return, so that nothing is refreshed after Release
+// begins and Release never waits for a slow refresh.
 func (l *Lease) stopWatchdog() {
-	l.stopFn()
-	<-l.stopped
+	l.mu.Lock()
+	l.stopped = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	var wait chan struct{}
+	if l.refreshing != nil {
+		l.refreshing()
+		if l.refreshed == nil {
+			l.refreshed = make(chan struct{})
+		}
+		wait = l.refreshed
+	}
+	l.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
 }
 
-// watchdog renews the lease every fraction of its TTL and declares it lost
-// when its expiry passes without a successful renewal. It runs even with
-// renewal off, so that Done closes when an unrefreshed lease expires.
-func (l *Lease) watchdog(fraction float64) {
-	defer close(l.stopped)
-	every := time.Duration(float64(l.ttl) * fraction)
-	// After a failed renewal, try again sooner: the lease has at most
-	// two more renewal periods left.
-	retry := max(every/4, time.Millisecond)
-	// Count the first renewal from when the grant was asked for, not from
-	// now: a slow grant has already used part of the TTL.
-	next := l.Expiry().Add(every - l.ttl)
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		expiry := l.Expiry()
-		wait, renew := time.Until(expiry), false
-		if fraction > 0 {
-			if d := time.Until(next); d < wait {
-				wait, renew = d, true
-			}
-		}
-		t.Reset(max(wait, 0))
-		select {
-		case <-l.stopCtx.Done():
-			return
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !renew {
-			if !time.Now().Before(l.Expiry()) {
-				l.lose(fmt.Errorf("expired at %s before a refresh succeeded", expiry.Format(time.RFC3339Nano)))
-				return
-			}
-			continue
-		}
-		ctx, cancel := context.WithDeadline(l.stopCtx, l.Expiry())
-		err := l.Refresh(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			next = time.Now().Add(every)
-		case errors.Is(err, ErrNotHeld):
-			return
-		default:
-			next = time.Now().Add(retry)
-		}
+// arm sets the watchdog's timer for the next renewal or the expiry,
+// whichever comes first. l.mu must be held.
+func (l *Lease) arm(now time.Time) {
+	wait := l.expiry.Sub(now)
+	if l.every > 0 {
+		wait = min(wait, l.next.Sub(now))
+	}
+	wait = max(wait, 0)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(wait, l.tick)
+	} else {
+		l.timer.Reset(wait)
+	}
+}
+
+// tick is the watchdog: it renews the lease every fraction of its TTL and
+// declares it lost when its expiry passes without a successful renewal. It
+// runs even with renewal off, so that Done closes when an unrefreshed lease
+// expires.
+func (l *Lease) tick() {
+	l.mu.Lock()
+	if l.stopped || l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if expiry := l.expiry; !now.Before(expiry) {
+		l.mu.Unlock()
+		l.lose(fmt.Errorf("expired at %s before a refresh succeeded", expiry.Format(time.RFC3339Nano)))
+		return
+	}
+	if l.every <= 0 || now.Before(l.next) {
+		l.arm(now) // the expiry moved (a manual Refresh), or woken early
+		l.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), l.expiry)
+	l.refreshing = cancel
+	l.mu.Unlock()
+
+	err := l.Refresh(ctx)
+	cancel()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refreshing = nil
+	if l.refreshed != nil {
+		close(l.refreshed) // Release is waiting
+		l.refreshed = nil
+	}
+	switch now = time.Now(); {
+	case err == nil:
+		l.next = now.Add(l.every)
+	case errors.Is(err, ErrNotHeld):
+		return // Refresh has ended the lease
+	default:
+		// Try again sooner: the lease has at most two more renewal
+		// periods left.
+		l.next = now.Add(max(l.every/4, time.Millisecond))
+	}
+	if !l.stopped && l.ctx.Err() == nil {
+		l.arm(now)
 	}
 }

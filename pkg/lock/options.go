@@ -1,9 +1,10 @@
 package lock
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"time"
 )
@@ -99,8 +100,11 @@ func (o *options) ownerFor() string {
 	if o.owner != "" {
 		return o.owner
 	}
+	// Unique, not secret: the runtime's ChaCha8 generator, seeded from the
+	// system's, is as unlikely to repeat as crypto/rand and needs no
+	// system call.
 	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
 	return o.ownerPrefix + "-" + hex.EncodeToString(b[:])
 }
 
