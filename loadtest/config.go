@@ -355,6 +355,9 @@ func (c Config) validate() error {
 			}
 		}
 	}
+	if c.Retries > 0 && len(c.Faults) > 0 {
+		bad("--retries and --faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
+	}
 	if c.Mixed && len(c.Faults) > 0 {
 		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
 	}

@@ -106,6 +106,14 @@ func TestParseConfigRejects(t *testing.T) {
 		{nil, []string{"LOADTEST_RATE", "fast"}, "LOADTEST_RATE"},
 		{nil, []string{"LOADTEST_STRATEGIES", "nope"}, "unknown strategy"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
+		{[]string{"--mixed", "--strategies", "atomic"}, nil, "at least two"},
+		{[]string{"--mixed", "--faults", "crash"}, nil, "--mixed and --faults"},
+		{[]string{"--retries", "2", "--faults", "crash"}, nil, "--retries and --faults"},
+		{[]string{"--cut-rate", "0.2"}, nil, "--cut-rate applies only with --retries"},
+		{[]string{"--retries", "2", "--cut-rate", "1"}, nil, "--cut-rate 1"},
+		{[]string{"--retries", "11"}, nil, "--retries 11"},
+		{[]string{"--check-timeout", "10ms"}, nil, "--check-timeout"},
+		{[]string{"--read-every", "-1s"}, nil, "--read-every"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig(c.args, env(c.env...), &bytes.Buffer{})
@@ -128,7 +136,8 @@ func TestHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v", err)
 	}
-	for _, want := range []string{"--rate", "LOADTEST_RATE", "--replicas", "--strategies", "--rmw-delay", "MONGO_URI", "Exit status"} {
+	for _, want := range []string{"--rate", "LOADTEST_RATE", "--replicas", "--strategies", "--rmw-delay", "MONGO_URI", "Exit status",
+		"--mixed", "--retries", "--attempt-timeout", "--cut-rate", "--check-history", "--read-every", "--check-timeout", "linearizab"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -220,3 +220,29 @@ func TestLostUpdateBehindUnacknowledgedSale(t *testing.T) {
 		t.Errorf("lost updates %d, want 1 (the ledger holds 5 sales, the stock reflects 4): %+v", r.LostUpdates, r)
 	}
 }
+
+func TestDoubleSoldAndUnrecorded(t *testing.T) {
+	ledger := []Order{
+		{ID: "o1", SKU: "s", Qty: 1, Key: "k1"},
+		{ID: "o1", SKU: "s", Qty: 1, Key: "k1"}, // the same order twice: counted once
+		{ID: "o2", SKU: "s", Qty: 2, Key: "k1"}, // k1 sold again
+		{ID: "o3", SKU: "s", Qty: 1, Key: "k2"},
+		{ID: "o4", SKU: "s", Qty: 1},
+	}
+	if units, keys := DoubleSold(ledger); units != 2 || keys != 1 {
+		t.Errorf("DoubleSold = %d units, %d keys; want 2, 1", units, keys)
+	}
+	// 6 units taken, 4 in the ledger, nothing pending.
+	in := Input{Items: []Item{{SKU: "s", Initial: 10, Remaining: 4}}, Ledger: []Order{{ID: "a", SKU: "s", Qty: 4}}, Drained: true}
+	r := Check(in)
+	if r.Unrecorded != 2 || !r.Anomalous() || Judge("atomic", r) != Fail {
+		t.Errorf("unrecorded %d, anomalous %v: %+v", r.Unrecorded, r.Anomalous(), r)
+	}
+	in.Drained = false // orders may still be pending: no judgement on the gap
+	if r := Check(in); r.Unrecorded != 0 {
+		t.Errorf("unrecorded %d without a drained ledger", r.Unrecorded)
+	}
+	if !SafeAll([]string{"atomic", "redis-lock"}) || SafeAll([]string{"atomic", "local"}) || SafeAll(nil) {
+		t.Error("SafeAll")
+	}
+}
