@@ -213,6 +213,19 @@ func finish(rep *report.Report, cfg Config, stdout, stderr io.Writer, runErr err
 	if len(plots) > 0 {
 		fmt.Fprintf(stdout, "  %s (Vegeta latency plots)\n", strings.Join(plots, ", "))
 	}
+	var histories, pictures []string
+	for _, r := range rep.Runs {
+		if r.History != "" {
+			histories = append(histories, r.History)
+		}
+		pictures = append(pictures, r.Violations...)
+	}
+	if len(histories) > 0 {
+		fmt.Fprintf(stdout, "  %s (histories: go run ./loadtest --check-history FILE checks one again)\n", summarizeNames(histories))
+	}
+	if len(pictures) > 0 {
+		fmt.Fprintf(stdout, "  %s (pictures of the linearizability violations)\n", strings.Join(pictures, ", "))
+	}
 	switch {
 	case runErr != nil:
 		fmt.Fprintf(stdout, "Incomplete run (%d of %d strategies) after %.1fs.\n", len(rep.Runs), len(cfg.Strategies), rep.WallSeconds)
@@ -235,4 +248,14 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// summarizeNames lists a few names, and how many more: fault drills write
+// a history each.
+func summarizeNames(names []string) string {
+	const most = 4
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }

@@ -188,7 +188,7 @@ func WriteFaultTable(w io.Writer, rows []FaultRow) error {
 }
 
 // faultTextColumn reports whether a fault table column holds text (fault,
-// strategy, verdict, tokens) rather than numbers.
+// strategy, verdict, linearizable, tokens) rather than numbers.
 func faultTextColumn(col int) bool {
 	return col < 2 || col == 3 || col == 4 || col == len(faultHeader)-1
 }
@@ -215,7 +215,8 @@ func WriteFaultMarkdown(w io.Writer, runs []Run) error {
 		b.WriteString("| " + strings.Join(cs, " | ") + " |\n")
 	}
 	b.WriteString(`
-Summed over the runs of each drill: *sold*, *oversold*, *lost upd* and
+Summed over the runs of each drill: *linearizable* is the worst of the
+runs' history checks (no, then unknown, then yes); *sold*, *oversold*, *lost upd* and
 *ledger≠* as in the comparison table; *fenced* are 503 fenced answers (a
 stale holder's read or write refused by the fence); *lease lost* are 503
 lease_lost answers (the lease ended before the write, nothing sent);
@@ -248,6 +249,9 @@ clock skew, only the second).
 		}
 		if len(r.Problems) > 0 {
 			fmt.Fprintf(&notes, "; **%s**", strings.Join(r.Problems, "; "))
+		}
+		for _, v := range r.Violations {
+			fmt.Fprintf(&notes, "; not linearizable: [picture](%s), [history](%s)", v, r.History)
 		}
 		notes.WriteString("\n")
 	}

@@ -61,3 +61,22 @@ func TestFaultRows(t *testing.T) {
 		}
 	}
 }
+
+func TestFaultMarkdownLinksViolations(t *testing.T) {
+	runs := []Run{
+		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Repeat: 1, Verdict: "demonstrated", Linearizable: "yes"},
+		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Repeat: 2, Verdict: "demonstrated", Linearizable: "no",
+			History: "history-redis-lock-f2.jsonl", Violations: []string{"history-redis-lock-f2.html"}},
+	}
+	rows := FaultRows(runs)
+	if len(rows) != 1 || rows[0].Linearizable != "no" {
+		t.Fatalf("rows %+v: the worst history check must win", rows)
+	}
+	var b strings.Builder
+	if err := WriteFaultMarkdown(&b, runs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "[picture](history-redis-lock-f2.html)") {
+		t.Errorf("markdown does not link the violation:\n%s", b.String())
+	}
+}
