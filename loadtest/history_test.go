@@ -44,6 +44,9 @@ func TestCheckSavedHistory(t *testing.T) {
 		if code != c.code || !strings.Contains(stdout.String(), c.want) {
 			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", c.name, code, c.code, stdout.String(), stderr.String())
 		}
+		if _, err := os.Stat(strings.TrimSuffix(path, ".jsonl") + ".svg"); err != nil {
+			t.Errorf("%s: no timeline: %v", c.name, err)
+		}
 		_, err := os.Stat(strings.TrimSuffix(path, ".jsonl") + ".html")
 		if drawn := err == nil; drawn != (c.code == exitAnomaly) {
 			t.Errorf("%s: picture drawn %v, want it only for a violation", c.name, drawn)

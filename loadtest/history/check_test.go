@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"bytes"
+	"encoding/xml"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -243,5 +244,19 @@ func TestClassify(t *testing.T) {
 		if got := history.Classify(c.status, c.code, c.refused); got != c.want {
 			t.Errorf("Classify(%d, %q, %v) = %s, want %s", c.status, c.code, c.refused, got, c.want)
 		}
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	ops := Generate(rand.New(rand.NewSource(4)), 20, 3, 0.2)
+	var b bytes.Buffer
+	if err := history.WriteSVG(&b, ops, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	if n := strings.Count(b.String(), "<rect"); n != len(ops) {
+		t.Errorf("%d bars for %d operations", n, len(ops))
 	}
 }
