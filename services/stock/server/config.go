@@ -42,8 +42,15 @@ type Config struct {
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight requests
+	RecoveryEvery   time.Duration // how often the replica records other replicas' pending orders and settles idempotency keys
+	RecoveryGrace   time.Duration // how old a pending order must be before recovery records it
+	KeyRetention    time.Duration // how long an Idempotency-Key is remembered
 	LogFormat       string        // json or text
 	LogLevel        string        // debug, info, warn or error
+
+	// afterTake is inventory.StoreOptions.AfterTake, for tests that stop a
+	// request between its stock write and its ledger write.
+	afterTake func(inventory.Order)
 }
 
 // DefaultConfig returns the defaults that flags and environment override.
@@ -66,6 +73,9 @@ func DefaultConfig() Config {
 		CASAttempts:     inventory.DefaultCASAttempts,
 		RequestTimeout:  15 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
+		RecoveryEvery:   5 * time.Second,
+		RecoveryGrace:   5 * time.Second,
+		KeyRetention:    inventory.DefaultKeyRetention,
 		LogFormat:       "json",
 		LogLevel:        "info",
 	}
@@ -100,6 +110,9 @@ func (c *Config) settings() []setting {
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", (*durationValue)(&c.ShutdownTimeout)},
+		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
+		{"recovery-grace", "RECOVERY_GRACE", "how old a pending order must be before recovery records it (younger ones are left to the replica that sold them)", (*durationValue)(&c.RecoveryGrace)},
+		{"idempotency-retention", "IDEMPOTENCY_RETENTION", "how long an Idempotency-Key is remembered, at least 24h", (*durationValue)(&c.KeyRetention)},
 		{"log-format", "LOG_FORMAT", "log format: json or text", (*stringValue)(&c.LogFormat)},
 		{"log-level", "LOG_LEVEL", "log level: debug, info, warn or error", (*stringValue)(&c.LogLevel)},
 	}
@@ -251,6 +264,15 @@ func (c Config) problems() []error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "SHUTDOWN_TIMEOUT", "%v: must be positive, for example 10s", c.ShutdownTimeout)
+	}
+	if c.RecoveryEvery <= 0 || c.RecoveryEvery > time.Hour {
+		bad("recovery-interval", "RECOVERY_INTERVAL", "%v: want more than 0 and at most 1h (default 5s)", c.RecoveryEvery)
+	}
+	if c.RecoveryGrace < 0 || c.RecoveryGrace > time.Hour {
+		bad("recovery-grace", "RECOVERY_GRACE", "%v: want 0 up to 1h (default 5s)", c.RecoveryGrace)
+	}
+	if c.KeyRetention < inventory.DefaultKeyRetention {
+		bad("idempotency-retention", "IDEMPOTENCY_RETENTION", "%v: keys must be kept at least %v, so that a client's retries within a day are recognised", c.KeyRetention, inventory.DefaultKeyRetention)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		bad("log-format", "LOG_FORMAT", "%q: want json or text", c.LogFormat)

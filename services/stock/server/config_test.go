@@ -34,6 +34,7 @@ func TestParseConfig(t *testing.T) {
 		"REQUEST_TIMEOUT": "4s", "SHUTDOWN_TIMEOUT": "2s", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
 		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
+		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -46,6 +47,7 @@ func TestParseConfig(t *testing.T) {
 		ShutdownTimeout: 2 * time.Second, LogFormat: "text", LogLevel: "debug",
 		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
 		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
+		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
@@ -107,6 +109,8 @@ func TestParseConfigErrors(t *testing.T) {
 				`ETCD_ENDPOINTS: "e:2379/x": want a client URL`, `ETCD_ENDPOINTS: "http://e:2379/v3": a client URL has no path`}},
 		{"fault drill knobs out of range", []string{"--clock-offset=2h", "--lock-skew=-1s", "--write-stall=-5ms"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"--clock-offset / CLOCK_OFFSET: 2h0m0s: want between -1h and 1h", "--lock-skew / LOCK_SKEW: -1s: want 0 up to 1h", "--write-stall / WRITE_STALL: -5ms"}},
+		{"recovery and key retention out of range", []string{"--recovery-interval=0s", "--recovery-grace=-1s", "--idempotency-retention=1h"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--recovery-interval / RECOVERY_INTERVAL: 0s", "--recovery-grace / RECOVERY_GRACE: -1s", "--idempotency-retention / IDEMPOTENCY_RETENTION: 1h0m0s: keys must be kept at least 24h"}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}

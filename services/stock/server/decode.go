@@ -66,6 +66,10 @@ func decodeObject(c echo.Context, allowed ...string) (map[string]json.RawMessage
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, newError(http.StatusBadRequest, codeInvalidJSON, "malformed JSON: data after the object")
 	}
+	if name, dup := duplicateKey(body); dup {
+		return nil, newError(http.StatusBadRequest, codeDuplicateField,
+			fmt.Sprintf("field %q given more than once: send each field once", name))
+	}
 	for name := range fields {
 		if !slices.Contains(allowed, name) {
 			return nil, newError(http.StatusBadRequest, codeUnknownField,
@@ -73,6 +77,34 @@ func decodeObject(c echo.Context, allowed ...string) (map[string]json.RawMessage
 		}
 	}
 	return fields, nil
+}
+
+// duplicateKey reports the first name that the JSON object in body (already
+// validated as one object) gives twice. encoding/json keeps the last value
+// silently, so {"qty":1,"qty":100} would otherwise sell 100 to a client
+// whose own parser read 1.
+func duplicateKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // integerField parses fields[name] as a JSON integer. It reports a missing

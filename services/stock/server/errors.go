@@ -33,6 +33,14 @@ const (
 	codeLeaseLost           = "lease_lost"
 	codeFenced              = "fenced"
 	codeConflict            = "conflict"
+	codeStaleRead           = "stale_read"
+	codeVersionMismatch     = "version_mismatch"
+	codeInvalidPrecondition = "invalid_precondition"
+	codeUnknownParameter    = "unknown_parameter"
+	codeDuplicateField      = "duplicate_field"
+	codeInvalidKey          = "invalid_idempotency_key"
+	codeKeyReused           = "idempotency_key_reused"
+	codeKeyInProgress       = "idempotency_in_progress"
 	codeTimeout             = "timeout"
 	codeNotReady            = "not_ready"
 	codeOutcomeUnknown      = "outcome_unknown"
@@ -66,10 +74,12 @@ func newError(status int, code, message string) *apiError {
 // decrementError maps a strategy's error to its response and the result
 // label of the decrements metric.
 //
-// 409 is kept for sold_out alone, the one final answer ("stop trying").
+// 409 is sold_out, the one final answer ("stop trying"), and
+// idempotency_in_progress, which a client tells apart by its code.
 // Everything a retry may fix, and that changed nothing, is 503 with
 // Retry-After: the lock was busy, the lease was lost before the write, a
-// newer holder fenced this one out, or the optimistic retries ran out.
+// newer holder fenced this one out, another writer changed the item under
+// the lock, or the optimistic retries ran out.
 func decrementError(err error) (*apiError, string) {
 	var so *inventory.SoldOutError
 	switch {
@@ -87,6 +97,13 @@ func decrementError(err error) (*apiError, string) {
 		return unavailable(codeLeaseLost, "the lock was lost before the stock write; nothing was written", err), "lease_lost"
 	case errors.Is(err, inventory.ErrFenced):
 		return unavailable(codeFenced, "a newer lock holder fenced this request out; nothing was written", err), "fenced"
+	case errors.Is(err, inventory.ErrStale):
+		return unavailable(codeStaleRead, "another writer changed the item between this request's read and its write; nothing was written", err), "stale_read"
+	case errors.Is(err, inventory.ErrKeyReused):
+		return newError(http.StatusUnprocessableEntity, codeKeyReused, "this Idempotency-Key was used for a request with another sku, qty or strategy; nothing was changed"), "key_reused"
+	case errors.Is(err, inventory.ErrInProgress):
+		e := newError(http.StatusConflict, codeKeyInProgress, "a request with this Idempotency-Key is still in progress; nothing was changed by this one: ask again shortly to get its sale")
+		return e, "in_progress"
 	case errors.Is(err, inventory.ErrConflict):
 		return unavailable(codeConflict, "the stock kept changing under every compare-and-set attempt; nothing was written", err), "conflict"
 	case errors.Is(err, inventory.ErrOutcomeUnknown):
@@ -148,7 +165,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path),
 			slog.Int("status", ae.Status), slog.String("code", ae.Code), slog.Any("error", ae.cause))
 	}
-	if ae.Status == http.StatusServiceUnavailable && ae.Code != codeStrategyUnavailable {
+	if (ae.Status == http.StatusServiceUnavailable && ae.Code != codeStrategyUnavailable) || ae.Code == codeKeyInProgress {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	if c.Request().Method == http.MethodHead {

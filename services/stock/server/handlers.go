@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,10 +22,12 @@ type itemResponse struct {
 
 // saleResponse is the answer to a successful decrement.
 type saleResponse struct {
-	OrderID   string    `json:"order_id"`
-	SKU       string    `json:"sku"`
-	Qty       int64     `json:"qty"`
-	Remaining int64     `json:"remaining"`
+	OrderID string `json:"order_id"`
+	SKU     string `json:"sku"`
+	Qty     int64  `json:"qty"`
+	// Remaining is null only in the replay of an atomic sale whose replica
+	// died before it read the stock its write left (see inventory.Order).
+	Remaining *int64    `json:"remaining"`
 	Strategy  string    `json:"strategy"`
 	Replica   string    `json:"replica"`
 	Fence     int64     `json:"fence"`
@@ -32,6 +36,48 @@ type saleResponse struct {
 	// Recorded is false when the stock was taken but the order could not
 	// be written to the ledger. The sale stands either way.
 	Recorded bool `json:"recorded"`
+	// Key is the request's Idempotency-Key, if it had one.
+	Key string `json:"idempotency_key,omitempty"`
+}
+
+// Idempotency headers: the request's key, and the marker of a replayed sale.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerReplayed       = "Idempotent-Replayed"
+)
+
+// idempotencyKey returns the request's Idempotency-Key, "" when it has
+// none, or a 400 when it is malformed or given twice.
+func idempotencyKey(c echo.Context) (string, *apiError) {
+	vals := c.Request().Header.Values(headerIdempotencyKey)
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", newError(http.StatusBadRequest, codeInvalidKey, "Idempotency-Key given more than once: send one")
+	case !inventory.ValidKey(vals[0]):
+		return "", newError(http.StatusBadRequest, codeInvalidKey,
+			fmt.Sprintf("Idempotency-Key must be 1 to %d printable ASCII characters (a UUID is a good choice)", inventory.MaxKeyLen))
+	}
+	return vals[0], nil
+}
+
+// etag is an item version as an entity tag.
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// ifMatch returns the version a PUT's If-Match header asks for, or nil
+// when it has none.
+func ifMatch(c echo.Context) (*int64, *apiError) {
+	v := c.Request().Header.Get("If-Match")
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`), 10, 64)
+	if err != nil || !strings.HasPrefix(v, `"`) || !strings.HasSuffix(v, `"`) || len(v) < 3 {
+		return nil, newError(http.StatusBadRequest, codeInvalidPrecondition,
+			fmt.Sprintf(`If-Match %q: want the item's ETag, a version in quotes such as "7"`, v))
+	}
+	return &n, nil
 }
 
 type ordersResponse struct {
@@ -61,14 +107,25 @@ func storeError(err error, sku string) error {
 		return e
 	case errors.Is(err, inventory.ErrInvalid):
 		return newError(http.StatusBadRequest, codeInvalidStock, err.Error())
+	case errors.Is(err, inventory.ErrStale):
+		e := newError(http.StatusPreconditionFailed, codeVersionMismatch, "the item's version is not the one in If-Match: read it again; nothing was changed")
+		e.SKU = sku
+		return e
 	}
 	e, _ := decrementError(err) // timeouts and internal errors alike
 	return e
 }
 
 // putItem sets (or resets) an item's stock: PUT /v1/items/:sku {"stock": n}.
+// With If-Match: "<version>" it sets it only at that version (412
+// otherwise), so that a client that decided from what it read cannot
+// overwrite a sale made since.
 func (s *Server) putItem(c echo.Context) error {
 	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	version, aerr := ifMatch(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -83,10 +140,17 @@ func (s *Server) putItem(c echo.Context) error {
 	if stock < 0 {
 		return newError(http.StatusBadRequest, codeInvalidStock, fmt.Sprintf(`"stock" must not be negative, got %d`, stock))
 	}
-	it, err := s.store.Put(c.Request().Context(), sku, stock)
+	var it inventory.Item
+	var err error
+	if version != nil {
+		it, err = s.store.PutIf(c.Request().Context(), sku, stock, *version)
+	} else {
+		it, err = s.store.Put(c.Request().Context(), sku, stock)
+	}
 	if err != nil {
 		return storeError(err, sku)
 	}
+	c.Response().Header().Set("ETag", etag(it.Version))
 	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
 }
 
@@ -103,14 +167,20 @@ func (s *Server) getItem(c echo.Context) error {
 	if it.Fences == nil {
 		it.Fences = map[string]int64{}
 	}
+	c.Response().Header().Set("ETag", etag(it.Version))
 	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
 }
 
 // decrement sells qty units: POST /v1/items/:sku/decrement
-// {"qty": n, "strategy": "..."}. Input is checked in the order of
-// docs/api.md, and nothing is read or written before it all passes.
+// {"qty": n, "strategy": "..."}, optionally with an Idempotency-Key header.
+// Input is checked in the order of docs/api.md, and nothing is read or
+// written before it all passes.
 func (s *Server) decrement(c echo.Context) error {
 	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	key, aerr := idempotencyKey(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -150,18 +220,41 @@ func (s *Server) decrement(c echo.Context) error {
 		return e
 	}
 
-	sale, err := st.Decrement(c.Request().Context(), sku, qty)
+	req := inventory.Request{SKU: sku, Qty: qty, Key: key}
+	var (
+		sale     inventory.Sale
+		replayed bool
+		err      error
+	)
+	if key != "" {
+		// The strategy as sent, not as defaulted, identifies the request:
+		// a retry that reaches a replica with another default is the
+		// same request.
+		sent, _, _ := stringField(fields, "strategy")
+		sale, replayed, err = s.store.DecrementOnce(c.Request().Context(), st, req, sent)
+	} else {
+		sale, err = st.Decrement(c.Request().Context(), req)
+	}
 	if err != nil {
 		e, result := decrementError(err)
 		s.metrics.decrement(name, result, false)
 		e.SKU, e.Strategy = sku, name
 		return e
 	}
-	s.metrics.decrement(name, "ok", sale.LedgerErr != nil)
+	result := "ok"
+	if replayed {
+		result = "replayed"
+		c.Response().Header().Set(headerReplayed, "true")
+	}
+	s.metrics.decrement(name, result, sale.LedgerErr != nil)
+	var remaining *int64
+	if sale.Remaining >= 0 {
+		remaining = &sale.Remaining
+	}
 	return c.JSON(http.StatusOK, saleResponse{
-		OrderID: sale.OrderID, SKU: sale.SKU, Qty: sale.Qty, Remaining: sale.Remaining,
+		OrderID: sale.OrderID, SKU: sale.SKU, Qty: sale.Qty, Remaining: remaining,
 		Strategy: sale.Strategy, Replica: sale.Replica, Fence: sale.Fence, Attempts: sale.Attempts,
-		At: sale.At, Recorded: sale.LedgerErr == nil,
+		At: sale.At, Recorded: sale.LedgerErr == nil, Key: sale.Key,
 	})
 }
 

@@ -12,8 +12,9 @@ import (
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
-// call sends one request to h and decodes the JSON answer.
-func call(t *testing.T, h http.Handler, method, path, contentType, body string) (*httptest.ResponseRecorder, map[string]any) {
+// call sends one request to h and decodes the JSON answer. header is
+// name, value pairs.
+func call(t *testing.T, h http.Handler, method, path, contentType, body string, header ...string) (*httptest.ResponseRecorder, map[string]any) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -22,6 +23,9 @@ func call(t *testing.T, h http.Handler, method, path, contentType, body string) 
 	req := httptest.NewRequest(method, path, r)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -50,52 +54,72 @@ func TestBadInput(t *testing.T) {
 		name, method, path, ct, body string
 		status                       int
 		code                         string
+		header                       []string // name, value pairs
 	}{
-		{"malformed JSON", "POST", dec, jsonCT, `{"qty":`, 400, "invalid_json"},
-		{"unquoted key", "POST", dec, jsonCT, `{qty: 1}`, 400, "invalid_json"},
-		{"empty body", "POST", dec, jsonCT, ``, 400, "invalid_json"},
-		{"two objects", "POST", dec, jsonCT, `{"qty":1}{"qty":1}`, 400, "invalid_json"},
-		{"qty as string", "POST", dec, jsonCT, `{"qty":"1"}`, 400, "invalid_type"},
-		{"qty as bool", "POST", dec, jsonCT, `{"qty":true}`, 400, "invalid_type"},
-		{"qty as object", "POST", dec, jsonCT, `{"qty":{"n":1}}`, 400, "invalid_type"},
-		{"strategy as number", "POST", dec, jsonCT, `{"qty":1,"strategy":5}`, 400, "invalid_type"},
-		{"body is an array", "POST", dec, jsonCT, `[{"qty":1}]`, 400, "invalid_type"},
-		{"body is null", "POST", dec, jsonCT, `null`, 400, "invalid_type"},
-		{"unknown field", "POST", dec, jsonCT, `{"qty":1,"price":3}`, 400, "unknown_field"},
-		{"field in wrong case", "POST", dec, jsonCT, `{"QTY":1}`, 400, "unknown_field"},
-		{"missing qty", "POST", dec, jsonCT, `{"strategy":"atomic"}`, 400, "missing_field"},
-		{"null qty", "POST", dec, jsonCT, `{"qty":null}`, 400, "missing_field"},
-		{"zero qty", "POST", dec, jsonCT, `{"qty":0}`, 400, "invalid_qty"},
-		{"negative qty", "POST", dec, jsonCT, `{"qty":-1}`, 400, "invalid_qty"},
-		{"qty above max", "POST", dec, jsonCT, `{"qty":101}`, 400, "invalid_qty"},
-		{"fractional qty", "POST", dec, jsonCT, `{"qty":1.5}`, 400, "invalid_qty"},
-		{"qty 1.0", "POST", dec, jsonCT, `{"qty":1.0}`, 400, "invalid_qty"},
-		{"qty in exponent form", "POST", dec, jsonCT, `{"qty":1e1}`, 400, "invalid_qty"},
-		{"qty over int64", "POST", dec, jsonCT, `{"qty":99999999999999999999}`, 400, "invalid_qty"},
-		{"sku with a dollar", "POST", "/v1/items/bad$sku/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
-		{"sku with an escaped slash", "POST", "/v1/items/bad%2Finput/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
-		{"sku too long", "POST", "/v1/items/" + strings.Repeat("a", 65) + "/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku"},
-		{"unknown strategy", "POST", dec, jsonCT, `{"qty":1,"strategy":"yolo"}`, 400, "unknown_strategy"},
-		{"etcd-lock without etcd", "POST", dec, jsonCT, `{"qty":1,"strategy":"etcd-lock"}`, 503, "strategy_unavailable"},
-		{"body over 4 KiB", "POST", dec, jsonCT, `{"qty":1,"strategy":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large"},
-		{"text/plain", "POST", dec, "text/plain", `{"qty":1}`, 415, "unsupported_media_type"},
-		{"no Content-Type", "POST", dec, "", `{"qty":1}`, 415, "unsupported_media_type"},
-		{"latin-1 JSON", "POST", dec, "application/json; charset=latin1", `{"qty":1}`, 415, "unsupported_media_type"},
-		{"form body", "POST", dec, "application/x-www-form-urlencoded", `qty=1`, 415, "unsupported_media_type"},
-		{"unknown sku", "POST", "/v1/items/no-such-sku/decrement", jsonCT, `{"qty":1}`, 404, "not_found"},
-		{"PUT negative stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":-1}`, 400, "invalid_stock"},
-		{"PUT fractional stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":2.5}`, 400, "invalid_stock"},
-		{"PUT stock as string", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":"9"}`, 400, "invalid_type"},
-		{"PUT missing stock", "PUT", "/v1/items/" + sku, jsonCT, `{}`, 400, "missing_field"},
-		{"PUT unknown field", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9,"qty":1}`, 400, "unknown_field"},
-		{"PUT wrong Content-Type", "PUT", "/v1/items/" + sku, "text/plain", `{"stock":9}`, 415, "unsupported_media_type"},
-		{"orders since garbage", "GET", "/v1/items/" + sku + "/orders?since=yesterday", "", "", 400, "invalid_since"},
-		{"unknown route", "GET", "/v1/nope", "", "", 404, "not_found"},
-		{"wrong method", "DELETE", "/v1/items/" + sku, "", "", 405, "method_not_allowed"},
+		{"malformed JSON", "POST", dec, jsonCT, `{"qty":`, 400, "invalid_json", nil},
+		{"unquoted key", "POST", dec, jsonCT, `{qty: 1}`, 400, "invalid_json", nil},
+		{"empty body", "POST", dec, jsonCT, ``, 400, "invalid_json", nil},
+		{"two objects", "POST", dec, jsonCT, `{"qty":1}{"qty":1}`, 400, "invalid_json", nil},
+		{"qty as string", "POST", dec, jsonCT, `{"qty":"1"}`, 400, "invalid_type", nil},
+		{"qty as bool", "POST", dec, jsonCT, `{"qty":true}`, 400, "invalid_type", nil},
+		{"qty as object", "POST", dec, jsonCT, `{"qty":{"n":1}}`, 400, "invalid_type", nil},
+		{"strategy as number", "POST", dec, jsonCT, `{"qty":1,"strategy":5}`, 400, "invalid_type", nil},
+		{"body is an array", "POST", dec, jsonCT, `[{"qty":1}]`, 400, "invalid_type", nil},
+		{"body is null", "POST", dec, jsonCT, `null`, 400, "invalid_type", nil},
+		{"unknown field", "POST", dec, jsonCT, `{"qty":1,"price":3}`, 400, "unknown_field", nil},
+		{"field in wrong case", "POST", dec, jsonCT, `{"QTY":1}`, 400, "unknown_field", nil},
+		{"missing qty", "POST", dec, jsonCT, `{"strategy":"atomic"}`, 400, "missing_field", nil},
+		{"null qty", "POST", dec, jsonCT, `{"qty":null}`, 400, "missing_field", nil},
+		{"zero qty", "POST", dec, jsonCT, `{"qty":0}`, 400, "invalid_qty", nil},
+		{"negative qty", "POST", dec, jsonCT, `{"qty":-1}`, 400, "invalid_qty", nil},
+		{"qty above max", "POST", dec, jsonCT, `{"qty":101}`, 400, "invalid_qty", nil},
+		{"fractional qty", "POST", dec, jsonCT, `{"qty":1.5}`, 400, "invalid_qty", nil},
+		{"qty 1.0", "POST", dec, jsonCT, `{"qty":1.0}`, 400, "invalid_qty", nil},
+		{"qty in exponent form", "POST", dec, jsonCT, `{"qty":1e1}`, 400, "invalid_qty", nil},
+		{"qty over int64", "POST", dec, jsonCT, `{"qty":99999999999999999999}`, 400, "invalid_qty", nil},
+		{"sku with a dollar", "POST", "/v1/items/bad$sku/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
+		{"sku with an escaped slash", "POST", "/v1/items/bad%2Finput/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
+		{"sku too long", "POST", "/v1/items/" + strings.Repeat("a", 65) + "/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
+		{"unknown strategy", "POST", dec, jsonCT, `{"qty":1,"strategy":"yolo"}`, 400, "unknown_strategy", nil},
+		{"etcd-lock without etcd", "POST", dec, jsonCT, `{"qty":1,"strategy":"etcd-lock"}`, 503, "strategy_unavailable", nil},
+		{"body over 4 KiB", "POST", dec, jsonCT, `{"qty":1,"strategy":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large", nil},
+		{"text/plain", "POST", dec, "text/plain", `{"qty":1}`, 415, "unsupported_media_type", nil},
+		{"no Content-Type", "POST", dec, "", `{"qty":1}`, 415, "unsupported_media_type", nil},
+		{"latin-1 JSON", "POST", dec, "application/json; charset=latin1", `{"qty":1}`, 415, "unsupported_media_type", nil},
+		{"form body", "POST", dec, "application/x-www-form-urlencoded", `qty=1`, 415, "unsupported_media_type", nil},
+		{"strategy in the query", "POST", dec + "?strategy=nope", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
+		{"valid strategy in the query", "POST", dec + "?strategy=atomic", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
+		{"query on GET item", "GET", "/v1/items/" + sku + "?fields=stock", "", "", 400, "unknown_parameter", nil},
+		{"query on PUT", "PUT", "/v1/items/" + sku + "?force=1", jsonCT, `{"stock":9}`, 400, "unknown_parameter", nil},
+		{"unknown query on orders", "GET", "/v1/items/" + sku + "/orders?limit=5", "", "", 400, "unknown_parameter", nil},
+		{"duplicate qty", "POST", dec, jsonCT, `{"qty":1,"qty":100}`, 400, "duplicate_field", nil},
+		{"duplicate strategy", "POST", dec, jsonCT, `{"strategy":"atomic","qty":1,"strategy":"unsafe"}`, 400, "duplicate_field", nil},
+		{"PUT duplicate stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9,"stock":0}`, 400, "duplicate_field", nil},
+		{"sku .", "POST", "/v1/items/./decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
+		{"sku ..", "POST", "/v1/items/../decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
+		{"sku .. escaped", "POST", "/v1/items/%2E%2E/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
+		{"PUT sku ..", "PUT", "/v1/items/..", jsonCT, `{"stock":9}`, 400, "invalid_sku", nil},
+		{"empty idempotency key", "POST", dec, jsonCT, `{"qty":1}`, 400, "invalid_idempotency_key", []string{"Idempotency-Key", ""}},
+		{"idempotency key too long", "POST", dec, jsonCT, `{"qty":1}`, 400, "invalid_idempotency_key", []string{"Idempotency-Key", strings.Repeat("k", 129)}},
+		{"idempotency key not ASCII", "POST", dec, jsonCT, `{"qty":1}`, 400, "invalid_idempotency_key", []string{"Idempotency-Key", "clé"}},
+		{"two idempotency keys", "POST", dec, jsonCT, `{"qty":1}`, 400, "invalid_idempotency_key", []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}},
+		{"If-Match not a version", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 400, "invalid_precondition", []string{"If-Match", "abc"}},
+		{"If-Match unquoted", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 400, "invalid_precondition", []string{"If-Match", "1"}},
+		{"If-Match old version", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 412, "version_mismatch", []string{"If-Match", `"7"`}},
+		{"unknown sku", "POST", "/v1/items/no-such-sku/decrement", jsonCT, `{"qty":1}`, 404, "not_found", nil},
+		{"PUT negative stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":-1}`, 400, "invalid_stock", nil},
+		{"PUT fractional stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":2.5}`, 400, "invalid_stock", nil},
+		{"PUT stock as string", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":"9"}`, 400, "invalid_type", nil},
+		{"PUT missing stock", "PUT", "/v1/items/" + sku, jsonCT, `{}`, 400, "missing_field", nil},
+		{"PUT unknown field", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9,"qty":1}`, 400, "unknown_field", nil},
+		{"PUT wrong Content-Type", "PUT", "/v1/items/" + sku, "text/plain", `{"stock":9}`, 415, "unsupported_media_type", nil},
+		{"orders since garbage", "GET", "/v1/items/" + sku + "/orders?since=yesterday", "", "", 400, "invalid_since", nil},
+		{"unknown route", "GET", "/v1/nope", "", "", 404, "not_found", nil},
+		{"wrong method", "DELETE", "/v1/items/" + sku, "", "", 405, "method_not_allowed", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec, body := call(t, h, tc.method, tc.path, tc.ct, tc.body)
+			rec, body := call(t, h, tc.method, tc.path, tc.ct, tc.body, tc.header...)
 			if rec.Code != tc.status || body["error"] != tc.code {
 				t.Fatalf("got %d %v, want %d %q", rec.Code, body, tc.status, tc.code)
 			}

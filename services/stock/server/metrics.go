@@ -25,6 +25,9 @@ type metrics struct {
 	leasesLost   *prometheus.CounterVec
 	fenced       *prometheus.CounterVec
 	ledgerFailed *prometheus.CounterVec
+	stale        *prometheus.CounterVec
+	replays      *prometheus.CounterVec
+	recovered    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -36,7 +39,7 @@ func newMetrics() *metrics {
 		}, []string{"route", "method", "status"}),
 		decrements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_decrements_total",
-			Help: "Decrement requests by strategy and result (ok, sold_out, not_found, lock_unavailable, lease_lost, fenced, conflict, timeout, store_unavailable, outcome_unknown, error).",
+			Help: "Decrement requests by strategy and result (ok, replayed, sold_out, not_found, lock_unavailable, lease_lost, fenced, stale_read, conflict, key_reused, in_progress, timeout, store_unavailable, outcome_unknown, error).",
 		}, []string{"strategy", "result"}),
 		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "stock_lock_wait_seconds",
@@ -60,18 +63,32 @@ func newMetrics() *metrics {
 			Name: "stock_ledger_insert_failures_total",
 			Help: "Sales whose stock was taken but whose order could not be recorded. Should always be 0.",
 		}, []string{"strategy"}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_stale_writes_total",
+			Help: "Lock holders' stock writes refused because another writer changed the item after the holder's read (nothing written).",
+		}, []string{"strategy"}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_idempotent_replays_total",
+			Help: "Decrements answered with the sale of an earlier request with the same Idempotency-Key (nothing sold).",
+		}, []string{"strategy"}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stock_recovered_orders_total",
+			Help: "Pending orders this replica recorded for sales whose replica had not (it died between the stock write and the ledger write, or its ledger write failed).",
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed,
+	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Show every strategy's series from the start, at zero, so that a
 	// dashboard or a test can tell "none" from "not exported".
 	for _, name := range inventory.Names() {
 		m.ledgerFailed.WithLabelValues(name)
+		m.replays.WithLabelValues(name)
 	}
 	for _, name := range []string{inventory.NameLocal, inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock} {
 		m.lockHeld.WithLabelValues(name)
 		m.leasesLost.WithLabelValues(name)
 		m.fenced.WithLabelValues(name)
+		m.stale.WithLabelValues(name)
 	}
 	return m
 }
@@ -99,6 +116,10 @@ func (m *metrics) decrement(strategy, result string, ledgerFailed bool) {
 		m.leasesLost.WithLabelValues(strategy).Inc()
 	case "fenced":
 		m.fenced.WithLabelValues(strategy).Inc()
+	case "stale_read":
+		m.stale.WithLabelValues(strategy).Inc()
+	case "replayed":
+		m.replays.WithLabelValues(strategy).Inc()
 	}
 	if ledgerFailed {
 		m.ledgerFailed.WithLabelValues(strategy).Inc()

@@ -67,9 +67,9 @@ type outcome struct {
 	errors   []string
 }
 
-// hammer sends requests decrements of qty 1 with strategy, alternating
-// between the replicas, at most concurrency at a time.
-func hammer(t *testing.T, client *http.Client, reps []replica, sku, strategy string, requests, concurrency int) outcome {
+// hammer sends requests decrements of qty 1, alternating between the
+// replicas and between the strategies, at most concurrency at a time.
+func hammer(t *testing.T, client *http.Client, reps []replica, sku string, strategies []string, requests, concurrency int) outcome {
 	t.Helper()
 	out := outcome{statuses: map[string]int{}, orderIDs: map[string]int{}, byRep: map[string]int64{}}
 	var mu sync.Mutex
@@ -79,7 +79,7 @@ func hammer(t *testing.T, client *http.Client, reps []replica, sku, strategy str
 		wg.Go(func() {
 			for i := range jobs {
 				rep := reps[i%len(reps)]
-				body := fmt.Sprintf(`{"qty":1,"strategy":%q}`, strategy)
+				body := fmt.Sprintf(`{"qty":1,"strategy":%q}`, strategies[i%len(strategies)])
 				resp, err := client.Post(rep.url+"/v1/items/"+sku+"/decrement", "application/json", bytes.NewBufferString(body))
 				if err != nil {
 					mu.Lock()
@@ -169,6 +169,54 @@ const (
 	concurrency  = 16
 )
 
+// The mixed-writer runs: every safe strategy on one sku, repeated.
+const (
+	mixedRuns     = 5
+	mixedStock    = 20
+	mixedRequests = 120
+)
+
+// checkBooks asserts that the answers of a correct strategy (or a mix of
+// them) and the item and its ledger agree: nothing sold twice, nothing
+// lost, every acknowledged order in the ledger exactly once.
+func checkBooks(t *testing.T, out outcome, initial, stock int64, orders []inventory.Order) {
+	t.Helper()
+	if len(out.errors) > 0 {
+		t.Errorf("transport errors: %q", out.errors)
+	}
+	for status, n := range out.statuses {
+		switch status {
+		case "200", "409 sold_out", "503 lock_unavailable", "503 conflict", "503 stale_read":
+		default:
+			t.Errorf("%d unexpected answers %q", n, status)
+		}
+	}
+	if out.sold > initial {
+		t.Errorf("oversold: %d units acknowledged out of %d", out.sold, initial)
+	}
+	if stock != initial-out.sold {
+		t.Errorf("stock left %d, want %d - %d sold = %d", stock, initial, out.sold, initial-out.sold)
+	}
+	if int64(len(orders)) != out.sold {
+		t.Errorf("ledger has %d orders for %d acknowledged sales", len(orders), out.sold)
+	}
+	seen := map[string]bool{}
+	for _, o := range orders {
+		if seen[o.ID] {
+			t.Errorf("order %s twice in the ledger", o.ID)
+		}
+		seen[o.ID] = true
+		if out.orderIDs[o.ID] != 1 {
+			t.Errorf("order %s in the ledger was acknowledged %d times", o.ID, out.orderIDs[o.ID])
+		}
+	}
+	for id, n := range out.orderIDs {
+		if n != 1 || !seen[id] {
+			t.Errorf("acknowledged order %s: %d acknowledgements, in ledger: %v", id, n, seen[id])
+		}
+	}
+}
+
 // race resets the strategy's sku to initialStock on the first replica,
 // hammers both replicas with it, and reads the stock and the ledger back
 // from the second.
@@ -177,7 +225,7 @@ func race(t *testing.T, client *http.Client, reps []replica, strategy string) (o
 	sku := "two-" + strategy
 	put(t, client, reps[0], sku, initialStock)
 	start := time.Now()
-	out := hammer(t, client, reps, sku, strategy, requests, concurrency)
+	out := hammer(t, client, reps, sku, []string{strategy}, requests, concurrency)
 	stock, orders := ledger(t, client, reps[1], sku)
 	t.Logf("%s: %d requests in %v: sold %d (by replica %v), answers %v, stock left %d, %d orders",
 		strategy, requests, time.Since(start).Round(time.Millisecond), out.sold, out.byRep, out.statuses, stock, len(orders))
@@ -199,44 +247,25 @@ func TestTwoReplicas(t *testing.T) {
 		// etcd only here: the broken strategies do not use it.
 		etcd := devstore.EtcdT(t)
 		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints = etcd.Endpoints })
-		for _, strategy := range []string{inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock, inventory.NameOptimistic, inventory.NameAtomic} {
+		safe := []string{inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock, inventory.NameOptimistic, inventory.NameAtomic}
+		for _, strategy := range safe {
 			t.Run(strategy, func(t *testing.T) {
 				out, stock, orders := race(t, client, reps, strategy)
-
-				if len(out.errors) > 0 {
-					t.Errorf("transport errors: %q", out.errors)
-				}
-				for status, n := range out.statuses {
-					switch status {
-					case "200", "409 sold_out", "503 lock_unavailable", "503 conflict":
-					default:
-						t.Errorf("%d unexpected answers %q", n, status)
-					}
-				}
-				if out.sold > initialStock {
-					t.Errorf("oversold: %d units acknowledged out of %d", out.sold, initialStock)
-				}
-				if stock != initialStock-out.sold {
-					t.Errorf("stock left %d, want %d - %d sold = %d", stock, initialStock, out.sold, initialStock-out.sold)
-				}
-				if int64(len(orders)) != out.sold {
-					t.Errorf("ledger has %d orders for %d acknowledged sales", len(orders), out.sold)
-				}
-				seen := map[string]bool{}
-				for _, o := range orders {
-					if seen[o.ID] {
-						t.Errorf("order %s twice in the ledger", o.ID)
-					}
-					seen[o.ID] = true
-					if out.orderIDs[o.ID] != 1 {
-						t.Errorf("order %s in the ledger was acknowledged %d times", o.ID, out.orderIDs[o.ID])
-					}
-				}
-				for id, n := range out.orderIDs {
-					if n != 1 || !seen[id] {
-						t.Errorf("acknowledged order %s: %d acknowledgements, in ledger: %v", id, n, seen[id])
-					}
-				}
+				checkBooks(t, out, initialStock, stock, orders)
+			})
+		}
+		// Every safe strategy at once on one sku, through both replicas:
+		// two lock services, compare-and-set and the atomic update must not
+		// sell a unit twice between them.
+		for run := range mixedRuns {
+			t.Run(fmt.Sprintf("mixed-%d", run), func(t *testing.T) {
+				sku := fmt.Sprintf("mixed-%d", run)
+				put(t, client, reps[0], sku, mixedStock)
+				out := hammer(t, client, reps, sku, safe, mixedRequests, concurrency)
+				stock, orders := ledger(t, client, reps[1], sku)
+				t.Logf("mixed run %d: sold %d of %d (by replica %v), answers %v, stock left %d, %d orders",
+					run, out.sold, mixedStock, out.byRep, out.statuses, stock, len(orders))
+				checkBooks(t, out, mixedStock, stock, orders)
 			})
 		}
 	})

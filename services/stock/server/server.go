@@ -13,6 +13,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -58,6 +61,9 @@ type Server struct {
 	metrics *metrics
 	echo    *echo.Echo
 	http    *http.Server
+
+	stopRecovery context.CancelFunc
+	recovered    chan struct{} // closed when the recovery loop has stopped
 }
 
 // New connects to MongoDB, Redis and, when cfg.EtcdEndpoints is set, etcd
@@ -115,7 +121,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	}
 
 	db := s.mongo.Database(cfg.DB)
-	s.store, err = inventory.NewStore(db, inventory.StoreOptions{Replica: cfg.Replica, WriteConcern: wc, Logger: logger})
+	s.store, err = inventory.NewStore(db, inventory.StoreOptions{
+		Replica: cfg.Replica, WriteConcern: wc, KeyRetention: cfg.KeyRetention, AfterTake: cfg.afterTake, Logger: logger,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +134,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		return nil, err
 	}
 	s.echo = s.routes()
+	s.startRecovery(ctx)
 	s.http = &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -269,6 +278,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: stop HTTP: %w", err))
 	}
+	s.stopRecovery()
+	<-s.recovered
 	for _, l := range s.locked {
 		if n := l.Held(); n > 0 {
 			s.logger.Warn("releasing leases of unfinished requests", slog.String("strategy", l.Name()), slog.Int("leases", n))
@@ -326,15 +337,16 @@ func (s *Server) routes() *echo.Echo {
 	type route struct {
 		method, path string
 		h            echo.HandlerFunc
+		params       []string // the query parameters the route takes; any other is a 400
 	}
 	table := []route{
-		{http.MethodPut, "/v1/items/:sku", s.putItem},
-		{http.MethodGet, "/v1/items/:sku", s.getItem},
-		{http.MethodPost, "/v1/items/:sku/decrement", s.decrement},
-		{http.MethodGet, "/v1/items/:sku/orders", s.orders},
-		{http.MethodGet, "/healthz", s.healthz},
-		{http.MethodGet, "/readyz", s.readyz},
-		{http.MethodGet, "/metrics", echo.WrapHandler(s.metrics.handler())},
+		{http.MethodPut, "/v1/items/:sku", s.putItem, nil},
+		{http.MethodGet, "/v1/items/:sku", s.getItem, nil},
+		{http.MethodPost, "/v1/items/:sku/decrement", s.decrement, nil},
+		{http.MethodGet, "/v1/items/:sku/orders", s.orders, []string{"since"}},
+		{http.MethodGet, "/healthz", s.healthz, nil},
+		{http.MethodGet, "/readyz", s.readyz, nil},
+		{http.MethodGet, "/metrics", echo.WrapHandler(s.metrics.handler()), nil},
 	}
 	known := make(map[string]bool, len(table))
 	for _, r := range table {
@@ -361,9 +373,72 @@ func (s *Server) routes() *echo.Echo {
 		}
 	})
 	for _, r := range table {
-		e.Add(r.method, r.path, r.h)
+		e.Add(r.method, r.path, onlyParams(r.h, r.params...))
 	}
 	return e
+}
+
+// onlyParams refuses a request with a query parameter its route does not
+// take: a parameter the service ignores, such as ?strategy=, would
+// otherwise let a client believe it chose something it did not.
+func onlyParams(h echo.HandlerFunc, allowed ...string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var unknown []string
+		for name := range c.QueryParams() {
+			if !slices.Contains(allowed, name) {
+				unknown = append(unknown, strconv.Quote(name))
+			}
+		}
+		if len(unknown) > 0 {
+			slices.Sort(unknown)
+			takes := "no query parameters"
+			if len(allowed) > 0 {
+				takes = "only " + strings.Join(allowed, ", ")
+			}
+			return newError(http.StatusBadRequest, codeUnknownParameter,
+				fmt.Sprintf("unknown query parameter %s: this route takes %s (a decrement's strategy goes in the JSON body)", strings.Join(unknown, ", "), takes))
+		}
+		return h(c)
+	}
+}
+
+// startRecovery runs the replica's recovery at once and then every
+// RecoveryEvery until Shutdown: it records the pending orders of sales
+// whose replica died between its stock write and its ledger write, and
+// settles idempotency keys (see inventory.Store.RecoverPending and
+// RecoverKeys). Every replica runs it; running it on several at once is
+// safe.
+func (s *Server) startRecovery(ctx context.Context) {
+	ctx, s.stopRecovery = context.WithCancel(context.WithoutCancel(ctx))
+	s.recovered = make(chan struct{})
+	go func() {
+		defer close(s.recovered)
+		t := time.NewTicker(s.cfg.RecoveryEvery)
+		defer t.Stop()
+		for {
+			s.recover(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (s *Server) recover(ctx context.Context) {
+	n, err := s.store.RecoverPending(ctx, s.cfg.RecoveryGrace)
+	s.metrics.recovered.Add(float64(n))
+	if err != nil && ctx.Err() == nil {
+		s.logger.Warn("recovery of pending orders failed; retrying at the next interval", slog.Any("error", err))
+	}
+	keys, err := s.store.RecoverKeys(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.logger.Warn("recovery of idempotency keys failed; retrying at the next interval", slog.Any("error", err))
+	}
+	if keys.Abandoned > 0 || keys.Settled > 0 {
+		s.logger.Info("idempotency keys settled", slog.Int("settled", keys.Settled), slog.Int("abandoned", keys.Abandoned), slog.Int("expired", keys.Expired))
+	}
 }
 
 // pingEtcd checks that the etcd cluster answers a linearizable read, which

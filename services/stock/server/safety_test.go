@@ -1,0 +1,190 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/services/stock/server"
+)
+
+// sale is a decrement's answer, success or error.
+type sale struct {
+	status    int
+	replayed  bool
+	OrderID   string `json:"order_id"`
+	Remaining *int64 `json:"remaining"`
+	Replica   string `json:"replica"`
+	Error     string `json:"error"`
+}
+
+// decrementWithKey sends one decrement of qty with an Idempotency-Key.
+func decrementWithKey(t *testing.T, client *http.Client, rep replica, sku, key, body string) sale {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, rep.url+"/v1/items/"+sku+"/decrement", bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s sale
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	s.status, s.replayed = resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true"
+	return s
+}
+
+// TestIdempotencyKey: a retried request with one key sells once, on either
+// replica and after a restart; the same key with another body is a 422;
+// eight at once sell once.
+func TestIdempotencyKey(t *testing.T) {
+	client := &http.Client{Timeout: time.Minute}
+	t.Cleanup(client.CloseIdleConnections)
+	var cfgs []server.Config
+	reps := startReplicas(t, 2, func(c *server.Config) { cfgs = append(cfgs, *c) })
+	put(t, client, reps[0], "idem", 10)
+
+	first := decrementWithKey(t, client, reps[0], "idem", "order-42", `{"qty":2,"strategy":"atomic"}`)
+	if first.status != 200 || first.replayed || first.Remaining == nil || *first.Remaining != 8 {
+		t.Fatalf("first request: %+v", first)
+	}
+	again := decrementWithKey(t, client, reps[1], "idem", "order-42", `{"qty":2,"strategy":"atomic"}`)
+	if again.status != 200 || !again.replayed || again.OrderID != first.OrderID || *again.Remaining != 8 || again.Replica != reps[0].name {
+		t.Fatalf("retry on the other replica: %+v, want the first sale %+v replayed", again, first)
+	}
+	if other := decrementWithKey(t, client, reps[1], "idem", "order-42", `{"qty":3,"strategy":"atomic"}`); other.status != 422 || other.Error != "idempotency_key_reused" {
+		t.Fatalf("same key, other body: %+v, want 422 idempotency_key_reused", other)
+	}
+	// A replica started later, on the same database, still knows the key.
+	restarted := newServer(t, cfgs[0])
+	rec, body := call(t, restarted.Handler(), http.MethodPost, "/v1/items/idem/decrement", jsonCT, `{"qty":2,"strategy":"atomic"}`, "Idempotency-Key", "order-42")
+	if rec.Code != 200 || body["order_id"] != first.OrderID || rec.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry after a restart: %d %v", rec.Code, body)
+	}
+
+	// Eight at once, both replicas, a lock strategy.
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		got   []sale
+		fresh atomic.Int32
+	)
+	for i := range 8 {
+		wg.Go(func() {
+			s := decrementWithKey(t, client, reps[i%2], "idem", "burst", `{"qty":1,"strategy":"redis-lock"}`)
+			if s.status == 200 && !s.replayed {
+				fresh.Add(1)
+			}
+			mu.Lock()
+			got = append(got, s)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for _, s := range got {
+		switch {
+		case s.status == 200:
+			ids[s.OrderID] = true
+		case s.status == 409 && s.Error == "idempotency_in_progress":
+		default:
+			t.Errorf("concurrent duplicate: %+v", s)
+		}
+	}
+	if len(ids) != 1 || fresh.Load() != 1 {
+		t.Errorf("eight requests with one key: orders %v, %d fresh sales; want one", ids, fresh.Load())
+	}
+	stock, orders := ledger(t, client, reps[0], "idem")
+	if stock != 7 || len(orders) != 2 {
+		t.Fatalf("stock %d with %d orders, want 7 and 2: two keys, two sales", stock, len(orders))
+	}
+}
+
+// TestPutIfMatch: PUT with the ETag of what was read refuses to overwrite
+// a sale made since.
+func TestPutIfMatch(t *testing.T) {
+	h := newServer(t, testConfig(t, "r1")).Handler()
+	rec, _ := call(t, h, http.MethodPut, "/v1/items/etag", jsonCT, `{"stock":5}`)
+	tag := rec.Header().Get("ETag")
+	if rec.Code != 200 || tag != `"1"` {
+		t.Fatalf("PUT: %d, ETag %q", rec.Code, tag)
+	}
+	if rec, _ := call(t, h, http.MethodPost, "/v1/items/etag/decrement", jsonCT, `{"qty":1,"strategy":"atomic"}`); rec.Code != 200 {
+		t.Fatalf("decrement: %d", rec.Code)
+	}
+	if rec, body := call(t, h, http.MethodPut, "/v1/items/etag", jsonCT, `{"stock":10}`, "If-Match", tag); rec.Code != 412 || body["error"] != "version_mismatch" {
+		t.Fatalf("PUT at the old version: %d %v", rec.Code, body)
+	}
+	rec, item := call(t, h, http.MethodGet, "/v1/items/etag", "", "")
+	if item["stock"] != 4.0 || rec.Header().Get("ETag") != `"2"` {
+		t.Fatalf("after the refused PUT: %v, ETag %q", item, rec.Header().Get("ETag"))
+	}
+	if rec, item := call(t, h, http.MethodPut, "/v1/items/etag", jsonCT, `{"stock":10}`, "If-Match", `"2"`); rec.Code != 200 || item["stock"] != 10.0 {
+		t.Fatalf("PUT at the current version: %d %v", rec.Code, item)
+	}
+}
+
+// TestReplicaDiesBetweenStockAndLedger stops replica a's requests between
+// their stock write and their ledger write (every third sale), under load
+// on both replicas, for a lock strategy and the atomic update. Replica b's
+// periodic recovery must make units taken equal orders in the ledger, with
+// every acknowledged sale among them.
+func TestReplicaDiesBetweenStockAndLedger(t *testing.T) {
+	client := &http.Client{Timeout: time.Minute}
+	t.Cleanup(client.CloseIdleConnections)
+	var writes, deaths atomic.Int64
+	reps := startReplicas(t, 2, func(c *server.Config) {
+		c.RecoveryEvery, c.RecoveryGrace = 200*time.Millisecond, 0
+		if c.Replica == "replica-a" {
+			c.RecoveryEvery = time.Hour // a is "dead": only b recovers
+			server.SetAfterTake(c, func(inventory.Order) {
+				if writes.Add(1)%3 == 0 {
+					deaths.Add(1)
+					runtime.Goexit() // the request's goroutine ends: no order, no answer
+				}
+			})
+		}
+	})
+	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic} {
+		t.Run(strategy, func(t *testing.T) {
+			sku := "die-" + strategy
+			const stock = 30
+			put(t, client, reps[0], sku, stock)
+			out := hammer(t, client, reps, sku, []string{strategy}, 60, 8)
+			if deaths.Load() == 0 || len(out.errors) == 0 {
+				t.Fatalf("no request died (%d deaths, errors %q): the hook did not fire", deaths.Load(), out.errors)
+			}
+			var left int64
+			var orders []inventory.Order
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				left, orders = ledger(t, client, reps[1], sku)
+				if int64(len(orders)) == stock-left || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if taken := stock - left; int64(len(orders)) != taken {
+				t.Errorf("units taken %d, orders in the ledger %d", taken, len(orders))
+			}
+			inLedger := map[string]bool{}
+			for _, o := range orders {
+				inLedger[o.ID] = true
+			}
+			for id := range out.orderIDs {
+				if !inLedger[id] {
+					t.Errorf("acknowledged order %s is not in the ledger", id)
+				}
+			}
+			t.Logf("%s: %d acknowledged, %d died after the stock write, %d orders, stock %d", strategy, out.sold, len(out.errors), len(orders), left)
+		})
+	}
+}
