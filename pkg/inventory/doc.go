@@ -6,19 +6,27 @@
 //
 // An item is one document in the items collection:
 //
-//	{_id: sku, stock: NumberLong, version: NumberLong, fences: {<strategy>: NumberLong}}
+//	{_id: sku, stock: NumberLong, version: NumberLong, fences: {<strategy>: NumberLong},
+//	 pending: {<order id>: order}}
 //
-// version counts every write to stock (the optimistic strategy compares and
-// sets it). fences holds, per lock strategy, the highest fencing token that
-// has read the item under that lock (see [Store] and the fenced read below).
+// version counts every write to stock, by every writer. Every stock write
+// of a safe strategy is conditional on the version it read (the optimistic
+// compare-and-set, and the lock strategies' fenced write too), so that a
+// write computed from a stale read fails cleanly ([ErrStale]) instead of
+// setting an absolute stock over another writer's sale. fences holds, per
+// lock strategy, the highest fencing token that has read the item under
+// that lock (see [Store] and the fenced read below).
 //
 // Every sale inserts one order document in the orders collection:
 //
-//	{_id: order id, sku, qty, replica, strategy, fence, at}
+//	{_id: order id, sku, qty, replica, strategy, fence, at, remaining, attempts, key}
 //
 // The orders are the ledger: the number of acknowledged sales of a sku must
 // equal the number of its orders, and the stock must have gone down by
 // exactly the quantities they record.
+//
+// The idempotency collection holds one reservation per sku and
+// Idempotency-Key ([Store.DecrementOnce]).
 //
 // # The strategies
 //
@@ -52,12 +60,16 @@
 // [Store.FencedRead] for why the token is registered at the read, not only
 // checked at the write.
 //
-// # Ledger failures
+// # A unit taken and its order are one fact
 //
-// A sale's order is inserted after its stock write succeeded, never before:
-// an order for stock that was never taken would be worse. If that insert
-// fails, the sale still stands (the stock is gone and the client is told it
-// bought it); the failure is logged at error level and reported in
-// [Sale.LedgerErr] so that the service can count it, because it is exactly
-// the discrepancy the ledger exists to expose.
+// The store has single-document atomicity only, and the stock and the
+// ledger are different documents. So the write that takes the stock also
+// records the sale's order in the item, under pending, in the same
+// single-document update; the order is then inserted into the ledger and
+// the pending entry removed. A replica that dies between the two leaves the
+// order pending, and [Store.RecoverPending], which every replica runs at
+// start-up and periodically, records it: the order's id is fixed before
+// the stock write, so recording is idempotent, whoever does it. If the
+// ledger insert fails, the sale still stands, is reported in
+// [Sale.LedgerErr], and stays pending until recovery records it.
 package inventory

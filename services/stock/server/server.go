@@ -416,7 +416,7 @@ func (s *Server) startRecovery(ctx context.Context) {
 		t := time.NewTicker(s.cfg.RecoveryEvery)
 		defer t.Stop()
 		for {
-			s.recover(ctx)
+			s.runRecovery(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -426,7 +426,7 @@ func (s *Server) startRecovery(ctx context.Context) {
 	}()
 }
 
-func (s *Server) recover(ctx context.Context) {
+func (s *Server) runRecovery(ctx context.Context) {
 	n, err := s.store.RecoverPending(ctx, s.cfg.RecoveryGrace)
 	s.metrics.recovered.Add(float64(n))
 	if err != nil && ctx.Err() == nil {
