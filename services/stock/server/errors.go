@@ -34,6 +34,7 @@ const (
 	codeFenced              = "fenced"
 	codeConflict            = "conflict"
 	codeStaleRead           = "stale_read"
+	codeShuttingDown        = "shutting_down"
 	codeVersionMismatch     = "version_mismatch"
 	codeInvalidPrecondition = "invalid_precondition"
 	codeUnknownParameter    = "unknown_parameter"

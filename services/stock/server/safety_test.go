@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"runtime"
 	"sync"
@@ -187,4 +189,106 @@ func TestReplicaDiesBetweenStockAndLedger(t *testing.T) {
 			t.Logf("%s: %d acknowledged, %d died after the stock write, %d orders, stock %d", strategy, out.sold, len(out.errors), len(orders), left)
 		})
 	}
+}
+
+// TestShutdownUnderLoad shuts a replica down, with an already expired
+// deadline, while decrements are inside their critical sections: every
+// acknowledged sale must be in the ledger, and units taken must equal
+// orders, without any recovery.
+func TestShutdownUnderLoad(t *testing.T) {
+	client := &http.Client{Timeout: time.Minute}
+	t.Cleanup(client.CloseIdleConnections)
+	base := testConfig(t, "")
+	base.RMWDelay = 300 * time.Millisecond
+	base.RecoveryEvery = time.Hour
+	base.Replica = "stopping"
+	s, err := server.New(t.Context(), base, server.NewLogger(t.Output(), base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go func() { _ = s.Serve(ln) }()
+	rep := replica{name: "stopping", url: "http://" + ln.Addr().String()}
+	readerCfg := base
+	readerCfg.Replica = "reader"
+	reader := newServer(t, readerCfg).Handler()
+
+	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic} {
+		put(t, client, rep, "stop-"+strategy, 50)
+	}
+	type answer struct {
+		status  int
+		orderID string
+		sku     string
+	}
+	answers := make(chan answer, 64)
+	var wg sync.WaitGroup
+	for i := range 24 {
+		strategy := []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic}[i%3]
+		wg.Go(func() {
+			sku := "stop-" + strategy
+			resp, err := client.Post(rep.url+"/v1/items/"+sku+"/decrement", "application/json",
+				bytes.NewBufferString(`{"qty":1,"strategy":"`+strategy+`"}`))
+			if err != nil {
+				answers <- answer{sku: sku}
+				return
+			}
+			defer resp.Body.Close()
+			var body struct {
+				OrderID string `json:"order_id"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			answers <- answer{status: resp.StatusCode, orderID: body.OrderID, sku: sku}
+		})
+	}
+	time.Sleep(150 * time.Millisecond) // the decrements are between their reads and writes
+	expired, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_ = s.Shutdown(expired)
+	wg.Wait()
+	close(answers)
+
+	acked := map[string]map[string]bool{}
+	statuses := map[int]int{}
+	for a := range answers {
+		statuses[a.status]++
+		if a.status == 200 {
+			if acked[a.sku] == nil {
+				acked[a.sku] = map[string]bool{}
+			}
+			acked[a.sku][a.orderID] = true
+		}
+	}
+	t.Logf("answers by status: %v", statuses)
+	if statuses[200] == 0 {
+		t.Fatal("no sale completed: the shutdown came before any decrement was admitted")
+	}
+	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic} {
+		sku := "stop-" + strategy
+		_, item := call(t, reader, http.MethodGet, "/v1/items/"+sku, "", "")
+		_, list := call(t, reader, http.MethodGet, "/v1/items/"+sku+"/orders", "", "")
+		orders, _ := list["orders"].([]any)
+		taken := 50 - int(item["stock"].(float64))
+		if len(orders) != taken {
+			t.Errorf("%s: %d units taken, %d orders in the ledger", sku, taken, len(orders))
+		}
+		inLedger := map[string]bool{}
+		for _, o := range orders {
+			inLedger[o.(map[string]any)["order_id"].(string)] = true
+		}
+		for id := range acked[sku] {
+			if !inLedger[id] {
+				t.Errorf("%s: acknowledged order %s is not in the ledger", sku, id)
+			}
+		}
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }

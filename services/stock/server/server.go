@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -64,6 +65,13 @@ type Server struct {
 
 	stopRecovery context.CancelFunc
 	recovered    chan struct{} // closed when the recovery loop has stopped
+
+	// writes counts the in-flight requests that may write (decrements and
+	// PUTs); Shutdown waits for them before it releases locks and closes
+	// clients. draining refuses new ones once Shutdown has begun.
+	drainMu  sync.Mutex
+	draining bool
+	writes   sync.WaitGroup
 }
 
 // New connects to MongoDB, Redis and, when cfg.EtcdEndpoints is set, etcd
@@ -267,16 +275,24 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops the replica: it stops accepting connections, waits for
-// in-flight requests until ctx ends, then releases every lease still held
-// (so other replicas need not wait out their TTL) and closes the clients.
-// A request still running when ctx ends loses its lease: it stops before
-// its stock write, or its fenced write decides.
+// Shutdown stops the replica without losing a sale: it refuses new
+// decrements and PUTs (503 shutting_down), stops accepting connections,
+// waits for in-flight requests until ctx ends, and waits for every
+// in-flight decrement and PUT to finish, its stock write and its ledger
+// write included, whatever ctx says: they are bounded by WriteBudget. Only
+// then does it release the leases still held (so other replicas need not
+// wait out their TTL) and close the clients.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.logger.Info("shutting down")
+	s.drainMu.Lock()
+	s.draining = true
+	s.drainMu.Unlock()
 	var errs []error
 	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: stop HTTP: %w", err))
+	}
+	if err := s.waitWrites(); err != nil {
+		errs = append(errs, err)
 	}
 	s.stopRecovery()
 	<-s.recovered
@@ -294,6 +310,47 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// WriteBudget is the longest a decrement or a PUT can run once admitted:
+// its request budget, then up to two commits that are not cut short (the
+// fenced read and the stock write; the ledger insert shares the second's
+// bound). Shutdown waits this long for them at most.
+func (c Config) WriteBudget() time.Duration {
+	return c.RequestTimeout + 2*inventory.DefaultWriteTimeout
+}
+
+// trackWrite admits a request that may write, unless the replica is
+// shutting down, and counts it until it has answered.
+func (s *Server) trackWrite(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		s.drainMu.Lock()
+		if s.draining {
+			s.drainMu.Unlock()
+			return unavailable(codeShuttingDown, "this replica is shutting down; nothing was changed: ask another replica", nil)
+		}
+		s.writes.Add(1)
+		s.drainMu.Unlock()
+		defer s.writes.Done()
+		return next(c)
+	}
+}
+
+// waitWrites waits for the in-flight writes, at most WriteBudget.
+func (s *Server) waitWrites() error {
+	done := make(chan struct{})
+	go func() {
+		s.writes.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(s.cfg.WriteBudget())
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("server: in-flight writes still running after %v", s.cfg.WriteBudget())
+	}
 }
 
 func (s *Server) closeClients(ctx context.Context) error {
@@ -340,9 +397,9 @@ func (s *Server) routes() *echo.Echo {
 		params       []string // the query parameters the route takes; any other is a 400
 	}
 	table := []route{
-		{http.MethodPut, "/v1/items/:sku", s.putItem, nil},
+		{http.MethodPut, "/v1/items/:sku", s.trackWrite(s.putItem), nil},
 		{http.MethodGet, "/v1/items/:sku", s.getItem, nil},
-		{http.MethodPost, "/v1/items/:sku/decrement", s.decrement, nil},
+		{http.MethodPost, "/v1/items/:sku/decrement", s.trackWrite(s.decrement), nil},
 		{http.MethodGet, "/v1/items/:sku/orders", s.orders, []string{"since"}},
 		{http.MethodGet, "/healthz", s.healthz, nil},
 		{http.MethodGet, "/readyz", s.readyz, nil},
