@@ -42,6 +42,50 @@ type Notifier interface {
 	Watch(ctx context.Context, key string) (released <-chan struct{}, stop func())
 }
 
+// Handoff is implemented by backends that keep the waiters of a key in a
+// queue on the server and, when the key is released, grant it in the same
+// operation to the first waiter still in the queue and tell that waiter
+// alone. A blocking Locker.Acquire over such a backend waits in the queue
+// instead of retrying against the holder, and does not use Notifier.
+type Handoff interface {
+	// Waiter returns one blocking acquisition's place in key's queue, for
+	// owner. It does no I/O; the first Attempt that is refused joins the
+	// queue.
+	Waiter(key, owner string) Waiter
+}
+
+// Waiter is one blocking acquisition's place in a Handoff backend's queue.
+// Attempt, Leave and Close are called from one goroutine.
+type Waiter interface {
+	// Attempt takes the key as Backend.TryAcquire does when it is free, or
+	// returns the token of a grant already handed to this waiter. Otherwise
+	// it queues the waiter (behind every waiter already queued) or keeps its
+	// place, returns an error wrapping ErrNotAcquired, and reports in
+	// latest the highest token granted on the key so far. The place is kept
+	// for stay from the attempt; a waiter that has not attempted again by
+	// then is passed over by handoffs, so that one that died cannot be
+	// handed the key.
+	Attempt(ctx context.Context, ttl, stay time.Duration) (token, latest uint64, err error)
+
+	// Granted receives the token of a grant handed to this waiter, best
+	// effort: when a message is lost, the next Attempt returns the grant. A
+	// token that is not above the latest reported by a refused Attempt was
+	// granted before that attempt ran, and has ended since (else the attempt
+	// would have returned it): ignore it. Any greater token was granted
+	// after that attempt was sent. A 0 means that a grant may have been
+	// missed: attempt now.
+	Granted() <-chan uint64
+
+	// Leave takes the waiter out of the queue and releases a grant handed to
+	// it that its owner has not taken, then frees what Close frees. Call it
+	// when giving up.
+	Leave(ctx context.Context) error
+
+	// Close frees the waiter's local resources, without I/O. Call it once
+	// the key is held.
+	Close()
+}
+
 // TTLFloor is implemented by backends whose server cannot keep leases
 // shorter than some minimum (etcd's lease TTL is whole seconds, for example).
 type TTLFloor interface {

@@ -4,14 +4,17 @@
 // an owner, extend it, give it back. Each call is one atomic operation on the
 // server and nothing else: no retries, no goroutines, no clocks beyond the TTL
 // it is given. The backends live in sub-packages: mongolock (a MongoDB
-// findOneAndUpdate lease), redislock (SET NX PX and Lua) and locallock (one
-// process only, to show why that is not enough).
+// findOneAndUpdate lease), redislock (SET NX PX and Lua), etcdlock (an etcd
+// lease key) and locallock (one process only, to show why that is not
+// enough).
 //
 // A [Locker] turns a Backend into a lock a program can use: a blocking
 // [Locker.Acquire] that retries with capped, fully jittered exponential backoff
-// (and wakes early when the backend can say a key was released), a single
-// [Locker.TryAcquire], and a [Lease] that owns its own renewal (a watchdog)
-// and says through [Lease.Done] and [Lease.Ctx] when it has been lost.
+// (and wakes early when the backend can say a key was released, see
+// [Notifier]; over a [Handoff] backend it waits in the server's queue instead,
+// and the release hands it the key), a single [Locker.TryAcquire], and a
+// [Lease] that owns its own renewal (a watchdog timer) and says through
+// [Lease.Done] and [Lease.Ctx] when it has been lost.
 //
 // # What a lease guarantees, and what it does not
 //

@@ -56,7 +56,10 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 }
 
 // Acquire blocks until it holds key, ctx ends, or the retry policy's
-// Attempts run out (then the error wraps ErrNotAcquired).
+// Attempts run out (then the error wraps ErrNotAcquired). Over a Handoff
+// backend a refused attempt joins the key's queue and the key is handed
+// over on release; the retry policy's attempts then only keep the place
+// and catch a lost handoff message.
 //
 // A failed attempt whose outcome is unknown (a timeout, a dropped
 // connection) is retried with the same owner identity, which the backend
@@ -70,6 +73,9 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 		return nil, err
 	}
 	owner := o.ownerFor()
+	if h, ok := l.backend.(Handoff); ok {
+		return l.acquireQueued(ctx, h.Waiter(key, owner), key, owner, o)
+	}
 
 	// Watch before the first attempt: a release that lands between a
 	// failed attempt and the wait would otherwise go unnoticed.
@@ -115,6 +121,98 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 		case <-released:
 		}
 		t.Stop()
+	}
+}
+
+// acquireQueued is Acquire over a Handoff backend: a refused attempt
+// queues the waiter, and the key arrives through w.Granted when the holder
+// releases it. The backoff timer stays as the fallback for a lost message
+// and for a lease that expires instead of being released; each of its
+// attempts also keeps the waiter's place in the queue.
+func (l *Locker) acquireQueued(ctx context.Context, w Waiter, key, owner string, o options) (*Lease, error) {
+	var (
+		// since is no later than any grant still to come to this waiter:
+		// the start of its latest refused attempt (a grant made before
+		// that attempt ran would have been returned by it), or of its
+		// first attempt. latest is the highest token granted before that
+		// attempt ran; a grant not above it is stale.
+		since     time.Time
+		latest    uint64
+		uncertain bool // an attempt may have been granted without our knowing
+		granted   = w.Granted()
+	)
+	for n := 0; ; n++ {
+		wait := o.retry.backoff(n)
+		start := time.Now()
+		if since.IsZero() {
+			since = start
+		}
+		token, last, err := w.Attempt(ctx, o.ttl, queueStay(wait, o.ttl))
+		if err == nil {
+			w.Close()
+			// since, not start: the token may be a grant handed over
+			// before this attempt was sent.
+			return newLease(l.backend, key, owner, token, o.ttl, since.Add(o.ttl), o.renewFraction), nil
+		}
+		switch {
+		case errors.Is(err, ErrInvalidArgument):
+			w.Close()
+			return nil, err
+		case errors.Is(err, ErrNotAcquired):
+			since, latest = start, last
+		default:
+			uncertain = true
+		}
+		if ctx.Err() == nil && o.retry.Attempts > 0 && n+1 >= o.retry.Attempts {
+			l.leave(ctx, w, key, owner, o, uncertain)
+			if errors.Is(err, ErrNotAcquired) {
+				return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w", key, n+1, err)
+			}
+			return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w (last attempt: %w)", key, n+1, ErrNotAcquired, err)
+		}
+
+		t := time.NewTimer(wait)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			case token := <-granted:
+				if token <= latest {
+					continue waiting // stale, or a hint to attempt now
+				}
+				t.Stop()
+				w.Close()
+				return newLease(l.backend, key, owner, token, o.ttl, since.Add(o.ttl), o.renewFraction), nil
+			}
+			break
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			l.leave(ctx, w, key, owner, o, uncertain)
+			return nil, fmt.Errorf("lock: acquire %q: %w (last attempt: %w)", key, context.Cause(ctx), err)
+		}
+	}
+}
+
+// queueStay is how long a queued waiter keeps its place without attempting
+// again: its next backoff, doubled, and a margin for the attempt's round
+// trip. It is at most half the TTL, so that a grant handed over in that
+// time leaves the lease at least half its TTL by the waiter's own reckoning
+// (which counts from the attempt before the grant).
+func queueStay(wait, ttl time.Duration) time.Duration {
+	return min(2*wait+50*time.Millisecond, ttl/2)
+}
+
+// leave takes a waiter that gives up out of its queue before Acquire
+// returns: a release after that must not hand the key to it. The caller's
+// context may be done already, so leave has its own deadline.
+func (l *Locker) leave(ctx context.Context, w Waiter, key, owner string, o options, uncertain bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = w.Leave(ctx) // if it fails, the place lapses after its stay
+	if uncertain {
+		l.abandon(key, owner, o)
 	}
 }
 

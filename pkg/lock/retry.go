@@ -12,8 +12,9 @@ import (
 // not retry in lockstep and queue behind each other's writes on the server,
 // which is what starves a holder's renewal on a slow store.
 //
-// The wait always ends early when the context ends, and when a Notifier
-// backend reports that the key was released.
+// The wait always ends early when the context ends, when a Notifier
+// backend reports that the key was released, and when a Handoff backend
+// hands the key over.
 type RetryPolicy struct {
 	Min time.Duration // the first retry's cap; must be > 0
 	Max time.Duration // the largest wait; must be >= Min

@@ -39,12 +39,14 @@ func (m LockerMutex) Acquire(ctx context.Context) (func(context.Context) error, 
 
 // BenchUncontended takes and releases m in a loop from one goroutine: the
 // cost of a lock cycle with nobody in the way. It reports locks/s,
-// p50-wait-ms, p99-wait-ms and cpu-ms/lock (the CPU of the whole process,
-// an embedded server included).
+// p50-wait-ms, p99-wait-ms, cpu-ms/lock (the CPU of the whole process,
+// an embedded server included) and allocs/op, the allocations per lock
+// cycle of the whole process.
 func BenchUncontended(b *testing.B, m Mutex) {
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
 	var waits []time.Duration
+	b.ReportAllocs()
 	start, cpu0 := time.Now(), cpuTime()
 	for b.Loop() {
 		t0 := time.Now()
@@ -81,6 +83,7 @@ func BenchContended(b *testing.B, ms []Mutex) {
 		waits      = make([][]time.Duration, len(ms))
 	)
 	remaining.Store(int64(b.N))
+	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	for i, m := range ms {

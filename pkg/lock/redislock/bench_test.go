@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,7 +171,10 @@ func implementations() []struct {
 func BenchmarkUncontended(b *testing.B) {
 	for _, impl := range implementations() {
 		b.Run(impl.name, func(b *testing.B) {
-			locktest.BenchUncontended(b, impl.new(b, "bench:uncontended:"+randHex(4)))
+			m := impl.new(b, "bench:uncontended:"+randHex(4))
+			s0 := serverStats(b)
+			locktest.BenchUncontended(b, m)
+			reportServer(b, s0, serverStats(b))
 		})
 	}
 }
@@ -198,8 +203,50 @@ func BenchmarkContended(b *testing.B) {
 						ms[i] = impl.new(b, key)
 					}
 				}
+				s0 := serverStats(b)
 				locktest.BenchContended(b, ms)
+				reportServer(b, s0, serverStats(b))
 			})
 		}
 	}
+}
+
+// stats is what the server has done so far: its CPU time (user and system)
+// and the commands it has processed, as INFO reports them.
+type stats struct {
+	cpu      time.Duration
+	commands int64
+}
+
+func serverStats(b *testing.B) stats {
+	c := redis.NewClient(&redis.Options{Addr: benchRedis(b).Addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cpu", "stats").Result()
+	if err != nil {
+		b.Fatalf("INFO: %v", err)
+	}
+	var s stats
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "used_cpu_sys", "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			s.cpu += time.Duration(f * float64(time.Second))
+		case "total_commands_processed":
+			s.commands, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return s
+}
+
+// reportServer reports the server's share of a lock cycle: server-cpu-ms/lock
+// and cmds/lock, the commands clients sent it (a script is one command,
+// whatever it calls; each INFO of the measurement is one more, which is
+// noise at these b.N).
+func reportServer(b *testing.B, before, after stats) {
+	b.ReportMetric(float64(after.cpu-before.cpu)/float64(time.Millisecond)/float64(b.N), "server-cpu-ms/lock")
+	b.ReportMetric(float64(after.commands-before.commands)/float64(b.N), "cmds/lock")
 }

@@ -19,11 +19,19 @@ import (
 // partition), and the subscription is made again on a new one.
 const healthInterval = 15 * time.Second
 
-// notifier fans release notifications out to the waiters of one Backend.
+// notifier fans the messages of one Backend's subscription out to its
+// queued waiters (grants, see Waiter) and its watchers (releases, see
+// Watch).
 //
 // There is one PSUBSCRIBE per Backend, on a dedicated connection, started at
-// the first Watch: subscribing per Acquire would cost a round trip (and a
-// connection) per waiter, and a blocked waiter must not wait for it.
+// the first Waiter or Watch: subscribing per Acquire would cost a round trip
+// (and a connection) per waiter, and a blocked waiter must not wait for it.
+// It has two patterns: the backend's own grant channel (an exact name, so
+// only the backend a grant is for receives it) and the release channels of
+// every key under the prefix.
+//
+// A watcher's wake-up follows the rules below; a queued waiter's grant
+// needs none of them, since the server already chose the one waiter.
 //
 // A release signals one waiter per backend, the one waiting longest, not
 // all of them: only one can take the key, and waking every waiter sends them
@@ -31,12 +39,15 @@ const healthInterval = 15 * time.Second
 // fall behind newcomers; that is what makes the tail wait long. Waking the
 // oldest waiter first keeps the order close to first come, first served.
 type notifier struct {
-	client  Client
-	chanPfx string
-	pattern string
+	client       Client
+	chanPfx      string
+	pattern      string // release channels
+	grantPattern string // this backend's grant channel
 
 	mu      sync.Mutex
 	keys    map[string]*waitList
+	waits   map[uint64]*waiter // queued waiters by sequence number
+	seq     uint64             // the last waiter's sequence number
 	started bool
 	closed  bool
 	ps      *redis.PubSub // current subscription, for close
@@ -46,7 +57,7 @@ type notifier struct {
 
 // waitList is the FIFO of one key's waiters, in the order they called Watch.
 type waitList struct {
-	head, tail *waiter
+	head, tail *watcher
 	// released is the highest token known to be released, by this backend
 	// or by a message. Tokens increase per key, so a message about a lower
 	// or equal one is old news, such as the echo of a release this
@@ -54,10 +65,10 @@ type waitList struct {
 	released uint64
 }
 
-type waiter struct {
+type watcher struct {
 	ch         chan struct{} // buffered 1: a pending signal
 	sent       time.Time     // when the last signal was sent
-	prev, next *waiter
+	prev, next *watcher
 }
 
 // staleSignal is how long a pending signal counts as a waiter on its way. A
@@ -66,27 +77,68 @@ type waiter struct {
 // signals of the waiters behind it.
 const staleSignal = time.Second
 
-func (n *notifier) init(client Client, chanPfx string) {
+func (n *notifier) init(client Client, chanPfx, grantChannel string) {
 	n.client = client
 	n.chanPfx = chanPfx
 	n.pattern = escapeGlob(chanPfx) + "*"
+	n.grantPattern = escapeGlob(grantChannel)
 	n.keys = make(map[string]*waitList)
+	n.waits = make(map[uint64]*waiter)
 	n.done = make(chan struct{})
 }
 
+// start starts the subscription if it is not running. n.mu must be held.
+func (n *notifier) start() {
+	if n.started || n.closed {
+		return
+	}
+	n.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go n.run(ctx)
+}
+
+// addWaiter registers a queued waiter and returns its sequence number.
+func (n *notifier) addWaiter(w *waiter) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.start()
+	n.seq++
+	n.waits[n.seq] = w
+	return n.seq
+}
+
+func (n *notifier) removeWaiter(seq uint64) {
+	n.mu.Lock()
+	delete(n.waits, seq)
+	n.mu.Unlock()
+}
+
+// grant delivers a grant, "<sequence number>:<token>", to the waiter it is
+// for, if that waiter still waits.
+func (n *notifier) grant(payload string) {
+	s, t, _ := strings.Cut(payload, ":")
+	seq, err1 := strconv.ParseUint(s, 10, 64)
+	token, err2 := strconv.ParseUint(t, 10, 64)
+	if err1 != nil || err2 != nil || token == 0 {
+		return
+	}
+	n.mu.Lock()
+	w := n.waits[seq]
+	n.mu.Unlock()
+	if w != nil {
+		w.deliver(token)
+	}
+}
+
 func (n *notifier) watch(key string) (<-chan struct{}, func()) {
-	w := &waiter{ch: make(chan struct{}, 1)}
+	w := &watcher{ch: make(chan struct{}, 1)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil, func() {}
 	}
-	if !n.started {
-		n.started = true
-		ctx, cancel := context.WithCancel(context.Background())
-		n.cancel = cancel
-		go n.run(ctx)
-	}
+	n.start()
 	l := n.keys[key]
 	if l == nil {
 		l = &waitList{}
@@ -102,7 +154,7 @@ func (n *notifier) watch(key string) (<-chan struct{}, func()) {
 	return w.ch, func() { once.Do(func() { n.unwatch(key, l, w) }) }
 }
 
-func (n *notifier) unwatch(key string, l *waitList, w *waiter) {
+func (n *notifier) unwatch(key string, l *waitList, w *watcher) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if w.prev != nil {
@@ -166,15 +218,20 @@ func (n *notifier) released(key string, token uint64) {
 	}
 }
 
-// subscribed signals a waiter on every key when the subscription is
-// confirmed, at first or after a reconnection: a release published while it
-// was not in place was lost, and a waiter should not sleep out its backoff
-// because of it. A signal too many costs one failed attempt.
+// subscribed signals a watcher on every key, and every queued waiter, when
+// the subscription is confirmed, at first or after a reconnection: a
+// release or grant published while it was not in place was lost, and a
+// waiter should not sleep out its backoff because of it (a queued waiter's
+// next attempt claims a grant it missed). A signal too many costs one
+// attempt.
 func (n *notifier) subscribed() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, l := range n.keys {
 		l.signal()
+	}
+	for _, w := range n.waits {
+		w.deliver(0)
 	}
 }
 
@@ -224,7 +281,7 @@ var errSilent = errors.New("redislock: release subscription silent after a ping"
 func (n *notifier) run(ctx context.Context) {
 	defer close(n.done)
 	for ctx.Err() == nil {
-		ps := n.client.PSubscribe(ctx, n.pattern)
+		ps := n.client.PSubscribe(ctx, n.grantPattern, n.pattern)
 		n.mu.Lock()
 		if n.closed {
 			n.mu.Unlock()
@@ -259,7 +316,11 @@ func (n *notifier) receive(ctx context.Context, ps *redis.PubSub) error {
 			}
 			switch m := msg.(type) {
 			case *redis.Message:
-				n.deliver(m.Channel, m.Payload)
+				if m.Pattern == n.grantPattern {
+					n.grant(m.Payload)
+				} else {
+					n.deliver(m.Channel, m.Payload)
+				}
 			case *redis.Subscription:
 				n.subscribed()
 			}

@@ -1,6 +1,8 @@
 // Package redislock is a lock.Backend on a single Redis primary (or a Redis
 // Cluster): SET NX PX in a Lua script, with a fencing token drawn from a
-// per-key counter, and release notifications over pub/sub.
+// per-key counter, a queue of waiters on the server to which a release
+// hands the key, and release notifications over pub/sub for callers that
+// do not queue.
 //
 // # Keys
 //
@@ -8,15 +10,15 @@
 //
 //	stocklock:lock:{k}          "<token>:<owner>", with a PX expiry: the lease
 //	stocklock:lock:{k}:fence    the last token granted for k, never expired
+//	stocklock:lock:{k}:queue    the waiters queued for k, oldest first
 //	stocklock:lock:{k}:waiters  the backends refused k in the last minute
+//	                            without queueing (TryAcquire)
 //
-// and a release publishes on the channel stocklock:lock:released:k, but only
-// if a backend other than the releasing one was refused k lately: a lock
-// that only one process contends costs no message, as each backend wakes its
-// own waiters directly. The braces are a Redis Cluster hash tag: the keys of
-// one lock hash to the same slot, which a script touching several requires.
-// (A key that begins with "}" empties the tag; on a Cluster its keys then
-// land in different slots and every call fails with CROSSSLOT.)
+// The braces are a Redis Cluster hash tag: the keys of one lock hash to the
+// same slot, which a script touching several requires. (A key that begins
+// with "}" empties the tag; on a Cluster its keys then land in different
+// slots and every call fails with CROSSSLOT.) lib.lua describes each key's
+// layout.
 //
 // The fence key outlives the lease on purpose: if it expired with the lease,
 // the next grant would start counting again and hand out a token some paused
@@ -30,19 +32,44 @@
 // term keeps tokens increasing when the counter itself is lost: a restart
 // without persistence, a restore from an older snapshot, a failover to a
 // replica that had not seen the last grants. What it needs is a server
-// clock that does not step backwards across such an event.
+// clock that does not step backwards across such an event. Grants handed
+// over from a release to a waiter draw their tokens the same way.
+//
+// # Handoff
+//
+// Backend implements lock.Handoff, so a blocking lock.Locker.Acquire waits in
+// a queue on the server. An attempt that finds the key held appends the
+// waiter to the key's queue (wait.lua). A release (release.lua) that finds a
+// waiter queued grants the key to the first one, with a new token and that
+// waiter's TTL, in the same script, and publishes the grant on the waiter's
+// backend's own channel, stocklock:lock:granted:<backend id>: one message,
+// to one process, and no waiter races another. When the waiter belongs to
+// the releasing backend, nothing is published and the release's reply
+// carries the grant.
+//
+// A queued waiter's place lapses unless it attempts again within the stay
+// the Locker gives (about twice its next backoff, at most half its TTL).
+// Releases pass over lapsed places, so a waiter whose process died is not
+// handed the key once its place lapses; one handed the key just before it
+// died holds it until its TTL, as a crashed holder would. Messages can be
+// lost (a reconnecting subscription): the waiter's next attempt on its
+// backoff claims a grant handed to it (the fence records the waiter with
+// the token). A waiter that gives up leaves the queue and frees a grant it
+// has not taken (leave.lua).
 //
 // # Notifications
 //
-// Each Backend holds one PSUBSCRIBE on its prefix's release channels, opened
-// at the first Watch, so every backend hears every published release under
-// the prefix (give unrelated applications their own prefix). A release
-// wakes one waiter per backend, the one waiting longest; a waiter in the
+// Each Backend holds one PSUBSCRIBE, on a dedicated connection, opened at
+// the first Waiter or Watch: its grant channel, and the release channels of
+// every key under its prefix (give unrelated applications their own
+// prefix). A release that hands the key to no queued waiter publishes on
+// stocklock:lock:released:k, but only if a backend other than the releasing
+// one was refused k lately without queueing; Watch reports those releases,
+// waking one watcher per backend, the one waiting longest (a watcher in the
 // releasing backend itself is woken just before the release is sent, so
-// that its attempt reaches Redis right behind it. Notifications only
-// shorten waits: the Locker still retries on its backoff when one is lost
-// (while the subscription reconnects, or when a lease expires instead of
-// being released).
+// that its attempt reaches Redis right behind it). Notifications only
+// shorten waits: callers still retry on their backoff when one is lost, or
+// when a lease expires instead of being released.
 //
 // # What Redis does not give you
 //
@@ -70,10 +97,11 @@ import (
 )
 
 // Client is the part of a go-redis client the backend uses: scripts for the
-// lock itself and a pattern subscription for release notifications.
-// *redis.Client, *redis.ClusterClient and redis.UniversalClient satisfy it.
-// (*redis.Ring does too, but subscribes on one shard only: releases of keys
-// on the other shards go unheard, and waiters fall back to their backoff.)
+// lock itself and a pattern subscription for grants and release
+// notifications. *redis.Client, *redis.ClusterClient and
+// redis.UniversalClient satisfy it. (*redis.Ring does too, but subscribes on
+// one shard only: grants and releases of keys on the other shards go
+// unheard, and waiters fall back to their backoff.)
 type Client interface {
 	redis.Scripter
 	PSubscribe(ctx context.Context, patterns ...string) *redis.PubSub
@@ -85,26 +113,40 @@ const DefaultKeyPrefix = "stocklock:lock:"
 // DefaultFenceSuffix is appended to a lock key to name its fence counter.
 const DefaultFenceSuffix = ":fence"
 
-// waitersSuffix names the set of backends refused a key lately, and
-// waitersTTL is how long after the last refusal the set lives. A waiter
-// retries (and so renews the expiry) at least every retry policy Max, 100 ms
-// by default; one that sleeps longer than waitersTTL between attempts may
-// miss a release and sleep out its backoff. Members are not removed when
-// they stop waiting; a stale one costs a message nobody needs, until the
-// set expires.
+// Suffixes of a lock key that name its other keys (lib.lua describes them
+// all). waitersTTL is how long after the last plain refusal the waiters set
+// lives: a plain waiter retries (and so renews the expiry) at least every
+// retry policy Max, 100 ms by default; one that sleeps longer than
+// waitersTTL between attempts may miss a release and sleep out its backoff.
+// Members are not removed when they stop waiting; a stale one costs a
+// message nobody needs, until the set expires. queueTTL is how long the
+// queue keys live after the last attempt that queued or kept a place.
 const (
 	waitersSuffix = ":waiters"
+	queueSuffix   = ":queue"
 	waitersTTL    = time.Minute
+	queueTTL      = time.Minute
 )
 
 var (
+	//go:embed lib.lua
+	libSrc string
+
 	//go:embed acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = redis.NewScript(libSrc + acquireSrc)
+
+	//go:embed wait.lua
+	waitSrc    string
+	waitScript = redis.NewScript(libSrc + waitSrc)
 
 	//go:embed release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redis.NewScript(libSrc + releaseSrc)
+
+	//go:embed leave.lua
+	leaveSrc    string
+	leaveScript = redis.NewScript(libSrc + leaveSrc)
 
 	//go:embed refresh.lua
 	refreshSrc    string
@@ -127,8 +169,8 @@ func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = p
 
 // WithFenceSuffix sets what is appended to a lock key to name its fence
 // counter. Default: DefaultFenceSuffix. It must be non-empty, without braces,
-// and not ":waiters": the part after the last brace then tells a key's role,
-// so no key of one lock can be a key of another.
+// and neither ":waiters" nor ":queue": the part after the last brace then
+// tells a key's role, so no key of one lock can be a key of another.
 func WithFenceSuffix(suffix string) Option { return func(c *config) { c.fenceSuffix = suffix } }
 
 // Backend is a lock.Backend and lock.Notifier on Redis. It is safe for
@@ -139,6 +181,7 @@ type Backend struct {
 	prefix      string
 	fenceSuffix string
 	channelPfx  string // release channels are channelPfx + key
+	grantPfx    string // a backend's grants come on grantPfx + its id
 
 	notify notifier
 }
@@ -155,9 +198,12 @@ func New(client Client, opts ...Option) (*Backend, error) {
 	if strings.ContainsAny(c.prefix, "{}") {
 		return nil, fmt.Errorf("redislock: %w: key prefix %q contains a brace", lock.ErrInvalidArgument, c.prefix)
 	}
-	if c.fenceSuffix == "" || c.fenceSuffix == waitersSuffix || strings.ContainsAny(c.fenceSuffix, "{}") {
-		return nil, fmt.Errorf("redislock: %w: fence suffix %q is empty, contains a brace or is %q",
-			lock.ErrInvalidArgument, c.fenceSuffix, waitersSuffix)
+	switch c.fenceSuffix {
+	case "", waitersSuffix, queueSuffix:
+		return nil, fmt.Errorf("redislock: %w: fence suffix %q is empty or names another key of a lock", lock.ErrInvalidArgument, c.fenceSuffix)
+	}
+	if strings.ContainsAny(c.fenceSuffix, "{}") {
+		return nil, fmt.Errorf("redislock: %w: fence suffix %q contains a brace", lock.ErrInvalidArgument, c.fenceSuffix)
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on supported platforms.
@@ -167,19 +213,19 @@ func New(client Client, opts ...Option) (*Backend, error) {
 		prefix:      c.prefix,
 		fenceSuffix: c.fenceSuffix,
 		channelPfx:  c.prefix + "released:",
+		grantPfx:    c.prefix + "granted:",
 	}
-	b.notify.init(client, b.channelPfx)
+	b.notify.init(client, b.channelPfx, b.grantPfx+b.id)
 	return b, nil
 }
 
 // DefaultRetry is the retry policy for a Locker over this backend; NewLocker
-// uses it unless told otherwise. A waiter here is woken by the release
-// notification, so its timer is only the fallback for a lost message or a
-// lease that expired instead of being released. lock.DefaultRetry's 2 ms
-// first step sends most waiters of a busy key to Redis before their turn,
-// only to be refused; those refusals queue in front of the holder's own
-// commands. With 20 ms, 8 contenders on one key (bench_test.go) got 3-12%
-// more locks/s and a 10-20% lower p99 wait.
+// uses it unless told otherwise. A queued waiter is handed the key by the
+// release, so its timer is only the fallback for a lost message or a lease
+// that expired instead of being released (each attempt also renews its
+// place in the queue). lock.DefaultRetry's 2 ms first step would send
+// waiters to Redis long before their turn, to be refused in front of the
+// holder's own commands.
 var DefaultRetry = lock.RetryPolicy{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond}
 
 // NewLocker returns a lock.Locker over a new Backend with default options
@@ -202,6 +248,13 @@ func (b *Backend) Close() error {
 }
 
 func (b *Backend) lockKey(key string) string { return b.prefix + "{" + key + "}" }
+
+// keys returns the keys of lock key that wait.lua, release.lua and
+// leave.lua take: lock, fence, queue, waiters.
+func (b *Backend) keys(key string) []string {
+	lk := b.lockKey(key)
+	return []string{lk, lk + b.fenceSuffix, lk + queueSuffix, lk + waitersSuffix}
+}
 
 func (b *Backend) value(owner string, token uint64) string {
 	return strconv.FormatUint(token, 10) + ":" + owner
@@ -264,35 +317,61 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 	return nil
 }
 
-// Release implements lock.Backend. A successful release wakes this
-// backend's own waiters on key at once and, through the published message,
-// those of every other backend.
+// Release implements lock.Backend. When a waiter is queued for key (see
+// Waiter), the release grants the key to the first one still waiting and
+// tells that waiter's backend alone. Otherwise it frees the key, wakes this
+// backend's own watchers (Watch) at once and, through the published
+// message, those of every other backend.
 func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) error {
 	if err := checkArgs("release", key, owner, 0, false); err != nil {
 		return err
 	}
 	tok := strconv.FormatUint(token, 10)
 	b.notify.releasing(key)
-	lk := b.lockKey(key)
-	n, err := releaseScript.Run(ctx, b.client, []string{lk, lk + waitersSuffix}, tok+":"+owner, b.channelPfx+key, tok, b.id).Int64()
-	switch {
-	case err != nil:
+	res, err := releaseScript.Run(ctx, b.client, b.keys(key), tok+":"+owner, b.channelPfx+key, b.id, b.grantPfx).Result()
+	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", key, err)
-	case n != 1:
-		return fmt.Errorf("redislock: release %q token %d: %w", key, token, lock.ErrNotHeld)
 	}
-	b.notify.released(key, token)
+	if handed, err := b.passedOn(res); err != nil {
+		return fmt.Errorf("redislock: release %q token %d: %w", key, token, err)
+	} else if !handed {
+		b.notify.released(key, token)
+	}
 	return nil
 }
 
-// Watch implements lock.Notifier. It never blocks on the network: the
-// backend's one shared subscription is started in the background at the
-// first Watch, and a release before it is in place is reported only when
-// the subscription is confirmed (a signal to every watched key).
+// passedOn reads the answer of release.lua or leave.lua (lib.lua's
+// pass_on): it delivers a grant handed to a waiter of this backend, and
+// reports whether the key went to a queued waiter rather than being freed.
+func (b *Backend) passedOn(res any) (handed bool, err error) {
+	switch r := res.(type) {
+	case int64:
+		switch r {
+		case 0:
+			return false, lock.ErrNotHeld
+		case 1:
+			return false, nil // freed
+		case 2:
+			return true, nil // handed to a waiter of another backend
+		}
+	case string:
+		b.notify.grant(r)
+		return true, nil
+	}
+	return false, fmt.Errorf("unexpected reply %v (%T)", res, res)
+}
+
+// Watch implements lock.Notifier, for callers that retry TryAcquire
+// themselves (lock.Locker queues instead, through Waiter). It never blocks
+// on the network: the backend's one shared subscription is started in the
+// background if it is not running, and a release before it is in place is
+// reported only when the subscription is confirmed (a signal to every
+// watched key). A release that hands the key to a queued waiter is not
+// reported: the key is not free.
 //
 // A release signals one watcher of the key, the oldest, and none while
 // another watcher's signal is still pending (for up to a second): read the
-// channel, or call stop, promptly. lock.Locker does both.
+// channel, or call stop, promptly.
 func (b *Backend) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	return b.notify.watch(key)
 }
@@ -300,4 +379,5 @@ func (b *Backend) Watch(ctx context.Context, key string) (<-chan struct{}, func(
 var (
 	_ lock.Backend  = (*Backend)(nil)
 	_ lock.Notifier = (*Backend)(nil)
+	_ lock.Handoff  = (*Backend)(nil)
 )

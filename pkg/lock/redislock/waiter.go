@@ -1,0 +1,116 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/lock"
+)
+
+// errQueued is a refused wait.lua: the key is held and the waiter is in its
+// queue. It is a package variable because every contended acquisition gets
+// it once; the Locker names the key when it gives up.
+var errQueued = fmt.Errorf("redislock: held by another owner; waiter queued: %w", lock.ErrNotAcquired)
+
+// Waiter implements lock.Handoff: a place in key's queue for owner, whose
+// grants arrive on the backend's subscription. It does no I/O; the
+// subscription is started in the background if it is not running yet.
+func (b *Backend) Waiter(key, owner string) lock.Waiter {
+	w := &waiter{b: b, key: key, owner: owner, grants: make(chan uint64, 1)}
+	w.seq = b.notify.addWaiter(w)
+	w.id = b.id + ":" + strconv.FormatUint(w.seq, 10)
+	return w
+}
+
+type waiter struct {
+	b          *Backend
+	key, owner string
+	seq        uint64   // this waiter's number in its backend
+	id         string   // "<backend id>:<seq>", its name in the queue
+	keys       []string // the lock's keys, built at the first attempt
+	ttl        string   // the TTL argument of the last attempt
+	deadline   string   // the deadline of the waiter's place, "" if none
+	grants     chan uint64
+}
+
+func (w *waiter) lockKeys() []string {
+	if w.keys == nil {
+		w.keys = w.b.keys(w.key)
+	}
+	return w.keys
+}
+
+// Attempt implements lock.Waiter with wait.lua.
+func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, latest uint64, err error) {
+	if err := checkArgs("acquire", w.key, w.owner, ttl, true); err != nil {
+		return 0, 0, err
+	}
+	w.ttl = ttlArg(ttl)
+	res, err := waitScript.Run(ctx, w.b.client, w.lockKeys(),
+		w.owner, w.ttl, w.id, ttlArg(stay), ttlArg(max(stay, queueTTL)), w.deadline).Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("redislock: acquire %q: %w", w.key, err)
+	}
+	switch r := res.(type) {
+	case int64:
+		if r > 0 {
+			return uint64(r), 0, nil
+		}
+	case string: // "<latest>:<deadline>"
+		l, d, ok := strings.Cut(r, ":")
+		if latest, err := strconv.ParseUint(l, 10, 64); ok && err == nil {
+			w.deadline = d
+			return 0, latest, errQueued
+		}
+	}
+	return 0, 0, fmt.Errorf("redislock: acquire %q: unexpected reply %v (%T)", w.key, res, res)
+}
+
+// Granted implements lock.Waiter.
+func (w *waiter) Granted() <-chan uint64 { return w.grants }
+
+// Leave implements lock.Waiter with leave.lua.
+func (w *waiter) Leave(ctx context.Context) error {
+	defer w.Close()
+	res, err := leaveScript.Run(ctx, w.b.client, w.lockKeys(),
+		w.owner, w.ttl, w.id, w.deadline, w.b.channelPfx+w.key, w.b.id, w.b.grantPfx).Result()
+	if err != nil {
+		return fmt.Errorf("redislock: leave the queue of %q: %w", w.key, err)
+	}
+	if r, ok := res.(int64); ok && r == 0 {
+		return nil // nothing had been handed to this waiter
+	}
+	handed, err := w.b.passedOn(res)
+	if err != nil {
+		return fmt.Errorf("redislock: leave the queue of %q: %w", w.key, err)
+	}
+	if !handed {
+		w.b.notify.released(w.key, 0)
+	}
+	return nil
+}
+
+// Close implements lock.Waiter.
+func (w *waiter) Close() { w.b.notify.removeWaiter(w.seq) }
+
+// deliver passes token to the waiter without blocking. A newer grant
+// replaces one not yet taken (tokens only grow, and an older grant has
+// ended if a newer one exists); 0, a hint to attempt now, is dropped when
+// anything is pending.
+func (w *waiter) deliver(token uint64) {
+	for {
+		select {
+		case w.grants <- token:
+			return
+		default:
+		}
+		select {
+		case old := <-w.grants:
+			token = max(token, old)
+		default:
+		}
+	}
+}
