@@ -141,6 +141,10 @@ type Input struct {
 	Qty  int // decrement
 	// Stock is what a set writes.
 	Stock int
+	// Deferred marks a decrement with an unknown outcome encoded as a
+	// pending unit (see Operations): at its call it adds one to the
+	// state's pending decrements, which later operations may apply.
+	Deferred bool
 }
 
 // Output is a model operation's output.
@@ -150,7 +154,16 @@ type Output struct {
 	Value int
 }
 
-// absent is the state before the first set: no item.
+// State is the model's state: the stock, and the decrements with an
+// unknown outcome that have been called and may still take effect, all of
+// PendingQty units.
+type State struct {
+	Stock      int
+	Pending    int
+	PendingQty int
+}
+
+// absent is the stock before the first set: no item.
 const absent = math.MinInt
 
 // Model is one inventory item: its state is the stock. A set writes it; a
@@ -158,20 +171,28 @@ const absent = math.MinInt
 // stock covers qty, and is sold out, changing nothing, otherwise. A
 // decrement whose outcome is unknown is accepted either way: placed where
 // it sells (or finds the item sold out), or placed last, which is the same
-// as never taking effect.
+// as never taking effect; or, deferred, it is a pending decrement that any
+// later operation may apply first, as many as it needs, or none ever.
 func Model() porcupine.Model {
 	return porcupine.Model{
-		Init: func() any { return absent },
+		Init: func() any { return State{Stock: absent} },
 		Step: func(state, in, out any) (bool, any) {
-			return step(state.(int), in.(Input), out.(Output))
+			return step(state.(State), in.(Input), out.(Output))
 		},
-		Hash:              func(state any) uint64 { return uint64(state.(int)) },
+		Hash: func(state any) uint64 {
+			s := state.(State)
+			return uint64(s.Stock)*1_000_003 + uint64(s.Pending)
+		},
 		DescribeOperation: func(in, out any) string { return describe(in.(Input), out.(Output)) },
 		DescribeState: func(state any) string {
-			if state.(int) == absent {
+			s := state.(State)
+			switch {
+			case s.Stock == absent:
 				return "no item"
+			case s.Pending > 0:
+				return fmt.Sprintf("stock %d, %d unknown decrements pending", s.Stock, s.Pending)
 			}
-			return fmt.Sprintf("stock %d", state.(int))
+			return fmt.Sprintf("stock %d", s.Stock)
 		},
 		DescribeOperationMetadata: func(info any) string {
 			if s, ok := info.(string); ok {
@@ -182,28 +203,62 @@ func Model() porcupine.Model {
 	}
 }
 
-func step(stock int, in Input, out Output) (bool, int) {
-	switch in.Kind {
-	case Set:
-		return true, in.Stock
-	case Read:
-		return stock != absent && out.Value == stock, stock
-	}
-	if stock == absent {
-		return out.Outcome == Unknown, stock
+func step(st State, in Input, out Output) (bool, State) {
+	switch {
+	case in.Kind == Set:
+		return true, State{Stock: in.Stock}
+	case st.Stock == absent:
+		return in.Kind == Decrement && out.Outcome == Unknown, st
+	case in.Kind == Read:
+		return st.reach(out.Value)
+	case in.Deferred:
+		st.Pending++
+		st.PendingQty = in.Qty
+		return true, st
 	}
 	switch out.Outcome {
 	case Sold:
-		return stock >= in.Qty && out.Value == stock-in.Qty, stock - in.Qty
+		ok, before := st.reach(out.Value + in.Qty)
+		before.Stock -= in.Qty
+		return ok && out.Value >= 0, before
 	case SoldOut:
-		return stock < in.Qty, stock
+		return st.below(in.Qty)
 	case Unknown:
-		if stock >= in.Qty {
-			return true, stock - in.Qty
+		if st.Stock >= in.Qty {
+			st.Stock -= in.Qty
 		}
-		return true, stock
+		return true, st
 	}
-	return false, stock
+	return false, st
+}
+
+// reach applies as many pending decrements as bring the stock to exactly
+// target, if that is possible: each applies only while the stock covers
+// it, so the stock never goes below zero by them.
+func (st State) reach(target int) (bool, State) {
+	d := st.Stock - target
+	switch {
+	case d == 0:
+		return true, st
+	case d < 0 || st.PendingQty == 0 || target < 0 || d%st.PendingQty != 0 || d/st.PendingQty > st.Pending:
+		return false, st
+	}
+	st.Pending -= d / st.PendingQty
+	st.Stock = target
+	return true, st
+}
+
+// below applies the fewest pending decrements that leave the stock below
+// qty (the rest stay pending for later operations), if that is possible.
+func (st State) below(qty int) (bool, State) {
+	for st.Stock >= qty {
+		if st.Pending == 0 || st.Stock < st.PendingQty || st.PendingQty == 0 {
+			return false, st
+		}
+		st.Stock -= st.PendingQty
+		st.Pending--
+	}
+	return true, st
 }
 
 func describe(in Input, out Output) string {
@@ -219,6 +274,9 @@ func describe(in Input, out Output) string {
 	case SoldOut:
 		return fmt.Sprintf("decrement(%d) → sold out", in.Qty)
 	}
+	if in.Deferred {
+		return fmt.Sprintf("decrement(%d) → ? (pending from here on)", in.Qty)
+	}
 	return fmt.Sprintf("decrement(%d) → ?", in.Qty)
 }
 
@@ -226,11 +284,20 @@ func describe(in Input, out Output) string {
 // refusals and failed reads are dropped; the attempts of one idempotency
 // key are one operation (a key sells at most once) from the first
 // attempt's call to the answer that settled it (a sale or sold out); an
-// operation no answer settled returns after everything else, so that it
-// may take effect at any time after its call, or never. Two different
+// operation no answer settled may take effect at any time after its call,
+// or never: it returns after everything else or, when the stock can only
+// go down and every decrement asks for the same quantity, it is a pending
+// unit from its call on (see sameQty). With the stock only going down, a
+// sold-out answer is checked at its return (see setsFirst). Two different
 // sales under one key stay two operations: the key was not honoured, and
 // the stock must show both.
 func Operations(sku string, all []Op) []porcupine.Operation {
+	return operations(sku, all, true)
+}
+
+// operations is Operations; with fast false it uses neither the sold-out
+// nor the pending-unit encoding: the plain one, to test them against.
+func operations(sku string, all []Op, fast bool) []porcupine.Operation {
 	var (
 		out   []porcupine.Operation
 		byKey = map[string][]Op{}
@@ -256,13 +323,66 @@ func Operations(sku string, all []Op) []porcupine.Operation {
 	for _, k := range keys {
 		out = append(out, merge(byKey[k])...)
 	}
+	monotone := fast && setsFirst(out)
+	defer_ := monotone && sameQty(out)
 	for i := range out {
-		if out[i].Output.(Output).Outcome == Unknown {
-			out[i].Return = end + 1
+		switch out[i].Output.(Output).Outcome {
+		case Unknown:
+			if defer_ {
+				in := out[i].Input.(Input)
+				in.Deferred = true
+				out[i].Input, out[i].Return = in, out[i].Call
+			} else {
+				out[i].Return = end + 1
+			}
+		case SoldOut:
+			if monotone {
+				out[i].Call = out[i].Return
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt64(a.Call, b.Call) })
 	return out
+}
+
+// setsFirst reports whether every set returned before any other
+// operation was called. Then the stock can only go down in any order of
+// the operations, and a sold-out answer, true at some point of its
+// interval, is true at its end too: it may be checked at its return alone
+// without changing the verdict. That spares the checker from trying every
+// subset of the many sold-out answers that overlap each other once an item
+// sells out.
+func setsFirst(ops []porcupine.Operation) bool {
+	var lastSet, firstOther int64 = math.MinInt64, math.MaxInt64
+	for _, op := range ops {
+		if op.Input.(Input).Kind == Set {
+			lastSet = max(lastSet, op.Return)
+		} else {
+			firstOther = min(firstOther, op.Call)
+		}
+	}
+	return lastSet < firstOther
+}
+
+// sameQty reports whether every decrement asks for the same quantity.
+// Then the decrements with an unknown outcome are interchangeable, and one
+// whose effect is placed anywhere after its call is a pending unit that a
+// later operation may apply: the model counts them instead of the checker
+// trying every place for each (which grows exponentially with the unknown
+// outcomes that overlap).
+func sameQty(ops []porcupine.Operation) bool {
+	q := 0
+	for _, op := range ops {
+		in := op.Input.(Input)
+		if in.Kind != Decrement {
+			continue
+		}
+		if q != 0 && in.Qty != q {
+			return false
+		}
+		q = in.Qty
+	}
+	return true
 }
 
 // merge makes the attempts of one key (in call order) its operations.
