@@ -333,6 +333,13 @@ func TestHarnessMixed(t *testing.T) {
 	if r.Strategy != "mixed" || !r.Safe || r.Linearizable != "yes" || r.Sold != 80 || r.Unavailable == 0 {
 		t.Errorf("mixed run: %+v", r)
 	}
+	if r.Outcomes["redis-lock"]["refused lock_unavailable"] == 0 || r.Outcomes["atomic"]["sold"] == 0 {
+		t.Errorf("outcomes by strategy: %v", r.Outcomes)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	if !strings.Contains(string(md), "requests by strategy and outcome") {
+		t.Errorf("results.md has no table of the mixed run's outcomes")
+	}
 	f, err := os.Open(filepath.Join(out, r.History))
 	if err != nil {
 		t.Fatal(err)

@@ -499,6 +499,9 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	ops := rec.Ops()
 	run.Resent = resent(ops)
+	if strategy == mixedRun {
+		run.Strategies, run.Outcomes = writers, outcomesByStrategy(ops)
+	}
 	lin, err := h.checkHistory(ops, historyName(strategy, drillNo))
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)

@@ -112,3 +112,26 @@ func (h *harness) waitDrained(ctx context.Context, base string, skus []string) (
 		}
 	}
 }
+
+// outcomesByStrategy counts the decrements of a history by strategy and
+// outcome ("sold", "refused stale_read", ...), retries included.
+func outcomesByStrategy(ops []history.Op) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, op := range ops {
+		if op.Kind != history.Decrement {
+			continue
+		}
+		if out[op.Strategy] == nil {
+			out[op.Strategy] = map[string]int{}
+		}
+		k := string(op.Outcome)
+		if op.Outcome == history.Refused || op.Outcome == history.Unknown {
+			k += " " + op.Error
+			if op.Status == 0 {
+				k = string(op.Outcome) + " " + transportKind(op.Error)
+			}
+		}
+		out[op.Strategy][k]++
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -93,8 +94,10 @@ type Run struct {
 	Codes map[string]int `json:"codes,omitempty"`
 
 	// Strategies are the strategies of a mixed run (Strategy "mixed"),
-	// which decremented the same skus at once.
-	Strategies []string `json:"strategies,omitempty"`
+	// which decremented the same skus at once; Outcomes counts its
+	// requests by strategy and outcome.
+	Strategies []string                  `json:"strategies,omitempty"`
+	Outcomes   map[string]map[string]int `json:"outcomes_by_strategy,omitempty"`
 
 	// The history and its linearizability check. Linearizable is yes, no
 	// or unknown (the checker ran out of time); Conflicts says, per
@@ -344,6 +347,9 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 ` + "`stock_lock_wait_seconds`" + ` histograms over the run (acquired or not).
 `)
 	b.WriteString("\n![strategies compared](chart.svg)\n")
+	for _, r := range rep.Runs {
+		writeOutcomes(&b, r)
+	}
 	var notes strings.Builder
 	for _, r := range rep.Runs {
 		if len(r.Problems) == 0 && len(r.ErrorSample) == 0 {
@@ -415,4 +421,30 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+// writeOutcomes writes a mixed run's requests by strategy and outcome as a
+// table: which writers sold, and which were refused and why.
+func writeOutcomes(b *strings.Builder, r Run) {
+	if len(r.Outcomes) == 0 {
+		return
+	}
+	var kinds []string
+	for _, s := range r.Strategies {
+		for k := range r.Outcomes[s] {
+			if !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	fmt.Fprintf(b, "\n### %s: requests by strategy and outcome\n\n| strategy | %s |\n| --- |%s\n",
+		r.Strategy, strings.Join(kinds, " | "), strings.Repeat(" ---: |", len(kinds)))
+	for _, s := range r.Strategies {
+		cells := []string{s}
+		for _, k := range kinds {
+			cells = append(cells, fmt.Sprint(r.Outcomes[s][k]))
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
 }
