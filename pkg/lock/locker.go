@@ -142,7 +142,7 @@ func (l *Locker) acquireQueued(ctx context.Context, w Waiter, key, owner string,
 		granted   = w.Granted()
 	)
 	for n := 0; ; n++ {
-		wait := o.retry.backoff(n)
+		wait := o.retry.ceiling(n)
 		start := time.Now()
 		if since.IsZero() {
 			since = start
@@ -172,20 +172,22 @@ func (l *Locker) acquireQueued(ctx context.Context, w Waiter, key, owner string,
 		}
 
 		t := time.NewTimer(wait)
-	waiting:
-		for {
+		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
+				waiting = false
 			case <-t.C:
+				waiting = false
 			case token := <-granted:
-				if token <= latest {
-					continue waiting // stale, or a hint to attempt now
-				}
-				t.Stop()
-				w.Close()
-				return newLease(l.backend, key, owner, token, o.ttl, since.Add(o.ttl), o.renewFraction), nil
+				switch {
+				case token == 0: // a grant may have been missed: attempt now
+					waiting = false
+				case token > latest:
+					t.Stop()
+					w.Close()
+					return newLease(l.backend, key, owner, token, o.ttl, since.Add(o.ttl), o.renewFraction), nil
+				} // else stale: keep waiting
 			}
-			break
 		}
 		t.Stop()
 		if ctx.Err() != nil {

@@ -14,7 +14,9 @@ import (
 //
 // The wait always ends early when the context ends, when a Notifier
 // backend reports that the key was released, and when a Handoff backend
-// hands the key over.
+// hands the key over. A waiter queued by a Handoff backend sleeps the whole
+// cap, min(Max, Min*2^n), without jitter: the queue already orders the
+// waiters, and its retries are only the fallback for a lost handoff.
 type RetryPolicy struct {
 	Min time.Duration // the first retry's cap; must be > 0
 	Max time.Duration // the largest wait; must be >= Min
@@ -31,11 +33,16 @@ func (p RetryPolicy) validate() error {
 
 // backoff returns the sleep before retry n.
 func (p RetryPolicy) backoff(n int) time.Duration {
+	return rand.N(p.ceiling(n) + 1)
+}
+
+// ceiling returns the cap of the sleep before retry n, min(Max, Min*2^n).
+func (p RetryPolicy) ceiling(n int) time.Duration {
 	ceil := p.Max
 	if n < 32 {
 		if d := p.Min << n; d > 0 && d < ceil {
 			ceil = d
 		}
 	}
-	return rand.N(ceil + 1)
+	return ceil
 }

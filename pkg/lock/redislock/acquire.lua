@@ -2,8 +2,7 @@
 -- another owner holds the key. It never queues the caller: that is
 -- wait.lua's.
 --
--- KEYS[1..2]  lock, fence (see lib.lua)
--- KEYS[3]     waiters
+-- KEYS[1..4]  lock, fence, queue (unused), waiters (see lib.lua)
 -- ARGV[1]     owner
 -- ARGV[2]     TTL in milliseconds
 -- ARGV[3]     how long a refusal marks the key as waited for, in milliseconds
@@ -23,8 +22,8 @@ if held then
     -- than the releasing one waits: every subscribed process receives
     -- every such message, and the releasing backend wakes its own
     -- waiters without one.
-    redis.call('SADD', KEYS[3], ARGV[4])
-    redis.call('PEXPIRE', KEYS[3], ARGV[3])
+    redis.call('SADD', KEYS[4], ARGV[4])
+    redis.call('PEXPIRE', KEYS[4], ARGV[3])
     return false -- nil reply
   end
   -- Same owner: re-grant with a new token below. Its older lease is

@@ -89,6 +89,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -183,7 +184,20 @@ type Backend struct {
 	channelPfx  string // release channels are channelPfx + key
 	grantPfx    string // a backend's grants come on grantPfx + its id
 
+	// Script arguments that do not change, boxed once: a string converted
+	// to an interface allocates.
+	idArg, grantPfxArg, waitersTTLArg, queueTTLArg any
+
+	last atomic.Pointer[lockNames] // the names of the last key used
+
 	notify notifier
+}
+
+// lockNames are the names a lock key's scripts take.
+type lockNames struct {
+	key        string
+	keys       []string // lock, fence, queue, waiters (lib.lua)
+	channelArg any      // the key's release channel
 }
 
 // New returns a backend over client.
@@ -215,6 +229,8 @@ func New(client Client, opts ...Option) (*Backend, error) {
 		channelPfx:  c.prefix + "released:",
 		grantPfx:    c.prefix + "granted:",
 	}
+	b.idArg, b.grantPfxArg = b.id, b.grantPfx
+	b.waitersTTLArg, b.queueTTLArg = ttlArg(waitersTTL), ttlArg(queueTTL)
 	b.notify.init(client, b.channelPfx, b.grantPfx+b.id)
 	return b, nil
 }
@@ -249,15 +265,27 @@ func (b *Backend) Close() error {
 
 func (b *Backend) lockKey(key string) string { return b.prefix + "{" + key + "}" }
 
-// keys returns the keys of lock key that wait.lua, release.lua and
-// leave.lua take: lock, fence, queue, waiters.
-func (b *Backend) keys(key string) []string {
+// names returns the names of lock key's keys and release channel. The
+// last key's are kept: a busy key is usually the same key.
+func (b *Backend) names(key string) *lockNames {
+	if n := b.last.Load(); n != nil && n.key == key {
+		return n
+	}
 	lk := b.lockKey(key)
-	return []string{lk, lk + b.fenceSuffix, lk + queueSuffix, lk + waitersSuffix}
+	n := &lockNames{
+		key:        key,
+		keys:       []string{lk, lk + b.fenceSuffix, lk + queueSuffix, lk + waitersSuffix},
+		channelArg: b.channelPfx + key,
+	}
+	b.last.Store(n)
+	return n
 }
 
 func (b *Backend) value(owner string, token uint64) string {
-	return strconv.FormatUint(token, 10) + ":" + owner
+	v := make([]byte, 0, 21+len(owner))
+	v = strconv.AppendUint(v, token, 10)
+	v = append(v, ':')
+	return string(append(v, owner...))
 }
 
 // ttlArg renders ttl in whole milliseconds, rounded up: the Locker counts a
@@ -288,9 +316,8 @@ func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	if err := checkArgs("acquire", key, owner, ttl, true); err != nil {
 		return 0, err
 	}
-	lk := b.lockKey(key)
-	token, err := acquireScript.Run(ctx, b.client, []string{lk, lk + b.fenceSuffix, lk + waitersSuffix},
-		owner, ttlArg(ttl), ttlArg(waitersTTL), b.id).Int64()
+	token, err := acquireScript.Run(ctx, b.client, b.names(key).keys,
+		owner, ttlArg(ttl), b.waitersTTLArg, b.idArg).Int64()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return 0, fmt.Errorf("redislock: acquire %q: %w", key, lock.ErrNotAcquired)
@@ -326,9 +353,9 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	if err := checkArgs("release", key, owner, 0, false); err != nil {
 		return err
 	}
-	tok := strconv.FormatUint(token, 10)
 	b.notify.releasing(key)
-	res, err := releaseScript.Run(ctx, b.client, b.keys(key), tok+":"+owner, b.channelPfx+key, b.id, b.grantPfx).Result()
+	n := b.names(key)
+	res, err := releaseScript.Run(ctx, b.client, n.keys, b.value(owner, token), n.channelArg, b.idArg, b.grantPfxArg).Result()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", key, err)
 	}

@@ -19,28 +19,32 @@ var errQueued = fmt.Errorf("redislock: held by another owner; waiter queued: %w"
 // grants arrive on the backend's subscription. It does no I/O; the
 // subscription is started in the background if it is not running yet.
 func (b *Backend) Waiter(key, owner string) lock.Waiter {
-	w := &waiter{b: b, key: key, owner: owner, grants: make(chan uint64, 1)}
+	w := &waiter{b: b, key: key, owner: owner, ownerArg: owner, grants: make(chan uint64, 1)}
 	w.seq = b.notify.addWaiter(w)
-	w.id = b.id + ":" + strconv.FormatUint(w.seq, 10)
+	w.idArg = b.id + ":" + strconv.FormatUint(w.seq, 10)
 	return w
 }
 
 type waiter struct {
 	b          *Backend
 	key, owner string
-	seq        uint64   // this waiter's number in its backend
-	id         string   // "<backend id>:<seq>", its name in the queue
-	keys       []string // the lock's keys, built at the first attempt
-	ttl        string   // the TTL argument of the last attempt
-	deadline   string   // the deadline of the waiter's place, "" if none
+	seq        uint64     // this waiter's number in its backend
+	idArg      any        // "<backend id>:<seq>", its name in the queue
+	ownerArg   any        // owner, boxed once
+	names      *lockNames // the lock's keys, found at the first attempt
+	ttl        time.Duration
+	ttlArg     any // ttl, as the scripts take it
+	stay       time.Duration
+	stayArg    any    // stay, as wait.lua takes it
+	deadline   string // the deadline of the waiter's place, "" if none
 	grants     chan uint64
 }
 
-func (w *waiter) lockKeys() []string {
-	if w.keys == nil {
-		w.keys = w.b.keys(w.key)
+func (w *waiter) lockNames() *lockNames {
+	if w.names == nil {
+		w.names = w.b.names(w.key)
 	}
-	return w.keys
+	return w.names
 }
 
 // Attempt implements lock.Waiter with wait.lua.
@@ -48,9 +52,18 @@ func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, l
 	if err := checkArgs("acquire", w.key, w.owner, ttl, true); err != nil {
 		return 0, 0, err
 	}
-	w.ttl = ttlArg(ttl)
-	res, err := waitScript.Run(ctx, w.b.client, w.lockKeys(),
-		w.owner, w.ttl, w.id, ttlArg(stay), ttlArg(max(stay, queueTTL)), w.deadline).Result()
+	if w.ttlArg == nil || ttl != w.ttl {
+		w.ttl, w.ttlArg = ttl, ttlArg(ttl)
+	}
+	if w.stayArg == nil || stay != w.stay {
+		w.stay, w.stayArg = stay, ttlArg(stay)
+	}
+	queueTTLArg := w.b.queueTTLArg
+	if stay > queueTTL {
+		queueTTLArg = w.stayArg
+	}
+	res, err := waitScript.Run(ctx, w.b.client, w.lockNames().keys,
+		w.ownerArg, w.ttlArg, w.idArg, w.stayArg, queueTTLArg, w.deadline).Result()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: acquire %q: %w", w.key, err)
 	}
@@ -75,8 +88,12 @@ func (w *waiter) Granted() <-chan uint64 { return w.grants }
 // Leave implements lock.Waiter with leave.lua.
 func (w *waiter) Leave(ctx context.Context) error {
 	defer w.Close()
-	res, err := leaveScript.Run(ctx, w.b.client, w.lockKeys(),
-		w.owner, w.ttl, w.id, w.deadline, w.b.channelPfx+w.key, w.b.id, w.b.grantPfx).Result()
+	if w.ttlArg == nil {
+		return nil // it never attempted, so it is not queued
+	}
+	n := w.lockNames()
+	res, err := leaveScript.Run(ctx, w.b.client, n.keys,
+		w.ownerArg, w.ttlArg, w.idArg, w.deadline, n.channelArg, w.b.idArg, w.b.grantPfxArg).Result()
 	if err != nil {
 		return fmt.Errorf("redislock: leave the queue of %q: %w", w.key, err)
 	}
