@@ -182,7 +182,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
 	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
 	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
-	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 30*time.Millisecond, "with --retries: each attempt's timeout, shorter than the replicas' work under contention, so that some answers arrive after the client gave up")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 250*time.Millisecond, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
 	fs.Float64Var(&c.CutRate, "cut-rate", 0.1, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
 
 	fs.Usage = func() {
