@@ -137,7 +137,7 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		rep.Settings.RMWDelay = cfg.RMWDelay.String()
 	} else {
 		fmt.Fprintf(log, "waiting for %s/readyz...\n", strings.Join(replicas, "/readyz, "))
-		err := newAPI(5*time.Second).waitReady(ctx, replicas, cfg.ReadyWait, func(s string) { fmt.Fprintf(log, "  %s\n", s) })
+		err := newAPI(5*time.Second, "").waitReady(ctx, replicas, cfg.ReadyWait, func(s string) { fmt.Fprintf(log, "  %s\n", s) })
 		if err != nil {
 			return rep, err
 		}
@@ -155,9 +155,9 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		replicas: replicas,
 		outDir:   outDir,
 		prefix:   prefix,
-		api:      newAPI(cfg.Timeout + 15*time.Second),
-		probe:    newAPI(time.Second),
-		reader:   newAPI(5 * time.Second),
+		api:      newAPI(cfg.Timeout+15*time.Second, cfg.AdminToken),
+		probe:    newAPI(time.Second, ""),
+		reader:   newAPI(5*time.Second, ""),
 		log:      log,
 		tty:      isTerminal(log),
 	}
@@ -230,9 +230,9 @@ func finish(rep *report.Report, cfg Config, stdout, stderr io.Writer, runErr err
 	case runErr != nil:
 		fmt.Fprintf(stdout, "Incomplete run (%d of %d strategies) after %.1fs.\n", len(rep.Runs), len(cfg.Strategies), rep.WallSeconds)
 	case rep.OK:
-		fmt.Fprintf(stdout, "PASS: no safe strategy oversold, lost an update or disagreed with the ledger (%.1fs).\n", rep.WallSeconds)
+		fmt.Fprintf(stdout, "PASS: no safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable (%.1fs).\n", rep.WallSeconds)
 	default:
-		fmt.Fprintf(stdout, "FAIL: a safe strategy oversold, lost an update or disagreed with the ledger (%.1fs).\n", rep.WallSeconds)
+		fmt.Fprintf(stdout, "FAIL: a safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable (%.1fs).\n", rep.WallSeconds)
 	}
 }
 

@@ -519,7 +519,11 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	run.LedgerOrders = len(in.Ledger)
 	run.Problems = res.Problems
 	for _, c := range lin.conflicts {
-		run.Problems = append(run.Problems, "history "+string(lin.verdict)+" linearizable: "+c)
+		if lin.verdict == history.No {
+			run.Problems = append(run.Problems, "history not linearizable: "+c)
+		} else {
+			run.Problems = append(run.Problems, "history's linearizability unknown: "+c)
+		}
 	}
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))

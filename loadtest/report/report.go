@@ -268,9 +268,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# stocklock load test, %s\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"))
 	if rep.OK {
-		b.WriteString("**Result: pass.** No safe strategy oversold, lost an update or disagreed with the ledger.\n\n")
+		b.WriteString("**Result: pass.** No safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable.\n\n")
 	} else {
-		b.WriteString("**Result: FAIL.** A safe strategy oversold, lost an update or disagreed with the ledger.\n\n")
+		b.WriteString("**Result: FAIL.** A safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable.\n\n")
 	}
 	fmt.Fprintf(&b, "- machine: %s\n", rep.Host)
 	if rep.Store != "" {
