@@ -3,10 +3,12 @@ package redislock_test
 // Benchmarks against the peers github.com/bsm/redislock and
 // github.com/go-redsync/redsync/v4, all on the same redis-server in one run:
 //
-//	go test -run '^$' -bench . -benchtime 3s ./pkg/lock/redislock
+//	go test -run '^$' -bench Contended -benchtime 2s -count 3 ./pkg/lock/redislock
 //
-// Contended runs report throughput (locks/s) and the wait of each Acquire,
-// from its call to its grant (p50-wait-ms, p99-wait-ms).
+// Each run reports throughput (locks/s), the wait of each Acquire from its
+// call to its grant (p50-wait-ms, p99-wait-ms), the benchmark process's CPU
+// (cpu-ms/lock) and allocations (allocs/op) per lock, and the server's side
+// (reportServer).
 
 import (
 	"context"
@@ -16,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,8 +113,31 @@ func (m redsyncLock) Acquire(ctx context.Context) (func(context.Context) error, 
 	}, 0, nil
 }
 
+// roundTrips counts the commands (and pipelines) the benchmark clients
+// send: each is one round trip.
+var roundTrips atomic.Int64
+
+type countHook struct{}
+
+func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		roundTrips.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		roundTrips.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
 func benchClient(b *testing.B) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: benchRedis(b).Addr})
+	c.AddHook(countHook{})
 	b.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -154,8 +180,8 @@ func implementations() []struct {
 		}},
 		{"stocklock-backend", func(b *testing.B, key string) locktest.Mutex {
 			// The backend alone, one attempt per acquire, no Locker: its
-			// own cost, without the Lease's watchdog goroutine. Used for
-			// the uncontended case only.
+			// own cost, without the Locker's owner, queue place and
+			// Lease. Used for the uncontended case only.
 			return backendOnly{benchBackend(b, benchClient(b)), key}
 		}},
 		{"bsm-redislock", func(b *testing.B, key string) locktest.Mutex {
@@ -211,11 +237,13 @@ func BenchmarkContended(b *testing.B) {
 	}
 }
 
-// stats is what the server has done so far: its CPU time (user and system)
-// and the commands it has processed, as INFO reports them.
+// stats is what the server has done so far, as INFO reports it: its CPU
+// time (user and system) and the commands it has processed, those a script
+// calls included; and the round trips the benchmark's clients have made.
 type stats struct {
-	cpu      time.Duration
-	commands int64
+	cpu        time.Duration
+	commands   int64
+	roundTrips int64
 }
 
 func serverStats(b *testing.B) stats {
@@ -225,7 +253,7 @@ func serverStats(b *testing.B) stats {
 	if err != nil {
 		b.Fatalf("INFO: %v", err)
 	}
-	var s stats
+	s := stats{roundTrips: roundTrips.Load()}
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
@@ -242,11 +270,14 @@ func serverStats(b *testing.B) stats {
 	return s
 }
 
-// reportServer reports the server's share of a lock cycle: server-cpu-ms/lock
-// and cmds/lock, the commands clients sent it (a script is one command,
-// whatever it calls; each INFO of the measurement is one more, which is
-// noise at these b.N).
+// reportServer reports the server's share of a lock cycle:
+// server-cpu-ms/lock; server-cmds/lock, the commands it ran, each command a
+// script calls counted (and the measurement's own INFO, noise at these
+// b.N); and round-trips/lock, the requests the clients sent (a script is
+// one).
 func reportServer(b *testing.B, before, after stats) {
-	b.ReportMetric(float64(after.cpu-before.cpu)/float64(time.Millisecond)/float64(b.N), "server-cpu-ms/lock")
-	b.ReportMetric(float64(after.commands-before.commands)/float64(b.N), "cmds/lock")
+	n := float64(b.N)
+	b.ReportMetric(float64(after.cpu-before.cpu)/float64(time.Millisecond)/n, "server-cpu-ms/lock")
+	b.ReportMetric(float64(after.commands-before.commands)/n, "server-cmds/lock")
+	b.ReportMetric(float64(after.roundTrips-before.roundTrips)/n, "round-trips/lock")
 }
