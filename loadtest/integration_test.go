@@ -89,7 +89,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		"--replicas", strings.Join(replicas, ","),
 		"--strategies", "unsafe,local,atomic,redis-lock,etcd-lock,optimistic,mongo-lease",
 		"--rate", "0", "--workers", "16", "--max-workers", "16",
-		"--requests", "160", "--duration", "30s",
+		"--requests", "160", "--duration", "2m",
 		"--stock", "50", "--warmup", "0s", "--settle", "100ms",
 		"--out", out, "--quiet",
 	}, env(), &stdout, &stderr)
@@ -210,5 +210,48 @@ func checkHistoryFile(t *testing.T, out string, r report.Run, want string) {
 	}
 	if kinds[history.Set] != len(r.SKUs) || kinds[history.Decrement] != r.Requests+r.Resent || kinds[history.Read] == 0 {
 		t.Errorf("%s: history of %v for %d skus and %d requests (+%d resent)", r.Strategy, kinds, len(r.SKUs), r.Requests, r.Resent)
+	}
+}
+
+// TestWorkloadsAgainstTwoReplicas runs the mixed and retry workloads
+// against two in-test replicas. Mixed: a lock strategy and atomic on one
+// sku must stay linearizable (the lock holder's write refuses a stock that
+// changed since its read). Retries: answers cut by the proxy are sent again
+// with the same Idempotency-Key, and no key may sell twice.
+func TestWorkloadsAgainstTwoReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MongoDB, Redis and two replicas")
+	}
+	replicas := startReplicas(t, 10*time.Millisecond)
+	common := []string{"--replicas", strings.Join(replicas, ","), "--rate", "0", "--workers", "8", "--max-workers", "8",
+		"--requests", "80", "--duration", "2m", "--stock", "40", "--warmup", "0s", "--settle", "100ms", "--quiet"}
+	for _, w := range []struct {
+		name string
+		args []string
+	}{
+		{"mixed", []string{"--mixed", "--strategies", "redis-lock,atomic,optimistic"}},
+		{"retries", []string{"--retries", "2", "--cut-rate", "0.2", "--attempt-timeout", "3s", "--strategies", "atomic,redis-lock"}},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			out := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), append(append([]string{"--out", out}, common...), w.args...), env(), &stdout, &stderr)
+			t.Logf("stdout:\n%s", stdout.String())
+			if code != exitOK {
+				t.Fatalf("exit %d; stderr:\n%s", code, lastLines(stderr.String(), 30))
+			}
+			for _, r := range readReport(t, out).Runs {
+				if r.Verdict != "pass" || r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.DoubleSold != 0 || r.Unrecorded != 0 {
+					t.Errorf("%s: %+v", r.Strategy, r)
+				}
+				checkHistoryFile(t, out, r, "yes")
+				if w.name == "retries" && (r.Cuts == 0 || r.Resent == 0) {
+					t.Errorf("%s: %d answers cut, %d re-sent: the retry path was not exercised", r.Strategy, r.Cuts, r.Resent)
+				}
+				if w.name == "mixed" && (len(r.Outcomes) != 3 || r.Sold != 40) {
+					t.Errorf("mixed: sold %d, outcomes %v", r.Sold, r.Outcomes)
+				}
+			}
+		})
 	}
 }
