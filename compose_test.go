@@ -51,27 +51,105 @@ const (
 	stockPort = "8080"
 )
 
+// envExample is the template of the secrets compose.yaml requires.
+const envExample = ".env.example"
+
 // loadCompose loads compose.yaml as `docker compose --profile P ... config`
-// would, with an empty environment so that every ${VAR:-default} takes its
-// default whatever the shell running the test has exported.
+// would after `cp .env.example .env`, with no other environment, so that
+// every ${VAR:-default} takes its default whatever the shell running the
+// test has exported.
 func loadCompose(t *testing.T, profiles ...string) *types.Project {
 	t.Helper()
+	p, err := loadComposeEnv(profiles, envExample)
+	if err != nil {
+		t.Fatalf("load %s with profiles %v: %v", composeFile, profiles, err)
+	}
+	return p
+}
+
+// loadComposeEnv loads compose.yaml with the variables of envFiles only.
+func loadComposeEnv(profiles []string, envFiles ...string) (*types.Project, error) {
 	opts, err := cli.NewProjectOptions([]string{composeFile},
 		cli.WithWorkingDirectory("."),
 		cli.WithProfiles(profiles),
 		cli.WithConsistency(true),
 		cli.WithResolvedPaths(true),
+		cli.WithEnvFiles(envFiles...),
+		cli.WithDotEnv,
 	)
 	if err != nil {
-		t.Fatalf("compose options: %v", err)
+		return nil, fmt.Errorf("compose options: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := opts.LoadProject(ctx)
-	if err != nil {
-		t.Fatalf("load %s with profiles %v: %v", composeFile, profiles, err)
+	return opts.LoadProject(ctx)
+}
+
+// TestComposeCredentials: MongoDB has a root user and Redis a password,
+// both from the environment (.env, templated by .env.example), and the
+// replicas and the harness use them; without them compose refuses to
+// start, naming what to set. The replicas run in demo mode explicitly,
+// with an admin token, and a stop grace period that covers a decrement's
+// whole budget.
+func TestComposeCredentials(t *testing.T) {
+	vars := readEnvFile(t, envExample)
+	for _, k := range []string{"MONGO_ROOT_USER", "MONGO_ROOT_PASSWORD", "REDIS_PASSWORD", "ADMIN_TOKEN"} {
+		if vars[k] == "" {
+			t.Errorf("%s does not set %s", envExample, k)
+		}
 	}
-	return p
+	if _, err := loadComposeEnv(nil); err == nil || !strings.Contains(err.Error(), ".env.example") {
+		t.Errorf("compose loads without credentials (%v); it must refuse and point at %s", err, envExample)
+	}
+	p := loadCompose(t)
+	mongo := service(t, p, "mongo")
+	if env(t, mongo, "MONGO_INITDB_ROOT_USERNAME") != vars["MONGO_ROOT_USER"] || env(t, mongo, "MONGO_INITDB_ROOT_PASSWORD") != vars["MONGO_ROOT_PASSWORD"] {
+		t.Errorf("mongo: the root user is not the one of %s", envExample)
+	}
+	redis := service(t, p, "redis")
+	if i := slices.Index(redis.Command, "--requirepass"); i < 0 || i+1 >= len(redis.Command) || redis.Command[i+1] != vars["REDIS_PASSWORD"] {
+		t.Errorf("redis: command %q does not require the password of %s", redis.Command, envExample)
+	}
+	if env(t, redis, "REDISCLI_AUTH") != vars["REDIS_PASSWORD"] {
+		t.Errorf("redis: the healthcheck's redis-cli has no password")
+	}
+	for _, name := range []string{"stock-a", "stock-b"} {
+		s := service(t, p, name)
+		cs, err := connstring.ParseAndValidate(env(t, s, "MONGO_URI"))
+		if err != nil || cs.Username != vars["MONGO_ROOT_USER"] || cs.Password != vars["MONGO_ROOT_PASSWORD"] || cs.AuthSource != "admin" {
+			t.Errorf("%s: MONGO_URI does not log in as the root user (authSource admin): %v", name, err)
+		}
+		if env(t, s, "REDIS_PASSWORD") != vars["REDIS_PASSWORD"] || env(t, s, "ADMIN_TOKEN") != vars["ADMIN_TOKEN"] {
+			t.Errorf("%s: REDIS_PASSWORD or ADMIN_TOKEN is not the one of %s", name, envExample)
+		}
+		if env(t, s, "DEMO") != "true" {
+			t.Errorf("%s: the teaching stack must turn demo mode on explicitly (DEMO=true)", name)
+		}
+		if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) < 75*time.Second {
+			t.Errorf("%s: stop_grace_period %v does not cover a decrement's budget (request timeout 15s + two 30s commits)", name, s.StopGracePeriod)
+		}
+	}
+	lt := service(t, loadCompose(t, "loadtest"), "loadtest")
+	if env(t, lt, "LOADTEST_ADMIN_TOKEN") != vars["ADMIN_TOKEN"] {
+		t.Errorf("loadtest: LOADTEST_ADMIN_TOKEN is not the replicas' ADMIN_TOKEN")
+	}
+}
+
+// readEnvFile reads KEY=VALUE lines, skipping comments and blanks.
+func readEnvFile(t *testing.T, name string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			vars[k] = v
+		}
+	}
+	return vars
 }
 
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
@@ -610,8 +688,11 @@ func TestDockerfileFinalImage(t *testing.T) {
 	if !strings.HasPrefix(st.from, "gcr.io/distroless/static") && st.from != "scratch" {
 		t.Errorf("stock stage is FROM %s; want a static distroless or scratch base", st.from)
 	}
-	if u := strings.SplitN(st.user, ":", 2)[0]; u == "" || u == "root" || u == "0" {
-		t.Errorf("stock stage runs as %q; want an explicit non-root USER", st.user)
+	for _, name := range []string{"stock", "loadtest"} {
+		st := d.stage(t, name)
+		if u := strings.SplitN(st.user, ":", 2)[0]; u == "" || u == "root" || u == "0" {
+			t.Errorf("%s stage runs as %q; want an explicit non-root USER", name, st.user)
+		}
 	}
 	if !strings.HasPrefix(d.stages[0].from, "golang:") {
 		t.Errorf("first stage is FROM %s, want the golang image", d.stages[0].from)

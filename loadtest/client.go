@@ -18,14 +18,15 @@ import (
 // api is the harness's own small client for the stock service's
 // non-attack calls: reset, read back, ledger, readiness and metrics.
 type api struct {
-	hc *http.Client
+	hc         *http.Client
+	adminToken string // sent with stock changes (PUT)
 }
 
-func newAPI(timeout time.Duration) *api {
+func newAPI(timeout time.Duration, adminToken string) *api {
 	// Like the attack, talk to the replicas directly, never through an
 	// HTTP proxy from the environment.
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
-	return &api{hc: &http.Client{Timeout: timeout, Transport: tr}}
+	return &api{hc: &http.Client{Timeout: timeout, Transport: tr}, adminToken: adminToken}
 }
 
 // httpError is a non-2xx answer.
@@ -56,6 +57,9 @@ func (a *api) do(ctx context.Context, method, u string, body any, out any) error
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if method == http.MethodPut && a.adminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+a.adminToken)
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return err
@@ -121,17 +125,26 @@ type ledgerOrder struct {
 	Key      string          `json:"key"`
 }
 
-// orders reads the ledger of sku since a time. The endpoint answers either
-// a bare array or an object with an "orders" array.
+// orders reads the ledger of sku since a time, following its pages. The
+// endpoint answers either a bare array or an object with an "orders" array
+// and the cursor of the next page.
 func (a *api) orders(ctx context.Context, base, sku string, since time.Time) ([]verdict.Order, error) {
-	u := itemURL(base, sku) + "/orders?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
-	var raw []byte
-	if err := a.do(ctx, http.MethodGet, u, nil, &raw); err != nil {
-		return nil, err
-	}
-	list, err := decodeOrders(raw)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
+	first := itemURL(base, sku) + "/orders?limit=1000&since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
+	var list []ledgerOrder
+	for u := first; ; {
+		var raw []byte
+		if err := a.do(ctx, http.MethodGet, u, nil, &raw); err != nil {
+			return nil, err
+		}
+		page, next, err := decodeOrders(raw)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", u, err)
+		}
+		list = append(list, page...)
+		if next == "" {
+			break
+		}
+		u = first + "&after=" + url.QueryEscape(next)
 	}
 	out := make([]verdict.Order, 0, len(list))
 	for _, o := range list {
@@ -140,25 +153,25 @@ func (a *api) orders(ctx context.Context, base, sku string, since time.Time) ([]
 	return out, nil
 }
 
-func decodeOrders(raw []byte) ([]ledgerOrder, error) {
+func decodeOrders(raw []byte) (list []ledgerOrder, next string, err error) {
 	raw = bytes.TrimSpace(raw)
-	var list []ledgerOrder
 	if len(raw) > 0 && raw[0] == '[' {
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("decoding the orders: %w", err)
+			return nil, "", fmt.Errorf("decoding the orders: %w", err)
 		}
-		return list, nil
+		return list, "", nil
 	}
 	var wrapped struct {
 		Orders *[]ledgerOrder `json:"orders"`
+		Next   string         `json:"next"`
 	}
 	if err := json.Unmarshal(raw, &wrapped); err != nil {
-		return nil, fmt.Errorf("decoding the orders: %w", err)
+		return nil, "", fmt.Errorf("decoding the orders: %w", err)
 	}
 	if wrapped.Orders == nil {
-		return nil, errors.New(`decoding the orders: neither an array nor an object with "orders"`)
+		return nil, "", errors.New(`decoding the orders: neither an array nor an object with "orders"`)
 	}
-	return *wrapped.Orders, nil
+	return *wrapped.Orders, wrapped.Next, nil
 }
 
 // ready asks base's /readyz once.

@@ -13,8 +13,13 @@ import (
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
+// testAdminToken is the admin token of the replicas the tests start
+// in-process; env passes it to the harness as LOADTEST_ADMIN_TOKEN.
+const testAdminToken = "loadtest-test-admin-token"
+
+// env returns a getenv of kv's pairs, and the tests' admin token.
 func env(kv ...string) func(string) string {
-	m := map[string]string{}
+	m := map[string]string{"LOADTEST_ADMIN_TOKEN": testAdminToken}
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i]] = kv[i+1]
 	}

@@ -198,7 +198,7 @@ func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
 			}
 		}()
 	}
-	a := newAPI(5 * time.Second)
+	a := newAPI(5*time.Second, "")
 	if err := a.waitReady(rctx, bases, e.cfg.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
 		if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
 			return c
@@ -299,7 +299,9 @@ func (e *localEnv) startReplica(bin, id string, port int, extra []string) (*repl
 	if p.logFile, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("replica %s log: %w", id, err)
 	}
-	args := []string{"--addr", addr, "--rmw-delay", cfg.RMWDelay.String()}
+	// --demo: the harness races the broken strategies and runs the drills
+	// on purpose, which a replica refuses by default.
+	args := []string{"--addr", addr, "--demo", "--rmw-delay", cfg.RMWDelay.String()}
 	if len(cfg.Faults) > 0 {
 		args = append(args, faultBaseline(cfg)...)
 	}
@@ -310,6 +312,7 @@ func (e *localEnv) startReplica(bin, id string, port int, extra []string) (*repl
 		"REDIS_ADDR="+e.redis.Addr,
 		"ETCD_ENDPOINTS="+strings.Join(e.etcd.Endpoints, ","),
 		"REPLICA_ID="+id,
+		"ADMIN_TOKEN="+cfg.AdminToken,
 	)
 	var out io.Writer = p.logFile
 	if cfg.ReplicaLog {

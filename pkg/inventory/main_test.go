@@ -104,3 +104,21 @@ func mustCount(t testing.TB, s *Store, sku string) int64 {
 	}
 	return n
 }
+
+// allOrders reads every order of sku, page by page.
+func allOrders(t testing.TB, s *Store, sku string, since time.Time) []Order {
+	t.Helper()
+	var all []Order
+	q := OrdersQuery{SKU: sku, Since: since, Limit: 7}
+	for {
+		page, err := s.Orders(t.Context(), q)
+		if err != nil {
+			t.Fatalf("Orders(%+v): %v", q, err)
+		}
+		all = append(all, page.Orders...)
+		if page.Next == "" {
+			return all
+		}
+		q.After = page.Next
+	}
+}

@@ -3,10 +3,13 @@ package inventory
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -73,26 +76,84 @@ func (o Order) sale() Sale {
 // pendingPath is the item field that holds o while it is pending.
 func pendingPath(id string) string { return "pending." + id }
 
-// Orders returns the orders of sku recorded at or after since (all of them
-// for the zero time), oldest first.
-func (s *Store) Orders(ctx context.Context, sku string, since time.Time) ([]Order, error) {
-	if err := checkSKU(sku); err != nil {
-		return nil, err
+// Limits of one page of orders.
+const (
+	DefaultOrdersLimit = 100
+	MaxOrdersLimit     = 1000
+)
+
+// OrdersQuery selects one page of a sku's orders, oldest first.
+type OrdersQuery struct {
+	SKU   string
+	Since time.Time // only orders at or after it; zero: all
+	After string    // the Next of the previous page; empty: the first page
+	Limit int       // orders per page, 1 to MaxOrdersLimit; 0: DefaultOrdersLimit
+}
+
+// OrdersPage is one page of orders.
+type OrdersPage struct {
+	Orders []Order
+	Next   string // cursor of the next page; empty on the last page
+}
+
+// Orders returns one page of sku's orders, sorted by time and id, so that
+// following Next visits every order once even while new ones arrive.
+// A malformed cursor or limit is ErrInvalid.
+func (s *Store) Orders(ctx context.Context, q OrdersQuery) (OrdersPage, error) {
+	if err := checkSKU(q.SKU); err != nil {
+		return OrdersPage{}, err
 	}
-	filter := bson.D{{Key: "sku", Value: sku}}
-	if !since.IsZero() {
-		filter = append(filter, bson.E{Key: "at", Value: bson.D{{Key: "$gte", Value: since}}})
+	if q.Limit == 0 {
+		q.Limit = DefaultOrdersLimit
 	}
-	cur, err := s.orders.Find(ctx, filter,
-		options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
+	if q.Limit < 1 || q.Limit > MaxOrdersLimit {
+		return OrdersPage{}, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, q.Limit, MaxOrdersLimit)
+	}
+	filter := bson.D{{Key: "sku", Value: q.SKU}}
+	if !q.Since.IsZero() {
+		filter = append(filter, bson.E{Key: "at", Value: bson.D{{Key: "$gte", Value: q.Since}}})
+	}
+	if q.After != "" {
+		at, id, err := parseCursor(q.After)
+		if err != nil {
+			return OrdersPage{}, err
+		}
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: "at", Value: bson.D{{Key: "$gt", Value: at}}}},
+			bson.D{{Key: "at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: id}}}},
+		}})
+	}
+	cur, err := s.orders.Find(ctx, filter, options.Find().
+		SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}).
+		SetLimit(int64(q.Limit)+1))
 	if err != nil {
-		return nil, fmt.Errorf("inventory: orders of %q: %w", sku, err)
+		return OrdersPage{}, fmt.Errorf("inventory: orders of %q: %w", q.SKU, err)
 	}
-	orders := []Order{}
-	if err := cur.All(ctx, &orders); err != nil {
-		return nil, fmt.Errorf("inventory: orders of %q: %w", sku, err)
+	page := OrdersPage{Orders: []Order{}}
+	if err := cur.All(ctx, &page.Orders); err != nil {
+		return OrdersPage{}, fmt.Errorf("inventory: orders of %q: %w", q.SKU, err)
 	}
-	return orders, nil
+	if len(page.Orders) > q.Limit {
+		page.Orders = page.Orders[:q.Limit]
+		last := page.Orders[q.Limit-1]
+		page.Next = cursor(last.At, last.ID)
+	}
+	return page, nil
+}
+
+// cursor encodes the position after the order (at, id).
+func cursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + "." + id))
+}
+
+func parseCursor(c string) (time.Time, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	ms, id, ok := strings.Cut(string(raw), ".")
+	n, perr := strconv.ParseInt(ms, 10, 64)
+	if err != nil || !ok || perr != nil || id == "" {
+		return time.Time{}, "", fmt.Errorf("%w: cursor %q: pass the next cursor of the previous page unchanged", ErrInvalid, c)
+	}
+	return time.UnixMilli(n).UTC(), id, nil
 }
 
 // CountOrders returns the number of orders of sku.

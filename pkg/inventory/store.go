@@ -195,7 +195,9 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 		return Item{}, fmt.Errorf("inventory: put %q at version %d: %w (version now %d)", sku, *version, ErrStale, cur.Version)
 	}
 	if err != nil {
-		return Item{}, fmt.Errorf("inventory: put %q: %w", sku, err)
+		// A PUT sets an absolute stock: retrying one whose outcome is
+		// unknown is safe, so a passing error is "unavailable".
+		return Item{}, unreachable("put", sku, err)
 	}
 	return it, nil
 }

@@ -59,23 +59,17 @@ func TestOrders(t *testing.T) {
 			first = sale
 		}
 	}
-	all, err := s.Orders(ctx, "sku", time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := allOrders(t, s, "sku", time.Time{})
 	if len(all) != 3 || all[0].ID != first.OrderID || all[0].Replica != "test" || all[0].Strategy != NameAtomic || !all[0].At.Equal(first.At) {
 		t.Fatalf("Orders = %+v; first sale %+v", all, first)
 	}
-	later, err := s.Orders(ctx, "sku", all[2].At.Add(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	later := allOrders(t, s, "sku", all[2].At.Add(time.Millisecond))
 	if len(later) != 0 {
 		t.Fatalf("Orders since after the last = %+v", later)
 	}
-	none, err := s.Orders(ctx, "other", time.Time{})
-	if err != nil || none == nil || len(none) != 0 {
-		t.Fatalf("Orders of an unknown sku = %v, %v; want an empty, non-nil list", none, err)
+	none, err := s.Orders(ctx, OrdersQuery{SKU: "other"})
+	if err != nil || none.Orders == nil || len(none.Orders) != 0 || none.Next != "" {
+		t.Fatalf("Orders of an unknown sku = %+v, %v; want an empty, non-nil list and no next page", none, err)
 	}
 }
 
@@ -88,6 +82,45 @@ func TestParseWriteConcern(t *testing.T) {
 	for _, bad := range []string{"", "0", "-1", "all", "1.5"} {
 		if _, err := ParseWriteConcern(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseWriteConcern(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// TestOrdersPages pages through a ledger: every order once, in order, and
+// bad limits and cursors refused.
+func TestOrdersPages(t *testing.T) {
+	s := testStore(t)
+	ctx := t.Context()
+	mustPut(t, s, "pages", 25)
+	var ids []string
+	for range 23 {
+		sale, err := NewAtomic(s).Decrement(ctx, Request{SKU: "pages", Qty: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sale.OrderID)
+	}
+	got := allOrders(t, s, "pages", time.Time{}) // pages of 7: 7, 7, 7, 2
+	seen := map[string]bool{}
+	for i, o := range got {
+		if seen[o.ID] {
+			t.Fatalf("order %s twice", o.ID)
+		}
+		seen[o.ID] = true
+		if i > 0 && (o.At.Before(got[i-1].At) || o.At.Equal(got[i-1].At) && o.ID < got[i-1].ID) {
+			t.Fatalf("order %d out of order", i)
+		}
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("%d orders over the pages, want %d", len(got), len(ids))
+	}
+	first, err := s.Orders(ctx, OrdersQuery{SKU: "pages"})
+	if err != nil || len(first.Orders) != 23 || first.Next != "" {
+		t.Fatalf("default page: %d orders, next %q, %v", len(first.Orders), first.Next, err)
+	}
+	for _, q := range []OrdersQuery{{SKU: "pages", Limit: -1}, {SKU: "pages", Limit: MaxOrdersLimit + 1}, {SKU: "pages", After: "%%%"}, {SKU: "pages", After: "bm90LWEtY3Vyc29y"}} {
+		if _, err := s.Orders(ctx, q); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Orders(%+v): %v, want ErrInvalid", q, err)
 		}
 	}
 }

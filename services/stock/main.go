@@ -48,8 +48,17 @@ func run() int {
 		return 1
 	}
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	if cfg.InternalAddr != "" {
+		iln, err := net.Listen("tcp", cfg.InternalAddr)
+		if err != nil {
+			logger.Error("listen failed (check --internal-addr / INTERNAL_ADDR)", slog.String("addr", cfg.InternalAddr), slog.Any("error", err))
+			_ = srv.Shutdown(context.Background())
+			return 1
+		}
+		go func() { served <- srv.ServeInternal(iln) }()
+	}
 
 	code := 0
 	select {

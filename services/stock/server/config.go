@@ -24,9 +24,13 @@ import (
 // environment variables; tests may build one directly and call Validate.
 type Config struct {
 	Addr            string        // listen address, host:port
+	InternalAddr    string        // listen address of /healthz, /readyz and /metrics; empty: Addr serves them
+	AdminToken      string        // bearer token of stock changes (PUT); empty: PUT is not served
+	Demo            bool          // offer the broken strategies and accept the drill settings
 	MongoURI        string        // mongodb:// or mongodb+srv:// URI
 	DB              string        // database of items, orders and Mongo locks
 	RedisAddr       string        // host:port of the Redis that holds the redis-lock leases
+	RedisPassword   string        // Redis AUTH password; empty: none
 	EtcdEndpoints   []string      // etcd client URLs of the etcd-lock strategy; none: etcd-lock is unavailable
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
@@ -92,9 +96,13 @@ type setting struct {
 func (c *Config) settings() []setting {
 	return []setting{
 		{"addr", "STOCK_ADDR", "listen address, host:port", (*stringValue)(&c.Addr)},
+		{"internal-addr", "INTERNAL_ADDR", "listen address of /healthz, /readyz and /metrics, for probes and Prometheus only; empty: --addr serves them", (*stringValue)(&c.InternalAddr)},
+		{"admin-token", "ADMIN_TOKEN", "bearer token that stock changes (PUT /v1/items/{sku}) must carry, at least 16 characters; empty: stock changes are not served (404)", (*stringValue)(&c.AdminToken)},
+		{"demo", "DEMO", "demonstration mode: offer the unsafe and local strategies and accept the teaching and drill settings (--rmw-delay, --write-stall, --clock-offset, --fencing=false); never in production", (*boolValue)(&c.Demo)},
 		{"mongo-uri", "MONGO_URI", "MongoDB URI, mongodb://host:port/ (required)", (*stringValue)(&c.MongoURI)},
 		{"db", "MONGO_DB", "MongoDB database of items, orders and locks", (*stringValue)(&c.DB)},
 		{"redis-addr", "REDIS_ADDR", "Redis host:port for the redis-lock strategy (required)", (*stringValue)(&c.RedisAddr)},
+		{"redis-password", "REDIS_PASSWORD", "Redis password (AUTH); prefer the variable to the flag, which other users can see in the process list", (*stringValue)(&c.RedisPassword)},
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
 		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
@@ -205,6 +213,13 @@ func (c Config) problems() []error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("addr", "STOCK_ADDR", "%q is not host:port (for example :8080 or 127.0.0.1:8080)", c.Addr)
 	}
+	if _, _, err := net.SplitHostPort(c.InternalAddr); c.InternalAddr != "" && err != nil {
+		bad("internal-addr", "INTERNAL_ADDR", "%q is not host:port (for example :9090), or leave it empty", c.InternalAddr)
+	}
+	if c.AdminToken != "" && (len(c.AdminToken) < minAdminToken || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
+		bad("admin-token", "ADMIN_TOKEN", "want at least %d characters and no spaces (for example the output of openssl rand -hex 24)", minAdminToken)
+	}
+	c.checkDemo(bad)
 	switch {
 	case c.MongoURI == "":
 		bad("mongo-uri", "MONGO_URI", "not set: give the MongoDB to use, for example mongodb://127.0.0.1:27017/")
@@ -281,6 +296,40 @@ func (c Config) problems() []error {
 		bad("log-level", "LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)
 	}
 	return errs
+}
+
+// minAdminToken is the shortest admin token accepted.
+const minAdminToken = 16
+
+// demoOnly reports whether strategy is one only demo mode offers: the two
+// that oversell across replicas.
+func demoOnly(strategy string) bool {
+	return strategy == inventory.NameUnsafe || strategy == inventory.NameLocal
+}
+
+// checkDemo refuses the settings that only a demonstration wants, unless
+// --demo is on: a broken default strategy, a widened race window, the
+// drill knobs, and fencing off.
+func (c Config) checkDemo(bad func(flagName, env, format string, args ...any)) {
+	if c.Demo {
+		return
+	}
+	const fix = "; that is for demonstrations only: add --demo / DEMO=true to allow it"
+	if demoOnly(c.Strategy) {
+		bad("strategy", "STRATEGY", "%s oversells across replicas%s", c.Strategy, fix)
+	}
+	if c.RMWDelay != 0 {
+		bad("rmw-delay", "RMW_DELAY", "%v widens the race window%s", c.RMWDelay, fix)
+	}
+	if c.WriteStall != 0 {
+		bad("write-stall", "WRITE_STALL", "%v stalls every locked write%s", c.WriteStall, fix)
+	}
+	if c.ClockOffset != 0 {
+		bad("clock-offset", "CLOCK_OFFSET", "%v shifts the lease clock%s", c.ClockOffset, fix)
+	}
+	if !c.Fencing {
+		bad("fencing", "FENCING", "false lets a stalled lock holder overwrite a newer one%s", fix)
+	}
 }
 
 // EtcdLockTTL is the lease TTL the etcd-lock strategy uses for lockTTL:

@@ -35,6 +35,7 @@ func TestParseConfig(t *testing.T) {
 		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
 		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
 		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h",
+		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -48,6 +49,7 @@ func TestParseConfig(t *testing.T) {
 		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
 		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
 		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour,
+		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
@@ -146,6 +148,32 @@ func TestHelp(t *testing.T) {
 		"RMW_DELAY", "WRITE_CONCERN", "MAX_QTY", "FENCING", "SHUTDOWN_TIMEOUT", "ETCD_ENDPOINTS"} {
 		if !strings.Contains(usage, "env "+v+")") {
 			t.Errorf("--help does not name %s", v)
+		}
+	}
+}
+
+// TestSafeDefaults: the broken strategies and the drill settings need
+// --demo, and every refusal names the flag to change.
+func TestSafeDefaults(t *testing.T) {
+	required := map[string]string{"MONGO_URI": "mongodb://db:27017/", "REDIS_ADDR": "cache:6379"}
+	for _, args := range [][]string{
+		{"--strategy=unsafe"}, {"--strategy=local"}, {"--rmw-delay=10ms"}, {"--write-stall=5ms"}, {"--clock-offset=1s"}, {"--fencing=false"},
+	} {
+		_, err := server.ParseConfig(args, env(required))
+		if err == nil || !strings.Contains(err.Error(), "--demo / DEMO=true") || !strings.Contains(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
+			t.Errorf("%v without --demo: %v; want a refusal naming the flag and --demo", args, err)
+		}
+		if _, err := server.ParseConfig(append(args, "--demo"), env(required)); err != nil {
+			t.Errorf("%v with --demo: %v", args, err)
+		}
+	}
+	c, err := server.ParseConfig(nil, env(required))
+	if err != nil || c.Demo || c.AdminToken != "" || c.InternalAddr != "" {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	for _, args := range [][]string{{"--admin-token=short"}, {"--admin-token=has a space in it, sadly"}, {"--internal-addr=9090"}} {
+		if _, err := server.ParseConfig(args, env(required)); err == nil || !strings.Contains(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
+			t.Errorf("%v: %v; want a refusal naming the flag", args, err)
 		}
 	}
 }

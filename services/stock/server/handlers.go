@@ -83,8 +83,11 @@ func ifMatch(c echo.Context) (*int64, *apiError) {
 type ordersResponse struct {
 	SKU     string            `json:"sku"`
 	Replica string            `json:"replica"`
-	Count   int               `json:"count"`
+	Count   int               `json:"count"` // orders in this page
 	Orders  []inventory.Order `json:"orders"`
+	// Next is the cursor of the next page (pass it as ?after=); absent on
+	// the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // sku returns the path's sku, or a 400 that names the rule.
@@ -196,6 +199,12 @@ func (s *Server) decrement(c echo.Context) error {
 		name = s.cfg.Strategy
 	}
 	st, ok := s.strategies[name]
+	if !ok && demoOnly(name) {
+		e := newError(http.StatusForbidden, codeStrategyDisabled,
+			fmt.Sprintf("strategy %q oversells across replicas and is offered only by replicas started with --demo / DEMO=true; nothing was changed", name))
+		e.Strategy = name
+		return e
+	}
 	if !ok && slices.Contains(inventory.Names(), name) {
 		// A strategy the service has but this replica was not configured
 		// for (etcd-lock without etcd endpoints): the request is fine, the
@@ -258,27 +267,38 @@ func (s *Server) decrement(c echo.Context) error {
 	})
 }
 
-// orders lists an item's ledger: GET /v1/items/:sku/orders[?since=RFC3339].
+// orders lists a page of an item's ledger:
+// GET /v1/items/:sku/orders[?since=RFC3339][&limit=n][&after=cursor].
 func (s *Server) orders(c echo.Context) error {
 	sku, aerr := sku(c)
 	if aerr != nil {
 		return aerr
 	}
-	var since time.Time
+	q := inventory.OrdersQuery{SKU: sku, After: c.QueryParam("after")}
 	if v := c.QueryParam("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			return newError(http.StatusBadRequest, codeInvalidSince, fmt.Sprintf("since %q: want an RFC 3339 time such as 2025-01-02T15:04:05Z", v))
 		}
-		since = t
+		q.Since = t
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > inventory.MaxOrdersLimit {
+			return newError(http.StatusBadRequest, codeInvalidLimit, fmt.Sprintf("limit %q: want a whole number from 1 to %d (default %d)", v, inventory.MaxOrdersLimit, inventory.DefaultOrdersLimit))
+		}
+		q.Limit = n
 	}
 	ctx := c.Request().Context()
 	if _, err := s.store.Get(ctx, sku); err != nil {
 		return storeError(err, sku)
 	}
-	orders, err := s.store.Orders(ctx, sku, since)
+	page, err := s.store.Orders(ctx, q)
+	if errors.Is(err, inventory.ErrInvalid) {
+		return newError(http.StatusBadRequest, codeInvalidCursor, fmt.Sprintf("after %q: pass the \"next\" of the previous page unchanged", q.After))
+	}
 	if err != nil {
 		return storeError(err, sku)
 	}
-	return c.JSON(http.StatusOK, ordersResponse{SKU: sku, Replica: s.cfg.Replica, Count: len(orders), Orders: orders})
+	return c.JSON(http.StatusOK, ordersResponse{SKU: sku, Replica: s.cfg.Replica, Count: len(page.Orders), Orders: page.Orders, Next: page.Next})
 }

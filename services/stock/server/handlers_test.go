@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/inventory"
@@ -23,6 +24,12 @@ func call(t *testing.T, h http.Handler, method, path, contentType, body string, 
 	req := httptest.NewRequest(method, path, r)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if method == http.MethodPut {
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Del(header[i])
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
@@ -91,7 +98,15 @@ func TestBadInput(t *testing.T) {
 		{"valid strategy in the query", "POST", dec + "?strategy=atomic", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
 		{"query on GET item", "GET", "/v1/items/" + sku + "?fields=stock", "", "", 400, "unknown_parameter", nil},
 		{"query on PUT", "PUT", "/v1/items/" + sku + "?force=1", jsonCT, `{"stock":9}`, 400, "unknown_parameter", nil},
-		{"unknown query on orders", "GET", "/v1/items/" + sku + "/orders?limit=5", "", "", 400, "unknown_parameter", nil},
+		{"unknown query on orders", "GET", "/v1/items/" + sku + "/orders?page=2", "", "", 400, "unknown_parameter", nil},
+		{"orders limit 0", "GET", "/v1/items/" + sku + "/orders?limit=0", "", "", 400, "invalid_limit", nil},
+		{"orders limit over the maximum", "GET", "/v1/items/" + sku + "/orders?limit=1001", "", "", 400, "invalid_limit", nil},
+		{"orders bad cursor", "GET", "/v1/items/" + sku + "/orders?after=xyz", "", "", 400, "invalid_cursor", nil},
+		{"PUT without the admin token", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 401, "unauthorized", []string{"Authorization", ""}},
+		{"PUT with a wrong admin token", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 401, "unauthorized", []string{"Authorization", "Bearer " + strings.Repeat("x", 26)}},
+		{"PUT with a basic authorization", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 401, "unauthorized", []string{"Authorization", "Basic dGVzdDp0ZXN0"}},
+		{"unsafe without --demo", "POST", dec, jsonCT, `{"qty":1,"strategy":"unsafe"}`, 403, "strategy_disabled", nil},
+		{"local without --demo", "POST", dec, jsonCT, `{"qty":1,"strategy":"local"}`, 403, "strategy_disabled", nil},
 		{"duplicate qty", "POST", dec, jsonCT, `{"qty":1,"qty":100}`, 400, "duplicate_field", nil},
 		{"duplicate strategy", "POST", dec, jsonCT, `{"strategy":"atomic","qty":1,"strategy":"unsafe"}`, 400, "duplicate_field", nil},
 		{"PUT duplicate stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9,"stock":0}`, 400, "duplicate_field", nil},
@@ -161,6 +176,7 @@ func TestBadInput(t *testing.T) {
 func TestAPI(t *testing.T) {
 	cfg := testConfig(t, "r1")
 	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints // every strategy, etcd-lock too
+	cfg.Demo = true                                 // unsafe and local too
 	s := newServer(t, cfg)
 	h := s.Handler()
 
@@ -262,9 +278,20 @@ func TestReadyzEtcdDown(t *testing.T) {
 	if err := etcd.Kill(0); err != nil {
 		t.Fatal(err)
 	}
-	rec, rz := call(t, h, http.MethodGet, "/readyz", "", "")
+	// The result is reused for a second; the next probe after that sees it.
+	var rec *httptest.ResponseRecorder
+	var rz map[string]any
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if rec, rz = call(t, h, http.MethodGet, "/readyz", "", ""); rec.Code != 200 {
+			break
+		}
+	}
 	checks, _ := rz["checks"].(map[string]any)
-	if rec.Code != http.StatusServiceUnavailable || rz["error"] != "not_ready" || checks["etcd"] == "ok" || checks["etcd"] == nil || checks["mongodb"] != "ok" {
+	if rec.Code != http.StatusServiceUnavailable || rz["error"] != "not_ready" || checks["etcd"] != "failing" || checks["mongodb"] != "ok" {
 		t.Fatalf("readyz with etcd down: %d %v", rec.Code, rz)
+	}
+	// Only ok or failing: no error text naming hosts and ports.
+	if body := rec.Body.String(); strings.Contains(body, "127.0.0.1") || strings.Contains(body, "context deadline") {
+		t.Fatalf("readyz leaks the error: %s", body)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -27,11 +28,43 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, healthResponse{Status: "ok", Replica: s.cfg.Replica, LocksHeld: s.locksHeld()})
 }
 
+// readyTTL is how long a readiness result is reused: probes from every
+// load balancer and orchestrator must not each ping three stores.
+const readyTTL = time.Second
+
+// readyCache holds the last readiness result.
+type readyCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	checks map[string]string // dependency -> "ok" or "failing"
+}
+
 // readyz says whether MongoDB, Redis and, when configured, etcd answer:
 // GET /readyz. A replica without etcd endpoints is ready without etcd (its
-// etcd-lock requests answer strategy_unavailable), so no "etcd" check.
+// etcd-lock requests answer strategy_unavailable), so no "etcd" check. The
+// result is reused for readyTTL, and says only "ok" or "failing" per check:
+// the errors, which name internal hosts and ports, go to the log.
 func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+	checks := s.readiness(c.Request().Context())
+	for _, res := range checks {
+		if res != "ok" {
+			e := newError(http.StatusServiceUnavailable, codeNotReady, "a dependency does not answer; the replica's log says why")
+			e.Checks = checks
+			return e
+		}
+	}
+	return c.JSON(http.StatusOK, healthResponse{Status: "ready", Replica: s.cfg.Replica, LocksHeld: s.locksHeld(), Checks: checks})
+}
+
+// readiness returns the checks, from the cache when it is fresh. Callers
+// that arrive while it is being refreshed wait for that refresh.
+func (s *Server) readiness(ctx context.Context) map[string]string {
+	s.ready.mu.Lock()
+	defer s.ready.mu.Unlock()
+	if s.ready.checks != nil && time.Since(s.ready.at) < readyTTL {
+		return s.ready.checks
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 	defer cancel()
 	var (
 		wg     sync.WaitGroup
@@ -42,7 +75,8 @@ func (s *Server) readyz(c echo.Context) error {
 		wg.Go(func() {
 			res := "ok"
 			if err := ping(ctx); err != nil {
-				res = err.Error()
+				res = "failing"
+				s.logger.Warn("readiness check failed", slog.String("check", name), slog.Any("error", err))
 			}
 			mu.Lock()
 			checks[name] = res
@@ -55,14 +89,8 @@ func (s *Server) readyz(c echo.Context) error {
 		check("etcd", func(ctx context.Context) error { return pingEtcd(ctx, s.etcd) })
 	}
 	wg.Wait()
-	for _, res := range checks {
-		if res != "ok" {
-			e := newError(http.StatusServiceUnavailable, codeNotReady, "a dependency does not answer")
-			e.Checks = checks
-			return e
-		}
-	}
-	return c.JSON(http.StatusOK, healthResponse{Status: "ready", Replica: s.cfg.Replica, LocksHeld: s.locksHeld(), Checks: checks})
+	s.ready.checks, s.ready.at = checks, time.Now()
+	return checks
 }
 
 func (s *Server) locksHeld() map[string]int {

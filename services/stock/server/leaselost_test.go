@@ -49,7 +49,7 @@ func TestLeaseLost(t *testing.T) {
 		// yet a second is plenty for a renewal on the gated FerretDB.
 		c.LockTTL = time.Second
 		// Far longer than the test needs; see above.
-		c.RMWDelay = time.Minute
+		c.Demo, c.RMWDelay = true, time.Minute
 		// Longer than the delay, so that a request that ignored its lease
 		// would write and answer 200 rather than time out (and longer than
 		// startReplicas's lock wait, which Validate requires).

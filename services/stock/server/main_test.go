@@ -42,6 +42,9 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// testAdminToken is every test replica's admin token.
+const testAdminToken = "test-admin-token-0123456789"
+
 // testConfig returns a valid configuration on the shared servers, in a
 // database of its own.
 func testConfig(t testing.TB, replica string) server.Config {
@@ -55,6 +58,7 @@ func testConfig(t testing.TB, replica string) server.Config {
 	cfg.DB = "stock_test_" + hex.EncodeToString(b[:])
 	cfg.Replica = replica
 	cfg.LockTTL = 5 * time.Second
+	cfg.AdminToken = testAdminToken
 	cfg.LogFormat = "text"
 	cfg.LogLevel = "warn"
 	return cfg

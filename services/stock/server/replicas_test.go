@@ -137,17 +137,25 @@ func ledger(t *testing.T, client *http.Client, rep replica, sku string) (stock i
 	}
 	var item inventory.Item
 	get("/v1/items/"+sku, &item)
-	var list struct {
-		Orders []inventory.Order `json:"orders"`
+	for after := ""; ; {
+		var page struct {
+			Orders []inventory.Order `json:"orders"`
+			Next   string            `json:"next"`
+		}
+		get("/v1/items/"+sku+"/orders?limit=7&after="+after, &page)
+		orders = append(orders, page.Orders...)
+		if page.Next == "" {
+			return item.Stock, orders
+		}
+		after = page.Next
 	}
-	get("/v1/items/"+sku+"/orders", &list)
-	return item.Stock, list.Orders
 }
 
 func put(t *testing.T, client *http.Client, rep replica, sku string, stock int64) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, rep.url+"/v1/items/"+sku, bytes.NewBufferString(fmt.Sprintf(`{"stock":%d}`, stock)))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +281,7 @@ func TestTwoReplicas(t *testing.T) {
 	// With a few milliseconds between read and write, the race is all but
 	// certain; the test reports what it saw and requires nothing.
 	t.Run("broken", func(t *testing.T) {
-		reps := startReplicas(t, 2, func(c *server.Config) { c.RMWDelay = 5 * time.Millisecond })
+		reps := startReplicas(t, 2, func(c *server.Config) { c.Demo, c.RMWDelay = true, 5*time.Millisecond })
 		for _, strategy := range []string{inventory.NameUnsafe, inventory.NameLocal} {
 			t.Run(strategy, func(t *testing.T) {
 				out, stock, _ := race(t, client, reps, strategy)

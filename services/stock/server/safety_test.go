@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -199,7 +200,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	client := &http.Client{Timeout: time.Minute}
 	t.Cleanup(client.CloseIdleConnections)
 	base := testConfig(t, "")
-	base.RMWDelay = 300 * time.Millisecond
+	base.Demo, base.RMWDelay = true, 300*time.Millisecond
 	base.RecoveryEvery = time.Hour
 	base.Replica = "stopping"
 	s, err := server.New(t.Context(), base, server.NewLogger(t.Output(), base))
@@ -266,7 +267,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic} {
 		sku := "stop-" + strategy
 		_, item := call(t, reader, http.MethodGet, "/v1/items/"+sku, "", "")
-		_, list := call(t, reader, http.MethodGet, "/v1/items/"+sku+"/orders", "", "")
+		_, list := call(t, reader, http.MethodGet, "/v1/items/"+sku+"/orders?limit=1000", "", "")
 		orders, _ := list["orders"].([]any)
 		taken := 50 - int(item["stock"].(float64))
 		if len(orders) != taken {
@@ -291,4 +292,44 @@ func listen(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return ln
+}
+
+// TestInternalListener: with --internal-addr, health and metrics leave the
+// API listener for the internal one, and the API stays off the internal one.
+func TestInternalListener(t *testing.T) {
+	cfg := testConfig(t, "r1")
+	cfg.InternalAddr = "127.0.0.1:0"
+	s := newServer(t, cfg)
+	api, internal := s.Handler(), s.InternalHandler()
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		if rec, _ := call(t, api, http.MethodGet, path, "", ""); rec.Code != http.StatusNotFound {
+			t.Errorf("API listener %s: %d, want 404", path, rec.Code)
+		}
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		rec := httptest.NewRecorder()
+		internal.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("internal listener %s: %d, want 200", path, rec.Code)
+		}
+	}
+	if rec, _ := call(t, internal, http.MethodPut, "/v1/items/x", jsonCT, `{"stock":1}`); rec.Code != http.StatusNotFound {
+		t.Errorf("internal listener PUT: %d, want 404", rec.Code)
+	}
+	if rec, _ := call(t, api, http.MethodPut, "/v1/items/x", jsonCT, `{"stock":1}`); rec.Code != http.StatusOK {
+		t.Errorf("API listener PUT: %d, want 200", rec.Code)
+	}
+}
+
+// TestNoAdminToken: a replica without an admin token serves no stock
+// changes.
+func TestNoAdminToken(t *testing.T) {
+	cfg := testConfig(t, "r1")
+	cfg.AdminToken = ""
+	h := newServer(t, cfg).Handler()
+	if rec, body := call(t, h, http.MethodPut, "/v1/items/x", jsonCT, `{"stock":1}`); rec.Code != http.StatusNotFound || body["error"] != "not_found" {
+		t.Fatalf("PUT without a configured token: %d %v, want 404", rec.Code, body)
+	}
+	if rec, _ := call(t, h, http.MethodGet, "/v1/items/x", "", ""); rec.Code != http.StatusNotFound {
+		t.Fatalf("the refused PUT created the item: %d", rec.Code)
+	}
 }

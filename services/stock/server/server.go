@@ -13,14 +13,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -59,9 +55,12 @@ type Server struct {
 	strategies map[string]inventory.Strategy
 	locked     []*inventory.Locked
 
-	metrics *metrics
-	echo    *echo.Echo
-	http    *http.Server
+	metrics      *metrics
+	echo         *echo.Echo // the API, and health and metrics unless InternalAddr is set
+	internal     *echo.Echo // health and metrics; the same as echo unless InternalAddr is set
+	http         *http.Server
+	internalHTTP *http.Server
+	ready        readyCache
 
 	stopRecovery context.CancelFunc
 	recovered    chan struct{} // closed when the recovery loop has stopped
@@ -100,7 +99,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err != nil {
 		return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
 	}
-	s.redis = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ClientName: "stock-" + cfg.Replica})
+	s.redis = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, ClientName: "stock-" + cfg.Replica})
 
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -141,19 +140,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err := s.buildStrategies(db, wc); err != nil {
 		return nil, err
 	}
-	s.echo = s.routes()
+	s.echo, s.internal = s.routes()
 	s.startRecovery(ctx)
-	s.http = &http.Server{
-		Handler:           s.echo,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		// Room for the request's work and then its commit, which is not
-		// cut short by the request timeout (see inventory.StoreOptions).
-		WriteTimeout: cfg.RequestTimeout + 2*inventory.DefaultWriteTimeout + 5*time.Second,
-		IdleTimeout:  time.Minute,
-		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:  func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	s.http = s.httpServer(ctx, s.echo)
+	s.internalHTTP = s.httpServer(ctx, s.internal)
 	logger.Info("replica ready",
 		slog.String("db", cfg.DB), slog.String("redis", cfg.RedisAddr), slog.Any("etcd", cfg.EtcdEndpoints), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
@@ -215,12 +205,14 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		fencing bool
 	}
 	locks := []lockStrategy{
+		{inventory.NameMongoLease, mongoLocker, cfg.Fencing},
+		{inventory.NameRedisLock, redisLocker, cfg.Fencing},
+	}
+	if cfg.Demo {
 		// locallock's tokens count from 1 in every process, so they order
 		// nothing across replicas: fencing with them would reject one
 		// replica's writes forever. The local strategy trusts its lock.
-		{inventory.NameLocal, local, false},
-		{inventory.NameMongoLease, mongoLocker, cfg.Fencing},
-		{inventory.NameRedisLock, redisLocker, cfg.Fencing},
+		locks = append(locks, lockStrategy{inventory.NameLocal, local, false})
 	}
 	if s.etcd != nil {
 		// Keys per database, as mongo-lease's leases are (they live in the
@@ -243,9 +235,11 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	}
 
 	s.strategies = map[string]inventory.Strategy{
-		inventory.NameUnsafe:     inventory.NewUnsafe(s.store, cfg.RMWDelay),
 		inventory.NameOptimistic: inventory.NewOptimistic(s.store, cfg.CASAttempts, cfg.RMWDelay),
 		inventory.NameAtomic:     inventory.NewAtomic(s.store),
+	}
+	if cfg.Demo {
+		s.strategies[inventory.NameUnsafe] = inventory.NewUnsafe(s.store, cfg.RMWDelay)
 	}
 	for _, l := range locks {
 		st, err := inventory.NewLocked(s.store, inventory.LockedConfig{
@@ -261,15 +255,44 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	return nil
 }
 
-// Handler returns the replica's HTTP handler, for tests that serve it
-// without a listener.
+func (s *Server) httpServer(ctx context.Context, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// Room for the request's work and then its commit, which is not
+		// cut short by the request timeout (see inventory.StoreOptions).
+		WriteTimeout: s.cfg.WriteBudget() + 5*time.Second,
+		IdleTimeout:  time.Minute,
+		ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		BaseContext:  func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+}
+
+// Handler returns the replica's API handler, for tests that serve it
+// without a listener. It serves /healthz, /readyz and /metrics too unless
+// InternalAddr is set.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after
-// Shutdown, and the listener's error otherwise.
+// InternalHandler returns the handler of /healthz, /readyz and /metrics:
+// the same as Handler unless InternalAddr is set.
+func (s *Server) InternalHandler() http.Handler { return s.internal }
+
+// Serve accepts the API's connections on ln until Shutdown. It returns nil
+// after Shutdown, and the listener's error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
-	s.logger.Info("serving", slog.String("addr", ln.Addr().String()))
-	if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	return serve(s.logger, s.http, ln, "serving")
+}
+
+// ServeInternal accepts connections to /healthz, /readyz and /metrics on
+// ln until Shutdown; call it when InternalAddr is set.
+func (s *Server) ServeInternal(ln net.Listener) error {
+	return serve(s.logger, s.internalHTTP, ln, "serving health and metrics")
+}
+
+func serve(logger *slog.Logger, h *http.Server, ln net.Listener, what string) error {
+	logger.Info(what, slog.String("addr", ln.Addr().String()))
+	if err := h.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("server: serve on %s: %w", ln.Addr(), err)
 	}
 	return nil
@@ -290,6 +313,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: stop HTTP: %w", err))
+	}
+	if err := s.internalHTTP.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: stop internal HTTP: %w", err))
 	}
 	if err := s.waitWrites(); err != nil {
 		errs = append(errs, err)
@@ -318,22 +344,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // bound). Shutdown waits this long for them at most.
 func (c Config) WriteBudget() time.Duration {
 	return c.RequestTimeout + 2*inventory.DefaultWriteTimeout
-}
-
-// trackWrite admits a request that may write, unless the replica is
-// shutting down, and counts it until it has answered.
-func (s *Server) trackWrite(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		s.drainMu.Lock()
-		if s.draining {
-			s.drainMu.Unlock()
-			return unavailable(codeShuttingDown, "this replica is shutting down; nothing was changed: ask another replica", nil)
-		}
-		s.writes.Add(1)
-		s.drainMu.Unlock()
-		defer s.writes.Done()
-		return next(c)
-	}
 }
 
 // waitWrites waits for the in-flight writes, at most WriteBudget.
@@ -383,119 +393,6 @@ func (s *Server) closeClients(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// routes builds the Echo router.
-func (s *Server) routes() *echo.Echo {
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = s.errorHandler
-
-	type route struct {
-		method, path string
-		h            echo.HandlerFunc
-		params       []string // the query parameters the route takes; any other is a 400
-	}
-	table := []route{
-		{http.MethodPut, "/v1/items/:sku", s.trackWrite(s.putItem), nil},
-		{http.MethodGet, "/v1/items/:sku", s.getItem, nil},
-		{http.MethodPost, "/v1/items/:sku/decrement", s.trackWrite(s.decrement), nil},
-		{http.MethodGet, "/v1/items/:sku/orders", s.orders, []string{"since"}},
-		{http.MethodGet, "/healthz", s.healthz, nil},
-		{http.MethodGet, "/readyz", s.readyz, nil},
-		{http.MethodGet, "/metrics", echo.WrapHandler(s.metrics.handler()), nil},
-	}
-	known := make(map[string]bool, len(table))
-	for _, r := range table {
-		known[r.path] = true
-	}
-
-	// Order matters: the replica header is set before anything can answer,
-	// so that errors carry it too; metrics see the final status; panics
-	// become 500s that metrics count.
-	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			c.Response().Header().Set("X-Replica", s.cfg.Replica)
-			return next(c)
-		}
-	})
-	e.Use(s.metrics.middleware(known))
-	e.Use(middleware.Recover())
-	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)
-			defer cancel()
-			c.SetRequest(c.Request().WithContext(ctx))
-			return next(c)
-		}
-	})
-	for _, r := range table {
-		e.Add(r.method, r.path, onlyParams(r.h, r.params...))
-	}
-	return e
-}
-
-// onlyParams refuses a request with a query parameter its route does not
-// take: a parameter the service ignores, such as ?strategy=, would
-// otherwise let a client believe it chose something it did not.
-func onlyParams(h echo.HandlerFunc, allowed ...string) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		var unknown []string
-		for name := range c.QueryParams() {
-			if !slices.Contains(allowed, name) {
-				unknown = append(unknown, strconv.Quote(name))
-			}
-		}
-		if len(unknown) > 0 {
-			slices.Sort(unknown)
-			takes := "no query parameters"
-			if len(allowed) > 0 {
-				takes = "only " + strings.Join(allowed, ", ")
-			}
-			return newError(http.StatusBadRequest, codeUnknownParameter,
-				fmt.Sprintf("unknown query parameter %s: this route takes %s (a decrement's strategy goes in the JSON body)", strings.Join(unknown, ", "), takes))
-		}
-		return h(c)
-	}
-}
-
-// startRecovery runs the replica's recovery at once and then every
-// RecoveryEvery until Shutdown: it records the pending orders of sales
-// whose replica died between its stock write and its ledger write, and
-// settles idempotency keys (see inventory.Store.RecoverPending and
-// RecoverKeys). Every replica runs it; running it on several at once is
-// safe.
-func (s *Server) startRecovery(ctx context.Context) {
-	ctx, s.stopRecovery = context.WithCancel(context.WithoutCancel(ctx))
-	s.recovered = make(chan struct{})
-	go func() {
-		defer close(s.recovered)
-		t := time.NewTicker(s.cfg.RecoveryEvery)
-		defer t.Stop()
-		for {
-			s.runRecovery(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-}
-
-func (s *Server) runRecovery(ctx context.Context) {
-	n, err := s.store.RecoverPending(ctx, s.cfg.RecoveryGrace)
-	s.metrics.recovered.Add(float64(n))
-	if err != nil && ctx.Err() == nil {
-		s.logger.Warn("recovery of pending orders failed; retrying at the next interval", slog.Any("error", err))
-	}
-	keys, err := s.store.RecoverKeys(ctx)
-	if err != nil && ctx.Err() == nil {
-		s.logger.Warn("recovery of idempotency keys failed; retrying at the next interval", slog.Any("error", err))
-	}
-	if keys.Abandoned > 0 || keys.Settled > 0 {
-		s.logger.Info("idempotency keys settled", slog.Int("settled", keys.Settled), slog.Int("abandoned", keys.Abandoned), slog.Int("expired", keys.Expired))
-	}
 }
 
 // pingEtcd checks that the etcd cluster answers a linearizable read, which
