@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +39,7 @@ type Config struct {
 	RMWDelay   time.Duration
 	StockBin   string // prebuilt services/stock binary; "" : go build it
 	ReplicaLog bool   // copy the replicas' logs to stderr too
+	AdminToken string // bearer token of the replicas' stock changes (the harness resets stock with PUT)
 	Quiet      bool   // no live progress line
 
 	// Fault drills (replicas the harness starts only).
@@ -172,6 +175,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
 	var faults string
 	fs.StringVar(&faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(faultNames, ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
 	fs.IntVar(&c.Repeat, "repeat", 1, "with --faults: run every drill this many times; the report aggregates them")
@@ -267,6 +271,12 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	// --requests alone means "send this many", not "this many or 8s".
 	if c.Requests > 0 && !c.explicit["duration"] {
 		c.Duration = 0
+	}
+	// The replicas the harness starts get a token of their own.
+	if c.AdminToken == "" && len(c.Replicas) == 0 {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		c.AdminToken = hex.EncodeToString(b[:])
 	}
 	return c, c.validate()
 }

@@ -137,7 +137,7 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		rep.Settings.RMWDelay = cfg.RMWDelay.String()
 	} else {
 		fmt.Fprintf(log, "waiting for %s/readyz...\n", strings.Join(replicas, "/readyz, "))
-		err := newAPI(5*time.Second).waitReady(ctx, replicas, cfg.ReadyWait, func(s string) { fmt.Fprintf(log, "  %s\n", s) })
+		err := newAPI(5*time.Second, "").waitReady(ctx, replicas, cfg.ReadyWait, func(s string) { fmt.Fprintf(log, "  %s\n", s) })
 		if err != nil {
 			return rep, err
 		}
@@ -155,9 +155,9 @@ func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, er
 		replicas: replicas,
 		outDir:   outDir,
 		prefix:   prefix,
-		api:      newAPI(cfg.Timeout + 15*time.Second),
-		probe:    newAPI(time.Second),
-		reader:   newAPI(5 * time.Second),
+		api:      newAPI(cfg.Timeout+15*time.Second, cfg.AdminToken),
+		probe:    newAPI(time.Second, ""),
+		reader:   newAPI(5*time.Second, ""),
 		log:      log,
 		tty:      isTerminal(log),
 	}
