@@ -13,7 +13,7 @@ import (
 // errQueued is a refused wait.lua: the key is held and the waiter is in its
 // queue. It is a package variable because every contended acquisition gets
 // it once; the Locker names the key when it gives up.
-var errQueued = fmt.Errorf("redislock: held by another owner; waiter queued: %w", lock.ErrNotAcquired)
+var errQueued = fmt.Errorf("redislock: waiter queued: %w", lock.ErrNotAcquired)
 
 // Waiter implements lock.Handoff: a place in key's queue for owner, whose
 // grants arrive on the backend's subscription. It does no I/O; the
