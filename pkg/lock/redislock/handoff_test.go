@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,4 +244,79 @@ func TestTokensIncreaseAcrossHandoffs(t *testing.T) {
 	if want := strconv.FormatUint(tokens[len(tokens)-1], 10); fence != want && !strings.HasPrefix(fence, want+":") {
 		t.Errorf("fence = %q, want the last token %s", fence, want)
 	}
+}
+
+// TestGivingUpLeavesNothing: waiters of several backends give up after a
+// random few milliseconds while the key is handed from one to the next, so
+// that some give up just as the key is handed to them. Exclusion holds
+// throughout, and once everyone is done the key is free: no grant was
+// left with a waiter that had gone.
+func TestGivingUpLeavesNothing(t *testing.T) {
+	srv := devstore.RedisT(t)
+	prefix := testPrefix(t, srv.Addr)
+	ctx := ctxFor(t, time.Minute)
+	const backends, perBackend, rounds = 3, 4, 60
+
+	var (
+		holders  atomic.Int32
+		overlaps atomic.Int32
+		acquired atomic.Int32
+		wg       sync.WaitGroup
+		errs     = make(chan error, backends*perBackend)
+	)
+	for range backends {
+		l, err := lock.New(newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix)),
+			lock.WithRetry(redislock.DefaultRetry))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for g := range perBackend {
+			wg.Go(func() {
+				for i := range rounds {
+					wctx, cancel := context.WithTimeout(ctx, time.Duration(1+(g+i)%4)*time.Millisecond)
+					lease, err := l.Acquire(wctx, "giveup")
+					cancel()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) {
+							errs <- err
+							return
+						}
+						continue
+					}
+					acquired.Add(1)
+					if holders.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					time.Sleep(100 * time.Microsecond)
+					holders.Add(-1)
+					if err := lease.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d times two holders at once", n)
+	}
+	t.Logf("%d of %d acquisitions succeeded before their deadline", acquired.Load(), backends*perBackend*rounds)
+	// A waiter whose last attempt timed out cleans up in the background;
+	// give that a moment, well under the 10 s TTL a stray grant would
+	// hold the key for.
+	other := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var token uint64
+		if token, err = other.TryAcquire(ctx, "giveup", "last", time.Second); err == nil {
+			_ = other.Release(ctx, "giveup", "last", token)
+			return
+		}
+	}
+	t.Fatalf("after every waiter gave up or released, the key stayed held: %v", err)
 }
