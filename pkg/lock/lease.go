@@ -36,6 +36,10 @@ type Lease struct {
 	stopped    bool               // Release has begun: the watchdog does nothing more
 	refreshing context.CancelFunc // cancels the watchdog's renewal in flight, if any
 	refreshed  chan struct{}      // closed when that renewal returns, if Release waits for it
+
+	observer    Observer  // see WithObserver; nil: none
+	since       time.Time // when the lease was handed to its holder
+	endReported bool      // Ended was called
 }
 
 func newLease(b Backend, key, owner string, token uint64, ttl time.Duration, expiry time.Time, renewFraction float64) *Lease {
@@ -117,7 +121,6 @@ func (l *Lease) end(cause error) {
 	l.cancel(cause)
 	cause = context.Cause(l.ctx)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.timer != nil {
 		l.timer.Stop()
 	}
@@ -125,6 +128,14 @@ func (l *Lease) end(cause error) {
 		(*cancel)(cause)
 	}
 	clear(l.guards)
+	o := l.observer
+	report := o != nil && !l.endReported
+	l.endReported = l.endReported || report
+	since := l.since
+	l.mu.Unlock()
+	if report {
+		o.Ended(l.key, time.Since(since), cause)
+	}
 }
 
 // Refresh extends the lease by its TTL from now. It returns an error
@@ -146,6 +157,12 @@ func (l *Lease) Refresh(ctx context.Context) error {
 		return nil
 	case errors.Is(err, ErrNotHeld):
 		l.lose(err)
+	}
+	l.mu.Lock()
+	o := l.observer
+	l.mu.Unlock()
+	if o != nil {
+		o.RefreshFailed(l.key, err)
 	}
 	return fmt.Errorf("lock: refresh %q: %w", l.key, err)
 }

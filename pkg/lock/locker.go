@@ -47,12 +47,14 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 	if err != nil {
 		return nil, err
 	}
-	owner := o.ownerFor()
-	lease, err := l.attempt(ctx, key, owner, o)
-	if err != nil && !errors.Is(err, ErrNotAcquired) {
-		l.abandon(key, owner, o)
-	}
-	return lease, err
+	return observed(ctx, o.observer, key, func(ctx context.Context) (*Lease, error) {
+		owner := o.ownerFor()
+		lease, err := l.attempt(ctx, key, owner, o)
+		if err != nil && !errors.Is(err, ErrNotAcquired) {
+			l.abandon(key, owner, o)
+		}
+		return lease, err
+	})
 }
 
 // Acquire blocks until it holds key, ctx ends, or the retry policy's
@@ -72,6 +74,13 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Leas
 	if err != nil {
 		return nil, err
 	}
+	return observed(ctx, o.observer, key, func(ctx context.Context) (*Lease, error) {
+		return l.acquire(ctx, key, o)
+	})
+}
+
+// acquire is Acquire with its options resolved.
+func (l *Locker) acquire(ctx context.Context, key string, o options) (*Lease, error) {
 	owner := o.ownerFor()
 	if h, ok := l.backend.(Handoff); ok {
 		return l.acquireQueued(ctx, h.Waiter(key, owner), key, owner, o)

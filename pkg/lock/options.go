@@ -43,6 +43,7 @@ type options struct {
 	ownerPrefix   string
 	retry         RetryPolicy
 	renewFraction float64
+	observer      Observer
 }
 
 func defaultOptions() options {
