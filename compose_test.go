@@ -93,7 +93,7 @@ func loadComposeEnv(profiles []string, envFiles ...string) (*types.Project, erro
 // whole budget.
 func TestComposeCredentials(t *testing.T) {
 	vars := readEnvFile(t, envExample)
-	for _, k := range []string{"MONGO_ROOT_USER", "MONGO_ROOT_PASSWORD", "REDIS_PASSWORD", "ADMIN_TOKEN"} {
+	for _, k := range []string{"MONGO_ROOT_USER", "MONGO_ROOT_PASSWORD", "REDIS_PASSWORD", "ADMIN_TOKEN", "GRAFANA_ADMIN_PASSWORD"} {
 		if vars[k] == "" {
 			t.Errorf("%s does not set %s", envExample, k)
 		}
@@ -132,6 +132,79 @@ func TestComposeCredentials(t *testing.T) {
 	lt := service(t, loadCompose(t, "loadtest"), "loadtest")
 	if env(t, lt, "LOADTEST_ADMIN_TOKEN") != vars["ADMIN_TOKEN"] {
 		t.Errorf("loadtest: LOADTEST_ADMIN_TOKEN is not the replicas' ADMIN_TOKEN")
+	}
+}
+
+// TestComposeObserve: the observe profile runs Prometheus scraping both
+// replicas with deploy/prometheus/prometheus.yml, and Grafana with the
+// provisioned datasource and dashboard, on loopback ports, images pinned.
+func TestComposeObserve(t *testing.T) {
+	p := loadCompose(t, "observe")
+	prom, graf := service(t, p, "prometheus"), service(t, p, "grafana")
+	for _, s := range []types.ServiceConfig{prom, graf} {
+		if !slices.Equal(s.Profiles, []string{"observe"}) {
+			t.Errorf("%s: profiles %v, want [observe]", s.Name, s.Profiles)
+		}
+		if !regexp.MustCompile(`:v?\d+\.\d+\.\d+$`).MatchString(s.Image) {
+			t.Errorf("%s: image %q is not pinned to a release", s.Name, s.Image)
+		}
+		for _, port := range s.Ports {
+			if port.HostIP != "127.0.0.1" {
+				t.Errorf("%s: port published on %q, want loopback only", s.Name, port.HostIP)
+			}
+		}
+	}
+	mount := func(s types.ServiceConfig, target string) string {
+		t.Helper()
+		for _, v := range s.Volumes {
+			if v.Target == target {
+				if _, err := os.Stat(v.Source); err != nil {
+					t.Errorf("%s: %s is mounted from %s: %v", s.Name, target, v.Source, err)
+				}
+				return v.Source
+			}
+		}
+		t.Errorf("%s: nothing mounted at %s", s.Name, target)
+		return ""
+	}
+	b, err := os.ReadFile(mount(prom, "/etc/prometheus/prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			targets = append(targets, st.Targets...)
+		}
+	}
+	if !slices.Equal(targets, []string{"stock-a:" + stockPort, "stock-b:" + stockPort}) {
+		t.Errorf("prometheus scrapes %v, want both replicas on %s", targets, stockPort)
+	}
+	prov := mount(graf, "/etc/grafana/provisioning")
+	dash := mount(graf, "/var/lib/grafana/dashboards")
+	ds, _ := os.ReadFile(filepath.Join(prov, "datasources", "prometheus.yml"))
+	if !strings.Contains(string(ds), "url: http://prometheus:9090") {
+		t.Errorf("the Grafana datasource does not point at the prometheus service:\n%s", ds)
+	}
+	dp, _ := os.ReadFile(filepath.Join(prov, "dashboards", "stocklock.yml"))
+	if !strings.Contains(string(dp), "path: /var/lib/grafana/dashboards") {
+		t.Errorf("the dashboard provider does not read the mounted dashboards:\n%s", dp)
+	}
+	if _, err := os.Stat(filepath.Join(dash, "stocklock.json")); err != nil {
+		t.Errorf("no stocklock dashboard: %v", err)
+	}
+	if env(t, graf, "GF_SECURITY_ADMIN_PASSWORD") == "admin" {
+		t.Errorf("grafana keeps the default admin password")
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/lock"
 )
 
 // metrics are one replica's Prometheus metrics, on a registry of its own so
@@ -26,6 +28,10 @@ type metrics struct {
 	fenced       *prometheus.CounterVec
 	ledgerFailed *prometheus.CounterVec
 	stale        *prometheus.CounterVec
+	lockHold     *prometheus.HistogramVec
+	lockGrants   *prometheus.CounterVec
+	renewFailed  *prometheus.CounterVec
+	leasesEnded  *prometheus.CounterVec
 	replays      *prometheus.CounterVec
 	recovered    prometheus.Counter
 }
@@ -67,6 +73,23 @@ func newMetrics() *metrics {
 			Name: "stock_stale_writes_total",
 			Help: "Lock holders' stock writes refused because another writer changed the item after the holder's read (nothing written).",
 		}, []string{"strategy"}),
+		lockHold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "stock_lock_hold_seconds",
+			Help:    "How long item leases were held, from grant to release or loss, by strategy.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"strategy"}),
+		lockGrants: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_lock_grants_total",
+			Help: "Item leases granted to this replica, by strategy: under contention, each is a handoff from the previous holder.",
+		}, []string{"strategy"}),
+		renewFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_lock_renewal_failures_total",
+			Help: "Lease renewals that failed (the lease may have survived until the next one), by strategy.",
+		}, []string{"strategy"}),
+		leasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_lock_leases_ended_total",
+			Help: "Item leases that ended, by strategy and how: released, or lost (expired, taken over, not renewed in time).",
+		}, []string{"strategy", "how"}),
 		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_idempotent_replays_total",
 			Help: "Decrements answered with the sale of an earlier request with the same Idempotency-Key (nothing sold).",
@@ -77,6 +100,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
+		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Show every strategy's series from the start, at zero, so that a
 	// dashboard or a test can tell "none" from "not exported".
@@ -89,6 +113,10 @@ func newMetrics() *metrics {
 		m.leasesLost.WithLabelValues(name)
 		m.fenced.WithLabelValues(name)
 		m.stale.WithLabelValues(name)
+		m.lockGrants.WithLabelValues(name)
+		m.renewFailed.WithLabelValues(name)
+		m.leasesEnded.WithLabelValues(name, "released")
+		m.leasesEnded.WithLabelValues(name, "lost")
 	}
 	return m
 }
@@ -105,6 +133,37 @@ func (m *metrics) LockWaited(strategy string, waited time.Duration, acquired boo
 // LockHeld implements inventory.LockObserver.
 func (m *metrics) LockHeld(strategy string, delta int) {
 	m.lockHeld.WithLabelValues(strategy).Add(float64(delta))
+}
+
+// lockObserver returns the lock.Observer of one strategy's Locker.
+func (m *metrics) lockObserver(strategy string) lock.Observer {
+	return lockMetrics{m: m, strategy: strategy}
+}
+
+// lockMetrics turns one strategy's lock events into metrics.
+type lockMetrics struct {
+	m        *metrics
+	strategy string
+}
+
+func (o lockMetrics) Acquired(string, time.Duration) {
+	o.m.lockGrants.WithLabelValues(o.strategy).Inc()
+}
+
+// NotAcquired is counted by stock_lock_wait_seconds{acquired="false"}.
+func (o lockMetrics) NotAcquired(string, time.Duration, error) {}
+
+func (o lockMetrics) RefreshFailed(string, error) {
+	o.m.renewFailed.WithLabelValues(o.strategy).Inc()
+}
+
+func (o lockMetrics) Ended(_ string, held time.Duration, cause error) {
+	how := "released"
+	if errors.Is(cause, lock.ErrLeaseLost) {
+		how = "lost"
+	}
+	o.m.leasesEnded.WithLabelValues(o.strategy, how).Inc()
+	o.m.lockHold.WithLabelValues(o.strategy).Observe(held.Seconds())
 }
 
 // decrement counts one decrement's result, and the outcomes that have

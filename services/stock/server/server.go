@@ -169,7 +169,8 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 
 	// Each Server has its own in-process lock table, as a separate process
 	// would: two replicas in one test process must not share it.
-	local, err := lock.New(locallock.New(), lockOpts...)
+	observe := func(name string) lock.Option { return lock.WithObserver(s.metrics.lockObserver(name)) }
+	local, err := lock.New(locallock.New(), append(lockOpts, observe(inventory.NameLocal))...)
 	if err != nil {
 		return fmt.Errorf("server: local locker: %w", err)
 	}
@@ -186,7 +187,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	if err != nil {
 		return fmt.Errorf("server: mongo-lease backend: %w", err)
 	}
-	mongoLocker, err := lock.New(mongoBackend, lockOpts...)
+	mongoLocker, err := lock.New(mongoBackend, append(lockOpts, observe(inventory.NameMongoLease))...)
 	if err != nil {
 		return fmt.Errorf("server: mongo-lease locker (check --lock-ttl / LOCK_TTL): %w", err)
 	}
@@ -194,7 +195,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	if err != nil {
 		return fmt.Errorf("server: redis-lock backend: %w", err)
 	}
-	redisLocker, err := lock.New(s.redisLocks, lockOpts...)
+	redisLocker, err := lock.New(s.redisLocks, append(lockOpts, observe(inventory.NameRedisLock))...)
 	if err != nil {
 		return fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
 	}
@@ -223,7 +224,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		if err != nil {
 			return fmt.Errorf("server: etcd-lock backend: %w", err)
 		}
-		etcdLocker, err := lock.New(s.etcdLocks, lock.WithTTL(EtcdLockTTL(cfg.LockTTL)), lock.WithOwnerPrefix(cfg.Replica),
+		etcdLocker, err := lock.New(s.etcdLocks, lock.WithTTL(EtcdLockTTL(cfg.LockTTL)), lock.WithOwnerPrefix(cfg.Replica), observe(inventory.NameEtcdLock),
 			lock.WithRetry(etcdlock.DefaultRetry))
 		if err != nil {
 			return fmt.Errorf("server: etcd-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
