@@ -22,7 +22,7 @@ func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
 
-	// The locker's release subscription ends with the client.
+	// The locker's subscription ends with the client.
 	locker, err := redislock.NewLocker(client, lock.WithTTL(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
@@ -102,7 +102,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer backend.Close() // stops the release subscription
+	defer backend.Close() // stops the subscription
 
 	locker, err := lock.New(backend, lock.WithTTL(3*time.Second), lock.WithRetry(redislock.DefaultRetry))
 	if err != nil {

@@ -23,12 +23,14 @@ const healthInterval = 15 * time.Second
 // queued waiters (grants, see Waiter) and its watchers (releases, see
 // Watch).
 //
-// There is one PSUBSCRIBE per Backend, on a dedicated connection, started at
-// the first Waiter or Watch: subscribing per Acquire would cost a round trip
-// (and a connection) per waiter, and a blocked waiter must not wait for it.
-// It has two patterns: the backend's own grant channel (an exact name, so
-// only the backend a grant is for receives it) and the release channels of
-// every key under the prefix.
+// There is one subscription per Backend, on a dedicated connection, started
+// at the first Waiter or Watch: subscribing per Acquire would cost a round
+// trip (and a connection) per waiter, and a blocked waiter must not wait for
+// it. It is to the backend's own grant channel (SUBSCRIBE, so that only the
+// backend a grant is for receives it) and, from the first Watch on, to the
+// release channels of every key under the prefix (PSUBSCRIBE). The pattern
+// is left out until then because the server matches every PUBLISH against
+// every pattern subscribed, grants included.
 //
 // A watcher's wake-up follows the rules below; a queued waiter's grant
 // needs none of them, since the server already chose the one waiter.
@@ -42,7 +44,8 @@ type notifier struct {
 	client       Client
 	chanPfx      string
 	pattern      string // release channels
-	grantPattern string // this backend's grant channel
+	grantChannel string // this backend's grant channel
+	watching     bool   // a Watch was made: subscribe to pattern too
 
 	mu      sync.Mutex
 	keys    map[string]*waitList
@@ -81,7 +84,7 @@ func (n *notifier) init(client Client, chanPfx, grantChannel string) {
 	n.client = client
 	n.chanPfx = chanPfx
 	n.pattern = escapeGlob(chanPfx) + "*"
-	n.grantPattern = escapeGlob(grantChannel)
+	n.grantChannel = grantChannel
 	n.keys = make(map[string]*waitList)
 	n.waits = make(map[uint64]*waiter)
 	n.done = make(chan struct{})
@@ -139,6 +142,15 @@ func (n *notifier) watch(key string) (<-chan struct{}, func()) {
 		return nil, func() {}
 	}
 	n.start()
+	if !n.watching {
+		n.watching = true
+		if ps := n.ps; ps != nil {
+			// Subscribe to releases in the background: Watch must not
+			// wait for the network. A subscription made after this reads
+			// n.watching and subscribes itself.
+			go func() { _ = ps.PSubscribe(context.Background(), n.pattern) }()
+		}
+	}
 	l := n.keys[key]
 	if l == nil {
 		l = &waitList{}
@@ -272,7 +284,7 @@ func (n *notifier) close() {
 }
 
 // errSilent ends a subscription whose connection stopped answering.
-var errSilent = errors.New("redislock: release subscription silent after a ping")
+var errSilent = errors.New("redislock: subscription silent after a ping")
 
 // run keeps the subscription alive until close, or until the client is
 // closed. go-redis reconnects and resubscribes a PubSub by itself after a
@@ -281,7 +293,7 @@ var errSilent = errors.New("redislock: release subscription silent after a ping"
 func (n *notifier) run(ctx context.Context) {
 	defer close(n.done)
 	for ctx.Err() == nil {
-		ps := n.client.PSubscribe(ctx, n.grantPattern, n.pattern)
+		ps := n.client.PSubscribe(ctx) // no pattern yet: a PubSub to add to
 		n.mu.Lock()
 		if n.closed {
 			n.mu.Unlock()
@@ -289,7 +301,14 @@ func (n *notifier) run(ctx context.Context) {
 			return
 		}
 		n.ps = ps
+		watching := n.watching
 		n.mu.Unlock()
+		// A failure here shows in receive, which retries; go-redis
+		// subscribes again to everything asked for on reconnection.
+		_ = ps.Subscribe(ctx, n.grantChannel)
+		if watching {
+			_ = ps.PSubscribe(ctx, n.pattern)
+		}
 
 		err := n.receive(ctx, ps)
 		_ = ps.Close()
@@ -312,11 +331,11 @@ func (n *notifier) receive(ctx context.Context, ps *redis.PubSub) error {
 			pinged, delay = false, 0
 			if failing {
 				failing = false
-				slog.Info("redislock: release subscription restored", "pattern", n.pattern)
+				slog.Info("redislock: subscription restored", "channel", n.grantChannel)
 			}
 			switch m := msg.(type) {
 			case *redis.Message:
-				if m.Pattern == n.grantPattern {
+				if m.Pattern == "" && m.Channel == n.grantChannel {
 					n.grant(m.Payload)
 				} else {
 					n.deliver(m.Channel, m.Payload)
@@ -337,8 +356,8 @@ func (n *notifier) receive(ctx context.Context, ps *redis.PubSub) error {
 			// receive; pace the attempts.
 			if !failing {
 				failing = true
-				slog.Warn("redislock: release subscription failed; waiters fall back to their retry backoff",
-					"pattern", n.pattern, "err", err)
+				slog.Warn("redislock: subscription failed; waiters fall back to their retry backoff",
+					"channel", n.grantChannel, "err", err)
 			}
 			delay = min(max(2*delay, 50*time.Millisecond), 2*time.Second)
 			t := time.NewTimer(delay)

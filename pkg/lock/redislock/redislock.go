@@ -59,10 +59,11 @@
 //
 // # Notifications
 //
-// Each Backend holds one PSUBSCRIBE, on a dedicated connection, opened at
-// the first Waiter or Watch: its grant channel, and the release channels of
-// every key under its prefix (give unrelated applications their own
-// prefix). A release that hands the key to no queued waiter publishes on
+// Each Backend holds one subscription, on a dedicated connection, opened at
+// the first Waiter or Watch: to its grant channel and, from the first Watch
+// on, to the release channels of every key under its prefix (give
+// unrelated applications their own prefix). A release that hands the key to
+// no queued waiter publishes on
 // stocklock:lock:released:k, but only if a backend other than the releasing
 // one was refused k lately without queueing; Watch reports those releases,
 // waking one watcher per backend, the one waiting longest (a watcher in the
@@ -98,8 +99,8 @@ import (
 )
 
 // Client is the part of a go-redis client the backend uses: scripts for the
-// lock itself and a pattern subscription for grants and release
-// notifications. *redis.Client, *redis.ClusterClient and
+// lock itself, and PSubscribe for the PubSub that receives grants (a
+// channel subscription) and release notifications (a pattern). *redis.Client, *redis.ClusterClient and
 // redis.UniversalClient satisfy it. (*redis.Ring does too, but subscribes on
 // one shard only: grants and releases of keys on the other shards go
 // unheard, and waiters fall back to their backoff.)
@@ -175,7 +176,7 @@ func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = p
 func WithFenceSuffix(suffix string) Option { return func(c *config) { c.fenceSuffix = suffix } }
 
 // Backend is a lock.Backend and lock.Notifier on Redis. It is safe for
-// concurrent use. Close it to stop its release subscription.
+// concurrent use. Close it to stop its subscription.
 type Backend struct {
 	id          string // names this backend in waiters sets
 	client      Client
@@ -246,7 +247,7 @@ var DefaultRetry = lock.RetryPolicy{Min: 20 * time.Millisecond, Max: 100 * time.
 
 // NewLocker returns a lock.Locker over a new Backend with default options
 // and DefaultRetry; lockOpts come after, so they may override it. The
-// backend's release subscription ends when client is closed.
+// backend's subscription ends when client is closed.
 func NewLocker(client Client, lockOpts ...lock.Option) (*lock.Locker, error) {
 	b, err := New(client)
 	if err != nil {
@@ -255,7 +256,7 @@ func NewLocker(client Client, lockOpts ...lock.Option) (*lock.Locker, error) {
 	return lock.New(b, append([]lock.Option{lock.WithRetry(DefaultRetry)}, lockOpts...)...)
 }
 
-// Close stops the release subscription and waits for its goroutine to end.
+// Close stops the subscription and waits for its goroutine to end.
 // The backend still takes, refreshes and releases locks after Close, but
 // Watch no longer reports releases. Close does not close the client.
 func (b *Backend) Close() error {

@@ -82,7 +82,7 @@ func TestConformance(t *testing.T) {
 	prefix := testPrefix(t, srv.Addr)
 	locktest.Run(t, locktest.Harness{Backend: func(t *testing.T) lock.Backend {
 		// Each call is a separate "process": its own connection pool and
-		// its own release subscription.
+		// its own subscription.
 		return newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
 	}})
 }
@@ -278,6 +278,23 @@ func waitSubscribed(t *testing.T, c *redis.Client, prefix string, n int64) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a release on prefix %q reaches %d subscribers (%v), want >= %d", prefix, got, err, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGrantSubscribed waits until n backends with this key prefix listen
+// for their grants (a Locker's Acquire subscribes to those only).
+func waitGrantSubscribed(t *testing.T, c *redis.Client, prefix string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := c.PubSubChannels(context.Background(), prefix+"granted:*").Result()
+		if err == nil && len(got) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends on prefix %q listen for grants (%v), want >= %d", len(got), prefix, err, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -479,7 +496,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 				}
 				got <- err
 			}()
-			waitSubscribed(t, waitC, prefix, 1)
+			waitGrantSubscribed(t, waitC, prefix, 1)
 			time.Sleep(100 * time.Millisecond) // let the first attempt fail
 
 			releasedAt := time.Now()
@@ -556,7 +573,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		waitSubscribed(t, c, redislock.DefaultKeyPrefix, 1)
+		waitGrantSubscribed(t, c, redislock.DefaultKeyPrefix, 1)
 		_ = c.Close()
 		goroutinesSettle(t, before)
 	})
