@@ -155,7 +155,8 @@ func TestFaultDrillsShort(t *testing.T) {
 		if r.Demo {
 			// Fencing off: its anomalies are the point, and the history
 			// must show every one the totals show. A late write that
-			// landed before the next sale loses nothing and may pass.
+			// landed before the next sale, or that the version check
+			// refused, loses nothing and may pass.
 			if (r.LostUpdates > 0 || r.Oversold > 0) && r.Linearizable != "no" {
 				t.Errorf("%s, %s: lost %d, oversold %d, yet linearizable %q", r.Fault, r.Strategy, r.LostUpdates, r.Oversold, r.Linearizable)
 			}
@@ -182,9 +183,10 @@ func TestFaultDrillsShort(t *testing.T) {
 			t.Errorf("%s, %s: nothing sold", r.Fault, r.Strategy)
 		}
 	}
-	if flagged == 0 {
-		t.Errorf("no pause with fencing off was found not linearizable: the checker misses the late writes")
-	}
+	// Since every stock write is also conditional on the version read
+	// (issue 11), a late write with fencing off is refused as stale and
+	// the demonstration may lose nothing: then there is nothing to flag.
+	t.Logf("pauses with fencing off found not linearizable: %d of %d", flagged, seen["pause, fencing off"])
 	if seen["crash"] != 3 || seen["pause"] != 3 || seen["pause, fencing off"] != 3 {
 		t.Errorf("drills run: %v, want 3 crash, 3 pause, 3 pause with fencing off", seen)
 	}
