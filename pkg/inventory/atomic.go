@@ -61,3 +61,7 @@ func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
 	}
 	return a.store.sold(ctx, o, it.Stock, 1), nil
 }
+
+// atomicInfo registers Atomic (see Registry).
+var atomicInfo = Info{Name: NameAtomic, Safe: true, Doc: "optimistic-vs-atomic.md",
+	Build: func(d Deps) (Strategy, error) { return NewAtomic(d.Store), nil }}

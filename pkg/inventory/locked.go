@@ -370,3 +370,31 @@ func (l *Locked) Close() {
 		leaves[i]()
 	}
 }
+
+// lockedInfo is the Info of a read-modify-write under a lease of lockSvc,
+// fenced by its tokens.
+func lockedInfo(name, lockSvc, doc string) Info {
+	in := Info{Name: name, Safe: true, Lock: lockSvc, Fenced: true, Doc: doc}
+	in.Build = func(d Deps) (Strategy, error) { return buildLocked(in, d) }
+	return in
+}
+
+func buildLocked(in Info, d Deps) (Strategy, error) {
+	l, err := d.locker(in)
+	if err != nil {
+		return nil, err
+	}
+	return NewLocked(d.Store, LockedConfig{
+		Name: in.Name, Locker: l, Wait: d.LockWait, Fencing: in.Fenced && d.Fencing,
+		Delay: d.Delay, Stall: d.Stall, Observer: d.Observer, Logger: d.Logger,
+	})
+}
+
+// localInfo: the same read-modify-write under an in-process lock. Its
+// tokens count from 1 in every process, so they order nothing across
+// replicas: fencing with them would reject one replica's writes forever.
+var localInfo = func() Info {
+	in := Info{Name: NameLocal, Safe: false, Lock: LockLocal, Fenced: false, Doc: "lost-update.md"}
+	in.Build = func(d Deps) (Strategy, error) { return buildLocked(in, d) }
+	return in
+}()

@@ -114,3 +114,7 @@ func casBackoff(n int) time.Duration {
 	}
 	return rand.N(ceil + 1)
 }
+
+// optimisticInfo registers Optimistic (see Registry).
+var optimisticInfo = Info{Name: NameOptimistic, Safe: true, Doc: "optimistic-vs-atomic.md",
+	Build: func(d Deps) (Strategy, error) { return NewOptimistic(d.Store, d.CASAttempts, d.Delay), nil }}

@@ -18,11 +18,6 @@ const (
 	NameAtomic     = "atomic"
 )
 
-// Names returns the names of all strategies, in teaching order.
-func Names() []string {
-	return []string{NameUnsafe, NameLocal, NameMongoLease, NameRedisLock, NameEtcdLock, NameOptimistic, NameAtomic}
-}
-
 // Strategy is one way to take qty units of a sku's stock.
 //
 // Decrement returns the Sale when the stock was taken, and an error (see

@@ -48,3 +48,7 @@ func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
 	}
 	return u.store.sold(ctx, o, remaining, 1), nil
 }
+
+// unsafeInfo registers Unsafe (see Registry).
+var unsafeInfo = Info{Name: NameUnsafe, Safe: false, Doc: "lost-update.md",
+	Build: func(d Deps) (Strategy, error) { return NewUnsafe(d.Store, d.Delay), nil }}

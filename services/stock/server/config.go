@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -254,9 +253,9 @@ func (c Config) problems() []error {
 	if c.ClockOffset < -time.Hour || c.ClockOffset > time.Hour {
 		bad("clock-offset", "CLOCK_OFFSET", "%v: want between -1h and 1h (0, the default, leaves the clock alone)", c.ClockOffset)
 	}
-	if !slices.Contains(inventory.Names(), c.Strategy) {
+	if in, ok := inventory.Lookup(c.Strategy); !ok {
 		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(inventory.Names(), ", "))
-	} else if c.Strategy == inventory.NameEtcdLock && len(c.EtcdEndpoints) == 0 {
+	} else if in.Lock == inventory.LockEtcd && len(c.EtcdEndpoints) == 0 {
 		bad("strategy", "STRATEGY", "%s needs an etcd: set --etcd-endpoints / ETCD_ENDPOINTS, or pick another strategy", c.Strategy)
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
@@ -301,10 +300,11 @@ func (c Config) problems() []error {
 // minAdminToken is the shortest admin token accepted.
 const minAdminToken = 16
 
-// demoOnly reports whether strategy is one only demo mode offers: the two
-// that oversell across replicas.
+// demoOnly reports whether strategy is one only demo mode offers: one that
+// oversells across replicas.
 func demoOnly(strategy string) bool {
-	return strategy == inventory.NameUnsafe || strategy == inventory.NameLocal
+	in, ok := inventory.Lookup(strategy)
+	return ok && !in.Safe
 }
 
 // checkDemo refuses the settings that only a demonstration wants, unless

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,6 +173,23 @@ func (s *Server) getItem(c echo.Context) error {
 	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
 }
 
+// strategyNotOffered answers a request for a strategy the service has but
+// this replica does not offer: an unsafe one outside demo mode (403), or
+// one whose lock service is not configured (503, yet without Retry-After:
+// asking this replica again will not help until it is reconfigured).
+func strategyNotOffered(info inventory.Info) error {
+	var e *apiError
+	if !info.Safe {
+		e = newError(http.StatusForbidden, codeStrategyDisabled,
+			fmt.Sprintf("strategy %q oversells across replicas and is offered only by replicas started with --demo / DEMO=true; nothing was changed", info.Name))
+	} else {
+		e = newError(http.StatusServiceUnavailable, codeStrategyUnavailable,
+			fmt.Sprintf("strategy %q is not configured on this replica (it needs %s); nothing was changed", info.Name, lockNeeds[info.Lock]))
+	}
+	e.Strategy = info.Name
+	return e
+}
+
 // decrement sells qty units: POST /v1/items/:sku/decrement
 // {"qty": n, "strategy": "..."}, optionally with an Idempotency-Key header.
 // Input is checked in the order of docs/api.md, and nothing is read or
@@ -199,21 +215,8 @@ func (s *Server) decrement(c echo.Context) error {
 		name = s.cfg.Strategy
 	}
 	st, ok := s.strategies[name]
-	if !ok && demoOnly(name) {
-		e := newError(http.StatusForbidden, codeStrategyDisabled,
-			fmt.Sprintf("strategy %q oversells across replicas and is offered only by replicas started with --demo / DEMO=true; nothing was changed", name))
-		e.Strategy = name
-		return e
-	}
-	if !ok && slices.Contains(inventory.Names(), name) {
-		// A strategy the service has but this replica was not configured
-		// for (etcd-lock without etcd endpoints): the request is fine, the
-		// replica cannot serve it. 503, yet without Retry-After: asking
-		// this replica again will not help until it is reconfigured.
-		e := newError(http.StatusServiceUnavailable, codeStrategyUnavailable,
-			fmt.Sprintf("strategy %q is not configured on this replica (etcd-lock needs --etcd-endpoints / ETCD_ENDPOINTS); nothing was changed", name))
-		e.Strategy = name
-		return e
+	if info, known := inventory.Lookup(name); !ok && known {
+		return strategyNotOffered(info)
 	}
 	if !ok {
 		e := newError(http.StatusBadRequest, codeUnknownStrategy, fmt.Sprintf("unknown strategy %q: want one of %v", name, inventory.Names()))

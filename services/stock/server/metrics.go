@@ -108,7 +108,11 @@ func newMetrics() *metrics {
 		m.ledgerFailed.WithLabelValues(name)
 		m.replays.WithLabelValues(name)
 	}
-	for _, name := range []string{inventory.NameLocal, inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock} {
+	for _, in := range inventory.Registry() {
+		if in.Lock == inventory.LockNone {
+			continue
+		}
+		name := in.Name
 		m.lockHeld.WithLabelValues(name)
 		m.leasesLost.WithLabelValues(name)
 		m.fenced.WithLabelValues(name)

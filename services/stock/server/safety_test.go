@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -331,5 +332,27 @@ func TestNoAdminToken(t *testing.T) {
 	}
 	if rec, _ := call(t, h, http.MethodGet, "/v1/items/x", "", ""); rec.Code != http.StatusNotFound {
 		t.Fatalf("the refused PUT created the item: %d", rec.Code)
+	}
+}
+
+// TestRegistryServed: a replica without --demo serves every safe strategy
+// of the registry and refuses every unsafe one (403); with --demo and etcd
+// it serves them all (TestAPI).
+func TestRegistryServed(t *testing.T) {
+	cfg := testConfig(t, "r1")
+	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints
+	h := newServer(t, cfg).Handler()
+	if rec, _ := call(t, h, http.MethodPut, "/v1/items/reg", jsonCT, `{"stock":100}`); rec.Code != 200 {
+		t.Fatalf("PUT: %d", rec.Code)
+	}
+	for _, in := range inventory.Registry() {
+		rec, body := call(t, h, http.MethodPost, "/v1/items/reg/decrement", jsonCT, `{"qty":1,"strategy":"`+in.Name+`"}`)
+		want := http.StatusOK
+		if !in.Safe {
+			want = http.StatusForbidden
+		}
+		if rec.Code != want {
+			t.Errorf("%s (safe %v): %d %v, want %d", in.Name, in.Safe, rec.Code, body, want)
+		}
 	}
 }

@@ -163,16 +163,52 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	return s, nil
 }
 
+// buildStrategies builds every strategy of the registry that this replica
+// offers: the unsafe ones only in demo mode, and those whose lock service
+// is configured (etcd-lock needs etcd endpoints).
 func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConcern) error {
 	cfg := s.cfg
-	lockOpts := []lock.Option{lock.WithTTL(cfg.LockTTL), lock.WithOwnerPrefix(cfg.Replica)}
+	lockers, err := s.buildLockers(db, wc)
+	if err != nil {
+		return err
+	}
+	deps := inventory.Deps{
+		Store: s.store, Lockers: lockers, Fencing: cfg.Fencing, LockWait: cfg.LockWait,
+		Delay: cfg.RMWDelay, Stall: cfg.WriteStall, CASAttempts: cfg.CASAttempts,
+		Observer: s.metrics, Logger: s.logger,
+	}
+	s.strategies = map[string]inventory.Strategy{}
+	for _, in := range inventory.Registry() {
+		if (!in.Safe && !cfg.Demo) || (in.Lock != inventory.LockNone && lockers[in.Lock] == nil) {
+			continue
+		}
+		st, err := in.Build(deps)
+		if err != nil {
+			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
+		}
+		s.strategies[in.Name] = st
+		if l, ok := st.(*inventory.Locked); ok {
+			s.locked = append(s.locked, l)
+		}
+	}
+	return nil
+}
 
+// buildLockers returns a Locker per lock service this replica has: local,
+// MongoDB and Redis always, etcd with etcd endpoints. Each reports its
+// lock events to the metrics under the strategy that uses it.
+func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern) (map[string]*lock.Locker, error) {
+	cfg := s.cfg
+	opts := func(svc string, more ...lock.Option) []lock.Option {
+		return append([]lock.Option{lock.WithTTL(cfg.LockTTL), lock.WithOwnerPrefix(cfg.Replica),
+			lock.WithObserver(s.metrics.lockObserver(strategyOfLock(svc)))}, more...)
+	}
+	lockers := map[string]*lock.Locker{}
+	var err error
 	// Each Server has its own in-process lock table, as a separate process
 	// would: two replicas in one test process must not share it.
-	observe := func(name string) lock.Option { return lock.WithObserver(s.metrics.lockObserver(name)) }
-	local, err := lock.New(locallock.New(), append(lockOpts, observe(inventory.NameLocal))...)
-	if err != nil {
-		return fmt.Errorf("server: local locker: %w", err)
+	if lockers[inventory.LockLocal], err = lock.New(locallock.New(), opts(inventory.LockLocal)...); err != nil {
+		return nil, fmt.Errorf("server: local locker: %w", err)
 	}
 	mongoOpts := []mongolock.Option{mongolock.WithWriteConcern(wc), mongolock.WithSkew(cfg.LockSkew)}
 	if cfg.ClockOffset != 0 {
@@ -185,76 +221,52 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	}
 	mongoBackend, err := mongolock.New(db.Collection(LocksCollection), mongoOpts...)
 	if err != nil {
-		return fmt.Errorf("server: mongo-lease backend: %w", err)
+		return nil, fmt.Errorf("server: mongo-lease backend: %w", err)
 	}
-	mongoLocker, err := lock.New(mongoBackend, append(lockOpts, observe(inventory.NameMongoLease))...)
+	if lockers[inventory.LockMongo], err = lock.New(mongoBackend, opts(inventory.LockMongo)...); err != nil {
+		return nil, fmt.Errorf("server: mongo-lease locker (check --lock-ttl / LOCK_TTL): %w", err)
+	}
+	if s.redisLocks, err = redislock.New(s.redis); err != nil {
+		return nil, fmt.Errorf("server: redis-lock backend: %w", err)
+	}
+	if lockers[inventory.LockRedis], err = lock.New(s.redisLocks, opts(inventory.LockRedis)...); err != nil {
+		return nil, fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
+	}
+	if s.etcd == nil {
+		return lockers, nil
+	}
+	// Keys per database, as mongo-lease's leases are (they live in the
+	// database's locks collection): replicas of different databases on one
+	// etcd never wait for each other. The TTL is rounded up to whole
+	// seconds, etcd's grain; the backend refuses anything else. The token
+	// is an etcd revision, shared by the whole cluster and only growing: it
+	// orders the grants of every replica, so the writes can be fenced with
+	// it like the other two leases'.
+	if s.etcdLocks, err = etcdlock.New(s.etcd, etcdlock.WithKeyPrefix(etcdlock.DefaultKeyPrefix+cfg.DB+"/")); err != nil {
+		return nil, fmt.Errorf("server: etcd-lock backend: %w", err)
+	}
+	lockers[inventory.LockEtcd], err = lock.New(s.etcdLocks,
+		opts(inventory.LockEtcd, lock.WithTTL(EtcdLockTTL(cfg.LockTTL)), lock.WithRetry(etcdlock.DefaultRetry))...)
 	if err != nil {
-		return fmt.Errorf("server: mongo-lease locker (check --lock-ttl / LOCK_TTL): %w", err)
+		return nil, fmt.Errorf("server: etcd-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
 	}
-	s.redisLocks, err = redislock.New(s.redis)
-	if err != nil {
-		return fmt.Errorf("server: redis-lock backend: %w", err)
-	}
-	redisLocker, err := lock.New(s.redisLocks, append(lockOpts, observe(inventory.NameRedisLock))...)
-	if err != nil {
-		return fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
-	}
-
-	type lockStrategy struct {
-		name    string
-		locker  *lock.Locker
-		fencing bool
-	}
-	locks := []lockStrategy{
-		{inventory.NameMongoLease, mongoLocker, cfg.Fencing},
-		{inventory.NameRedisLock, redisLocker, cfg.Fencing},
-	}
-	if cfg.Demo {
-		// locallock's tokens count from 1 in every process, so they order
-		// nothing across replicas: fencing with them would reject one
-		// replica's writes forever. The local strategy trusts its lock.
-		locks = append(locks, lockStrategy{inventory.NameLocal, local, false})
-	}
-	if s.etcd != nil {
-		// Keys per database, as mongo-lease's leases are (they live in the
-		// database's locks collection): replicas of different databases on
-		// one etcd never wait for each other. The TTL is rounded up to whole
-		// seconds, etcd's grain; the backend refuses anything else.
-		s.etcdLocks, err = etcdlock.New(s.etcd, etcdlock.WithKeyPrefix(etcdlock.DefaultKeyPrefix+cfg.DB+"/"))
-		if err != nil {
-			return fmt.Errorf("server: etcd-lock backend: %w", err)
-		}
-		etcdLocker, err := lock.New(s.etcdLocks, lock.WithTTL(EtcdLockTTL(cfg.LockTTL)), lock.WithOwnerPrefix(cfg.Replica), observe(inventory.NameEtcdLock),
-			lock.WithRetry(etcdlock.DefaultRetry))
-		if err != nil {
-			return fmt.Errorf("server: etcd-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
-		}
-		// The token is an etcd revision, shared by the whole cluster and
-		// only growing: it orders the grants of every replica, so the
-		// writes can be fenced with it like the other two leases'.
-		locks = append(locks, lockStrategy{inventory.NameEtcdLock, etcdLocker, cfg.Fencing})
-	}
-
-	s.strategies = map[string]inventory.Strategy{
-		inventory.NameOptimistic: inventory.NewOptimistic(s.store, cfg.CASAttempts, cfg.RMWDelay),
-		inventory.NameAtomic:     inventory.NewAtomic(s.store),
-	}
-	if cfg.Demo {
-		s.strategies[inventory.NameUnsafe] = inventory.NewUnsafe(s.store, cfg.RMWDelay)
-	}
-	for _, l := range locks {
-		st, err := inventory.NewLocked(s.store, inventory.LockedConfig{
-			Name: l.name, Locker: l.locker, Wait: cfg.LockWait, Fencing: l.fencing,
-			Delay: cfg.RMWDelay, Stall: cfg.WriteStall, Observer: s.metrics, Logger: s.logger,
-		})
-		if err != nil {
-			return fmt.Errorf("server: strategy %s: %w", l.name, err)
-		}
-		s.strategies[l.name] = st
-		s.locked = append(s.locked, st)
-	}
-	return nil
+	return lockers, nil
 }
+
+// strategyOfLock returns the name of the strategy that takes its leases
+// from lock service svc: the label of that service's lock metrics.
+func strategyOfLock(svc string) string {
+	for _, in := range inventory.Registry() {
+		if in.Lock == svc {
+			return in.Name
+		}
+	}
+	return svc
+}
+
+// lockNeeds says what a replica needs to offer a strategy of lock service
+// svc that it lacks.
+var lockNeeds = map[string]string{inventory.LockEtcd: "--etcd-endpoints / ETCD_ENDPOINTS"}
 
 func (s *Server) httpServer(ctx context.Context, h http.Handler) *http.Server {
 	return &http.Server{

@@ -1,0 +1,54 @@
+package inventory
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stocklock/stocklock/pkg/lock"
+)
+
+// TestRegistry: every strategy has a unique name, a docs page that exists,
+// and builds from a replica's dependencies into what its Info says; Names
+// and Lookup agree with the registry.
+func TestRegistry(t *testing.T) {
+	s := testStore(t)
+	lockers := map[string]*lock.Locker{}
+	for _, svc := range []string{LockLocal, LockMongo, LockRedis, LockEtcd} {
+		lockers[svc] = localLocker(t)
+	}
+	deps := Deps{Store: s, Lockers: lockers, Fencing: true}
+	seen := map[string]bool{}
+	for i, in := range Registry() {
+		if in.Name == "" || seen[in.Name] || Names()[i] != in.Name {
+			t.Errorf("entry %d: name %q empty, repeated or out of Names() order", i, in.Name)
+		}
+		seen[in.Name] = true
+		if got, ok := Lookup(in.Name); !ok || got.Name != in.Name {
+			t.Errorf("Lookup(%q) = %v, %v", in.Name, got.Name, ok)
+		}
+		if _, err := os.Stat(filepath.Join("..", "..", "docs", in.Doc)); err != nil {
+			t.Errorf("%s: docs page %q: %v", in.Name, in.Doc, err)
+		}
+		st, err := in.Build(deps)
+		if err != nil || st.Name() != in.Name {
+			t.Fatalf("%s: Build = %v, %v", in.Name, st, err)
+		}
+		l, locked := st.(*Locked)
+		if locked != (in.Lock != LockNone) {
+			t.Errorf("%s: lock service %q, but built a %T", in.Name, in.Lock, st)
+		}
+		if locked && l.Fencing() != in.Fenced {
+			t.Errorf("%s: fencing %v, want %v", in.Name, l.Fencing(), in.Fenced)
+		}
+		if in.Lock != LockNone {
+			missing := Deps{Store: s, Lockers: map[string]*lock.Locker{}}
+			if _, err := in.Build(missing); err == nil {
+				t.Errorf("%s: built without its %s lock", in.Name, in.Lock)
+			}
+		}
+	}
+	if _, ok := Lookup("nope"); ok {
+		t.Error("Lookup of an unknown name succeeded")
+	}
+}
