@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -87,6 +88,13 @@ func (e *SoldOutError) Unwrap() error { return ErrSoldOut }
 // timeout, or a server that says so (the driver's retryable labels).
 func transient(err error) bool {
 	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return true
+	}
+	// The embedded store (FerretDB on SQLite) answers a lock it waited for
+	// too long, under heavy load, with an internal error: nothing was
+	// applied, and it passes.
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && (strings.Contains(ce.Message, "SQLITE_BUSY") || strings.Contains(ce.Message, "database is locked")) {
 		return true
 	}
 	var le mongo.LabeledError

@@ -137,3 +137,20 @@ func TestRetryInsert(t *testing.T) {
 		t.Errorf("cancelled while retrying: %v, want context.Canceled", err)
 	}
 }
+
+// TestTransient: the errors that may pass by themselves, and one that
+// does not.
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}, true},
+		{mongo.CommandError{Code: 1, Message: "sqlite: database is locked (5) (SQLITE_BUSY)"}, true},
+		{mongo.CommandError{Code: 13, Message: "unauthorized"}, false},
+	} {
+		if got := transient(c.err); got != c.want {
+			t.Errorf("transient(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
