@@ -234,6 +234,7 @@ func TestClassify(t *testing.T) {
 		{422, "idempotency_key_reused", false, history.Refused},
 		{503, "stale_read", false, history.Refused},
 		{503, "lease_lost", false, history.Refused},
+		{503, "shutting_down", false, history.Refused},
 		{503, "something_new", false, history.Unknown},
 		{500, "outcome_unknown", false, history.Unknown},
 		{502, "", false, history.Unknown},

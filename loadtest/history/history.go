@@ -57,7 +57,7 @@ const (
 // promises that it wrote nothing.
 var RefusedCodes = []string{
 	"lock_unavailable", "lease_lost", "fenced", "conflict", "stale_read", "timeout",
-	"store_unavailable", "strategy_unavailable", "idempotency_in_progress",
+	"store_unavailable", "strategy_unavailable", "idempotency_in_progress", "shutting_down",
 }
 
 // Classify maps an answer to a decrement to its Outcome: status 0 means no
