@@ -11,6 +11,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // Fault drills: the same attack as the comparison, with a fault injected
@@ -71,11 +72,27 @@ func (c Config) needsEtcdCluster() bool { return slices.Contains(c.Faults, fault
 
 // lockStrategies are the strategies that hold a lease (and so can be
 // caught holding it); the others have no critical section to land in.
-var lockStrategies = []string{"local", "mongo-lease", "redis-lock", "etcd-lock"}
+var lockStrategies = registryNames(func(in inventory.Info) bool { return in.Lock != inventory.LockNone })
 
 // fencedStrategies are the lock strategies whose tokens order grants across
 // replicas, so that their writes are fenced.
-var fencedStrategies = []string{"mongo-lease", "redis-lock", "etcd-lock"}
+var fencedStrategies = registryNames(func(in inventory.Info) bool { return in.Lock != inventory.LockNone && in.Fenced })
+
+// safeStrategies are the strategies that must keep the books straight
+// under every fault.
+var safeStrategies = registryNames(func(in inventory.Info) bool { return in.Safe })
+
+// registryNames returns the names of the registry's strategies that keep
+// says to keep, in registry order.
+func registryNames(keep func(inventory.Info) bool) []string {
+	var names []string
+	for _, in := range inventory.Registry() {
+		if keep(in) {
+			names = append(names, in.Name)
+		}
+	}
+	return names
+}
 
 // drill is one strategy run under one fault.
 type drill struct {
@@ -120,7 +137,6 @@ type faultCtx struct {
 
 // plan lists the drills of cfg, for the strategies it names.
 func plan(cfg Config) []drill {
-	safeAll := []string{"mongo-lease", "redis-lock", "etcd-lock", "optimistic", "atomic"}
 	var ds []drill
 	add := func(d drill) {
 		if slices.Contains(cfg.Strategies, d.strategy) {
@@ -130,13 +146,13 @@ func plan(cfg Config) []drill {
 	for _, f := range cfg.Faults {
 		switch f {
 		case faultCrash:
-			// The unsafe two as demonstrations: a crash does not make
-			// them any worse, they oversell anyway.
-			for _, s := range append([]string{"unsafe", "local"}, safeAll...) {
+			// Every strategy: the unsafe ones as demonstrations (a crash
+			// does not make them any worse, they oversell anyway).
+			for _, s := range inventory.Names() {
 				add(drill{label: "crash", strategy: s, inject: crashHolder})
 			}
 		case faultPause:
-			for _, s := range safeAll {
+			for _, s := range safeStrategies {
 				add(drill{label: "pause", strategy: s, inject: pauseHolder})
 			}
 			off := []string{"--fencing=false"}
@@ -146,7 +162,7 @@ func plan(cfg Config) []drill {
 		case faultRedisRestart:
 			add(drill{label: "redis restart", strategy: "redis-lock", inject: restartRedis})
 		case faultMongoRestart:
-			for _, s := range safeAll {
+			for _, s := range safeStrategies {
 				add(drill{label: "mongo restart", strategy: s, inject: restartMongo})
 			}
 		case faultClockSkew:

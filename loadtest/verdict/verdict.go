@@ -11,22 +11,29 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
-// Strategies lists every decrement strategy the stock service offers, in
-// the order the harness runs them by default: the two unsafe ones first.
-var Strategies = []string{"unsafe", "local", "mongo-lease", "redis-lock", "etcd-lock", "optimistic", "atomic"}
-
-// safe are the strategies that must never oversell, lose an update or
-// disagree with the ledger. unsafe (no lock) and local (an in-process mutex,
-// useless across two replicas) are expected to.
-var safe = map[string]bool{"mongo-lease": true, "redis-lock": true, "etcd-lock": true, "optimistic": true, "atomic": true}
+// Strategies lists every decrement strategy the stock service offers, from
+// its registry, in the order the harness runs them by default: the unsafe
+// ones first.
+var Strategies = inventory.Names()
 
 // Known reports whether s is a strategy the service offers.
-func Known(s string) bool { return slices.Contains(Strategies, s) }
+func Known(s string) bool {
+	_, ok := inventory.Lookup(s)
+	return ok
+}
 
-// Safe reports whether strategy s claims to sell every unit at most once.
-func Safe(s string) bool { return safe[s] }
+// Safe reports whether strategy s claims to sell every unit at most once:
+// it must never oversell, lose an update or disagree with the ledger. The
+// unsafe ones (no lock; an in-process mutex, useless across replicas) are
+// expected to.
+func Safe(s string) bool {
+	in, ok := inventory.Lookup(s)
+	return ok && in.Safe
+}
 
 // SafeAll reports whether every strategy of a mixed run is safe, so that
 // the mix must be too.
