@@ -177,6 +177,17 @@ const (
 	concurrency  = 16
 )
 
+// registryNames returns the registry's safe (or unsafe) strategies.
+func registryNames(safe bool) []string {
+	var names []string
+	for _, in := range inventory.Registry() {
+		if in.Safe == safe {
+			names = append(names, in.Name)
+		}
+	}
+	return names
+}
+
 // The mixed-writer runs: every safe strategy on one sku, repeated.
 const (
 	mixedRuns     = 5
@@ -255,7 +266,7 @@ func TestTwoReplicas(t *testing.T) {
 		// etcd only here: the broken strategies do not use it.
 		etcd := devstore.EtcdT(t)
 		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints = etcd.Endpoints })
-		safe := []string{inventory.NameMongoLease, inventory.NameRedisLock, inventory.NameEtcdLock, inventory.NameOptimistic, inventory.NameAtomic}
+		safe := registryNames(true)
 		for _, strategy := range safe {
 			t.Run(strategy, func(t *testing.T) {
 				out, stock, orders := race(t, client, reps, strategy)
@@ -282,7 +293,7 @@ func TestTwoReplicas(t *testing.T) {
 	// certain; the test reports what it saw and requires nothing.
 	t.Run("broken", func(t *testing.T) {
 		reps := startReplicas(t, 2, func(c *server.Config) { c.Demo, c.RMWDelay = true, 5*time.Millisecond })
-		for _, strategy := range []string{inventory.NameUnsafe, inventory.NameLocal} {
+		for _, strategy := range registryNames(false) {
 			t.Run(strategy, func(t *testing.T) {
 				out, stock, _ := race(t, client, reps, strategy)
 				if len(out.errors) > 0 {
