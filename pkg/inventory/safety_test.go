@@ -200,6 +200,20 @@ func dieAfterTake(n int64) (func(Order), *atomic.Int64) {
 	}, &deaths
 }
 
+// dieInside runs sell on a replica of a's database that dies right after
+// its first stock write, and returns once the selling goroutine has ended.
+func dieInside(t *testing.T, a *Store, sell func(dying *Store)) {
+	t.Helper()
+	hook, _ := dieAfterTake(1)
+	dying := replicaStore(t, a, StoreOptions{Replica: "dying", AfterTake: hook})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sell(dying)
+	}()
+	<-done
+}
+
 // TestCrashBetweenStockAndLedger kills a replica's requests between the
 // stock write and the ledger write, under load, for every strategy; the
 // other replica's recovery must then make units taken equal orders, with
@@ -267,15 +281,10 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 // TestRecoverPendingGrace leaves young pending orders to their replica.
 func TestRecoverPendingGrace(t *testing.T) {
 	a := testStore(t)
-	hook, _ := dieAfterTake(1)
-	dying := replicaStore(t, a, StoreOptions{Replica: "dying", AfterTake: hook})
 	mustPut(t, a, "young", 3)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	dieInside(t, a, func(dying *Store) {
 		_, _ = NewAtomic(dying).Decrement(context.Background(), Request{SKU: "young", Qty: 1})
-	}()
-	<-done
+	})
 	if n, err := a.RecoverPending(t.Context(), time.Hour); err != nil || n != 0 {
 		t.Fatalf("RecoverPending with an hour's grace: %d, %v; want 0 recovered", n, err)
 	}
@@ -388,15 +397,10 @@ func TestDecrementOnceConcurrent(t *testing.T) {
 // gets the sale back, and the ledger gets its order.
 func TestDecrementOnceAfterCrash(t *testing.T) {
 	a := testStore(t)
-	hook, _ := dieAfterTake(1)
-	dying := replicaStore(t, a, StoreOptions{Replica: "dying", AfterTake: hook})
 	mustPut(t, a, "crashkey", 4)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	dieInside(t, a, func(dying *Store) {
 		_, _, _ = dying.DecrementOnce(context.Background(), NewAtomic(dying), Request{SKU: "crashkey", Qty: 1, Key: "retry-me"}, "")
-	}()
-	<-done
+	})
 	sale, replayed, err := a.DecrementOnce(t.Context(), NewAtomic(a), Request{SKU: "crashkey", Qty: 1, Key: "retry-me"}, "")
 	if err != nil || !replayed || sale.Replica != "dying" {
 		t.Fatalf("retry after the crash: %+v, replayed %v, %v; want the dead replica's sale", sale, replayed, err)
