@@ -40,6 +40,8 @@ import (
 	"github.com/moby/patternmatcher/ignorefile"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stocklock/stocklock/services/stock/server"
 )
 
 const (
@@ -125,8 +127,8 @@ func TestComposeCredentials(t *testing.T) {
 		if env(t, s, "DEMO") != "true" {
 			t.Errorf("%s: the teaching stack must turn demo mode on explicitly (DEMO=true)", name)
 		}
-		if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) < 75*time.Second {
-			t.Errorf("%s: stop_grace_period %v does not cover a decrement's budget (request timeout 15s + two 30s commits)", name, s.StopGracePeriod)
+		if budget := server.DefaultConfig().WriteBudget(); s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) < budget {
+			t.Errorf("%s: stop_grace_period %v does not cover a decrement's budget (%v)", name, s.StopGracePeriod, budget)
 		}
 	}
 	lt := service(t, loadCompose(t, "loadtest"), "loadtest")

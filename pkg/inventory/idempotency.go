@@ -179,36 +179,36 @@ func (s *Store) decrementReserved(ctx context.Context, st Strategy, req Request,
 	return Sale{}, false, err
 }
 
-// outcome looks for the sale of a reservation: in the ledger, or pending in
-// the item (then it records it now, as recovery would).
+// outcome looks for the sale of a reservation: pending in the item (then it
+// records it now, as recovery would), or in the ledger. The order is
+// looked for in that order because recording moves it the other way
+// (ledger insert, then pending removed): an order that exists before the
+// look is seen by one of the two reads.
 func (s *Store) outcome(ctx context.Context, rec keyRecord) (Sale, bool, error) {
-	o, err := s.order(ctx, rec.OrderID)
-	if err == nil {
-		return o.sale(), true, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
-		return Sale{}, false, unreachable("find the order of idempotency key", rec.SKU, err)
-	}
 	it, err := s.Get(ctx, rec.SKU)
-	if errors.Is(err, ErrNotFound) {
-		return Sale{}, false, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Sale{}, false, err
 	}
-	p, ok := it.Pending[rec.OrderID]
-	if !ok {
+	if p, ok := it.Pending[rec.OrderID]; ok {
+		p.ID, p.SKU = rec.OrderID, rec.SKU
+		cctx, cancel := s.commitContext(ctx)
+		defer cancel()
+		sale := p.sale()
+		if err := s.record(cctx, p); err != nil {
+			// The sale exists; only its recording failed. Replay it, and
+			// say so as the first answer would have.
+			sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", p.ID, p.SKU, err)
+		}
+		return sale, true, nil
+	}
+	o, err := s.order(ctx, rec.SKU, rec.OrderID)
+	switch {
+	case err == nil:
+		return o.sale(), true, nil
+	case errors.Is(err, ErrNotFound):
 		return Sale{}, false, nil
 	}
-	p.ID, p.SKU = rec.OrderID, rec.SKU
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	if err := s.record(cctx, p); err != nil {
-		// The sale exists; only its recording failed. Replay it anyway.
-		s.logger.WarnContext(ctx, "replaying a pending sale whose order could not be recorded yet",
-			slog.String("order_id", p.ID), slog.String("sku", p.SKU), slog.Any("error", err))
-	}
-	return p.sale(), true, nil
+	return Sale{}, false, err
 }
 
 func (s *Store) markDone(ctx context.Context, rec keyRecord) {
@@ -223,11 +223,15 @@ func (s *Store) markDone(ctx context.Context, rec keyRecord) {
 }
 
 // dropReservation deletes rec if it is still the reservation it was (the
-// same order id), so that it never drops a later caller's reservation.
+// same order id) and its sale is not known to be done, so that it never
+// drops a later caller's reservation or a settled one.
 func (s *Store) dropReservation(ctx context.Context, rec keyRecord) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	_, err := s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
+	_, err := s.keys.DeleteOne(cctx, bson.D{
+		{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID},
+		{Key: "done", Value: bson.D{{Key: "$ne", Value: true}}},
+	})
 	if err != nil {
 		s.logger.WarnContext(ctx, "could not drop the reservation of a failed decrement; retries with its key answer in progress until recovery drops it",
 			slog.String("sku", rec.SKU), slog.String("order_id", rec.OrderID), slog.Any("error", err))

@@ -224,6 +224,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	}
 	remaining := it.Stock - qty
 	o := l.store.newOrder(req, l.cfg.Name, fence)
+	o.Remaining = &remaining
 	cctx, ccancel := l.store.commitContext(ctx)
 	defer ccancel()
 	if l.cfg.Fencing {

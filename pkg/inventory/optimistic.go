@@ -78,6 +78,10 @@ func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
 		}
 		remaining := it.Stock - req.Qty
 		order := o.store.newOrder(req, NameOptimistic, 0)
+		order.Remaining = &remaining
+		if n > 0 {
+			order.Attempts = n + 1
+		}
 		ok, err := o.compareAndSet(ctx, it.Version, remaining, order)
 		if err != nil {
 			return Sale{}, err

@@ -27,9 +27,10 @@ type Order struct {
 	Strategy string    `bson:"strategy" json:"strategy"`
 	Fence    int64     `bson:"fence" json:"fence"` // the lease token the stock write carried; 0 without a lock
 	At       time.Time `bson:"at" json:"at"`
-	// Remaining is the stock the sale left. It is nil only for an atomic
-	// sale recorded by recovery: atomic's $inc learns the stock from the
-	// write's reply, which a crashed replica never read.
+	// Remaining is the stock the sale left. Every strategy but atomic
+	// knows it before its stock write and stores it in the pending entry;
+	// atomic's $inc learns it from the write's reply, so it is nil for an
+	// atomic sale recorded by anyone but the replica that read that reply.
 	Remaining *int64 `bson:"remaining,omitempty" json:"remaining,omitempty"`
 	// Attempts counts the compare-and-set attempts of an optimistic sale.
 	Attempts int `bson:"attempts,omitempty" json:"attempts,omitempty"`
@@ -47,7 +48,8 @@ func newOrderID() string {
 }
 
 // newOrder returns the order a decrement of req by strategy will record,
-// before its stock write: the write stores it as pending.
+// before its stock write: the write stores it as pending. A strategy that
+// knows the stock its write leaves sets Remaining before the write.
 func (s *Store) newOrder(req Request, strategy string, fence int64) Order {
 	id := req.OrderID
 	if id == "" {
@@ -96,8 +98,10 @@ type OrdersPage struct {
 	Next   string // cursor of the next page; empty on the last page
 }
 
-// Orders returns one page of sku's orders, sorted by time and id, so that
-// following Next visits every order once even while new ones arrive.
+// Orders returns one page of sku's orders, sorted by time and id. Following
+// Next never repeats an order; an order recorded after a later page was
+// read (it reaches the ledger a moment after its At) is on no page, so a
+// listing is complete once the item has no pending orders.
 // A malformed cursor or limit is ErrInvalid.
 func (s *Store) Orders(ctx context.Context, q OrdersQuery) (OrdersPage, error) {
 	if err := checkSKU(q.SKU); err != nil {
@@ -214,15 +218,15 @@ func (s *Store) record(ctx context.Context, o Order) error {
 	return nil
 }
 
-// order returns the ledger's order id, or ErrNotFound.
-func (s *Store) order(ctx context.Context, id string) (Order, error) {
+// order returns the ledger's order id of sku, or ErrNotFound.
+func (s *Store) order(ctx context.Context, sku, id string) (Order, error) {
 	var o Order
 	err := s.orders.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return Order{}, fmt.Errorf("inventory: order %s: %w", id, ErrNotFound)
+		return Order{}, fmt.Errorf("inventory: order %s of %q: %w", id, sku, ErrNotFound)
 	}
 	if err != nil {
-		return Order{}, fmt.Errorf("inventory: order %s: %w", id, err)
+		return Order{}, unreachable("read order "+id+" of", sku, err)
 	}
 	return o, nil
 }

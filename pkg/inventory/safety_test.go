@@ -486,3 +486,36 @@ func TestIdempotencyIndex(t *testing.T) {
 	}
 	t.Fatalf("no index on the idempotency keys' time: %+v", specs)
 }
+
+// TestReplayWhileRecording: a retry that arrives between the stock write and
+// the ledger write records the pending order itself and replays the sale
+// with its remaining stock; the seller's own record then finds it done.
+func TestReplayWhileRecording(t *testing.T) {
+	a := testStore(t)
+	mustPut(t, a, "mid", 5)
+	taken, resume := make(chan struct{}), make(chan struct{})
+	seller := replicaStore(t, a, StoreOptions{Replica: "seller", AfterTake: func(Order) {
+		close(taken)
+		<-resume
+	}})
+	first := make(chan Sale, 1)
+	go func() {
+		sale, _, err := seller.DecrementOnce(context.Background(), NewOptimistic(seller, 0, 0), Request{SKU: "mid", Qty: 2, Key: "k"}, "")
+		if err != nil {
+			t.Errorf("first request: %v", err)
+		}
+		first <- sale
+	}()
+	<-taken
+	replay, replayed, err := a.DecrementOnce(t.Context(), NewOptimistic(a, 0, 0), Request{SKU: "mid", Qty: 2, Key: "k"}, "")
+	close(resume)
+	if err != nil || !replayed || replay.Remaining != 3 || replay.Replica != "seller" {
+		t.Fatalf("retry mid-sale: %+v, replayed %v, %v; want the seller's sale, 3 left", replay, replayed, err)
+	}
+	if sale := <-first; sale.OrderID != replay.OrderID || sale.LedgerErr != nil {
+		t.Fatalf("the seller's answer %+v differs from the replay %+v", sale, replay)
+	}
+	if o := allOrders(t, a, "mid", time.Time{}); len(o) != 1 || o[0].Remaining == nil || *o[0].Remaining != 3 {
+		t.Fatalf("ledger = %+v, want one order that left 3", o)
+	}
+}

@@ -41,6 +41,7 @@ func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
 	}
 	remaining := it.Stock - req.Qty
 	o := u.store.newOrder(req, NameUnsafe, 0)
+	o.Remaining = &remaining
 	cctx, cancel := u.store.commitContext(ctx)
 	defer cancel()
 	if err := u.store.setStock(cctx, remaining, o); err != nil {

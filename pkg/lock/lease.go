@@ -161,7 +161,8 @@ func (l *Lease) Refresh(ctx context.Context) error {
 	l.mu.Lock()
 	o := l.observer
 	l.mu.Unlock()
-	if o != nil {
+	// A renewal cancelled by Release is not a failure.
+	if o != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		o.RefreshFailed(l.key, err)
 	}
 	return fmt.Errorf("lock: refresh %q: %w", l.key, err)

@@ -116,7 +116,7 @@ func (c *Config) settings() []setting {
 		{"fencing", "FENCING", "fence the reads and writes of mongo-lease, redis-lock and etcd-lock (false only to demonstrate)", (*boolValue)(&c.Fencing)},
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
-		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus two write timeouts, 75s by default), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
+		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
 		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
 		{"recovery-grace", "RECOVERY_GRACE", "how old a pending order must be before recovery records it (younger ones are left to the replica that sold them)", (*durationValue)(&c.RecoveryGrace)},
 		{"idempotency-retention", "IDEMPOTENCY_RETENTION", "how long an Idempotency-Key is remembered, at least 24h", (*durationValue)(&c.KeyRetention)},

@@ -96,6 +96,8 @@ func TestBadInput(t *testing.T) {
 		{"form body", "POST", dec, "application/x-www-form-urlencoded", `qty=1`, 415, "unsupported_media_type", nil},
 		{"strategy in the query", "POST", dec + "?strategy=nope", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
 		{"valid strategy in the query", "POST", dec + "?strategy=atomic", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
+		{"strategy in a malformed query", "POST", dec + "?strategy=local;", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
+		{"strategy with a bad escape", "POST", dec + "?strategy=%zz", jsonCT, `{"qty":1}`, 400, "unknown_parameter", nil},
 		{"query on GET item", "GET", "/v1/items/" + sku + "?fields=stock", "", "", 400, "unknown_parameter", nil},
 		{"query on PUT", "PUT", "/v1/items/" + sku + "?force=1", jsonCT, `{"stock":9}`, 400, "unknown_parameter", nil},
 		{"unknown query on orders", "GET", "/v1/items/" + sku + "/orders?page=2", "", "", 400, "unknown_parameter", nil},

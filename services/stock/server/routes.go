@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,21 +122,32 @@ func (s *Server) trackWrite(next echo.HandlerFunc) echo.HandlerFunc {
 // otherwise let a client believe it chose something it did not.
 func onlyParams(h echo.HandlerFunc, allowed ...string) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		// Parsed strictly: url.Values drops the pairs it cannot parse
+		// (?strategy=local; or ?strategy=%zz), which would then be ignored.
+		params, err := url.ParseQuery(c.Request().URL.RawQuery)
+		if err != nil {
+			return newError(http.StatusBadRequest, codeUnknownParameter,
+				fmt.Sprintf("malformed query %q: this route takes %s", c.Request().URL.RawQuery, takes(allowed)))
+		}
 		var unknown []string
-		for name := range c.QueryParams() {
+		for name := range params {
 			if !slices.Contains(allowed, name) {
 				unknown = append(unknown, strconv.Quote(name))
 			}
 		}
 		if len(unknown) > 0 {
 			slices.Sort(unknown)
-			takes := "no query parameters"
-			if len(allowed) > 0 {
-				takes = "only " + strings.Join(allowed, ", ")
-			}
 			return newError(http.StatusBadRequest, codeUnknownParameter,
-				fmt.Sprintf("unknown query parameter %s: this route takes %s (a decrement's strategy goes in the JSON body)", strings.Join(unknown, ", "), takes))
+				fmt.Sprintf("unknown query parameter %s: this route takes %s (a decrement's strategy goes in the JSON body)", strings.Join(unknown, ", "), takes(allowed)))
 		}
 		return h(c)
 	}
+}
+
+// takes says which query parameters a route takes.
+func takes(allowed []string) string {
+	if len(allowed) == 0 {
+		return "no query parameters"
+	}
+	return "only " + strings.Join(allowed, ", ")
 }

@@ -130,6 +130,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	db := s.mongo.Database(cfg.DB)
 	s.store, err = inventory.NewStore(db, inventory.StoreOptions{
 		Replica: cfg.Replica, WriteConcern: wc, KeyRetention: cfg.KeyRetention, AfterTake: cfg.afterTake, Logger: logger,
+		// A reservation is dropped as abandoned only long after any
+		// decrement of this replica could still be running.
+		AbandonAfter: max(inventory.DefaultAbandonAfter, 2*cfg.WriteBudget()),
 	})
 	if err != nil {
 		return nil, err
@@ -357,11 +360,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // WriteBudget is the longest a decrement or a PUT can run once admitted:
-// its request budget, then up to two commits that are not cut short (the
-// fenced read and the stock write; the ledger insert shares the second's
-// bound). Shutdown waits this long for them at most.
+// its request budget, then the writes that are not cut short with it, each
+// bounded by inventory.DefaultWriteTimeout: an idempotency reservation,
+// the fenced read, the stock write, the ledger record, and the settlement
+// of the key. Shutdown waits this long for them at most; in practice they
+// take milliseconds.
 func (c Config) WriteBudget() time.Duration {
-	return c.RequestTimeout + 2*inventory.DefaultWriteTimeout
+	return c.RequestTimeout + 5*inventory.DefaultWriteTimeout
 }
 
 // waitWrites waits for the in-flight writes, at most WriteBudget.
