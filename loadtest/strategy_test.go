@@ -1,0 +1,44 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// TestFaultProblemsReachTheReport runs the steps after an attack on a
+// crash drill whose sales never resumed and whose orders were still
+// pending at the read-back: both problems must be in the report next to
+// those the verdict finds.
+func TestFaultProblemsReachTheReport(t *testing.T) {
+	run := report.Run{Strategy: "redis-lock", Safe: true, Fault: "crash"}
+	fs := &faultSpec{drill: drill{label: "crash", strategy: "redis-lock"}, repeat: 1}
+	at := time.Now()
+	sales := []sale{{start: at.Add(-20 * time.Millisecond), end: at.Add(-10 * time.Millisecond), fence: 7}}
+	judgeFault(&run, fs, &faultEvent{At: at}, sales)
+	if run.RecoverySeconds != nil || len(run.Problems) != 1 {
+		t.Fatalf("no sale after the fault: recovery %v, problems %q; want none and one problem", run.RecoverySeconds, run.Problems)
+	}
+	pending := "orders still pending after the attack"
+	run.Problems = append(run.Problems, pending)
+	faultProblem := run.Problems[0]
+
+	in := verdict.Input{
+		Items: []verdict.Item{{SKU: "s", Initial: 10, Remaining: 8}},
+		Acked: []verdict.Order{{ID: "o1", SKU: "s", Qty: 1}},
+	}
+	res := verdict.Check(in)
+	if len(res.Problems) == 0 {
+		t.Fatalf("the verdict found nothing in %+v: the test needs one of its problems", in)
+	}
+	judge(&run, in, res, linearizability{verdict: history.Yes})
+	for _, want := range append([]string{faultProblem, pending}, res.Problems...) {
+		if !slices.Contains(run.Problems, want) {
+			t.Errorf("problem %q missing from the report: %q", want, run.Problems)
+		}
+	}
+}
