@@ -119,7 +119,7 @@ func startReplicas(t *testing.T) []string {
 	rd := devstore.RedisT(t)
 	etcd := devstore.EtcdT(t)
 	var urls []string
-	for _, id := range []string{"a", "b"} {
+	for _, id := range []string{"deploy-a", "deploy-b"} {
 		cfg := server.DefaultConfig()
 		cfg.MongoURI, cfg.RedisAddr, cfg.EtcdEndpoints = mg.URI, rd.Addr, etcd.Endpoints
 		cfg.DB, cfg.Replica, cfg.AdminToken = "deploy_test", id, adminToken
