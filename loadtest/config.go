@@ -17,7 +17,7 @@ import (
 
 // Config is every knob of a harness run.
 type Config struct {
-	Replicas   []string // base URLs; empty: start two local replicas
+	Replicas   []string // base URLs; empty: start LocalReplicas replicas
 	Strategies []string
 	Rate       int           // requests per second; 0: as fast as MaxWorkers allow
 	Duration   time.Duration // per strategy; 0 with Requests > 0: until the count is sent
@@ -36,11 +36,12 @@ type Config struct {
 	ReadyWait  time.Duration // how long to wait for the replicas' /readyz
 
 	// For the replicas the harness starts itself.
-	RMWDelay   time.Duration
-	StockBin   string // prebuilt services/stock binary; "" : go build it
-	ReplicaLog bool   // copy the replicas' logs to stderr too
-	AdminToken string // bearer token of the replicas' stock changes (the harness resets stock with PUT)
-	Quiet      bool   // no live progress line
+	LocalReplicas int // how many; validated 1..maxLocalReplicas
+	RMWDelay      time.Duration
+	StockBin      string // prebuilt services/stock binary; "" : go build it
+	ReplicaLog    bool   // copy the replicas' logs to stderr too
+	AdminToken    string // bearer token of the replicas' stock changes (the harness resets stock with PUT)
+	Quiet         bool   // no live progress line
 
 	// Fault drills (replicas the harness starts only).
 	Faults     []string      // faults to inject; none: the plain comparison
@@ -73,6 +74,9 @@ const (
 	maxTimeout    = 5 * time.Minute
 	maxRMWDelay   = 10 * time.Second
 	maxSettleTime = time.Minute
+	// maxLocalReplicas bounds the replica processes the harness starts
+	// (REPLICA_IDs a to h).
+	maxLocalReplicas = 8
 	// maxPrefixLen leaves room in the service's 64-byte skus for
 	// "-<strategy>-<index>".
 	maxPrefixLen = 40
@@ -94,7 +98,8 @@ With no --replicas it is the whole scenario in one command: it starts a
 MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate), a
 Redis (REDIS_ADDR, else redis-server from PATH, else miniredis) and an etcd
 (ETCD_ENDPOINTS, else an embedded etcd server), builds ./services/stock,
-starts two replica processes on free loopback ports, runs the comparison and
+starts --local-replicas replica processes (two by default) on free loopback
+ports, runs the comparison and
 stops everything it started. With --replicas, the replicas need
 ETCD_ENDPOINTS of their own for the etcd-lock strategy.
 
@@ -106,7 +111,7 @@ The table is printed; results.json, results.md, chart.svg and a Vegeta plot
 per strategy go to the output directory.
 
 With --faults it runs fault drills instead of the comparison: each fault
-is injected into the two replica processes (or the stores) while the attack
+is injected into the replica processes (or the stores) while the attack
 runs, against every strategy it applies to, --repeat times. crash kills the
 replica holding the lock with SIGKILL; pause stops it with SIGSTOP for twice
 --fault-ttl (with fencing on, then off as a demonstration); redis-restart
@@ -154,7 +159,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.SetOutput(out)
 
 	var replicas, strategies string
-	fs.StringVar(&replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start two local replicas")
+	fs.StringVar(&replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas")
 	fs.StringVar(&strategies, "strategies", strings.Join(verdict.Strategies, ","), "comma-separated strategies to run, in order; \"all\" for every one")
 	fs.IntVar(&c.Rate, "rate", 100, "requests per second per strategy; 0 sends as fast as --max-workers allow")
 	fs.DurationVar(&c.Duration, "duration", 8*time.Second, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
@@ -172,6 +177,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
 	fs.DurationVar(&c.ReadyWait, "ready-timeout", 90*time.Second, "how long to wait for every replica's /readyz before giving up")
 	fs.DurationVar(&c.RMWDelay, "rmw-delay", 10*time.Millisecond, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
+	fs.IntVar(&c.LocalReplicas, "local-replicas", 2, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", maxLocalReplicas))
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
@@ -332,6 +338,12 @@ func (c Config) validate() error {
 	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
 		bad("--ready-timeout %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
 	}
+	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
+		bad("--local-replicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
+	}
+	if c.Rate > 0 && c.Rate < c.replicaCount() {
+		bad("--rate %d: below one request per second for each of the %d replicas; raise --rate or use fewer replicas", c.Rate, c.replicaCount())
+	}
 	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
 		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
 	}
@@ -394,17 +406,29 @@ func (c Config) validate() error {
 	if len(c.Faults) > 0 && c.Duration > 0 && c.Duration < 3*c.FaultTTL+time.Second {
 		bad("--duration %s: a fault drill needs at least 3 × --fault-ttl + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)
 	}
+	if len(c.Faults) > 0 && len(c.Replicas) == 0 && c.LocalReplicas < 2 {
+		bad("--local-replicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
+	}
 	if len(c.Replicas) > 0 {
 		if len(c.Faults) > 0 {
 			bad("--faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop --replicas")
 		}
-		for _, f := range []string{"rmw-delay", "stock-bin", "replica-log"} {
+		for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
 			if c.explicit[f] {
 				bad("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// replicaCount is how many replicas the run attacks: those of --replicas,
+// else the ones the harness starts.
+func (c Config) replicaCount() int {
+	if len(c.Replicas) > 0 {
+		return len(c.Replicas)
+	}
+	return c.LocalReplicas
 }
 
 func parseReplicas(s string) ([]string, error) {

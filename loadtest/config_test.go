@@ -31,8 +31,8 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Replicas) != 0 {
-		t.Errorf("default replicas %v: want none (start two)", c.Replicas)
+	if len(c.Replicas) != 0 || c.LocalReplicas != 2 {
+		t.Errorf("default replicas %v, local replicas %d: want none, start two", c.Replicas, c.LocalReplicas)
 	}
 	if !slices.Equal(c.Strategies, verdict.Strategies) {
 		t.Errorf("strategies %v", c.Strategies)
@@ -119,12 +119,30 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--retries", "11"}, nil, "--retries 11"},
 		{[]string{"--check-timeout", "10ms"}, nil, "--check-timeout"},
 		{[]string{"--read-every", "-1s"}, nil, "--read-every"},
+		{[]string{"--local-replicas", "0"}, nil, "--local-replicas 0: must be between 1 and 8"},
+		{[]string{"--local-replicas", "9"}, nil, "--local-replicas 9: must be between 1 and 8"},
+		{nil, []string{"LOADTEST_LOCAL_REPLICAS", "12"}, "--local-replicas 12"},
+		{[]string{"--replicas", "http://a:1", "--local-replicas", "3"}, nil, "--local-replicas applies only"},
+		{[]string{"--local-replicas", "1", "--faults", "crash"}, nil, "fault drills need at least 2 replicas"},
+		{[]string{"--local-replicas", "4", "--rate", "3"}, nil, "--rate 3: below one request per second for each of the 4 replicas"},
+		{[]string{"--replicas", "http://a:1,http://a:2", "--rate", "1"}, nil, "--rate 1"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig(c.args, env(c.env...), &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %v: err %v, want it to mention %q", c.args, c.env, err, c.want)
 		}
+	}
+}
+
+func TestParseConfigLocalReplicas(t *testing.T) {
+	c, err := ParseConfig([]string{"--local-replicas", "8", "--faults", "crash"}, env(), &bytes.Buffer{})
+	if err != nil || c.LocalReplicas != 8 {
+		t.Fatalf("--local-replicas 8: %d, %v", c.LocalReplicas, err)
+	}
+	c, err = ParseConfig(nil, env("LOADTEST_LOCAL_REPLICAS", "1"), &bytes.Buffer{})
+	if err != nil || c.LocalReplicas != 1 {
+		t.Fatalf("LOADTEST_LOCAL_REPLICAS=1: %d, %v", c.LocalReplicas, err)
 	}
 }
 
@@ -142,7 +160,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	for _, want := range []string{"--rate", "LOADTEST_RATE", "--replicas", "--strategies", "--rmw-delay", "MONGO_URI", "Exit status",
-		"--mixed", "--retries", "--attempt-timeout", "--cut-rate", "--check-history", "--read-every", "--check-timeout", "linearizab"} {
+		"--mixed", "--retries", "--local-replicas", "LOADTEST_LOCAL_REPLICAS", "--attempt-timeout", "--cut-rate", "--check-history", "--read-every", "--check-timeout", "linearizab"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -26,7 +26,7 @@ const (
 	faultPause        = "pause"         // SIGSTOP the holder for twice the TTL, then SIGCONT
 	faultRedisRestart = "redis-restart" // restart the harness's redis-server (no persistence)
 	faultMongoRestart = "mongo-restart" // restart the embedded FerretDB on its data
-	faultClockSkew    = "clock-skew"    // replica b's lease clock 2 s off
+	faultClockSkew    = "clock-skew"    // replica b's lease clock 2 s off, the others' right
 	faultLeaderKill   = "leader-kill"   // kill the leader of a three-member etcd cluster
 )
 
@@ -101,11 +101,48 @@ type drill struct {
 	// demo marks a deliberately weakened configuration (fencing off): its
 	// anomalies are the point, so it is judged like an unsafe strategy.
 	demo bool
-	// args are each replica's flags beyond the fault baseline, by index.
-	args [2][]string
+	// flags are the replicas' flags beyond the fault baseline.
+	flags drillFlags
 	// inject injects the fault while the attack runs; nil when the
 	// configuration is the fault (clock skew).
 	inject injector
+}
+
+// drillFlags are a drill's replica flags beyond the fault baseline: every
+// replica gets all, and replica b (index oddReplica) gets odd after them,
+// so that a drill that sets one replica against the others does so with
+// any number of replicas.
+type drillFlags struct{ all, odd []string }
+
+// oddReplica is the index of replica b, the one a drill's odd flags go to.
+// Fault drills run with at least two replicas (Config.validate).
+const oddReplica = 1
+
+// perReplica returns the extra flags of each of n replicas, by index.
+func (f drillFlags) perReplica(n int) [][]string {
+	out := make([][]string, n)
+	for i := range out {
+		out[i] = slices.Clone(f.all)
+		if i == oddReplica {
+			out[i] = append(out[i], f.odd...)
+		}
+	}
+	return out
+}
+
+// String says which replicas run with which drill flags.
+func (f drillFlags) String() string {
+	var parts []string
+	if len(f.all) > 0 {
+		parts = append(parts, "every replica "+strings.Join(f.all, " "))
+	}
+	if len(f.odd) > 0 {
+		parts = append(parts, "replica "+replicaID(oddReplica)+" "+strings.Join(f.odd, " "))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // injector injects a fault into a running attack and returns what it did.
@@ -157,7 +194,7 @@ func plan(cfg Config) []drill {
 			}
 			off := []string{"--fencing=false"}
 			for _, s := range fencedStrategies {
-				add(drill{label: "pause, fencing off", strategy: s, demo: true, args: [2][]string{off, off}, inject: pauseHolder})
+				add(drill{label: "pause, fencing off", strategy: s, demo: true, flags: drillFlags{all: off}, inject: pauseHolder})
 			}
 		case faultRedisRestart:
 			add(drill{label: "redis restart", strategy: "redis-lock", inject: restartRedis})
@@ -168,11 +205,11 @@ func plan(cfg Config) []drill {
 		case faultClockSkew:
 			ahead, behind := []string{"--clock-offset=2s"}, []string{"--clock-offset=-2s"}
 			wide := []string{"--lock-skew=3s"}
-			add(drill{label: "clock b +2s, allowance 500ms", strategy: "mongo-lease", args: [2][]string{nil, ahead}})
-			add(drill{label: "clock b -2s, allowance 500ms", strategy: "mongo-lease", args: [2][]string{nil, behind}})
-			add(drill{label: "clock b +2s, allowance 3s", strategy: "mongo-lease", args: [2][]string{wide, append(slices.Clone(ahead), wide...)}})
-			add(drill{label: "clock b +2s", strategy: "redis-lock", args: [2][]string{nil, ahead}})
-			add(drill{label: "clock b +2s", strategy: "etcd-lock", args: [2][]string{nil, ahead}})
+			add(drill{label: "clock b +2s, allowance 500ms", strategy: "mongo-lease", flags: drillFlags{odd: ahead}})
+			add(drill{label: "clock b -2s, allowance 500ms", strategy: "mongo-lease", flags: drillFlags{odd: behind}})
+			add(drill{label: "clock b +2s, allowance 3s", strategy: "mongo-lease", flags: drillFlags{all: wide, odd: ahead}})
+			add(drill{label: "clock b +2s", strategy: "redis-lock", flags: drillFlags{odd: ahead}})
+			add(drill{label: "clock b +2s", strategy: "etcd-lock", flags: drillFlags{odd: ahead}})
 		case faultLeaderKill:
 			add(drill{label: "etcd leader kill", strategy: "etcd-lock", inject: killEtcdLeader})
 		}
@@ -209,7 +246,7 @@ func (h *harness) runFaults(ctx context.Context, env *localEnv) ([]report.Run, e
 	for rep := 1; rep <= h.cfg.Repeat; rep++ {
 		for _, d := range drills {
 			n++
-			if err := env.configure(ctx, d.args); err != nil {
+			if err := env.configure(ctx, d.flags.perReplica(len(env.procs))); err != nil {
 				return runs, fmt.Errorf("%s, %s: reconfigure the replicas: %w", d.label, d.strategy, err)
 			}
 			eta := ""
@@ -544,18 +581,4 @@ func transportKind(msg string) string {
 	default:
 		return "no answer: other"
 	}
-}
-
-// describeArgs says which replica runs with which drill flags.
-func describeArgs(args [2][]string) string {
-	var parts []string
-	for i, a := range args {
-		if len(a) > 0 && i < len(replicaIDs) {
-			parts = append(parts, "replica "+replicaIDs[i]+" "+strings.Join(a, " "))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
 }

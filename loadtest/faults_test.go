@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 func TestParseFaults(t *testing.T) {
@@ -77,7 +78,7 @@ func TestPlan(t *testing.T) {
 		if d.strategy != "redis-lock" && d.strategy != "atomic" {
 			t.Errorf("drill %s/%s: strategy not asked for", d.label, d.strategy)
 		}
-		if d.demo && !slices.Contains(d.args[0], "--fencing=false") {
+		if d.demo && !slices.Contains(d.flags.all, "--fencing=false") {
 			t.Errorf("demo drill %s/%s does not turn fencing off", d.label, d.strategy)
 		}
 	}
@@ -85,6 +86,43 @@ func TestPlan(t *testing.T) {
 		"redis restart/redis-lock", "mongo restart/redis-lock", "mongo restart/atomic", "clock b +2s/redis-lock"}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestDrillFlagsForNReplicas checks every drill's flags for 2 to 8
+// replicas: a flag meant for every replica reaches every one, and a clock
+// skew shifts replica b alone.
+func TestDrillFlagsForNReplicas(t *testing.T) {
+	cfg := Config{Faults: faultNames, Strategies: inventory.Names()}
+	for n := 2; n <= maxLocalReplicas; n++ {
+		for _, d := range plan(cfg) {
+			flags := d.flags.perReplica(n)
+			if len(flags) != n {
+				t.Fatalf("%s/%s, %d replicas: flags for %d", d.label, d.strategy, n, len(flags))
+			}
+			var skewed []int
+			for i, f := range flags {
+				if d.demo && !slices.Contains(f, "--fencing=false") {
+					t.Errorf("%s/%s, %d replicas: replica %s keeps fencing on: %q", d.label, d.strategy, n, replicaID(i), f)
+				}
+				if slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, "--clock-offset=") }) {
+					skewed = append(skewed, i)
+				}
+				if strings.Contains(d.label, "allowance 3s") && !slices.Contains(f, "--lock-skew=3s") {
+					t.Errorf("%s/%s, %d replicas: replica %s lacks the wide allowance: %q", d.label, d.strategy, n, replicaID(i), f)
+				}
+			}
+			wantSkewed := []int(nil)
+			if strings.HasPrefix(d.label, "clock b") {
+				wantSkewed = []int{1}
+			}
+			if !slices.Equal(skewed, wantSkewed) {
+				t.Errorf("%s/%s, %d replicas: clock shifted on replicas %v, want %v", d.label, d.strategy, n, skewed, wantSkewed)
+			}
+		}
+	}
+	if got := (drillFlags{all: []string{"--lock-skew=3s"}, odd: []string{"--clock-offset=2s"}}).String(); got != "every replica --lock-skew=3s; replica b --clock-offset=2s" {
+		t.Errorf("description %q", got)
 	}
 }
 

@@ -23,15 +23,16 @@ import (
 )
 
 // The one-command scenario: the harness starts the stores, builds the stock
-// service and runs two replicas of it, and stops it all again.
+// service and runs --local-replicas replicas of it, and stops it all again.
 
 const (
 	buildTimeout = 10 * time.Minute
 	stopGrace    = 5 * time.Second
 )
 
-// replicaIDs are the REPLICA_IDs of the replicas the harness starts.
-var replicaIDs = []string{"a", "b"}
+// replicaID is the REPLICA_ID of the i-th replica the harness starts: a,
+// b, c, ... (i < maxLocalReplicas).
+func replicaID(i int) string { return string(rune('a' + i)) }
 
 // localEnv is everything the harness started for a one-command run.
 type localEnv struct {
@@ -161,13 +162,13 @@ func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (
 		}
 	}
 
-	ports, err := freePorts(len(replicaIDs))
+	ports, err := freePorts(cfg.LocalReplicas)
 	if err != nil {
 		return nil, fmt.Errorf("free ports for the replicas: %w", err)
 	}
 	e.cfg, e.outDir = cfg, outDir
-	for i, id := range replicaIDs {
-		p, err := e.startReplica(bin, id, ports[i], nil)
+	for i, port := range ports {
+		p, err := e.startReplica(bin, replicaID(i), port, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -484,9 +485,10 @@ func (e *localEnv) restart(ctx context.Context, i int) error {
 	return e.replace(ctx, []int{i}, func(_ int, p *replicaProc) []string { return p.extra })
 }
 
-// configure makes replica i run with extra flags args[i], restarting only
-// the replicas whose flags differ (and any that is not running).
-func (e *localEnv) configure(ctx context.Context, args [2][]string) error {
+// configure makes replica i run with extra flags args[i] (none past the
+// end of args), restarting only the replicas whose flags differ (and any
+// that is not running).
+func (e *localEnv) configure(ctx context.Context, args [][]string) error {
 	var which []int
 	for i, p := range e.procs {
 		var want []string

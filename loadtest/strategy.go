@@ -262,7 +262,7 @@ func (h *harness) endFault(ctx context.Context, run *report.Run, fs *faultSpec, 
 		return nil, nil
 	}
 	if done == nil {
-		run.FaultNote = "no injection, the configuration is the fault: " + describeArgs(fs.drill.args)
+		run.FaultNote = "no injection, the configuration is the fault: " + fs.drill.flags.String()
 		return nil, nil
 	}
 	in := <-done
