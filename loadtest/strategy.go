@@ -330,6 +330,12 @@ func classify(a *attack, run *report.Run, qty int) *observed {
 			t.unavailable.Add(1)
 		case verdict.Other:
 			t.other.Add(1)
+			// A 5xx other than 503 (500 outcome_unknown above all) does
+			// not say whether the sale happened: like a lost answer, it
+			// may have sold, as the history check also assumes.
+			if r.Code >= 500 {
+				obs.noAnswer[skuOfURL(r.URL)]++
+			}
 		case verdict.Transport:
 			t.transport.Add(1)
 			if !refused(note) {

@@ -124,8 +124,9 @@ type Input struct {
 	// and time window.
 	Ledger []Order
 	// NoAnswer counts, per sku, the requests that reached a replica and
-	// got no HTTP answer (the connection was reset or timed out, not
-	// refused): each may have sold without telling the client.
+	// got no answer that says whether they sold (the connection was reset
+	// or timed out, not refused; or a 5xx other than 503, such as 500
+	// outcome_unknown): each may have sold without telling the client.
 	NoAnswer map[string]int
 	// Drained is true when the items were read back with no order pending
 	// (a unit taken whose order the service has yet to write): the stock
