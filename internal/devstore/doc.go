@@ -8,6 +8,11 @@
 //     on a free loopback port, without persistence; else miniredis, an
 //     in-process stand-in that implements most commands but is not Redis
 //     (a warning is logged).
+//   - Redis Cluster (StartRedisCluster): the cluster at REDIS_CLUSTER_ADDRS;
+//     else three masters and three replicas of redis-server from PATH on
+//     free loopback ports, without persistence, joined with redis-cli
+//     --cluster create; its nodes can be killed, stopped, started again and
+//     failed over. Without redis-server there is no stand-in: the tests skip.
 //   - MongoDB: the server at MONGO_URI; else a MongoDB container through
 //     testcontainers when a Docker engine answers; else an embedded FerretDB
 //     v1 on SQLite, behind a [mongogate] gate.

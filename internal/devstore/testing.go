@@ -1,6 +1,7 @@
 package devstore
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 )
@@ -46,4 +47,27 @@ func MongoT(t testing.TB) *Mongo {
 // t.Cleanup, before the test is over, so nothing logs to a finished test.
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// RedisClusterT returns a Redis Cluster for one test: the one at
+// REDIS_CLUSTER_ADDRS, shared with other tests, or a private one of six
+// redis-server processes that is closed in t.Cleanup. It skips the test when
+// neither is available (no redis-server or redis-cli on PATH), and fails it
+// if the cluster does not start.
+func RedisClusterT(t testing.TB) *RedisCluster {
+	t.Helper()
+
+	c, err := StartRedisCluster(t.Context(), testLogger(t))
+	if errors.Is(err, ErrNoRedisServer) {
+		t.Skip("no Redis Cluster: set REDIS_CLUSTER_ADDRS or put redis-server and redis-cli on PATH")
+	}
+	if err != nil {
+		t.Fatalf("start Redis Cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close Redis Cluster: %v", err)
+		}
+	})
+	return c
 }

@@ -72,6 +72,21 @@
 // shorten waits: callers still retry on their backoff when one is lost, or
 // when a lease expires instead of being released.
 //
+// # Redis Cluster
+//
+// Over a *redis.ClusterClient every script runs on the master of its lock
+// key's slot (the hash tag keeps all of a lock's keys there), and the
+// notifications stay on classic pub/sub: a cluster forwards every PUBLISH
+// to every node, so the backend's one subscription, on whichever node
+// serves its grant channel's slot, hears grants and releases published by
+// the scripts on every master. Sharded pub/sub (SPUBLISH) would keep a
+// message on its shard, but a script may publish only to shard channels its
+// own node serves, which would need a channel per lock key and a
+// subscription per key and node for every waiting process; see
+// docs/redis-lock.md. A message lost while the subscription moves to
+// another node (its node failed) delays waiters to their next attempt, as
+// any lost message does.
+//
 // # What Redis does not give you
 //
 // Replication is asynchronous: a primary that fails right after a grant can
