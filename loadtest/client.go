@@ -174,6 +174,17 @@ func decodeOrders(raw []byte) (list []ledgerOrder, next string, err error) {
 	return *wrapped.Orders, wrapped.Next, nil
 }
 
+// replicaName asks base's /healthz which replica it is.
+func (a *api) replicaName(ctx context.Context, base string) (string, error) {
+	var h struct {
+		Replica string `json:"replica"`
+	}
+	if err := a.do(ctx, http.MethodGet, base+"/healthz", nil, &h); err != nil {
+		return "", err
+	}
+	return h.Replica, nil
+}
+
 // ready asks base's /readyz once.
 func (a *api) ready(ctx context.Context, base string) error {
 	return a.do(ctx, http.MethodGet, base+"/readyz", nil, nil)

@@ -206,6 +206,23 @@ func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
 		}
 		return err
 	}
+	// The port of a restarted replica was free for a moment: make sure the
+	// server that answered is the replica just started, not another
+	// process that took the port meanwhile.
+	for _, p := range procs {
+		name, err := a.replicaName(ctx, p.base)
+		if err != nil {
+			return fmt.Errorf("replica %s: %w", p.id, err)
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("replica %s exited (%v), and %s answers as replica %q; last log lines:\n%s", p.id, p.waitErr, p.base, name, tail(p.logPath, 15))
+		default:
+		}
+		if name != p.id {
+			return fmt.Errorf("%s answers as replica %q, not %s: another process took the port", p.base, name, p.id)
+		}
+	}
 	e.logf("  replicas ready: %s [%s]", strings.Join(bases, ", "), time.Since(t0).Round(time.Millisecond))
 	return nil
 }
