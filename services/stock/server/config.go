@@ -30,6 +30,7 @@ type Config struct {
 	DB              string        // database of items, orders and Mongo locks
 	RedisAddr       string        // host:port of the Redis that holds the redis-lock leases
 	RedisPassword   string        // Redis AUTH password; empty: none
+	RedisCluster    []string      // host:port of nodes of a Redis Cluster that holds the redis-lock leases, instead of RedisAddr
 	EtcdEndpoints   []string      // etcd client URLs of the etcd-lock strategy; none: etcd-lock is unavailable
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
@@ -101,6 +102,7 @@ func (c *Config) settings() []setting {
 		{"mongo-uri", "MONGO_URI", "MongoDB URI, mongodb://host:port/ (required)", (*stringValue)(&c.MongoURI)},
 		{"db", "MONGO_DB", "MongoDB database of items, orders and locks", (*stringValue)(&c.DB)},
 		{"redis-addr", "REDIS_ADDR", "Redis host:port for the redis-lock strategy (required)", (*stringValue)(&c.RedisAddr)},
+		{"redis-cluster-addrs", "REDIS_CLUSTER_ADDRS", "comma-separated host:port of nodes of a Redis Cluster for the redis-lock strategy, instead of --redis-addr (exactly one of the two is required)", (*listValue)(&c.RedisCluster)},
 		{"redis-password", "REDIS_PASSWORD", "Redis password (AUTH); prefer the variable to the flag, which other users can see in the process list", (*stringValue)(&c.RedisPassword)},
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
@@ -228,10 +230,23 @@ func (c Config) problems() []error {
 	if !dbPattern.MatchString(c.DB) {
 		bad("db", "MONGO_DB", "%q: want 1 to 63 of [A-Za-z0-9_-]", c.DB)
 	}
-	if c.RedisAddr == "" {
-		bad("redis-addr", "REDIS_ADDR", "not set: give the Redis to use, for example 127.0.0.1:6379")
-	} else if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
-		bad("redis-addr", "REDIS_ADDR", "%q is not host:port", c.RedisAddr)
+	// One Redis or one cluster, never both: replicas that locked on two
+	// different ones would exclude nobody.
+	switch {
+	case len(c.RedisCluster) > 0 && c.RedisAddr != "":
+		bad("redis-cluster-addrs", "REDIS_CLUSTER_ADDRS", "set together with --redis-addr / REDIS_ADDR: give one of the two")
+	case len(c.RedisCluster) > 0:
+		for _, a := range c.RedisCluster {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				bad("redis-cluster-addrs", "REDIS_CLUSTER_ADDRS", "%q is not host:port", a)
+			}
+		}
+	case c.RedisAddr == "":
+		bad("redis-addr", "REDIS_ADDR", "not set: give the Redis to use, for example 127.0.0.1:6379, or a Redis Cluster with --redis-cluster-addrs / REDIS_CLUSTER_ADDRS")
+	default:
+		if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+			bad("redis-addr", "REDIS_ADDR", "%q is not host:port", c.RedisAddr)
+		}
 	}
 	for _, ep := range c.EtcdEndpoints {
 		if err := checkEtcdEndpoint(ep); err != nil {

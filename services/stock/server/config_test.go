@@ -67,6 +67,11 @@ func TestParseConfig(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(c.EtcdEndpoints, []string{"https://e:2379"}) || c.Strategy != "etcd-lock" {
 		t.Errorf("--etcd-endpoints over ETCD_ENDPOINTS: %+v, %v", c, err)
 	}
+	// A Redis Cluster instead of one Redis.
+	c, err = server.ParseConfig(nil, env(map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_CLUSTER_ADDRS": "n1:7000, n2:7001"}))
+	if err != nil || c.RedisAddr != "" || !reflect.DeepEqual(c.RedisCluster, []string{"n1:7000", "n2:7001"}) {
+		t.Errorf("REDIS_CLUSTER_ADDRS: %+v, %v", c, err)
+	}
 	// Without etcd the replica still starts: etcd-lock is optional.
 	c, err = server.ParseConfig(nil, env(required))
 	if err != nil || len(c.EtcdEndpoints) != 0 {
@@ -113,6 +118,10 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"--clock-offset / CLOCK_OFFSET: 2h0m0s: want between -1h and 1h", "--lock-skew / LOCK_SKEW: -1s: want 0 up to 1h", "--write-stall / WRITE_STALL: -5ms"}},
 		{"recovery and key retention out of range", []string{"--recovery-interval=0s", "--recovery-grace=-1s", "--idempotency-retention=1h"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"--recovery-interval / RECOVERY_INTERVAL: 0s", "--recovery-grace / RECOVERY_GRACE: -1s", "--idempotency-retention / IDEMPOTENCY_RETENTION: 1h0m0s: keys must be kept at least 24h"}},
+		{"a Redis and a Redis Cluster", []string{"--redis-cluster-addrs=n1:7000,n2:7001"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--redis-cluster-addrs / REDIS_CLUSTER_ADDRS: set together with --redis-addr / REDIS_ADDR"}},
+		{"bad cluster addresses", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_CLUSTER_ADDRS": "n1:7000,n2"},
+			[]string{`--redis-cluster-addrs / REDIS_CLUSTER_ADDRS: "n2" is not host:port`}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ type Server struct {
 	logger *slog.Logger
 
 	mongo      *mongo.Client
-	redis      *redis.Client
+	redis      redis.UniversalClient // a *redis.ClusterClient with --redis-cluster-addrs
 	redisLocks *redislock.Backend
 	etcd       *clientv3.Client // nil unless --etcd-endpoints is set
 	etcdLocks  *etcdlock.Backend
@@ -99,7 +100,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err != nil {
 		return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
 	}
-	s.redis = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, ClientName: "stock-" + cfg.Replica})
+	redisAt, redisCheck := cfg.RedisAddr, "--redis-addr / REDIS_ADDR"
+	if len(cfg.RedisCluster) > 0 {
+		redisAt, redisCheck = strings.Join(cfg.RedisCluster, ","), "--redis-cluster-addrs / REDIS_CLUSTER_ADDRS"
+		s.redis = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster, Password: cfg.RedisPassword, ClientName: "stock-" + cfg.Replica})
+	} else {
+		s.redis = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, ClientName: "stock-" + cfg.Replica})
+	}
 
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -107,7 +114,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		return nil, fmt.Errorf("server: MongoDB at %s does not answer (check --mongo-uri / MONGO_URI): %w", redactURI(cfg.MongoURI), err)
 	}
 	if err := s.redis.Ping(pctx).Err(); err != nil {
-		return nil, fmt.Errorf("server: Redis at %s does not answer (check --redis-addr / REDIS_ADDR): %w", cfg.RedisAddr, err)
+		return nil, fmt.Errorf("server: Redis at %s does not answer (check %s): %w", redisAt, redisCheck, err)
 	}
 	if len(cfg.EtcdEndpoints) > 0 {
 		s.etcd, err = clientv3.New(clientv3.Config{
@@ -148,7 +155,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	s.http = s.httpServer(ctx, s.echo)
 	s.internalHTTP = s.httpServer(ctx, s.internal)
 	logger.Info("replica ready",
-		slog.String("db", cfg.DB), slog.String("redis", cfg.RedisAddr), slog.Any("etcd", cfg.EtcdEndpoints), slog.String("default_strategy", cfg.Strategy),
+		slog.String("db", cfg.DB), slog.String("redis", redisAt), slog.Any("etcd", cfg.EtcdEndpoints), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
 		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern),
 		slog.Duration("lock_skew", cfg.LockSkew), slog.Duration("write_stall", cfg.WriteStall))
