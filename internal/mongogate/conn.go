@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// writeDrainTimeout bounds how long a connection whose client hung up waits
-// for FerretDB to finish the write it was forwarding.
-const writeDrainTimeout = 30 * time.Second
+// writeDrainWarn is how often a connection whose client hung up says that
+// it is still waiting for the reply to the write it holds the mutex for.
+const writeDrainWarn = 30 * time.Second
 
 // proxyConn is one client connection and its own upstream connection.
 //
@@ -64,8 +64,11 @@ func (pc *proxyConn) run() {
 }
 
 // awaitHeldReply waits, if this connection holds the write mutex, until the
-// reply to that write has come back from upstream, upstream has gone, or
-// writeDrainTimeout has passed.
+// reply to that write has come back from upstream or upstream has gone. It
+// never gives up: releasing the mutex while FerretDB may still apply the
+// write would let the next write run concurrently with it, the lost update
+// the gate exists to stop. A write that takes long is logged every
+// writeDrainWarn instead.
 func (pc *proxyConn) awaitHeldReply(upstreamDone <-chan struct{}) {
 	pc.mu.Lock()
 	holding, released := pc.holding, pc.released
@@ -73,14 +76,18 @@ func (pc *proxyConn) awaitHeldReply(upstreamDone <-chan struct{}) {
 	if !holding {
 		return
 	}
-	t := time.NewTimer(writeDrainTimeout)
+	t := time.NewTicker(writeDrainWarn)
 	defer t.Stop()
-	select {
-	case <-released:
-	case <-upstreamDone:
-	case <-t.C:
-		pc.g.logger.Warn("gave up waiting for the reply to a write whose client hung up",
-			slog.Duration("waited", writeDrainTimeout))
+	for start := time.Now(); ; {
+		select {
+		case <-released:
+			return
+		case <-upstreamDone:
+			return
+		case <-t.C:
+			pc.g.logger.Warn("still waiting for the reply to a write whose client hung up; the write mutex stays held",
+				slog.Duration("waited", time.Since(start).Round(time.Second)))
+		}
 	}
 }
 

@@ -91,10 +91,12 @@ func transient(err error) bool {
 		return true
 	}
 	// The embedded store (FerretDB on SQLite) answers a lock it waited for
-	// too long, under heavy load, with an internal error: nothing was
-	// applied, and it passes.
+	// too long, or a statement interrupted when another operation's client
+	// went away, with an internal error: nothing was applied, and it
+	// passes.
 	var ce mongo.CommandError
-	if errors.As(err, &ce) && (strings.Contains(ce.Message, "SQLITE_BUSY") || strings.Contains(ce.Message, "database is locked")) {
+	if errors.As(err, &ce) && (strings.Contains(ce.Message, "SQLITE_BUSY") || strings.Contains(ce.Message, "database is locked") ||
+		strings.Contains(ce.Message, "interrupted (9)")) {
 		return true
 	}
 	var le mongo.LabeledError

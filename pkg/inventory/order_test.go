@@ -147,6 +147,7 @@ func TestTransient(t *testing.T) {
 	}{
 		{mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}, true},
 		{mongo.CommandError{Code: 1, Message: "sqlite: database is locked (5) (SQLITE_BUSY)"}, true},
+		{mongo.CommandError{Code: 1, Message: "interrupted (9)"}, true},
 		{mongo.CommandError{Code: 13, Message: "unauthorized"}, false},
 	} {
 		if got := transient(c.err); got != c.want {
