@@ -123,35 +123,40 @@ func (r *Redis) Start(ctx context.Context) error {
 		return nil
 	}
 
-	_, port, _ := net.SplitHostPort(r.Addr)
-	logFile := filepath.Join(r.dir, "redis.log")
-	cmd := exec.Command(r.bin,
-		"--bind", "127.0.0.1",
-		"--port", port,
-		// Nothing on disk: a restart starts empty, like a failover to a
-		// replica that had not caught up, and no test sees another's data.
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", r.dir,
-		"--logfile", logFile,
-	)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("devstore: start redis-server: %w", err)
+	p, err := startRedisProcess(ctx, r.bin, r.Addr, r.dir)
+	if err != nil {
+		return err
 	}
+	r.proc = p
+	return nil
+}
 
+// startRedisProcess starts bin as a redis-server on loopback addr, with
+// its log in dir and nothing on disk (a restart starts empty, like a
+// failover to a replica that had not caught up, and no test sees another's
+// data), and extra arguments after those; it waits until it answers PING.
+func startRedisProcess(ctx context.Context, bin, addr, dir string, extra ...string) (*redisProcess, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	logFile := filepath.Join(dir, "redis.log")
+	args := append([]string{
+		"--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", logFile,
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("devstore: start redis-server: %w", err)
+	}
 	p := &redisProcess{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.exited)
 	}()
-
-	if err := waitRedis(ctx, r.Addr, p.exited); err != nil {
+	if err := waitRedis(ctx, addr, p.exited); err != nil {
 		p.stop()
-		return fmt.Errorf("devstore: redis-server on %s: %w (log: %s)", r.Addr, err, lastLine(logFile))
+		return nil, fmt.Errorf("devstore: redis-server on %s: %w (log: %s)", addr, err, lastLine(logFile))
 	}
-
-	r.proc = p
-	return nil
+	return p, nil
 }
 
 // Stop stops the redis-server by its pid and waits for it to exit. All data

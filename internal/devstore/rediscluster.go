@@ -168,12 +168,10 @@ func (n *clusterNode) pickPorts() error {
 }
 
 // startNode starts node's redis-server and waits until it answers PING.
+// A node killed and started again comes back empty (nothing on disk), and
+// rejoins as a replica of whoever took its slots.
 func (c *RedisCluster) startNode(ctx context.Context, node *clusterNode) error {
-	_, port, _ := net.SplitHostPort(node.addr)
-	logFile := filepath.Join(node.dir, "redis.log")
-	cmd := exec.Command(c.bin,
-		"--bind", "127.0.0.1",
-		"--port", port,
+	p, err := startRedisProcess(ctx, c.bin, node.addr, node.dir,
 		"--cluster-enabled", "yes",
 		"--cluster-port", node.busPort,
 		"--cluster-config-file", filepath.Join(node.dir, "nodes.conf"),
@@ -181,24 +179,9 @@ func (c *RedisCluster) startNode(ctx context.Context, node *clusterNode) error {
 		// A replica may always be promoted, however long it was cut off:
 		// a drill must not end in a cluster that cannot fail over.
 		"--cluster-replica-validity-factor", "0",
-		// No data on disk: a node that is killed and started again comes
-		// back empty, and rejoins as a replica of whoever took its slots.
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", node.dir,
-		"--logfile", logFile,
 	)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("devstore: start redis-server: %w", err)
-	}
-	p := &redisProcess{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
-	if err := waitRedis(ctx, node.addr, p.exited); err != nil {
-		p.stop()
-		return fmt.Errorf("devstore: redis-server on %s: %w (log: %s)", node.addr, err, lastLine(logFile))
+	if err != nil {
+		return err
 	}
 	node.proc = p
 	return nil
