@@ -1,21 +1,31 @@
-// Package devstore starts the Redis and MongoDB servers that the lock tests,
-// the service tests and the load harness share, using the best one this
-// machine offers.
+// Package devstore starts the Redis, Redis Cluster, MongoDB and etcd servers
+// that the lock tests, the service tests and the load harness share, using
+// the best one this machine offers.
 //
 // Fallback order, best first:
 //
-//   - Redis: the server at REDIS_ADDR; else a private redis-server from PATH
-//     on a free loopback port, without persistence; else miniredis, an
-//     in-process stand-in that implements most commands but is not Redis
-//     (a warning is logged).
-//   - Redis Cluster (StartRedisCluster): the cluster at REDIS_CLUSTER_ADDRS;
-//     else three masters and three replicas of redis-server from PATH on
-//     free loopback ports, without persistence, joined with redis-cli
-//     --cluster create; its nodes can be killed, stopped, started again and
-//     failed over. Without redis-server there is no stand-in: the tests skip.
-//   - MongoDB: the server at MONGO_URI; else a MongoDB container through
-//     testcontainers when a Docker engine answers; else an embedded FerretDB
-//     v1 on SQLite, behind a [mongogate] gate.
+//   - Redis (StartRedis, RedisT): the server at REDIS_ADDR; else a private
+//     redis-server from PATH on a free loopback port, without persistence;
+//     else miniredis, an in-process stand-in that implements most commands
+//     but is not Redis (a warning is logged). A private redis-server can be
+//     stopped, started and restarted. StartRedisClock runs one whose clock
+//     can be set off (ClockShim), and StartRedisServers several independent
+//     ones.
+//   - Redis Cluster (StartRedisCluster, RedisClusterT): the cluster at
+//     REDIS_CLUSTER_ADDRS; else three masters and three replicas of
+//     redis-server from PATH on free loopback ports, without persistence,
+//     joined with redis-cli --cluster create; its nodes can be killed,
+//     stopped, started again and failed over. Without redis-server there is
+//     no stand-in: the tests skip.
+//   - MongoDB (StartMongo, MongoT): the server at MONGO_URI; else a MongoDB
+//     container through testcontainers when a Docker engine answers; else an
+//     embedded FerretDB v1 on SQLite, behind a [mongogate] gate, which can be
+//     restarted.
+//   - etcd (StartEtcd, EtcdT, StartEtcdCluster): the cluster at
+//     ETCD_ENDPOINTS; else an etcd server embedded in this process, one
+//     member or a cluster of n, on free loopback ports, with its data in a
+//     temporary directory; a member can be killed and started again, and
+//     the leader found.
 //
 // Why the gate: FerretDB v1 executes update and findAndModify as a query
 // followed by a separate write by _id, so concurrent conditional updates are
