@@ -290,7 +290,8 @@ func TestComposeDefaultScenario(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("services without a profile = %v, want %v", got, want)
 	}
-	for _, name := range []string{"loadtest", "mongo1", "mongo-rs-init", "stock-a-rs", "loadtest-rs"} {
+	for _, name := range []string{"loadtest", "mongo1", "mongo-rs-init", "stock-a-rs", "loadtest-rs",
+		"redis-node-1", "redis-cluster-init", "stock-a-rc", "loadtest-rc"} {
 		if _, err := p.GetDisabledService(name); err != nil {
 			t.Errorf("%s should exist but only under a profile: %v", name, err)
 		}
@@ -472,6 +473,149 @@ func TestComposeReplicaSet(t *testing.T) {
 		if wc := env(t, service(t, p, r), "WRITE_CONCERN"); wc != "majority" {
 			t.Errorf("%s: WRITE_CONCERN = %q, want majority", r, wc)
 		}
+	}
+}
+
+// TestComposeRedisCluster: the redis-cluster profile runs the topology of
+// internal/devstore's StartRedisCluster (three masters with one replica
+// each, six redis-server nodes without persistence, joined by a one-shot
+// redis-cli --cluster create --cluster-replicas 1), and two replicas whose
+// redis-lock leases live on it, configured with REDIS_CLUSTER_ADDRS alone,
+// in a way the service's own configuration check accepts.
+func TestComposeRedisCluster(t *testing.T) {
+	const masters, replicasPerMaster = 3, 1 // devstore's clusterMasters, clusterReplicas
+	p := loadCompose(t, "redis-cluster", "loadtest-rc")
+	vars := readEnvFile(t, envExample)
+	redisImage := service(t, p, "redis").Image
+
+	var nodes []string
+	for i := 1; i <= masters*(1+replicasPerMaster); i++ {
+		name := fmt.Sprintf("redis-node-%d", i)
+		nodes = append(nodes, name)
+		s := service(t, p, name)
+		if !slices.Equal(s.Profiles, []string{"redis-cluster"}) {
+			t.Errorf("%s: profiles %v, want [redis-cluster]", name, s.Profiles)
+		}
+		if s.Image != redisImage {
+			t.Errorf("%s: image %q differs from redis's %q", name, s.Image, redisImage)
+		}
+		if hc := checkHealthcheck(t, s); hc[1] != "redis-cli" {
+			t.Errorf("%s: healthcheck runs %q, want redis-cli", name, hc[1])
+		}
+		if env(t, s, "REDISCLI_AUTH") != vars["REDIS_PASSWORD"] {
+			t.Errorf("%s: the healthcheck's redis-cli has no password", name)
+		}
+		cmd := []string(s.Command)
+		if len(cmd) == 0 || cmd[0] != "redis-server" {
+			t.Fatalf("%s: command %q does not run redis-server", name, cmd)
+		}
+		flags := map[string]string{}
+		for j := 1; j+1 < len(cmd); j += 2 {
+			flags[cmd[j]] = cmd[j+1]
+		}
+		for flag, want := range map[string]string{
+			"--cluster-enabled":           "yes",
+			"--save":                      "", // no persistence, as devstore's nodes
+			"--appendonly":                "no",
+			"--cluster-announce-hostname": name,
+			"--requirepass":               vars["REDIS_PASSWORD"],
+			"--masterauth":                vars["REDIS_PASSWORD"], // a replica syncs from its master
+		} {
+			if got, ok := flags[flag]; !ok || got != want {
+				t.Errorf("%s: %s = %q (set: %v), want %q", name, flag, got, ok, want)
+			}
+		}
+		if flags["--cluster-config-file"] == "" || flags["--cluster-node-timeout"] == "" {
+			t.Errorf("%s: command %q lacks --cluster-config-file or --cluster-node-timeout", name, cmd)
+		}
+	}
+
+	// The one-shot job waits for every node and creates the cluster from
+	// all of them, one replica per master.
+	init := service(t, p, "redis-cluster-init")
+	if !slices.Equal(init.Profiles, []string{"redis-cluster"}) {
+		t.Errorf("redis-cluster-init: profiles %v, want [redis-cluster]", init.Profiles)
+	}
+	if init.HealthCheck != nil && !init.HealthCheck.Disable {
+		t.Errorf("redis-cluster-init is a one-shot job; service_completed_successfully needs no healthcheck")
+	}
+	script := strings.Join(append(slices.Clone([]string(init.Entrypoint)), init.Command...), "\n")
+	create := regexp.MustCompile(`redis-cli --cluster create ((?:\S+:\d+ )+)--cluster-replicas (\d+) --cluster-yes`).FindStringSubmatch(script)
+	if create == nil {
+		t.Fatalf("redis-cluster-init does not run redis-cli --cluster create ... --cluster-replicas N --cluster-yes:\n%s", script)
+	}
+	var created []string
+	for _, addr := range strings.Fields(create[1]) {
+		host, port, _ := net.SplitHostPort(addr)
+		if port != "6379" {
+			t.Errorf("redis-cluster-init: node %s: want port 6379", addr)
+		}
+		created = append(created, host)
+	}
+	if !slices.Equal(created, nodes) {
+		t.Errorf("redis-cluster-init creates the cluster from %v, want %v", created, nodes)
+	}
+	if create[2] != fmt.Sprint(replicasPerMaster) {
+		t.Errorf("redis-cluster-init: --cluster-replicas %s, want %d", create[2], replicasPerMaster)
+	}
+	for _, n := range nodes {
+		checkDependsOn(t, init, n, types.ServiceConditionHealthy)
+	}
+
+	// The replicas: a cluster instead of a Redis, validated as the service
+	// validates it at start-up.
+	ids := map[string]bool{}
+	for i, name := range []string{"stock-a-rc", "stock-b-rc"} {
+		s := service(t, p, name)
+		if !slices.Equal(s.Profiles, []string{"redis-cluster"}) {
+			t.Errorf("%s: profiles %v, want [redis-cluster]", name, s.Profiles)
+		}
+		checkStockBuild(t, s)
+		checkNotRoot(t, s)
+		id := env(t, s, "REPLICA_ID")
+		if ids[id] {
+			t.Errorf("%s: REPLICA_ID %q is not unique", name, id)
+		}
+		ids[id] = true
+		if len(s.Ports) != 1 || s.Ports[0].HostIP != "127.0.0.1" || s.Ports[0].Published != fmt.Sprint(8085+i) {
+			t.Errorf("%s: ports %+v, want 127.0.0.1:%d->%s", name, s.Ports, 8085+i, stockPort)
+		}
+		addrs := strings.Split(env(t, s, "REDIS_CLUSTER_ADDRS"), ",")
+		var hosts []string
+		for _, a := range addrs {
+			checkServiceAddr(t, p, name, "REDIS_CLUSTER_ADDRS", a, "6379")
+			host, _, _ := net.SplitHostPort(a)
+			hosts = append(hosts, host)
+		}
+		if !slices.Equal(hosts, nodes) {
+			t.Errorf("%s: REDIS_CLUSTER_ADDRS names %v, want every node %v", name, hosts, nodes)
+		}
+		getenv := func(k string) string {
+			if v := s.Environment[k]; v != nil {
+				return *v
+			}
+			return ""
+		}
+		cfg, err := server.ParseConfig(nil, getenv)
+		if err != nil {
+			t.Errorf("%s: the service refuses its environment: %v", name, err)
+		} else if cfg.RedisAddr != "" || !slices.Equal(cfg.RedisCluster, addrs) {
+			t.Errorf("%s: configured with Redis %q and cluster %v, want the cluster alone", name, cfg.RedisAddr, cfg.RedisCluster)
+		}
+		checkDependsOn(t, s, "redis-cluster-init", types.ServiceConditionCompletedSuccessfully)
+		checkDependsOn(t, s, "mongo", types.ServiceConditionHealthy)
+		checkDependsOn(t, s, "etcd", types.ServiceConditionHealthy)
+		if _, ok := s.DependsOn["redis"]; ok {
+			t.Errorf("%s: depends on the single redis, which it does not use", name)
+		}
+	}
+
+	lt := service(t, p, "loadtest-rc")
+	if got := env(t, lt, "LOADTEST_REPLICAS"); got != "http://stock-a-rc:8080,http://stock-b-rc:8080" {
+		t.Errorf("loadtest-rc: LOADTEST_REPLICAS = %q, want both stock-*-rc replicas", got)
+	}
+	for _, r := range []string{"stock-a-rc", "stock-b-rc"} {
+		checkDependsOn(t, lt, r, types.ServiceConditionHealthy)
 	}
 }
 
