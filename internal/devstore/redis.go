@@ -28,8 +28,13 @@ type Redis struct {
 
 	// redis-server only. mu guards proc across Stop, Start and Close.
 	bin, dir string
+	env      []string // added to the process's environment: the clock shim's
 	mu       sync.Mutex
 	proc     *redisProcess
+
+	// clockFile holds the server's clock offset, read by the clock shim;
+	// empty when the shim is not loaded (see StartRedisClock).
+	clockFile string
 }
 
 // redisProcess is one run of redis-server.
@@ -57,7 +62,7 @@ func StartRedis(ctx context.Context, logger *slog.Logger) (*Redis, error) {
 	}
 
 	if bin, err := exec.LookPath("redis-server"); err == nil {
-		r, err := startRedisServer(ctx, bin, logger)
+		r, err := startRedisServer(ctx, bin, logger, "", 0)
 		if err == nil {
 			return r, nil
 		}
@@ -83,13 +88,24 @@ func StartRedis(ctx context.Context, logger *slog.Logger) (*Redis, error) {
 
 // startRedisServer starts redis-server on a free port, trying a few ports
 // because another process may take the one picked before redis binds it.
-func startRedisServer(ctx context.Context, bin string, logger *slog.Logger) (*Redis, error) {
+// With a shim (the path of the built clock shim), the server's clock is
+// shifted by the offset in a file in its directory (see SetClockOffset);
+// the offset starts at initial.
+func startRedisServer(ctx context.Context, bin string, logger *slog.Logger, shim string, initial time.Duration) (*Redis, error) {
 	dir, err := os.MkdirTemp("", "devstore-redis-")
 	if err != nil {
 		return nil, fmt.Errorf("devstore: redis-server dir: %w", err)
 	}
 
 	r := &Redis{Kind: KindRedisServer, logger: logger, bin: bin, dir: dir}
+	if shim != "" {
+		r.clockFile = filepath.Join(dir, "clock-offset-ms")
+		if err := writeOffset(r.clockFile, initial); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		r.env = shimEnv(shim, r.clockFile)
+	}
 
 	for attempt := 1; ; attempt++ {
 		if r.Addr, err = freeAddr(); err != nil {
@@ -123,7 +139,7 @@ func (r *Redis) Start(ctx context.Context) error {
 		return nil
 	}
 
-	p, err := startRedisProcess(ctx, r.bin, r.Addr, r.dir)
+	p, err := startRedisProcess(ctx, r.bin, r.Addr, r.dir, r.env)
 	if err != nil {
 		return err
 	}
@@ -134,8 +150,9 @@ func (r *Redis) Start(ctx context.Context) error {
 // startRedisProcess starts bin as a redis-server on loopback addr, with
 // its log in dir and nothing on disk (a restart starts empty, like a
 // failover to a replica that had not caught up, and no test sees another's
-// data), and extra arguments after those; it waits until it answers PING.
-func startRedisProcess(ctx context.Context, bin, addr, dir string, extra ...string) (*redisProcess, error) {
+// data), and extra arguments after those; env is added to its environment.
+// It waits until the server answers PING.
+func startRedisProcess(ctx context.Context, bin, addr, dir string, env []string, extra ...string) (*redisProcess, error) {
 	_, port, _ := net.SplitHostPort(addr)
 	logFile := filepath.Join(dir, "redis.log")
 	args := append([]string{
@@ -144,6 +161,9 @@ func startRedisProcess(ctx context.Context, bin, addr, dir string, extra ...stri
 		"--dir", dir, "--logfile", logFile,
 	}, extra...)
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("devstore: start redis-server: %w", err)
 	}

@@ -31,8 +31,9 @@ const (
 // Errors of a RedisCluster.
 var (
 	// ErrNoRedisServer is returned by StartRedisCluster when neither
-	// REDIS_CLUSTER_ADDRS nor redis-server and redis-cli on PATH are there.
-	ErrNoRedisServer = errors.New("devstore: no redis-server and redis-cli on PATH")
+	// REDIS_CLUSTER_ADDRS nor redis-server and redis-cli on PATH are there,
+	// and by StartRedisClock and StartRedisServers without redis-server.
+	ErrNoRedisServer = errors.New("devstore: no redis-server (or, for a cluster, redis-cli) on PATH")
 	// ErrUnknownNode is returned for an address that is not a node of the
 	// cluster.
 	ErrUnknownNode = errors.New("devstore: not a node of this cluster")
@@ -171,7 +172,7 @@ func (n *clusterNode) pickPorts() error {
 // A node killed and started again comes back empty (nothing on disk), and
 // rejoins as a replica of whoever took its slots.
 func (c *RedisCluster) startNode(ctx context.Context, node *clusterNode) error {
-	p, err := startRedisProcess(ctx, c.bin, node.addr, node.dir,
+	p, err := startRedisProcess(ctx, c.bin, node.addr, node.dir, nil,
 		"--cluster-enabled", "yes",
 		"--cluster-port", node.busPort,
 		"--cluster-config-file", filepath.Join(node.dir, "nodes.conf"),

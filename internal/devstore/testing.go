@@ -71,3 +71,49 @@ func RedisClusterT(t testing.TB) *RedisCluster {
 	})
 	return c
 }
+
+// RedisClockT returns a private redis-server whose clock the test can move
+// (StartRedisClock), closed in t.Cleanup. It skips the test when
+// redis-server or gcc (to build the clock shim) is missing, and fails it if
+// the server does not start.
+func RedisClockT(t testing.TB) *Redis {
+	t.Helper()
+
+	r, err := StartRedisClock(t.Context(), testLogger(t))
+	switch {
+	case errors.Is(err, ErrNoRedisServer):
+		t.Skip("no redis-server on PATH: the clock shim needs a real redis-server")
+	case errors.Is(err, ErrNoClockShim):
+		t.Skipf("no clock shim: %v", err)
+	case err != nil:
+		t.Fatalf("start redis-server with the clock shim: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close Redis: %v", err)
+		}
+	})
+	return r
+}
+
+// RedisServersT returns n independent redis-servers (StartRedisServers),
+// closed in t.Cleanup. It skips the test when redis-server is not on PATH,
+// and fails it if they do not start. Whether their clocks can be moved is
+// in NoClock.
+func RedisServersT(t testing.TB, n int) *RedisServers {
+	t.Helper()
+
+	s, err := StartRedisServers(t.Context(), testLogger(t), n)
+	if errors.Is(err, ErrNoRedisServer) {
+		t.Skip("no redis-server on PATH: independent redis-servers cannot be started")
+	}
+	if err != nil {
+		t.Fatalf("start %d redis-servers: %v", n, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close redis-servers: %v", err)
+		}
+	})
+	return s
+}
