@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -92,21 +93,52 @@ type TTLFloor interface {
 	MinTTL() time.Duration
 }
 
-// CheckArgs is the argument check every Backend makes before any I/O, so
-// that a backend used without a Locker rejects the same input a Locker does:
-// a key must be 1 to MaxKeyLen bytes, and an owner must be non-empty (an
-// empty owner is how some backends mark a key free) and at most MaxKeyLen
-// bytes.
-func CheckArgs(key, owner string) error {
+// NoTTL is the ttl to pass to CheckArgs for a call that takes none
+// (Release).
+const NoTTL time.Duration = math.MinInt64
+
+// CheckArgs is the one argument check of package lock and of every
+// Backend, made before any I/O: a backend used without a Locker rejects
+// the same input a Locker does, with the same errors. key must be 1 to
+// MaxKeyLen bytes (ErrBadKey), owner 1 to MaxKeyLen bytes (ErrBadOwner),
+// and ttl positive (ErrBadTTL) unless it is NoTTL. A backend whose server
+// has further limits (etcd's whole seconds) checks them after this, with
+// errors that wrap ErrBadTTL. Backends wrap the error with their name, the
+// operation and the key, as they do every error.
+func CheckArgs(key, owner string, ttl time.Duration) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := checkOwner(owner); err != nil {
+		return err
+	}
+	if ttl != NoTTL {
+		return checkTTL(ttl, 0)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("%w (got %d)", ErrBadKey, len(key))
+	}
+	return nil
+}
+
+func checkOwner(owner string) error {
+	if owner == "" || len(owner) > MaxKeyLen {
+		return fmt.Errorf("%w (got %d)", ErrBadOwner, len(owner))
+	}
+	return nil
+}
+
+// checkTTL refuses a TTL that is not positive or is under floor.
+func checkTTL(ttl, floor time.Duration) error {
 	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, the limit is %d", ErrInvalidArgument, len(key), MaxKeyLen)
-	case owner == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
-	case len(owner) > MaxKeyLen:
-		return fmt.Errorf("%w: owner is %d bytes, the limit is %d", ErrInvalidArgument, len(owner), MaxKeyLen)
+	case ttl <= 0:
+		return fmt.Errorf("%w: %v is not positive", ErrBadTTL, ttl)
+	case ttl < floor:
+		return fmt.Errorf("%w: %v is under the floor of %v", ErrBadTTL, ttl, floor)
 	}
 	return nil
 }

@@ -3,10 +3,17 @@
 // A [Backend] is one lock service's single-attempt primitives: take a key for
 // an owner, extend it, give it back. Each call is one atomic operation on the
 // server and nothing else: no retries, no goroutines, no clocks beyond the TTL
-// it is given. The backends live in sub-packages: mongolock (a MongoDB
-// findOneAndUpdate lease), redislock (SET NX PX and Lua), etcdlock (an etcd
-// lease key) and locallock (one process only, to show why that is not
-// enough).
+// it is given. The backends live in sub-packages:
+//
+//   - mongolock: a MongoDB findOneAndUpdate lease, the token an $inc in the
+//     lock document;
+//   - redislock: SET NX PX in Lua scripts on one Redis or a Redis Cluster,
+//     with a queue of waiters to which a release hands the key;
+//   - etcdlock: a key on an etcd lease, replicated by Raft, the token the
+//     revision of the grant;
+//   - locallock: one process only, to show why that is not enough.
+//
+// locktest is the conformance suite every backend passes.
 //
 // A [Locker] turns a Backend into a lock a program can use: a blocking
 // [Locker.Acquire] that retries with capped, fully jittered exponential backoff
@@ -28,4 +35,17 @@
 // rejects writes carrying a token lower than one it has already seen turns
 // "at most one holder, most of the time" into "at most one writer, always".
 // The stock service's fenced write (package inventory) is the worked example.
+//
+// # Errors
+//
+// Every error wraps one of the package's variables (ErrNotAcquired,
+// ErrNotHeld, ErrLeaseLost, ErrReleased, ErrInvalidArgument and the
+// ErrBad* errors that wrap it); test for them with errors.Is. Arguments are
+// checked one way, by [CheckArgs], in the Locker and in every backend,
+// before any I/O. Each layer adds its piece of context once: a backend's
+// error names the backend, the operation, the key and the token, and the
+// Locker and the Lease pass it on adding only what they know (how many
+// attempts, that the lease is lost), for example
+//
+//	lock: lease lost: redislock: refresh "item/sku-1" token 7: lock: lease not held
 package lock

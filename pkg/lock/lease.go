@@ -165,7 +165,8 @@ func (l *Lease) Refresh(ctx context.Context) error {
 	if o != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		o.RefreshFailed(l.key, err)
 	}
-	return fmt.Errorf("lock: refresh %q: %w", l.key, err)
+	// The backend's error names the operation, the key and the token.
+	return err
 }
 
 // Release stops the watchdog and frees the key. Releasing a lease that was
@@ -189,11 +190,14 @@ func (l *Lease) Release(ctx context.Context) error {
 		// itself, and the holder has finished with it either way.
 		l.end(ErrReleased)
 	}
-	return fmt.Errorf("lock: release %q: %w", l.key, err)
+	// The backend's error names the operation, the key and the token.
+	return err
 }
 
-func (l *Lease) lose(reason error) {
-	l.end(fmt.Errorf("%w: %q token %d: %w", ErrLeaseLost, l.key, l.token, reason))
+// lose ends the lease as lost because of err, a backend's answer that
+// names the key and the token.
+func (l *Lease) lose(err error) {
+	l.end(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 }
 
 // stopWatchdog stops the timer and, if a renewal is in flight, cancels it
@@ -247,7 +251,8 @@ func (l *Lease) tick() {
 	now := time.Now()
 	if expiry := l.expiry; !now.Before(expiry) {
 		l.mu.Unlock()
-		l.lose(fmt.Errorf("expired at %s before a refresh succeeded", expiry.Format(time.RFC3339Nano)))
+		l.end(fmt.Errorf("%w: %q token %d expired at %s before a refresh succeeded",
+			ErrLeaseLost, l.key, l.token, expiry.Format(time.RFC3339Nano)))
 		return
 	}
 	if l.every <= 0 || now.Before(l.next) {

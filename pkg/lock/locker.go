@@ -20,7 +20,7 @@ type Locker struct {
 // every Acquire and TryAcquire, which may override them.
 func New(backend Backend, opts ...Option) (*Locker, error) {
 	if backend == nil {
-		return nil, fmt.Errorf("%w: nil backend", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil backend", ErrBadConfig)
 	}
 	l := &Locker{backend: backend, opts: defaultOptions(), floor: MinTTL}
 	if f, ok := backend.(TTLFloor); ok && f.MinTTL() > l.floor {
@@ -111,16 +111,13 @@ func (l *Locker) acquire(ctx context.Context, key string, o options) (*Lease, er
 			if uncertain {
 				l.abandon(key, owner, o)
 			}
-			return nil, fmt.Errorf("lock: acquire %q: %w (last attempt: %w)", key, context.Cause(ctx), err)
+			return nil, stopped(ctx, err)
 		}
 		if o.retry.Attempts > 0 && n+1 >= o.retry.Attempts {
 			if uncertain {
 				l.abandon(key, owner, o)
 			}
-			if errors.Is(err, ErrNotAcquired) {
-				return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w", key, n+1, err)
-			}
-			return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w (last attempt: %w)", key, n+1, ErrNotAcquired, err)
+			return nil, gaveUp(n+1, err)
 		}
 
 		t := time.NewTimer(o.retry.backoff(n))
@@ -174,10 +171,7 @@ func (l *Locker) acquireQueued(ctx context.Context, w Waiter, key, owner string,
 		}
 		if ctx.Err() == nil && o.retry.Attempts > 0 && n+1 >= o.retry.Attempts {
 			l.leave(ctx, w, key, owner, o, uncertain)
-			if errors.Is(err, ErrNotAcquired) {
-				return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w", key, n+1, err)
-			}
-			return nil, fmt.Errorf("lock: acquire %q: gave up after %d attempts: %w (last attempt: %w)", key, n+1, ErrNotAcquired, err)
+			return nil, gaveUp(n+1, err)
 		}
 
 		t := time.NewTimer(wait)
@@ -201,9 +195,27 @@ func (l *Locker) acquireQueued(ctx context.Context, w Waiter, key, owner string,
 		t.Stop()
 		if ctx.Err() != nil {
 			l.leave(ctx, w, key, owner, o, uncertain)
-			return nil, fmt.Errorf("lock: acquire %q: %w (last attempt: %w)", key, context.Cause(ctx), err)
+			return nil, stopped(ctx, err)
 		}
 	}
+}
+
+// gaveUp is the error of an Acquire whose retry policy ran out after n
+// attempts, the last of which failed with err. err comes from the backend,
+// which names the key; this adds only what the Locker knows. It wraps
+// ErrNotAcquired even when the last attempt failed otherwise: the caller
+// asked for the key and does not have it.
+func gaveUp(n int, err error) error {
+	if errors.Is(err, ErrNotAcquired) {
+		return fmt.Errorf("lock: gave up after %d attempts: %w", n, err)
+	}
+	return fmt.Errorf("lock: gave up after %d attempts: %w (last attempt: %w)", n, ErrNotAcquired, err)
+}
+
+// stopped is the error of an Acquire whose context ended: its cause, and
+// the last attempt's error, which names the key.
+func stopped(ctx context.Context, err error) error {
+	return fmt.Errorf("lock: stopped waiting: %w (last attempt: %w)", context.Cause(ctx), err)
 }
 
 // queueStay is how long a queued waiter keeps its place without attempting

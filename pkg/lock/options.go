@@ -81,18 +81,22 @@ func WithRetry(p RetryPolicy) Option { return func(o *options) { o.retry = p } }
 // at its expiry unless Refresh is called. Default: DefaultRenewFraction.
 func WithRenewal(fraction float64) Option { return func(o *options) { o.renewFraction = fraction } }
 
+// validate checks a call's key and resolved options, with the checks
+// CheckArgs makes (the owner only when fixed: a generated one is valid).
 func (o *options) validate(key string, floor time.Duration) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, the limit is %d", ErrInvalidArgument, len(key), MaxKeyLen)
-	case o.ttl < floor:
-		return fmt.Errorf("%w: TTL %v is under this backend's floor of %v", ErrInvalidArgument, o.ttl, floor)
-	case o.renewFraction < 0 || o.renewFraction >= 1:
-		return fmt.Errorf("%w: renewal fraction %v is outside [0, 1)", ErrInvalidArgument, o.renewFraction)
-	case len(o.owner) > MaxKeyLen:
-		return fmt.Errorf("%w: owner is %d bytes, the limit is %d", ErrInvalidArgument, len(o.owner), MaxKeyLen)
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := checkTTL(o.ttl, floor); err != nil {
+		return err
+	}
+	if o.owner != "" {
+		if err := checkOwner(o.owner); err != nil {
+			return err
+		}
+	}
+	if o.renewFraction < 0 || o.renewFraction >= 1 {
+		return fmt.Errorf("%w: renewal fraction %v is outside [0, 1)", ErrBadConfig, o.renewFraction)
 	}
 	return o.retry.validate()
 }

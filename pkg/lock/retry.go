@@ -26,7 +26,7 @@ type RetryPolicy struct {
 
 func (p RetryPolicy) validate() error {
 	if p.Min <= 0 || p.Max < p.Min || p.Attempts < 0 {
-		return fmt.Errorf("%w: retry policy %+v needs 0 < Min <= Max and Attempts >= 0", ErrInvalidArgument, p)
+		return fmt.Errorf("%w: retry policy %+v needs 0 < Min <= Max and Attempts >= 0", ErrBadConfig, p)
 	}
 	return nil
 }

@@ -1,14 +1,14 @@
 package etcdlock_test
 
-// Benchmarks of the two etcd locks against etcd's own concurrency.Mutex,
-// all on one embedded etcd server in one run:
+// Benchmarks of the etcd lock against etcd's own concurrency.Mutex, both on
+// one embedded etcd server in one run:
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./pkg/lock/etcdlock
 //
 // Contended runs report throughput (locks/s), the wait of each acquisition
-// from its call to its grant (p50-wait-ms, p99-wait-ms) and, for the two
-// queue locks, whose token is the waiter's place in the queue, how many
-// grants went out of queue order (fifo-violations).
+// from its call to its grant (p50-wait-ms, p99-wait-ms) and, for
+// concurrency.Mutex, a queue lock whose token is the waiter's place in the
+// queue, how many grants went out of queue order (fifo-violations).
 
 import (
 	"context"
@@ -57,19 +57,6 @@ const (
 	contenders = 8
 )
 
-type fifoMutex struct {
-	f   *etcdlock.FIFO
-	key string
-}
-
-func (m fifoMutex) Acquire(ctx context.Context) (func(context.Context) error, int64, error) {
-	h, err := m.f.Acquire(ctx, m.key)
-	if err != nil {
-		return nil, 0, err
-	}
-	return h.Release, int64(h.Token()), nil
-}
-
 type stockMutex struct{ m *concurrency.Mutex }
 
 func (m stockMutex) Acquire(ctx context.Context) (func(context.Context) error, int64, error) {
@@ -114,14 +101,6 @@ func implementations() []implementation {
 			}
 			return locktest.LockerMutex{Locker: l, Key: key}
 		}, true},
-		{"etcdlock-fifo", func(b *testing.B, key string, c *clientv3.Client) locktest.Mutex {
-			f, err := etcdlock.NewFIFO(c, etcdlock.WithKeyPrefix("stocklock-bench/"), etcdlock.WithTTL(benchTTL))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = f.Close() })
-			return fifoMutex{f, key}
-		}, true},
 		{"concurrency-mutex", func(b *testing.B, key string, c *clientv3.Client) locktest.Mutex {
 			s, err := concurrency.NewSession(c, concurrency.WithTTL(int(benchTTL/time.Second)))
 			if err != nil {
@@ -146,7 +125,7 @@ func BenchmarkUncontended(b *testing.B) {
 // holding it for a read-increment-write of a shared counter. "8-clients"
 // gives each goroutine its own client (and lock), like 8 processes;
 // "one-client" is 8 goroutines of one process sharing a client and, for
-// our locks, one Backend or FIFO (concurrency.Mutex needs a session per
+// ours, one Backend (concurrency.Mutex needs a session per
 // goroutine).
 func BenchmarkContended(b *testing.B) {
 	for _, impl := range implementations() {

@@ -13,9 +13,8 @@ import (
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
-// DefaultKeyPrefix is the prefix of every key the locks of this package
-// write. A Backend lock on key k is the etcd key prefix+"k/"+k; FIFO waiters
-// are under prefix+"q/".
+// DefaultKeyPrefix is the prefix of every key the backend writes: a lock on
+// key k is the etcd key prefix+"k/"+k.
 const DefaultKeyPrefix = "stocklock/lock/"
 
 // MinTTL is the shortest lease etcd grants: TTLs are whole seconds.
@@ -28,30 +27,16 @@ const MinTTL = time.Second
 // since a refused attempt may be a Raft write.
 var DefaultRetry = lock.RetryPolicy{Min: 10 * time.Millisecond, Max: time.Second}
 
-// Option configures a Backend or a FIFO.
+// Option configures a Backend.
 type Option func(*config)
 
 type config struct {
 	prefix string
-	ttl    time.Duration
 }
 
 // WithKeyPrefix sets the prefix of the keys written, to keep applications
 // (or test runs) apart on one etcd. Default: DefaultKeyPrefix.
 func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
-
-// WithTTL sets the lease TTL of a FIFO (whole seconds, at least 1 s).
-// Default: lock.DefaultTTL. A Backend ignores it: the Locker gives the TTL
-// of each acquisition.
-func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
-
-func newConfig(opts []Option) config {
-	c := config{prefix: DefaultKeyPrefix, ttl: lock.DefaultTTL}
-	for _, opt := range opts {
-		opt(&c)
-	}
-	return c
-}
 
 // Backend is a lock.Backend, lock.Notifier and lock.TTLFloor on etcd. It is
 // safe for concurrent use. Close it to stop its watches and give back its
@@ -88,9 +73,12 @@ type Backend struct {
 // New returns a backend over client. It does not close the client.
 func New(client *clientv3.Client, opts ...Option) (*Backend, error) {
 	if client == nil {
-		return nil, fmt.Errorf("etcdlock: %w: nil client", lock.ErrInvalidArgument)
+		return nil, fmt.Errorf("etcdlock: %w: nil client", lock.ErrBadConfig)
 	}
-	c := newConfig(opts)
+	c := config{prefix: DefaultKeyPrefix}
+	for _, opt := range opts {
+		opt(&c)
+	}
 	b := &Backend{client: client, prefix: c.prefix + "k/"}
 	b.leases.init(client)
 	b.notify.init(client)
@@ -127,27 +115,22 @@ func (b *Backend) MinTTL() time.Duration { return MinTTL }
 // Key returns the etcd key that holds the lock on key.
 func (b *Backend) Key(key string) string { return b.prefix + key }
 
-// CheckTTL returns an error wrapping lock.ErrInvalidArgument unless ttl is
-// a whole number of seconds, at least one.
+// CheckTTL returns an error wrapping lock.ErrBadTTL unless ttl is a whole
+// number of seconds, at least one: the only TTLs an etcd lease can have.
 func CheckTTL(ttl time.Duration) error {
-	switch {
-	case ttl < MinTTL:
-		return fmt.Errorf("etcdlock: %w: TTL %v: etcd leases are whole seconds, at least 1s", lock.ErrInvalidArgument, ttl)
-	case ttl%time.Second != 0:
-		return fmt.Errorf("etcdlock: %w: TTL %v is not a whole number of seconds, which etcd leases are", lock.ErrInvalidArgument, ttl)
+	if ttl < MinTTL || ttl%time.Second != 0 {
+		return fmt.Errorf("%w: %v is not a whole number of seconds, at least 1s (etcd leases are)", lock.ErrBadTTL, ttl)
 	}
 	return nil
 }
 
-func checkArgs(op, key, owner string, ttl time.Duration, withTTL bool) error {
-	// An empty owner would match every other empty owner's lease.
-	if err := lock.CheckArgs(key, owner); err != nil {
-		return fmt.Errorf("etcdlock: %s %q: %w", op, key, err)
+// checkArgs is lock.CheckArgs, then CheckTTL unless ttl is lock.NoTTL.
+func checkArgs(key, owner string, ttl time.Duration) error {
+	if err := lock.CheckArgs(key, owner, ttl); err != nil {
+		return err
 	}
-	if withTTL {
-		if err := CheckTTL(ttl); err != nil {
-			return fmt.Errorf("etcdlock: %s %q: %w", op, key, err)
-		}
+	if ttl != lock.NoTTL {
+		return CheckTTL(ttl)
 	}
 	return nil
 }
@@ -155,8 +138,8 @@ func checkArgs(op, key, owner string, ttl time.Duration, withTTL bool) error {
 // TryAcquire implements lock.Backend. The token is the revision of the Put
 // that granted the lease.
 func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error) {
-	if err := checkArgs("acquire", key, owner, ttl, true); err != nil {
-		return 0, err
+	if err := checkArgs(key, owner, ttl); err != nil {
+		return 0, fmt.Errorf("etcdlock: acquire %q: %w", key, err)
 	}
 	k := b.Key(key)
 	if b.notify.heldByOther(k, owner) {
@@ -244,8 +227,8 @@ func (b *Backend) grant(ctx context.Context, k, owner string, id clientv3.LeaseI
 // attached to, which resets it to the TTL it was granted with (etcd cannot
 // change a lease's TTL): ttl must not be longer than that.
 func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, ttl time.Duration) error {
-	if err := checkArgs("refresh", key, owner, ttl, true); err != nil {
-		return err
+	if err := checkArgs(key, owner, ttl); err != nil {
+		return fmt.Errorf("etcdlock: refresh %q: %w", key, err)
 	}
 	start := time.Now()
 	k := b.Key(key)
@@ -266,8 +249,8 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 	case err != nil:
 		return fmt.Errorf("etcdlock: refresh %q: %w", key, err)
 	case time.Duration(ka.TTL)*time.Second < ttl:
-		return fmt.Errorf("etcdlock: refresh %q: %w: the lease was granted for %ds, shorter than %v",
-			key, lock.ErrInvalidArgument, ka.TTL, ttl)
+		return fmt.Errorf("etcdlock: refresh %q: %w: %v is longer than the %ds the lease was granted for",
+			key, lock.ErrBadTTL, ttl, ka.TTL)
 	}
 	b.leases.renewed(id, start)
 	return nil
@@ -276,8 +259,8 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 // Release implements lock.Backend. The key's deletion wakes the waiters of
 // every backend through their watches.
 func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) error {
-	if err := checkArgs("release", key, owner, 0, false); err != nil {
-		return err
+	if err := checkArgs(key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("etcdlock: release %q: %w", key, err)
 	}
 	k := b.Key(key)
 	resp, err := b.client.Txn(ctx).

@@ -63,9 +63,6 @@ func TestNewRejectsBadArguments(t *testing.T) {
 	if _, err := etcdlock.NewLocker(nil); !errors.Is(err, lock.ErrInvalidArgument) {
 		t.Errorf("NewLocker(nil) = %v, want ErrInvalidArgument", err)
 	}
-	if _, err := etcdlock.NewFIFO(nil); !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Errorf("NewFIFO(nil) = %v, want ErrInvalidArgument", err)
-	}
 }
 
 // TestTTLWholeSeconds: etcd leases are whole seconds, so a TTL under one
@@ -83,8 +80,8 @@ func TestTTLWholeSeconds(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	k := "ttl-" + randHex(4)
 	for _, ttl := range []time.Duration{0, 999 * time.Millisecond, 1500 * time.Millisecond, 2*time.Second + time.Nanosecond} {
-		if _, err := b.TryAcquire(ctx, k, "me", ttl); !errors.Is(err, lock.ErrInvalidArgument) {
-			t.Errorf("TryAcquire with TTL %v = %v, want ErrInvalidArgument", ttl, err)
+		if _, err := b.TryAcquire(ctx, k, "me", ttl); !errors.Is(err, lock.ErrBadTTL) {
+			t.Errorf("TryAcquire with TTL %v = %v, want ErrBadTTL", ttl, err)
 		}
 	}
 	l, err := lock.New(b)
@@ -96,9 +93,6 @@ func TestTTLWholeSeconds(t *testing.T) {
 	}
 	if r, err := c.Get(ctx, b.Key(k)); err != nil || len(r.Kvs) != 0 {
 		t.Errorf("after rejected TTLs the key is %v (err %v), want absent", r.Kvs, err)
-	}
-	if _, err := etcdlock.NewFIFO(c, etcdlock.WithTTL(1500*time.Millisecond)); !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Errorf("NewFIFO with TTL 1.5s = %v, want ErrInvalidArgument", err)
 	}
 	// A whole second is fine.
 	lease, err := l.Acquire(ctx, k, lock.WithTTL(time.Second))

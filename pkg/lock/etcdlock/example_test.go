@@ -57,41 +57,6 @@ func Example() {
 	fmt.Println("sold one unit under token", lease.Token())
 }
 
-// The fair lock: waiters are served in the order they asked, and a
-// release hands the lock over with a single transaction.
-func ExampleFIFO() {
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"http://127.0.0.1:2379"},
-		DialTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer client.Close()
-
-	// One FIFO per process: its waiters share one session lease.
-	fifo, err := etcdlock.NewFIFO(client, etcdlock.WithTTL(10*time.Second))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer fifo.Close() // revokes the session: releases whatever it holds
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	held, err := fifo.Acquire(ctx, "sku-42")
-	if err != nil {
-		log.Fatal(err)
-	}
-	work, stop := held.Guard(ctx)
-	defer stop()
-	if err := writeStock(work, "sku-42", held.Token()); err != nil {
-		log.Fatal(err)
-	}
-	if err := held.Release(ctx); err != nil {
-		log.Fatal(err)
-	}
-}
-
 // etcd lease TTLs are whole seconds: anything else is rejected before any
 // request is sent.
 func ExampleCheckTTL() {

@@ -5,11 +5,10 @@
 // key at once. The stock service offers it as a strategy to show exactly
 // that oversell.
 //
-// It also fixes the context-aware mutex of seed 002 (section 4.3), whose
-// waiting goroutine kept trying to take the mutex after its caller had given
-// up, and then held it forever. Here nothing waits on the caller's behalf: a
-// blocked lock.Locker.Acquire sleeps on its context, a release notification
-// or its backoff, and when the context ends it simply stops.
+// Nothing waits on a caller's behalf: a blocked lock.Locker.Acquire sleeps
+// on its context, a release notification or its backoff, and when the
+// context ends it simply stops, so a caller that gave up can never be
+// granted the key afterwards and hold it forever.
 package locallock
 
 import (
@@ -56,14 +55,14 @@ func (b *Backend) entry(key string) *entry {
 
 // TryAcquire implements lock.Backend.
 func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
+	if err := check(ctx, key, owner, ttl); err != nil {
+		return 0, fmt.Errorf("locallock: acquire %q: %w", key, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, now := b.entry(key), b.now()
 	if e.owner != "" && e.owner != owner && now.Before(e.expiry) {
-		return 0, fmt.Errorf("locallock: %q: %w", key, lock.ErrNotAcquired)
+		return 0, fmt.Errorf("locallock: acquire %q: %w", key, lock.ErrNotAcquired)
 	}
 	e.owner, e.expiry = owner, now.Add(ttl)
 	e.token++
@@ -72,14 +71,14 @@ func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 
 // Refresh implements lock.Backend.
 func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if err := check(ctx, key, owner, ttl); err != nil {
+		return fmt.Errorf("locallock: refresh %q: %w", key, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, now := b.entries[key], b.now()
 	if e == nil || !e.holds(owner, token, now) {
-		return fmt.Errorf("locallock: refresh %q: %w", key, lock.ErrNotHeld)
+		return fmt.Errorf("locallock: refresh %q token %d: %w", key, token, lock.ErrNotHeld)
 	}
 	e.expiry = now.Add(ttl)
 	return nil
@@ -87,14 +86,14 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 
 // Release implements lock.Backend.
 func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if err := check(ctx, key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("locallock: release %q: %w", key, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entries[key]
 	if e == nil || !e.holds(owner, token, b.now()) {
-		return fmt.Errorf("locallock: release %q: %w", key, lock.ErrNotHeld)
+		return fmt.Errorf("locallock: release %q token %d: %w", key, token, lock.ErrNotHeld)
 	}
 	e.owner, e.expiry = "", time.Time{}
 	close(e.waiters)
@@ -126,6 +125,16 @@ func (b *Backend) Watch(ctx context.Context, key string) (<-chan struct{}, func(
 		}
 	}()
 	return out, func() { once.Do(func() { close(stop) }) }
+}
+
+// check refuses what every backend refuses (lock.CheckArgs), and a call
+// whose context has ended: the table answers at once, so that is the only
+// way a call here can honour its context.
+func check(ctx context.Context, key, owner string, ttl time.Duration) error {
+	if err := lock.CheckArgs(key, owner, ttl); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 func (e *entry) holds(owner string, token uint64, now time.Time) bool {

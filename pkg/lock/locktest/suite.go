@@ -331,38 +331,85 @@ func testSameOwner(t *testing.T, h Harness) {
 }
 
 func testBadArguments(t *testing.T, h Harness) {
-	if _, err := lock.New(nil); !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Errorf("lock.New(nil) = %v, want ErrInvalidArgument", err)
+	if _, err := lock.New(nil); !errors.Is(err, lock.ErrBadConfig) {
+		t.Errorf("lock.New(nil) = %v, want ErrBadConfig", err)
 	}
-	if _, err := lock.New(h.Backend(t), lock.WithTTL(-time.Second)); !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Errorf("lock.New with a negative TTL = %v, want ErrInvalidArgument", err)
+	if _, err := lock.New(h.Backend(t), lock.WithTTL(-time.Second)); !errors.Is(err, lock.ErrBadTTL) {
+		t.Errorf("lock.New with a negative TTL = %v, want ErrBadTTL", err)
 	}
 	b := &counting{Backend: h.Backend(t)}
 	l := locker(t, b)
 	ctx := ctxFor(t, time.Minute)
+	long := strings.Repeat("k", lock.MaxKeyLen+1)
 	cases := []struct {
 		name string
 		key  string
 		opts []lock.Option
+		want error
 	}{
-		{"empty key", "", nil},
-		{"key over 256 bytes", strings.Repeat("k", lock.MaxKeyLen+1), nil},
-		{"zero TTL", "k", []lock.Option{lock.WithTTL(0)}},
-		{"negative TTL", "k", []lock.Option{lock.WithTTL(-time.Second)}},
-		{"TTL under the floor", "k", []lock.Option{lock.WithTTL(l.MinTTL() - time.Millisecond)}},
-		{"renewal fraction 1", "k", []lock.Option{lock.WithRenewal(1)}},
-		{"retry with no minimum", "k", []lock.Option{lock.WithRetry(lock.RetryPolicy{Max: time.Second})}},
+		{"empty key", "", nil, lock.ErrBadKey},
+		{"key over 256 bytes", long, nil, lock.ErrBadKey},
+		{"owner over 256 bytes", "k", []lock.Option{lock.WithOwner(long)}, lock.ErrBadOwner},
+		{"zero TTL", "k", []lock.Option{lock.WithTTL(0)}, lock.ErrBadTTL},
+		{"negative TTL", "k", []lock.Option{lock.WithTTL(-time.Second)}, lock.ErrBadTTL},
+		{"TTL under the floor", "k", []lock.Option{lock.WithTTL(l.MinTTL() - time.Millisecond)}, lock.ErrBadTTL},
+		{"renewal fraction 1", "k", []lock.Option{lock.WithRenewal(1)}, lock.ErrBadConfig},
+		{"retry with no minimum", "k", []lock.Option{lock.WithRetry(lock.RetryPolicy{Max: time.Second})}, lock.ErrBadConfig},
 	}
 	for _, c := range cases {
-		if _, err := l.Acquire(ctx, c.key, c.opts...); !errors.Is(err, lock.ErrInvalidArgument) {
-			t.Errorf("%s: Acquire = %v, want ErrInvalidArgument", c.name, err)
+		if _, err := l.Acquire(ctx, c.key, c.opts...); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
+			t.Errorf("%s: Acquire = %v, want %v", c.name, err, c.want)
 		}
-		if _, err := l.TryAcquire(ctx, c.key, c.opts...); !errors.Is(err, lock.ErrInvalidArgument) {
-			t.Errorf("%s: TryAcquire = %v, want ErrInvalidArgument", c.name, err)
+		if _, err := l.TryAcquire(ctx, c.key, c.opts...); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
+			t.Errorf("%s: TryAcquire = %v, want %v", c.name, err, c.want)
 		}
 	}
 	if n := b.calls(); n != 0 {
 		t.Errorf("rejected calls reached the server %d times, want 0", n)
+	}
+	testBackendBadArguments(t, h)
+}
+
+// testBackendBadArguments: the backend itself, used without a Locker,
+// refuses the same input with the same errors (lock.CheckArgs), whatever
+// the call, and changes nothing on the server.
+func testBackendBadArguments(t *testing.T, h Harness) {
+	b := h.Backend(t)
+	ctx := ctxFor(t, time.Minute)
+	k := key(t)
+	long := strings.Repeat("o", lock.MaxKeyLen+1)
+	cases := []struct {
+		name, key, owner string
+		ttl              time.Duration
+		want             error
+	}{
+		{"empty key", "", "o", h.TTL, lock.ErrBadKey},
+		{"key over 256 bytes", long, "o", h.TTL, lock.ErrBadKey},
+		{"empty owner", k, "", h.TTL, lock.ErrBadOwner},
+		{"owner over 256 bytes", k, long, h.TTL, lock.ErrBadOwner},
+		{"zero TTL", k, "o", 0, lock.ErrBadTTL},
+		{"negative TTL", k, "o", -h.TTL, lock.ErrBadTTL},
+	}
+	for _, c := range cases {
+		if _, err := b.TryAcquire(ctx, c.key, c.owner, c.ttl); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
+			t.Errorf("%s: Backend.TryAcquire = %v, want %v", c.name, err, c.want)
+		}
+		if err := b.Refresh(ctx, c.key, c.owner, 1, c.ttl); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
+			t.Errorf("%s: Backend.Refresh = %v, want %v", c.name, err, c.want)
+		}
+		if c.ttl > 0 { // Release takes no TTL
+			if err := b.Release(ctx, c.key, c.owner, 1); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
+				t.Errorf("%s: Backend.Release = %v, want %v", c.name, err, c.want)
+			}
+		}
+	}
+	// Nothing was granted: another owner takes the key at once.
+	token, err := b.TryAcquire(ctx, k, "other", h.TTL)
+	if err != nil {
+		t.Fatalf("TryAcquire after the rejected calls: %v; a rejected call took the key", err)
+	}
+	if err := b.Release(ctx, k, "other", token); err != nil {
+		t.Errorf("Release: %v", err)
 	}
 }
 

@@ -11,10 +11,8 @@ import (
 // Why: the goroutines of one process that wait for the same key would
 // otherwise poll the server side by side, and when they outnumber what the
 // server answers per backoff period, every poll slows every other one, and
-// the holder's renewals with them. Measured on the embedded store under the
-// race detector (16 goroutines in 2 processes taking one key 10 times each):
-// 1.0 to 1.7 locks/s without the queue, with acquirers waiting over a
-// minute; 7 to 15 locks/s with it. Queued here, a process puts at most one
+// the holder's renewals with them (docs/benchmarks.md#mongodb has the numbers).
+// Queued here, a process puts at most one
 // attempt per key on the server at once however many goroutines wait, and
 // Refresh and Release, which never queue here, keep their place.
 //

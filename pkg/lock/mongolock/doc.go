@@ -1,5 +1,6 @@
-// Package mongolock is a lock.Backend on a MongoDB collection: the
-// findOneAndUpdate lease of seed 000, corrected.
+// Package mongolock is a lock.Backend on a MongoDB collection: a lease
+// granted by one findOneAndUpdate, with a fencing token in the same
+// document.
 //
 // # The lock document
 //
@@ -33,10 +34,10 @@
 // else, the filter does not match, the upsert tries to insert a second
 // document with the same _id, and the server answers with a duplicate-key
 // error (code 11000). That error is the normal answer "held by another
-// owner": TryAcquire returns lock.ErrNotAcquired for it. The seed returned
-// it as "failed to attempt lock acquisition", so every contended attempt
-// looked like an outage, and the seed's check of the returned holder was
-// dead code: the call either grants the key or fails.
+// owner": TryAcquire returns lock.ErrNotAcquired for it, not a failure, so
+// that a contended attempt does not look like an outage. The call either
+// grants the key or fails; the check of the returned holder only refuses a
+// server that broke that rule.
 //
 // FerretDB v1 (the embedded development store) answers exactly as MongoDB
 // does: its findAndModify inserts on no match, SQLite rejects the duplicate
@@ -69,9 +70,8 @@
 //
 // If a contender's clock runs ahead of the holder's by more than the skew,
 // it takes the key over while the holder still believes it holds it, and
-// both run their critical sections at once. The seed's "single MongoDB
-// instance, so no split-brain" does not help here: the clocks are the
-// clients'. Even then the data is protected by fencing: the takeover got a
+// both run their critical sections at once. A single MongoDB server does
+// not help here: the clocks are the clients'. Even then the data is protected by fencing: the takeover got a
 // higher token, the protected resource has seen (or will see) that token,
 // and rejects the older holder's writes. The skew allowance keeps the lock
 // an efficient lock; the fencing token keeps it correct. Released keys

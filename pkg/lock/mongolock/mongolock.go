@@ -21,7 +21,8 @@ import (
 // a VM resumed from suspend or a container host that steps its clock can be
 // hundreds of milliseconds off until the next sync. Half a second covers
 // that and costs little: it only delays the takeover of a lease whose holder
-// crashed (a released key is free at once), and is 5% of lock.DefaultTTL.
+// crashed (a released key is free at once), and is small beside
+// lock.DefaultTTL.
 const DefaultSkew = 500 * time.Millisecond
 
 // MinTTL is the shortest lease this backend accepts (it implements
@@ -86,7 +87,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // the package documentation. New does no I/O.
 func New(coll *mongo.Collection, opts ...Option) (*Backend, error) {
 	if coll == nil {
-		return nil, fmt.Errorf("mongolock: %w: nil collection", lock.ErrInvalidArgument)
+		return nil, fmt.Errorf("mongolock: %w: nil collection", lock.ErrBadConfig)
 	}
 	wc := writeconcern.Majority()
 	wc.Journal = new(true)
@@ -96,13 +97,13 @@ func New(coll *mongo.Collection, opts ...Option) (*Backend, error) {
 	}
 	switch {
 	case c.skew < 0:
-		return nil, fmt.Errorf("mongolock: %w: negative skew %v", lock.ErrInvalidArgument, c.skew)
+		return nil, fmt.Errorf("mongolock: %w: negative skew %v", lock.ErrBadConfig, c.skew)
 	case c.now == nil:
-		return nil, fmt.Errorf("mongolock: %w: nil clock", lock.ErrInvalidArgument)
+		return nil, fmt.Errorf("mongolock: %w: nil clock", lock.ErrBadConfig)
 	case c.wc != nil && !c.wc.Acknowledged():
 		// An unacknowledged grant cannot return a token, and an
 		// unacknowledged release may never happen.
-		return nil, fmt.Errorf("mongolock: %w: unacknowledged write concern", lock.ErrInvalidArgument)
+		return nil, fmt.Errorf("mongolock: %w: unacknowledged write concern", lock.ErrBadConfig)
 	}
 	// The pre-check read must see the latest grant, not a secondary's
 	// past: a stale "held" would only cost a retry, but a long-stale one
@@ -146,7 +147,7 @@ type lockDoc struct {
 // same key through one Backend take turns, so a call may first wait, within
 // ctx, for a sibling's attempt to finish.
 func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error) {
-	if err := validate(key, owner, ttl); err != nil {
+	if err := lock.CheckArgs(key, owner, ttl); err != nil {
 		return 0, fmt.Errorf("mongolock: acquire %q: %w", key, err)
 	}
 	taken, done, err := b.attempts.wait(ctx, key, owner)
@@ -171,9 +172,8 @@ func (b *Backend) tryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	// fail anyway costs only a read, and reads do not queue behind writes.
 	// A failed upsert is a write: on the embedded store it holds the write
 	// gate as long as a successful one, so waiters in many processes would
-	// fill the write queue and starve the holder's renewals (measured: 16
-	// processes waiting on a 300 ms lease took it from its renewing holder
-	// without this read, and never with it). The read decides nothing: a
+	// fill the write queue and starve the holder's renewals, until the
+	// lease expired under its renewing holder. The read decides nothing: a
 	// stale "held" only makes this attempt fail as if it had come a moment
 	// earlier, and everything else goes on to the atomic grant below.
 	var cur lockDoc
@@ -231,7 +231,7 @@ func (b *Backend) tryAcquire(ctx context.Context, key, owner string, ttl time.Du
 // now (never earlier than it was) if (key, owner, token) is still the
 // current lease, and returns an error wrapping lock.ErrNotHeld otherwise.
 func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, ttl time.Duration) error {
-	if err := validate(key, owner, ttl); err != nil {
+	if err := lock.CheckArgs(key, owner, ttl); err != nil {
 		return fmt.Errorf("mongolock: refresh %q: %w", key, err)
 	}
 	if token > math.MaxInt64 {
@@ -247,7 +247,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 // free, keeping the document and its token, and returns an error wrapping
 // lock.ErrNotHeld if that lease is not the current one.
 func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) error {
-	if err := validate(key, owner, noTTL); err != nil {
+	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
 		return fmt.Errorf("mongolock: release %q: %w", key, err)
 	}
 	if token > math.MaxInt64 {
@@ -289,19 +289,3 @@ func expiry(now time.Time, ttl time.Duration) time.Time {
 	}
 	return e
 }
-
-// validate rejects, before any I/O, what no lease could be made of. ttl is
-// checked only when it is not the zero value noTTL (Release has none).
-func validate(key, owner string, ttl time.Duration) error {
-	// An empty owner is also how a released document says it is free.
-	if err := lock.CheckArgs(key, owner); err != nil {
-		return err
-	}
-	if ttl != noTTL && ttl <= 0 {
-		return fmt.Errorf("%w: TTL %v is not positive", lock.ErrInvalidArgument, ttl)
-	}
-	return nil
-}
-
-// noTTL tells validate that the call takes no TTL.
-const noTTL time.Duration = math.MinInt64

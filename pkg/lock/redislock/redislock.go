@@ -219,21 +219,21 @@ type lockNames struct {
 // New returns a backend over client.
 func New(client Client, opts ...Option) (*Backend, error) {
 	if client == nil {
-		return nil, fmt.Errorf("redislock: %w: nil client", lock.ErrInvalidArgument)
+		return nil, fmt.Errorf("redislock: %w: nil client", lock.ErrBadConfig)
 	}
 	c := config{prefix: DefaultKeyPrefix, fenceSuffix: DefaultFenceSuffix}
 	for _, opt := range opts {
 		opt(&c)
 	}
 	if strings.ContainsAny(c.prefix, "{}") {
-		return nil, fmt.Errorf("redislock: %w: key prefix %q contains a brace", lock.ErrInvalidArgument, c.prefix)
+		return nil, fmt.Errorf("redislock: %w: key prefix %q contains a brace", lock.ErrBadConfig, c.prefix)
 	}
 	switch c.fenceSuffix {
 	case "", waitersSuffix, queueSuffix:
-		return nil, fmt.Errorf("redislock: %w: fence suffix %q is empty or names another key of a lock", lock.ErrInvalidArgument, c.fenceSuffix)
+		return nil, fmt.Errorf("redislock: %w: fence suffix %q is empty or names another key of a lock", lock.ErrBadConfig, c.fenceSuffix)
 	}
 	if strings.ContainsAny(c.fenceSuffix, "{}") {
-		return nil, fmt.Errorf("redislock: %w: fence suffix %q contains a brace", lock.ErrInvalidArgument, c.fenceSuffix)
+		return nil, fmt.Errorf("redislock: %w: fence suffix %q contains a brace", lock.ErrBadConfig, c.fenceSuffix)
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on supported platforms.
@@ -312,25 +312,10 @@ func ttlArg(ttl time.Duration) string {
 	return strconv.FormatInt(int64(ms), 10)
 }
 
-func checkArgs(op, key, owner string, ttl time.Duration, withTTL bool) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("redislock: %s: %w: empty key", op, lock.ErrInvalidArgument)
-	case len(key) > lock.MaxKeyLen:
-		return fmt.Errorf("redislock: %s %q: %w: key is %d bytes, the limit is %d", op, key, lock.ErrInvalidArgument, len(key), lock.MaxKeyLen)
-	case owner == "":
-		// An empty owner would match every other empty owner's lease.
-		return fmt.Errorf("redislock: %s %q: %w: empty owner", op, key, lock.ErrInvalidArgument)
-	case withTTL && ttl <= 0:
-		return fmt.Errorf("redislock: %s %q: %w: TTL %v is not positive", op, key, lock.ErrInvalidArgument, ttl)
-	}
-	return nil
-}
-
 // TryAcquire implements lock.Backend.
 func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error) {
-	if err := checkArgs("acquire", key, owner, ttl, true); err != nil {
-		return 0, err
+	if err := lock.CheckArgs(key, owner, ttl); err != nil {
+		return 0, fmt.Errorf("redislock: acquire %q: %w", key, err)
 	}
 	token, err := acquireScript.Run(ctx, b.client, b.names(key).keys,
 		owner, ttlArg(ttl), b.waitersTTLArg, b.idArg).Int64()
@@ -347,8 +332,8 @@ func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 
 // Refresh implements lock.Backend.
 func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, ttl time.Duration) error {
-	if err := checkArgs("refresh", key, owner, ttl, true); err != nil {
-		return err
+	if err := lock.CheckArgs(key, owner, ttl); err != nil {
+		return fmt.Errorf("redislock: refresh %q: %w", key, err)
 	}
 	n, err := refreshScript.Run(ctx, b.client, []string{b.lockKey(key)}, b.value(owner, token), ttlArg(ttl)).Int64()
 	switch {
@@ -366,8 +351,8 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 // backend's own watchers (Watch) at once and, through the published
 // message, those of every other backend.
 func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) error {
-	if err := checkArgs("release", key, owner, 0, false); err != nil {
-		return err
+	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("redislock: release %q: %w", key, err)
 	}
 	b.notify.releasing(key)
 	n := b.names(key)

@@ -10,11 +10,6 @@ import (
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
-// errQueued is a refused wait.lua: the key is held and the waiter is in its
-// queue. It is a package variable because every contended acquisition gets
-// it once; the Locker names the key when it gives up.
-var errQueued = fmt.Errorf("redislock: waiter queued: %w", lock.ErrNotAcquired)
-
 // Waiter implements lock.Handoff: a place in key's queue for owner, whose
 // grants arrive on the backend's subscription. It does no I/O; the
 // subscription is started in the background if it is not running yet.
@@ -49,8 +44,8 @@ func (w *waiter) lockNames() *lockNames {
 
 // Attempt implements lock.Waiter with wait.lua.
 func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, latest uint64, err error) {
-	if err := checkArgs("acquire", w.key, w.owner, ttl, true); err != nil {
-		return 0, 0, err
+	if err := lock.CheckArgs(w.key, w.owner, ttl); err != nil {
+		return 0, 0, fmt.Errorf("redislock: acquire %q: %w", w.key, err)
 	}
 	if w.ttlArg == nil || ttl != w.ttl {
 		w.ttl, w.ttlArg = ttl, ttlArg(ttl)
@@ -76,7 +71,7 @@ func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, l
 		l, d, ok := strings.Cut(r, ":")
 		if latest, err := strconv.ParseUint(l, 10, 64); ok && err == nil {
 			w.deadline = d
-			return 0, latest, errQueued
+			return 0, latest, fmt.Errorf("redislock: acquire %q: queued: %w", w.key, lock.ErrNotAcquired)
 		}
 	}
 	return 0, 0, fmt.Errorf("redislock: acquire %q: unexpected reply %v (%T)", w.key, res, res)
