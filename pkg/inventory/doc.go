@@ -38,8 +38,8 @@
 //     has its own lock table and the race of unsafe comes back.
 //   - mongo-lease, redis-lock, etcd-lock: the same read-modify-write under a
 //     distributed lock (pkg/lock/mongolock, pkg/lock/redislock,
-//     pkg/lock/etcdlock), in the four steps of seed 002 (lock, read, modify
-//     and write, release), with the read and the write fenced by the lease's
+//     pkg/lock/etcdlock), in four steps (lock, read, modify and write,
+//     release), with the read and the write fenced by the lease's
 //     token. etcd replicates its grants by Raft; that makes the grants
 //     survive a failover, not a paused holder, so etcd-lock is fenced too.
 //   - optimistic: no lock; read the stock and its version, then write only if

@@ -111,7 +111,7 @@ func transient(err error) bool {
 // caller can tell "try again" from a bug.
 func unreachable(op, sku string, err error) error {
 	if transient(err) {
-		return fmt.Errorf("inventory: %s %q: %w: %w", op, sku, ErrStoreUnavailable, err)
+		return fmt.Errorf("%w: %s %q: %w", ErrStoreUnavailable, op, sku, err)
 	}
 	return fmt.Errorf("inventory: %s %q: %w", op, sku, err)
 }

@@ -105,13 +105,13 @@ func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int6
 	it, err := s.Get(ctx, sku)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("inventory: %s %q: %w", op, sku, ErrNotFound)
+		return fmt.Errorf("%w: %s %q", ErrNotFound, op, sku)
 	case err != nil:
 		// The item exists or the lookup failed; either way the fenced
 		// operation did not apply, which is what the caller must know.
-		return fmt.Errorf("inventory: %s %q with token %d: %w (and the item could not be read: %v)", op, sku, token, ErrFenced, err)
+		return fmt.Errorf("%w: %s %q with token %d (and the item could not be read: %v)", ErrFenced, op, sku, token, err)
 	}
-	return fmt.Errorf("inventory: %s %q with %s token %d: %w (registered: %d)", op, sku, fence, token, ErrFenced, it.Fences[fence])
+	return fmt.Errorf("%w: %s %q with %s token %d (registered: %d)", ErrFenced, op, sku, fence, token, it.Fences[fence])
 }
 
 // writeMiss explains a fenced write that matched no document: the item is
@@ -120,15 +120,15 @@ func (s *Store) writeMiss(ctx context.Context, sku, fence string, token, version
 	it, err := s.Get(ctx, sku)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("inventory: fenced write %q: %w", sku, ErrNotFound)
+		return fmt.Errorf("%w: fenced write %q", ErrNotFound, sku)
 	case err != nil:
 		// Either condition may have failed; ErrFenced is the one that says
 		// "a newer holder exists", the conservative reading.
-		return fmt.Errorf("inventory: fenced write %q with token %d: %w (and the item could not be read: %v)", sku, token, ErrFenced, err)
+		return fmt.Errorf("%w: fenced write %q with token %d (and the item could not be read: %v)", ErrFenced, sku, token, err)
 	case it.Fences[fence] != token:
-		return fmt.Errorf("inventory: fenced write %q with %s token %d: %w (registered: %d)", sku, fence, token, ErrFenced, it.Fences[fence])
+		return fmt.Errorf("%w: fenced write %q with %s token %d (registered: %d)", ErrFenced, sku, fence, token, it.Fences[fence])
 	}
-	return fmt.Errorf("inventory: fenced write %q read at version %d: %w (version now %d)", sku, version, ErrStale, it.Version)
+	return fmt.Errorf("%w: fenced write %q read at version %d (version now %d)", ErrStale, sku, version, it.Version)
 }
 
 func checkFence(sku, fence string, token int64) error {

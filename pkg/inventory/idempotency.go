@@ -110,13 +110,13 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 			return s.decrementReserved(ctx, st, req, rec)
 		}
 		if rec.Request != fp {
-			return Sale{}, false, fmt.Errorf("inventory: idempotency key %q of %q: %w", req.Key, req.SKU, ErrKeyReused)
+			return Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", ErrKeyReused, req.Key, req.SKU)
 		}
 		if sale, found, err := s.outcome(ctx, rec); err != nil || found {
 			return sale, found, err
 		}
 		if time.Now().Add(poll).After(giveUp) {
-			return Sale{}, false, fmt.Errorf("inventory: idempotency key %q of %q: %w", req.Key, req.SKU, ErrInProgress)
+			return Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", ErrInProgress, req.Key, req.SKU)
 		}
 		if err := pause(ctx, poll); err != nil {
 			return Sale{}, false, err

@@ -68,8 +68,8 @@ type LockedConfig struct {
 	Logger *slog.Logger
 }
 
-// Locked is the read-modify-write under a lock, in seed 002's four steps
-// (after an unlocked look that answers sold_out early, see Decrement):
+// Locked is the read-modify-write under a lock, in four steps (after an
+// unlocked look that answers sold_out early, see Decrement):
 //
 //  1. lock: acquire the item's lease within the wait budget;
 //  2. read: the fenced read, which registers the lease's token on the item;
@@ -250,8 +250,8 @@ func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
 		return l.interrupted(gctx, lease, context.Cause(gctx))
 	}
 	if exp := lease.Expiry(); !l.now().Before(exp) {
-		return fmt.Errorf("inventory: %s lease on %q token %d: %w: expired at %s by this replica's clock",
-			l.cfg.Name, lease.Key(), lease.Token(), ErrLeaseLost, exp.Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: %s lease on %q token %d expired at %s by this replica's clock",
+			ErrLeaseLost, l.cfg.Name, lease.Key(), lease.Token(), exp.Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -266,7 +266,9 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	key := LockKey(sku)
 	leave, err := l.queue.enter(wctx, key)
 	var lease *lock.Lease
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("queued behind this replica's requests for %q: %w", key, err)
+	} else {
 		lease, err = l.cfg.Locker.Acquire(wctx, key)
 		if err != nil {
 			leave()
@@ -279,7 +281,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 			// problem, and not worth a 503 of ours.
 			return nil, fmt.Errorf("inventory: %s lock on %q: %w", l.cfg.Name, sku, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("inventory: %s lock on %q within %v: %w (%w)", l.cfg.Name, sku, l.cfg.Wait, ErrLockUnavailable, err)
+		return nil, fmt.Errorf("%w: %s, within %v: %w", ErrLockUnavailable, l.cfg.Name, l.cfg.Wait, err)
 	}
 	l.mu.Lock()
 	closing := l.closing
@@ -291,7 +293,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	if closing {
 		l.releaseLease(lease)
 		leave()
-		return nil, fmt.Errorf("inventory: %s lock on %q: shutting down: %w", l.cfg.Name, sku, ErrLockUnavailable)
+		return nil, fmt.Errorf("%w: %s lock on %q: shutting down", ErrLockUnavailable, l.cfg.Name, sku)
 	}
 	l.obs.LockHeld(l.cfg.Name, 1)
 	return lease, nil
@@ -327,10 +329,12 @@ func (l *Locked) releaseLease(lease *lock.Lease) {
 }
 
 // interrupted classifies an error of the critical section: when the lease
-// has ended, that is the reason, whatever the operation reported.
+// has ended, that is the reason, whatever the operation reported. The
+// lease's cause names the key and the token (package lock or the backend
+// put them there), so only the strategy is added here.
 func (l *Locked) interrupted(gctx context.Context, lease *lock.Lease, err error) error {
 	if lerr := lease.Err(); lerr != nil {
-		return fmt.Errorf("inventory: %s lease on %q token %d: %w: %w", l.cfg.Name, lease.Key(), lease.Token(), ErrLeaseLost, lerr)
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, l.cfg.Name, lerr)
 	}
 	if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
 		return err

@@ -25,7 +25,7 @@ const (
 )
 
 // Optimistic takes the stock without a lock, by compare-and-set on the
-// version field (seed 002, section 4.4): read stock and version, then
+// version field: read stock and version, then
 //
 //	updateOne({_id: sku, version: v}, {$set: {stock: stock-qty}, $inc: {version: 1}})
 //
@@ -90,7 +90,7 @@ func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
 			return o.store.sold(ctx, order, remaining, n+1), nil
 		}
 	}
-	return Sale{}, fmt.Errorf("inventory: optimistic decrement %q: version changed under each of %d attempts: %w", req.SKU, o.attempts, ErrConflict)
+	return Sale{}, fmt.Errorf("%w: optimistic decrement %q: version changed under each of %d attempts", ErrConflict, req.SKU, o.attempts)
 }
 
 // compareAndSet writes stock and records order as pending if the item's

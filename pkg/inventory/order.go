@@ -223,7 +223,7 @@ func (s *Store) order(ctx context.Context, sku, id string) (Order, error) {
 	var o Order
 	err := s.orders.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return Order{}, fmt.Errorf("inventory: order %s of %q: %w", id, sku, ErrNotFound)
+		return Order{}, fmt.Errorf("%w: order %s of %q", ErrNotFound, id, sku)
 	}
 	if err != nil {
 		return Order{}, unreachable("read order "+id+" of", sku, err)

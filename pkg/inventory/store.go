@@ -192,7 +192,7 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 		if gerr != nil {
 			return Item{}, gerr
 		}
-		return Item{}, fmt.Errorf("inventory: put %q at version %d: %w (version now %d)", sku, *version, ErrStale, cur.Version)
+		return Item{}, fmt.Errorf("%w: put %q at version %d (version now %d)", ErrStale, sku, *version, cur.Version)
 	}
 	if err != nil {
 		// A PUT sets an absolute stock: retrying one whose outcome is
@@ -210,7 +210,7 @@ func (s *Store) Get(ctx context.Context, sku string) (Item, error) {
 	var it Item
 	err := s.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return Item{}, fmt.Errorf("inventory: get %q: %w", sku, ErrNotFound)
+		return Item{}, fmt.Errorf("%w: get %q", ErrNotFound, sku)
 	}
 	if err != nil {
 		return Item{}, unreachable("get", sku, err)
@@ -238,7 +238,7 @@ func (s *Store) setStock(ctx context.Context, stock int64, o Order) error {
 		return unknownOutcome("write", o.SKU, err)
 	}
 	if res.MatchedCount == 0 {
-		return fmt.Errorf("inventory: write %q: %w", o.SKU, ErrNotFound)
+		return fmt.Errorf("%w: write %q", ErrNotFound, o.SKU)
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func (s *Store) setStock(ctx context.Context, stock int64, o Order) error {
 // reported by the callers as ErrFenced, ErrNotFound or a lost
 // compare-and-set instead.
 func unknownOutcome(op, sku string, err error) error {
-	return fmt.Errorf("inventory: %s %q: %w: %w", op, sku, ErrOutcomeUnknown, err)
+	return fmt.Errorf("%w: %s %q: %w", ErrOutcomeUnknown, op, sku, err)
 }
 
 // commitContext returns the context of a write that must run to completion

@@ -174,6 +174,50 @@ func TestLeaseLostBeforeWrite(t *testing.T) {
 	}
 }
 
+// takenOver is a backend on which every lease is taken over as soon as it
+// is granted: refreshes and releases are answered by another, empty table,
+// so they find the lease not held, as a holder does when the server has
+// given its key to someone else.
+type takenOver struct {
+	*locallock.Backend
+	elsewhere *locallock.Backend
+}
+
+func (b takenOver) Refresh(ctx context.Context, key, owner string, token uint64, ttl time.Duration) error {
+	return b.elsewhere.Refresh(ctx, key, owner, token, ttl)
+}
+
+// TestLeaseLostErrorChain: each layer of a lease lost through the service
+// (backend, package lock, the strategy) adds its piece of context once, and
+// errors.Is still finds every layer's sentinel.
+func TestLeaseLostErrorChain(t *testing.T) {
+	s := testStore(t)
+	mustPut(t, s, "taken", 5)
+	locker, err := lock.New(takenOver{locallock.New(), locallock.New()}, lock.WithTTL(time.Second), lock.WithRenewal(0.05))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewLocked(s, LockedConfig{Name: NameRedisLock, Fencing: true, Locker: locker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.afterRead = func(ctx context.Context) { <-ctx.Done() } // until the first renewal finds the lease gone
+
+	_, err = st.Decrement(t.Context(), Request{SKU: "taken", Qty: 1})
+	const want = `inventory: lease lost before the write: redis-lock: lock: lease lost: locallock: refresh "item/taken" token 1: lock: lease not held`
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n got %v\nwant %s", err, want)
+	}
+	for _, target := range []error{ErrLeaseLost, lock.ErrLeaseLost, lock.ErrNotHeld} {
+		if !errors.Is(err, target) {
+			t.Errorf("errors.Is(err, %v) = false", target)
+		}
+	}
+	if it := mustGet(t, s, "taken"); it.Stock != 5 {
+		t.Errorf("stock = %d after a lost lease, want 5", it.Stock)
+	}
+}
+
 func TestCloseReleasesHeldLeases(t *testing.T) {
 	s := testStore(t)
 	mustPut(t, s, "shut", 5)
