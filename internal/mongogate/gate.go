@@ -3,9 +3,9 @@
 //
 // FerretDB v1 executes update and findAndModify as a query followed by a
 // separate write by _id. Two concurrent conditional updates can therefore both
-// match the same document and both apply: measured with 32 goroutines, up to
-// 20 clients held the same lease at once and most conditional $inc updates
-// were lost. A real MongoDB does not need the gate.
+// match the same document and both apply: many clients can hold the same
+// lease at once, and conditional $inc updates are lost
+// (docs/embedded-store.md). A real MongoDB does not need the gate.
 //
 // The gate forwards every message unchanged, but holds one process-wide mutex
 // from forwarding a write command (insert, update, delete, findAndModify) until
