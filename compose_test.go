@@ -1013,6 +1013,8 @@ func shellWords(t *testing.T, s string) []string {
 // this checkout, with the output redirected to a temporary directory, so a
 // change that breaks the image build fails `go test` here, not only in a
 // Docker build somewhere else.
+// Under .ci/run the packages are already in the build cache (see
+// TestCIRunSharesDockerfileBuilds), and each build only links.
 func TestDockerfileBuilds(t *testing.T) {
 	d := parseDockerfile(t)
 	builds := dockerfileBuilds(t, d)
@@ -1075,6 +1077,62 @@ func TestDockerfileBuilds(t *testing.T) {
 				checkProbe(t, out)
 			}
 		})
+	}
+}
+
+// ciRun is the CI entry point, which runs the Dockerfile's go builds of
+// this repository's packages before scripts/test.sh.
+const ciRun = ".ci/run"
+
+// TestCIRunSharesDockerfileBuilds: .ci/run runs every `go build` of the
+// Dockerfile that builds a package of this repository, with the same
+// environment and flags (only the output path differs). That keeps the
+// image build checked where there is no Docker engine, and it is what
+// makes TestDockerfileBuilds cheap under .ci/run: the build cache then
+// holds every package those commands compile, in their build mode
+// (CGO_ENABLED=0, -trimpath), which no other step of the tests uses, and
+// the test only links.
+func TestCIRunSharesDockerfileBuilds(t *testing.T) {
+	raw, err := os.ReadFile(ciRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := string(raw)
+	begin, end := strings.Index(script, "# BEGIN dockerfile builds\n"), strings.Index(script, "# END dockerfile builds")
+	if begin < 0 || end < begin {
+		t.Fatalf("%s has no \"# BEGIN dockerfile builds\" ... \"# END dockerfile builds\" block", ciRun)
+	}
+	var ci []goBuild
+	for line := range strings.Lines(script[begin:end]) {
+		words := shellWords(t, strings.TrimSpace(line))
+		var b goBuild
+		for len(words) > 0 && strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") {
+			b.env, words = append(b.env, words[0]), words[1:]
+		}
+		if len(words) >= 2 && words[0] == "go" && words[1] == "build" {
+			b.args = words[2:]
+			ci = append(ci, b)
+		}
+	}
+	// Compare everything but the -o value's directory.
+	key := func(b goBuild) string {
+		args := slices.Clone(b.args)
+		if i := slices.Index(args, "-o"); i >= 0 && i+1 < len(args) {
+			args[i+1] = path.Base(args[i+1])
+		}
+		return strings.Join(b.env, " ") + " go build " + strings.Join(args, " ")
+	}
+	var have []string
+	for _, b := range ci {
+		have = append(have, key(b))
+	}
+	for _, b := range dockerfileBuilds(t, parseDockerfile(t)) {
+		if b.dir != "" || !slices.ContainsFunc(b.args, func(a string) bool { return strings.HasPrefix(a, "./") }) {
+			continue // not a package of this repository (the probe's heredoc)
+		}
+		if !slices.Contains(have, key(b)) {
+			t.Errorf("%s does not run the Dockerfile's %q (stage %s); it runs %q", ciRun, key(b), b.stage, have)
+		}
 	}
 }
 
