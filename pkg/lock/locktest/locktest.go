@@ -1,7 +1,10 @@
 // Package locktest is the conformance suite every lock.Backend passes. A
 // backend's own test calls Run with a factory that connects to a real
 // server; the suite then checks, through lock.Locker and directly on the
-// backend, the guarantees package lock documents.
+// backend, the guarantees package lock documents, bad arguments included.
+// It also holds the lock benchmarks' shared loop (BenchUncontended,
+// BenchContended over a Mutex), so that every backend and its peers are
+// measured the same way.
 package locktest
 
 import (
