@@ -7,79 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/verdict"
-)
-
-// Config is every knob of a harness run.
-type Config struct {
-	Replicas   []string // base URLs; empty: start LocalReplicas replicas
-	Strategies []string
-	Rate       int           // requests per second; 0: as fast as MaxWorkers allow
-	Duration   time.Duration // per strategy; 0 with Requests > 0: until the count is sent
-	Requests   int           // per strategy; 0: bounded by Duration only
-	Stock      int           // per sku
-	Qty        int
-	SKUs       int
-	Skew       float64 // 0: uniform over SKUs; > 1: Zipf exponent (sku 0 hottest)
-	SKUPrefix  string  // "" : a fresh prefix per harness run
-	Workers    int
-	MaxWorkers int
-	Timeout    time.Duration
-	OutDir     string // "" : reports/<timestamp>
-	Settle     time.Duration
-	Warmup     time.Duration // atomic decrements on a scratch sku before the first strategy
-	ReadyWait  time.Duration // how long to wait for the replicas' /readyz
-
-	// For the replicas the harness starts itself.
-	LocalReplicas int // how many; validated 1..maxLocalReplicas
-	RMWDelay      time.Duration
-	StockBin      string // prebuilt services/stock binary; "" : go build it
-	ReplicaLog    bool   // copy the replicas' logs to stderr too
-	AdminToken    string // bearer token of the replicas' stock changes (the harness resets stock with PUT)
-	Quiet         bool   // no live progress line
-
-	// Fault drills (replicas the harness starts only).
-	Faults     []string      // faults to inject; none: the plain comparison
-	Repeat     int           // runs of every drill
-	FaultTTL   time.Duration // the replicas' lock TTL in fault drills
-	WriteStall time.Duration // the replicas' --write-stall in fault drills
-
-	// History and its check (every run).
-	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
-	CheckTimeout time.Duration // the linearizability checker's time per sku
-	CheckHistory string        // check this saved history file and exit; no load
-
-	// Workloads.
-	Mixed          bool          // every strategy at once on shared skus
-	Retries        int           // re-sends of a decrement whose answer did not arrive, same Idempotency-Key
-	AttemptTimeout time.Duration // each attempt's own timeout when Retries > 0
-	CutRate        float64       // with Retries: the share of answers the proxy in front of the first replica cuts
-
-	explicit map[string]bool // flags set on the command line or by env
-}
-
-// Limits that keep every run bounded in count and time.
-const (
-	maxRate       = 20000
-	maxDuration   = 10 * time.Minute
-	maxRequests   = 1_000_000
-	maxStock      = 10_000_000
-	maxSKUs       = 10_000
-	maxWorkers    = 4096
-	maxTimeout    = 5 * time.Minute
-	maxRMWDelay   = 10 * time.Second
-	maxSettleTime = time.Minute
-	// maxLocalReplicas bounds the replica processes the harness starts
-	// (REPLICA_IDs a to h).
-	maxLocalReplicas = 8
-	// maxPrefixLen leaves room in the service's 64-byte skus for
-	// "-<strategy>-<index>".
-	maxPrefixLen = 40
 )
 
 // envName is the environment variable that backs flag name.
@@ -153,8 +90,8 @@ Flags:
 // ParseConfig parses args (without the program name) with env fallbacks
 // from getenv, and validates everything before any request is sent.
 // It returns flag.ErrHelp for --help, after writing the usage to out.
-func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
-	var c Config
+func ParseConfig(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	var c options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
 
@@ -177,13 +114,15 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (Conf
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
 	fs.DurationVar(&c.ReadyWait, "ready-timeout", 90*time.Second, "how long to wait for every replica's /readyz before giving up")
 	fs.DurationVar(&c.RMWDelay, "rmw-delay", 10*time.Millisecond, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
-	fs.IntVar(&c.LocalReplicas, "local-replicas", 2, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", maxLocalReplicas))
+	fs.IntVar(&c.LocalReplicas, "local-replicas", 2, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
+	fs.BoolVar(&c.Serve, "serve", false, "serve the live page instead of running once: start the stores and the replicas (or use --replicas), print the page's address and run races from the browser until Ctrl-C (see docs/live-page.md)")
+	fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "with --serve: the address the page listens on")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
 	var faults string
-	fs.StringVar(&faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(faultNames, ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
+	fs.StringVar(&faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(drill.Names(), ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
 	fs.IntVar(&c.Repeat, "repeat", 1, "with --faults: run every drill this many times; the report aggregates them")
 	fs.DurationVar(&c.FaultTTL, "fault-ttl", time.Second, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
 	fs.DurationVar(&c.WriteStall, "write-stall", 200*time.Millisecond, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
@@ -234,11 +173,11 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (every setting is a --flag; see --help)", fs.Arg(0))
 	}
-	c.explicit = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { c.explicit[f.Name] = true })
+	c.Explicit = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.Explicit[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if c.explicit[f.Name] || envErr != nil {
+		if c.Explicit[f.Name] || envErr != nil {
 			return
 		}
 		v := getenv(envName(f.Name))
@@ -249,7 +188,7 @@ embedded stores are started in-process) and GOFLAGS for the build.
 			envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
 			return
 		}
-		c.explicit[f.Name] = true
+		c.Explicit[f.Name] = true
 	})
 	if envErr != nil {
 		return c, envErr
@@ -261,21 +200,21 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	if c.Strategies, err = parseStrategies(strategies); err != nil {
 		return c, err
 	}
-	if c.Faults, err = parseFaults(faults); err != nil {
-		return c, err
+	if c.Faults, err = drill.Parse(faults); err != nil {
+		return c, fmt.Errorf("--faults: %w", err)
 	}
 	// A drill needs sales before and after its fault: more stock than the
 	// default run sells in its 8 seconds.
-	if len(c.Faults) > 0 && !c.explicit["stock"] {
+	if len(c.Faults) > 0 && !c.Explicit["stock"] {
 		c.Stock = 2000
 	}
 	// The replicas' own request timeout grows with the fault TTL (see
 	// faultBaseline); the harness must wait longer than they work.
-	if len(c.Faults) > 0 && !c.explicit["timeout"] {
+	if len(c.Faults) > 0 && !c.Explicit["timeout"] {
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
 	}
 	// --requests alone means "send this many", not "this many or 8s".
-	if c.Requests > 0 && !c.explicit["duration"] {
+	if c.Requests > 0 && !c.Explicit["duration"] {
 		c.Duration = 0
 	}
 	// The replicas the harness starts get a token of their own.
@@ -287,148 +226,31 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	return c, c.validate()
 }
 
-func (c Config) validate() error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if c.Rate < 0 || c.Rate > maxRate {
-		bad("--rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
-	}
-	if c.Duration < 0 || c.Duration > maxDuration {
-		bad("--duration %s: must be between 0 and %s", c.Duration, maxDuration)
-	}
-	if c.Requests < 0 || c.Requests > maxRequests {
-		bad("--requests %d: must be between 0 and %d", c.Requests, maxRequests)
-	}
-	if c.Duration == 0 && c.Requests == 0 {
-		bad("--duration and --requests are both 0: give a time or a count so that the attack ends")
-	}
-	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
-		bad("--duration %s: too short to measure anything; use at least 100ms", c.Duration)
-	}
-	if c.Stock < 1 || c.Stock > maxStock {
-		bad("--stock %d: must be between 1 and %d", c.Stock, maxStock)
-	}
-	if c.Qty < 1 || c.Qty > c.Stock {
-		bad("--qty %d: must be between 1 and --stock (%d)", c.Qty, c.Stock)
-	}
-	if c.SKUs < 1 || c.SKUs > maxSKUs {
-		bad("--skus %d: must be between 1 and %d", c.SKUs, maxSKUs)
-	}
-	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
-		bad("--skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
-	}
-	if c.SKUPrefix != "" && !validSKU(c.SKUPrefix) {
-		bad("--sku-prefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
-	}
-	if c.Workers < 1 || c.Workers > maxWorkers {
-		bad("--workers %d: must be between 1 and %d", c.Workers, maxWorkers)
-	}
-	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
-		bad("--max-workers %d: must be between --workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
-	}
-	if c.Timeout < time.Millisecond || c.Timeout > maxTimeout {
-		bad("--timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
-	}
-	if c.Settle < 0 || c.Settle > maxSettleTime {
-		bad("--settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
-	}
-	if c.Warmup < 0 || c.Warmup > time.Minute {
-		bad("--warmup %s: must be between 0 and 1m", c.Warmup)
-	}
-	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
-		bad("--ready-timeout %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
-	}
-	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
-		bad("--local-replicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
-	}
-	if c.Rate > 0 && c.Rate < c.replicaCount() {
-		bad("--rate %d: below one request per second for each of the %d replicas; raise --rate or use fewer replicas", c.Rate, c.replicaCount())
-	}
-	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
-		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
-	}
-	if c.Repeat < 1 || c.Repeat > 100 {
-		bad("--repeat %d: must be between 1 and 100", c.Repeat)
-	}
-	if c.FaultTTL < time.Second || c.FaultTTL > time.Minute || c.FaultTTL%time.Second != 0 {
-		bad("--fault-ttl %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
-	}
-	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
-		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
-	}
-	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
-		bad("--read-every %s: must be between 0 (no reads) and 1m", c.ReadEvery)
-	}
-	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
-		bad("--check-timeout %s: must be between 1s and 1h", c.CheckTimeout)
-	}
-	if c.Retries < 0 || c.Retries > 10 {
-		bad("--retries %d: must be between 0 and 10", c.Retries)
-	}
-	if c.AttemptTimeout < time.Millisecond || c.AttemptTimeout > c.Timeout {
-		bad("--attempt-timeout %s: must be between 1ms and --timeout (%s)", c.AttemptTimeout, c.Timeout)
-	}
-	if c.CutRate < 0 || c.CutRate >= 1 {
-		bad("--cut-rate %g: must be at least 0 and below 1", c.CutRate)
-	}
-	if c.Retries == 0 {
-		for _, f := range []string{"attempt-timeout", "cut-rate"} {
-			if c.explicit[f] {
-				bad("--%s applies only with --retries", f)
-			}
-		}
-	}
-	if c.Retries > 0 && len(c.Faults) > 0 {
-		bad("--retries and --faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
-	}
-	if c.Mixed && len(c.Faults) > 0 {
-		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
-	}
-	if c.Mixed && len(c.Strategies) < 2 {
-		bad("--mixed needs at least two --strategies to mix")
-	}
-	if len(c.Faults) == 0 {
-		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
-			if c.explicit[f] {
-				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)
-			}
-		}
-	}
-	if len(c.Faults) > 0 && (c.Duration == 0 || c.explicit["requests"]) {
-		bad("--faults needs an attack bounded by --duration alone: a fault strikes a quarter into it, and a count could end the attack first")
-	}
-	if len(c.Faults) > 0 && c.SKUs != 1 {
-		bad("--skus %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
-	}
-	if len(c.Faults) > 0 && c.Timeout <= 3*c.FaultTTL+10*time.Second {
-		bad("--timeout %s: with --faults it must exceed the replicas' request timeout, 3 × --fault-ttl + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*c.FaultTTL+10*time.Second)
-	}
-	if len(c.Faults) > 0 && c.Duration > 0 && c.Duration < 3*c.FaultTTL+time.Second {
-		bad("--duration %s: a fault drill needs at least 3 × --fault-ttl + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)
-	}
-	if len(c.Faults) > 0 && len(c.Replicas) == 0 && c.LocalReplicas < 2 {
-		bad("--local-replicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
-	}
-	if len(c.Replicas) > 0 {
-		if len(c.Faults) > 0 {
-			bad("--faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop --replicas")
-		}
-		for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
-			if c.explicit[f] {
-				bad("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f)
-			}
-		}
-	}
-	return errors.Join(errs...)
+// options are the command line's settings: a harness run, or the live
+// page that starts harness runs.
+type options struct {
+	harness.Config
+	Serve     bool
+	ServeAddr string
 }
 
-// replicaCount is how many replicas the run attacks: those of --replicas,
-// else the ones the harness starts.
-func (c Config) replicaCount() int {
-	if len(c.Replicas) > 0 {
-		return len(c.Replicas)
+func (c options) validate() error {
+	err := c.Validate()
+	if !c.Serve {
+		if c.Explicit["serve-addr"] {
+			err = errors.Join(err, errors.New("--serve-addr applies only with --serve"))
+		}
+		return err
 	}
-	return c.LocalReplicas
+	for _, f := range []string{"faults", "mixed", "retries", "check-history", "requests"} {
+		if c.Explicit[f] {
+			err = errors.Join(err, fmt.Errorf("--%s does not apply to --serve: the page runs one strategy after another, and strikes faults from its buttons", f))
+		}
+	}
+	if _, _, serr := net.SplitHostPort(c.ServeAddr); serr != nil {
+		err = errors.Join(err, fmt.Errorf("--serve-addr %q: give host:port, for example 127.0.0.1:8090", c.ServeAddr))
+	}
+	return err
 }
 
 func parseReplicas(s string) ([]string, error) {
@@ -491,18 +313,4 @@ func parseStrategies(s string) ([]string, error) {
 		return nil, errors.New("--strategies: no strategy in the list")
 	}
 	return out, nil
-}
-
-func validSKU(s string) bool {
-	if len(s) == 0 || len(s) > maxPrefixLen {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -18,7 +18,7 @@ import (
 const testAdminToken = "loadtest-test-admin-token"
 
 // env returns a getenv of kv's pairs, and the tests' admin token.
-func env(kv ...string) func(string) string {
+func envOf(kv ...string) func(string) string {
 	m := map[string]string{"LOADTEST_ADMIN_TOKEN": testAdminToken}
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i]] = kv[i+1]
@@ -27,7 +27,7 @@ func env(kv ...string) func(string) string {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
-	c, err := ParseConfig(nil, env(), &bytes.Buffer{})
+	c, err := ParseConfig(nil, envOf(), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestParseConfigDefaults(t *testing.T) {
 func TestParseConfigFlagsAndEnv(t *testing.T) {
 	c, err := ParseConfig(
 		[]string{"--rate", "40", "--replicas", "http://127.0.0.1:1, http://127.0.0.1:2/", "--strategies", "atomic,unsafe"},
-		env("LOADTEST_RATE", "999", "LOADTEST_STOCK", "7", "LOADTEST_DURATION", "2s", "LOADTEST_SKUS", "3", "LOADTEST_SKEW", "1.5"),
+		envOf("LOADTEST_RATE", "999", "LOADTEST_STOCK", "7", "LOADTEST_DURATION", "2s", "LOADTEST_SKUS", "3", "LOADTEST_SKEW", "1.5"),
 		&bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -65,14 +65,14 @@ func TestParseConfigFlagsAndEnv(t *testing.T) {
 }
 
 func TestParseConfigRequestsAlone(t *testing.T) {
-	c, err := ParseConfig([]string{"--requests", "500"}, env(), &bytes.Buffer{})
+	c, err := ParseConfig([]string{"--requests", "500"}, envOf(), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Requests != 500 || c.Duration != 0 {
 		t.Errorf("--requests alone must drop the default duration: %+v", c)
 	}
-	c, err = ParseConfig([]string{"--requests", "500", "--duration", "3s"}, env(), &bytes.Buffer{})
+	c, err = ParseConfig([]string{"--requests", "500", "--duration", "3s"}, envOf(), &bytes.Buffer{})
 	if err != nil || c.Duration != 3*time.Second {
 		t.Errorf("both given: %v %+v", err, c)
 	}
@@ -128,7 +128,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--replicas", "http://a:1,http://a:2", "--rate", "1"}, nil, "--rate 1"},
 	}
 	for _, c := range cases {
-		_, err := ParseConfig(c.args, env(c.env...), &bytes.Buffer{})
+		_, err := ParseConfig(c.args, envOf(c.env...), &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %v: err %v, want it to mention %q", c.args, c.env, err, c.want)
 		}
@@ -136,18 +136,18 @@ func TestParseConfigRejects(t *testing.T) {
 }
 
 func TestParseConfigLocalReplicas(t *testing.T) {
-	c, err := ParseConfig([]string{"--local-replicas", "8", "--faults", "crash"}, env(), &bytes.Buffer{})
+	c, err := ParseConfig([]string{"--local-replicas", "8", "--faults", "crash"}, envOf(), &bytes.Buffer{})
 	if err != nil || c.LocalReplicas != 8 {
 		t.Fatalf("--local-replicas 8: %d, %v", c.LocalReplicas, err)
 	}
-	c, err = ParseConfig(nil, env("LOADTEST_LOCAL_REPLICAS", "1"), &bytes.Buffer{})
+	c, err = ParseConfig(nil, envOf("LOADTEST_LOCAL_REPLICAS", "1"), &bytes.Buffer{})
 	if err != nil || c.LocalReplicas != 1 {
 		t.Fatalf("LOADTEST_LOCAL_REPLICAS=1: %d, %v", c.LocalReplicas, err)
 	}
 }
 
 func TestParseConfigReportsAllProblems(t *testing.T) {
-	_, err := ParseConfig([]string{"--rate", "-1", "--stock", "0"}, env(), &bytes.Buffer{})
+	_, err := ParseConfig([]string{"--rate", "-1", "--stock", "0"}, envOf(), &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--rate") || !strings.Contains(err.Error(), "--stock") {
 		t.Fatalf("want both problems at once, got %v", err)
 	}
@@ -155,7 +155,7 @@ func TestParseConfigReportsAllProblems(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	var out bytes.Buffer
-	_, err := ParseConfig([]string{"--help"}, env(), &out)
+	_, err := ParseConfig([]string{"--help"}, envOf(), &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v", err)
 	}
@@ -167,11 +167,11 @@ func TestHelp(t *testing.T) {
 	}
 	// run() turns --help into exit 0 and bad flags into 2, before any
 	// request could be sent.
-	if code := run(t.Context(), []string{"--help"}, env(), &bytes.Buffer{}, &bytes.Buffer{}); code != exitOK {
+	if code := run(t.Context(), []string{"--help"}, envOf(), &bytes.Buffer{}, &bytes.Buffer{}); code != exitOK {
 		t.Errorf("--help exit %d", code)
 	}
 	var stderr bytes.Buffer
-	if code := run(t.Context(), []string{"--rate", "x"}, env(), &bytes.Buffer{}, &stderr); code != exitError {
+	if code := run(t.Context(), []string{"--rate", "x"}, envOf(), &bytes.Buffer{}, &stderr); code != exitError {
 		t.Errorf("bad flag exit %d", code)
 	}
 	if !strings.Contains(stderr.String(), "--rate") {

@@ -210,7 +210,7 @@ func TestHarnessAgainstFakes(t *testing.T) {
 		"--rate", "0", "--workers", "16", "--max-workers", "16", "--requests", "400",
 		"--stock", "100", "--skus", "3", "--skew", "1.5", "--settle", "0s",
 		"--out", out, "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -261,7 +261,7 @@ func TestHarnessFailsOnLedgerMismatch(t *testing.T) {
 		"--replicas", strings.Join(replicas, ","), "--strategies", "mongo-lease",
 		"--rate", "200", "--requests", "50", "--stock", "20", "--settle", "0s",
 		"--out", t.TempDir(), "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	if code != exitAnomaly {
 		t.Fatalf("a safe strategy whose ledger repeats orders must exit %d, got %d\n%s\n%s", exitAnomaly, code, stdout.String(), stderr.String())
 	}
@@ -281,7 +281,7 @@ func TestHarnessFailsOnHistoryOnly(t *testing.T) {
 		"--replicas", strings.Join(replicas, ","), "--strategies", "optimistic",
 		"--rate", "200", "--requests", "60", "--stock", "20", "--settle", "0s", "--warmup", "0s",
 		"--out", out, "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	if code != exitAnomaly {
 		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitAnomaly, stdout.String(), stderr.String())
 	}
@@ -310,7 +310,7 @@ func TestHarnessRetries(t *testing.T) {
 		"--retries", "3", "--cut-rate", "0.3", "--attempt-timeout", "2s",
 		"--rate", "200", "--requests", "100", "--stock", "60", "--settle", "0s", "--warmup", "0s",
 		"--out", out, "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	if code != exitAnomaly {
 		t.Fatalf("exit %d, want %d (etcd-lock sells twice)\n%s", code, exitAnomaly, stderr.String())
@@ -335,7 +335,7 @@ func TestHarnessOutcomeUnknown(t *testing.T) {
 		"--replicas", strings.Join(replicas, ","), "--strategies", "etcd-lock",
 		"--rate", "200", "--requests", "40", "--stock", "60", "--settle", "0s", "--warmup", "0s",
 		"--out", out, "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	r := byStrategy(ptr(readReport(t, out)))["etcd-lock"]
 	if code != exitOK || r.LedgerMismatch != 0 || r.Other == 0 || r.Verdict != "pass" {
@@ -354,7 +354,7 @@ func TestHarnessMixed(t *testing.T) {
 		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic,redis-lock", "--mixed",
 		"--rate", "0", "--workers", "8", "--max-workers", "8", "--requests", "200", "--stock", "80", "--settle", "0s", "--warmup", "0s",
 		"--out", out, "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
@@ -403,7 +403,7 @@ func TestHarnessUnreachableReplica(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx := t.Context()
 	start := time.Now()
-	code := run(ctx, []string{"--replicas", srv.URL, "--strategies", "atomic", "--requests", "5", "--ready-timeout", "1s", "--out", t.TempDir()}, env(), &stdout, &stderr)
+	code := run(ctx, []string{"--replicas", srv.URL, "--strategies", "atomic", "--requests", "5", "--ready-timeout", "1s", "--out", t.TempDir()}, envOf(), &stdout, &stderr)
 	if code != exitError {
 		t.Fatalf("exit %d, want %d", code, exitError)
 	}

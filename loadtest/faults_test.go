@@ -5,42 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
-
-func TestParseFaults(t *testing.T) {
-	cases := []struct {
-		in   string
-		want []string
-		err  string
-	}{
-		{"", nil, ""},
-		{"none", nil, ""},
-		{"pause,crash", []string{"crash", "pause"}, ""}, // documented order, whatever the given one
-		{"store-restart", []string{"redis-restart", "mongo-restart"}, ""},
-		{"all", faultNames, ""},
-		{"crash,all,crash", faultNames, ""},
-		{"crash,meteor", nil, `unknown fault "meteor"`},
-	}
-	for _, c := range cases {
-		got, err := parseFaults(c.in)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("parseFaults(%q) error = %v, want %q", c.in, err, c.err)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("parseFaults(%q) = %v, %v; want %v", c.in, got, err, c.want)
-		}
-	}
-}
 
 func TestFaultConfig(t *testing.T) {
 	cfg, err := ParseConfig([]string{"--faults", "crash"}, noEnv, &bytes.Buffer{})
@@ -69,113 +39,6 @@ func TestFaultConfig(t *testing.T) {
 }
 
 func noEnv(string) string { return "" }
-
-func TestPlan(t *testing.T) {
-	cfg := Config{Faults: faultNames, Strategies: []string{"redis-lock", "atomic"}}
-	var got []string
-	for _, d := range plan(cfg) {
-		got = append(got, d.label+"/"+d.strategy)
-		if d.strategy != "redis-lock" && d.strategy != "atomic" {
-			t.Errorf("drill %s/%s: strategy not asked for", d.label, d.strategy)
-		}
-		if d.demo && !slices.Contains(d.flags.all, "--fencing=false") {
-			t.Errorf("demo drill %s/%s does not turn fencing off", d.label, d.strategy)
-		}
-	}
-	want := []string{"crash/redis-lock", "crash/atomic", "pause/redis-lock", "pause/atomic", "pause, fencing off/redis-lock",
-		"redis restart/redis-lock", "mongo restart/redis-lock", "mongo restart/atomic", "clock b +2s/redis-lock"}
-	if !slices.Equal(got, want) {
-		t.Errorf("plan:\n got %v\nwant %v", got, want)
-	}
-}
-
-// TestDrillFlagsForNReplicas checks every drill's flags for 2 to 8
-// replicas: a flag meant for every replica reaches every one, and a clock
-// skew shifts replica b alone.
-func TestDrillFlagsForNReplicas(t *testing.T) {
-	cfg := Config{Faults: faultNames, Strategies: inventory.Names()}
-	for n := 2; n <= maxLocalReplicas; n++ {
-		for _, d := range plan(cfg) {
-			flags := d.flags.perReplica(n)
-			if len(flags) != n {
-				t.Fatalf("%s/%s, %d replicas: flags for %d", d.label, d.strategy, n, len(flags))
-			}
-			var skewed []int
-			for i, f := range flags {
-				if d.demo && !slices.Contains(f, "--fencing=false") {
-					t.Errorf("%s/%s, %d replicas: replica %s keeps fencing on: %q", d.label, d.strategy, n, replicaID(i), f)
-				}
-				if slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, "--clock-offset=") }) {
-					skewed = append(skewed, i)
-				}
-				if strings.Contains(d.label, "allowance 3s") && !slices.Contains(f, "--lock-skew=3s") {
-					t.Errorf("%s/%s, %d replicas: replica %s lacks the wide allowance: %q", d.label, d.strategy, n, replicaID(i), f)
-				}
-			}
-			wantSkewed := []int(nil)
-			if strings.HasPrefix(d.label, "clock b") {
-				wantSkewed = []int{1}
-			}
-			if !slices.Equal(skewed, wantSkewed) {
-				t.Errorf("%s/%s, %d replicas: clock shifted on replicas %v, want %v", d.label, d.strategy, n, skewed, wantSkewed)
-			}
-		}
-	}
-	if got := (drillFlags{all: []string{"--lock-skew=3s"}, odd: []string{"--clock-offset=2s"}}).String(); got != "every replica --lock-skew=3s; replica b --clock-offset=2s" {
-		t.Errorf("description %q", got)
-	}
-}
-
-func TestRecoveryAndTokens(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	sales := []sale{
-		{start: at(0), end: at(100), replica: "a", fence: 10},
-		{start: at(100), end: at(200), replica: "b", fence: 11},
-		{start: at(900), end: at(1200), replica: "a", fence: 12}, // in flight at the fault, on the victim
-		{start: at(1500), end: at(2600), replica: "b", fence: 14},
-		{start: at(2700), end: at(2800), replica: "a", fence: 15},
-	}
-	ev := &faultEvent{At: at(1000), Victim: "a"}
-	// Sales end at 1200 (in flight when the fault struck), 2600, 2800:
-	// the longest time without a sale after the fault is 1200..2600.
-	if d, ok := recovery(sales, ev); !ok || d != 1400*time.Millisecond {
-		t.Errorf("recovery = %v, %v; want 1.4s (the gap from 1.2s to 2.6s)", d, ok)
-	}
-	store := &faultEvent{At: at(1000), Healed: at(1400)}
-	if d, ok := recovery(sales[:4], store); !ok || d != 1400*time.Millisecond {
-		t.Errorf("recovery = %v, %v; want 1.4s", d, ok)
-	}
-	// The gap that contains the fault counts from the fault, not from the
-	// last sale before it.
-	if d, ok := recovery(sales[:2], &faultEvent{At: at(150)}); !ok || d != 50*time.Millisecond {
-		t.Errorf("recovery = %v, %v; want 50ms", d, ok)
-	}
-	if d, ok := recovery(sales[:2], ev); ok {
-		t.Errorf("no sale after the fault, yet recovery %v", d)
-	}
-
-	if tc := tokenCheck(sales, store); !tc.OK || tc.MaxBefore != 11 || tc.MinAfter != 14 || tc.Before != 2 || tc.After != 2 {
-		t.Errorf("increasing tokens: %+v", tc)
-	}
-	// A token after the fault no higher than one before it: a restarted
-	// lock service that counted from scratch.
-	reset := append(slices.Clone(sales), sale{start: at(3000), end: at(3100), replica: "b", fence: 3})
-	if tc := tokenCheck(reset, store); tc.OK {
-		t.Errorf("a token that went back passed: %+v", tc)
-	}
-	twice := append(slices.Clone(sales), sale{start: at(3000), end: at(3100), replica: "b", fence: 15})
-	if tc := tokenCheck(twice, store); tc.OK || tc.Reused != 1 {
-		t.Errorf("a token used for two sales passed: %+v", tc)
-	}
-	// Without an injected fault (clock skew) only reuse is checked.
-	if tc := tokenCheck(reset, nil); !tc.OK || tc.Before != 0 || tc.After != 0 {
-		t.Errorf("no fault, no reuse: %+v", tc)
-	}
-	if tc := tokenCheck(twice, nil); tc.OK || tc.Reused != 1 {
-		t.Errorf("no fault, a token used twice passed: %+v", tc)
-	}
-}
 
 // TestFaultDrillsShort is the short form of the crash and pause drills:
 // two replica processes of the real service, real SIGKILL, SIGSTOP and

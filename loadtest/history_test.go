@@ -40,7 +40,7 @@ func TestCheckSavedHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stdout, stderr bytes.Buffer
-		code := run(t.Context(), []string{"--check-history", path}, env(), &stdout, &stderr)
+		code := run(t.Context(), []string{"--check-history", path}, envOf(), &stdout, &stderr)
 		if code != c.code || !strings.Contains(stdout.String(), c.want) {
 			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", c.name, code, c.code, stdout.String(), stderr.String())
 		}
@@ -53,7 +53,7 @@ func TestCheckSavedHistory(t *testing.T) {
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(t.Context(), []string{"--check-history", filepath.Join(dir, "none.jsonl")}, env(), &bytes.Buffer{}, &stderr); code != exitError {
+	if code := run(t.Context(), []string{"--check-history", filepath.Join(dir, "none.jsonl")}, envOf(), &bytes.Buffer{}, &stderr); code != exitError {
 		t.Errorf("a missing file: exit %d, want %d", code, exitError)
 	}
 }

@@ -3,73 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/services/stock/server"
 )
-
-// startReplicas runs two replicas of the stock service in the test
-// process, on free loopback ports, against one MongoDB, one Redis and one
-// etcd, and returns their base URLs. They are shut down in t.Cleanup.
-func startReplicas(t *testing.T, rmwDelay time.Duration) []string {
-	t.Helper()
-	mongo := devstore.MongoT(t)
-	redis := devstore.RedisT(t)
-	etcd := devstore.EtcdT(t) // before the replicas: closed after them
-	t.Logf("MongoDB: %s, Redis: %s, etcd: %s", mongo.Kind, redis.Kind, etcd.Kind)
-
-	// A database of its own, in case MONGO_URI is a shared server.
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	db := "loadtest_" + hex.EncodeToString(b[:])
-
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var bases []string
-	for _, id := range []string{"a", "b"} {
-		cfg, err := server.ParseConfig([]string{
-			"--addr", "127.0.0.1:0", "--mongo-uri", mongo.URI, "--redis-addr", redis.Addr,
-			"--db", db, "--replica", id, "--rmw-delay", rmwDelay.String(), "--demo", "--admin-token", testAdminToken,
-			"--etcd-endpoints", strings.Join(etcd.Endpoints, ","),
-		}, func(string) string { return "" })
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := server.New(t.Context(), cfg, logger.With("replica", id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("replica %s shutdown: %v", id, err)
-			}
-			if err := <-served; err != nil {
-				t.Errorf("replica %s: %v", id, err)
-			}
-		})
-		bases = append(bases, "http://"+ln.Addr().String())
-	}
-	return bases
-}
 
 // TestHarnessAgainstTwoReplicas runs the harness for real against two
 // in-test replicas: unsafe and local must show their race (the replicas
@@ -80,7 +24,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MongoDB, Redis and two replicas")
 	}
-	replicas := startReplicas(t, 10*time.Millisecond)
+	replicas := envtest.Replicas(t, testAdminToken, 10*time.Millisecond)
 
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
@@ -92,7 +36,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		"--requests", "160", "--duration", "2m",
 		"--stock", "50", "--warmup", "0s", "--settle", "100ms",
 		"--out", out, "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	t.Logf("harness took %s\nstdout:\n%s\nstderr:\n%s", time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
 	if code != exitOK {
 		t.Fatalf("exit %d: a safe strategy failed or the harness broke", code)
@@ -175,7 +119,7 @@ func TestHarnessInterrupted(t *testing.T) {
 		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic",
 		"--rate", "50", "--duration", "30s", "--stock", "100000", "--warmup", "0s",
 		"--out", t.TempDir(), "--quiet",
-	}, env(), &stdout, &stderr)
+	}, envOf(), &stdout, &stderr)
 	if code != exitError {
 		t.Fatalf("exit %d, want %d", code, exitError)
 	}
@@ -225,7 +169,7 @@ func TestWorkloadsAgainstTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MongoDB, Redis and two replicas")
 	}
-	replicas := startReplicas(t, 10*time.Millisecond)
+	replicas := envtest.Replicas(t, testAdminToken, 10*time.Millisecond)
 	common := []string{"--replicas", strings.Join(replicas, ","), "--rate", "0", "--workers", "8", "--max-workers", "8",
 		"--requests", "80", "--duration", "2m", "--stock", "40", "--warmup", "0s", "--settle", "100ms", "--quiet"}
 	for _, w := range []struct {
@@ -238,7 +182,7 @@ func TestWorkloadsAgainstTwoReplicas(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			out := t.TempDir()
 			var stdout, stderr bytes.Buffer
-			code := run(t.Context(), append(append([]string{"--out", out}, common...), w.args...), env(), &stdout, &stderr)
+			code := run(t.Context(), append(append([]string{"--out", out}, common...), w.args...), envOf(), &stdout, &stderr)
 			t.Logf("stdout:\n%s", stdout.String())
 			if code != exitOK {
 				t.Fatalf("exit %d; stderr:\n%s", code, lastLines(stderr.String(), 30))

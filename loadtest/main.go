@@ -12,8 +12,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,11 +19,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/harness"
+	"github.com/stocklock/stocklock/loadtest/live"
 	"github.com/stocklock/stocklock/loadtest/report"
 )
 
@@ -57,19 +56,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.CheckHistory != "" {
 		return checkSaved(cfg.CheckHistory, cfg.CheckTimeout, stdout, stderr)
 	}
-	rep, err := execute(ctx, cfg, stderr)
+	if cfg.Serve {
+		return serve(ctx, cfg, stderr)
+	}
+	rep, err := harness.New(cfg.Config, harness.Terminal(stderr, cfg.Quiet)).Run(ctx)
 	if rep != nil && len(rep.Runs) > 0 {
 		fmt.Fprintln(stdout)
-		if rep.IsFault() {
-			_ = report.WriteFaultTable(stdout, report.FaultRows(rep.Runs))
-		} else {
-			_ = report.WriteTable(stdout, rep.Runs)
-		}
+		_ = report.WriteText(stdout, *rep)
 		fmt.Fprintln(stdout)
 	}
 	if rep != nil {
 		rep.WallSeconds = time.Since(began).Seconds()
-		finish(rep, cfg, stdout, stderr, err)
+		finish(rep, cfg.Config, stdout, stderr, err)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -81,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// A safe strategy's anomaly is the finding that matters most: it
 	// decides the status even if the harness broke down afterwards.
 	if rep != nil {
-		if ok, _ := summarize(rep.Runs); !ok {
+		if ok, _ := harness.Summarize(rep.Runs); !ok {
 			return exitAnomaly
 		}
 	}
@@ -91,96 +89,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return exitOK
 }
 
-// outDirFor returns the output directory: --out, or reports/<timestamp>.
-func outDirFor(cfg Config, now time.Time) string {
-	if cfg.OutDir != "" {
-		return cfg.OutDir
-	}
-	return filepath.Join("reports", now.Format("20060102-150405"))
-}
-
-// execute runs the whole comparison. It returns the report so far even on
-// error (nil only when not even the output directory could be made).
-func execute(ctx context.Context, cfg Config, log io.Writer) (*report.Report, error) {
-	now := time.Now()
-	outDir := outDirFor(cfg, now)
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return nil, fmt.Errorf("output directory: %w", err)
-	}
-	if abs, err := filepath.Abs(outDir); err == nil {
-		outDir = abs
-	}
-	rep := &report.Report{
-		Started: now,
-		OutDir:  outDir,
-		Host:    hostText(),
-		Settings: report.Settings{
-			Rate: cfg.Rate, Duration: cfg.Duration.String(), Requests: cfg.Requests,
-			Stock: cfg.Stock, Qty: cfg.Qty, SKUs: cfg.SKUs, Skew: cfg.Skew,
-			Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Timeout: cfg.Timeout.String(),
-			Strategies: cfg.Strategies,
-		},
-	}
-	fmt.Fprintf(log, "stocklock load test: %s; reports go to %s\n", strings.Join(cfg.Strategies, ", "), outDir)
-
-	replicas := cfg.Replicas
-	var env *localEnv
-	if len(replicas) == 0 {
-		var err error
-		env, err = startLocal(ctx, cfg, outDir, log)
-		if err != nil {
-			return rep, err
-		}
-		defer env.Close()
-		replicas = env.Replicas
-		rep.Store, rep.Redis, rep.Etcd = env.Store, env.Redis, env.Etcd
-		rep.Settings.RMWDelay = cfg.RMWDelay.String()
-	} else {
-		fmt.Fprintf(log, "waiting for %s/readyz...\n", strings.Join(replicas, "/readyz, "))
-		err := newAPI(5*time.Second, "").waitReady(ctx, replicas, cfg.ReadyWait, func(s string) { fmt.Fprintf(log, "  %s\n", s) })
-		if err != nil {
-			return rep, err
-		}
-	}
-	rep.Replicas = replicas
-
-	prefix := cfg.SKUPrefix
-	if prefix == "" {
-		var b [3]byte
-		_, _ = rand.Read(b[:])
-		prefix = "lt-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
-	}
-	h := &harness{
-		cfg:      cfg,
-		replicas: replicas,
-		outDir:   outDir,
-		prefix:   prefix,
-		api:      newAPI(cfg.Timeout+15*time.Second, cfg.AdminToken),
-		probe:    newAPI(time.Second, ""),
-		reader:   newAPI(5*time.Second, ""),
-		log:      log,
-		tty:      isTerminal(log),
-	}
-	var (
-		runs []report.Run
-		err  error
-	)
-	if len(cfg.Faults) > 0 {
-		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
-		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
-		runs, err = h.runFaults(ctx, env)
-	} else {
-		runs, err = h.runAll(ctx)
-	}
-	rep.Runs = runs
-	return rep, err
-}
-
 // finish writes the report files and says where they went and what the
 // verdict is.
-func finish(rep *report.Report, cfg Config, stdout, stderr io.Writer, runErr error) {
+func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, runErr error) {
 	dir := rep.OutDir
-	ok, lines := summarize(rep.Runs)
+	ok, lines := harness.Summarize(rep.Runs)
 	rep.OK = ok && runErr == nil
 	if len(rep.Runs) == 0 {
 		_ = os.Remove(dir) // nothing measured; removes the directory only if empty
@@ -236,20 +149,6 @@ func finish(rep *report.Report, cfg Config, stdout, stderr io.Writer, runErr err
 	}
 }
 
-func hostText() string {
-	h, _ := os.Hostname()
-	return fmt.Sprintf("%s, %s/%s, %d CPUs, %s", h, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // summarizeNames lists a few names, and how many more: fault drills write
 // a history each.
 func summarizeNames(names []string) string {
@@ -258,4 +157,31 @@ func summarizeNames(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+// serve runs the live page until ctx ends.
+func serve(ctx context.Context, cfg options, log io.Writer) int {
+	fmt.Fprintln(log, "starting the live page's stores and replicas...")
+	srv, err := live.Start(ctx, live.Options{Base: cfg.Config, OutDir: cfg.OutDir, Log: log, DocsDir: docsDir()})
+	if err != nil {
+		fmt.Fprintf(log, "loadtest: --serve: %v\n", err)
+		return exitError
+	}
+	defer srv.Close()
+	if err := srv.Serve(ctx, cfg.ServeAddr, log); err != nil {
+		fmt.Fprintf(log, "loadtest: --serve: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintln(log, "loadtest: stopped the live page and everything it started")
+	return exitOK
+}
+
+// docsDir is the repository's docs directory when the harness runs from the
+// repository, else "".
+func docsDir() string {
+	if st, err := os.Stat("docs"); err == nil && st.IsDir() {
+		abs, _ := filepath.Abs("docs")
+		return abs
+	}
+	return ""
 }

@@ -448,3 +448,13 @@ func writeOutcomes(b *strings.Builder, r Run) {
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 }
+
+// WriteText writes the table a person compares the runs by: the fault
+// table for fault drills, else the comparison table. The command line
+// prints it and the live page shows it.
+func WriteText(w io.Writer, rep Report) error {
+	if rep.IsFault() {
+		return WriteFaultTable(w, FaultRows(rep.Runs))
+	}
+	return WriteTable(w, rep.Runs)
+}

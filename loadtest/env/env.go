@@ -1,4 +1,8 @@
-package main
+// Package env starts and supervises what a harness run needs on one
+// machine: the stores (MongoDB, Redis, etcd, from internal/devstore) and N
+// processes of the stock service on free loopback ports, with their logs,
+// and kills, pauses, restarts and reconfigures those processes on demand.
+package env
 
 import (
 	"bytes"
@@ -20,33 +24,56 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/loadtest/stockapi"
 )
-
-// The one-command scenario: the harness starts the stores, builds the stock
-// service and runs --local-replicas replicas of it, and stops it all again.
 
 const (
 	buildTimeout = 10 * time.Minute
 	stopGrace    = 5 * time.Second
 )
 
-// replicaID is the REPLICA_ID of the i-th replica the harness starts: a,
-// b, c, ... (i < maxLocalReplicas).
-func replicaID(i int) string { return string(rune('a' + i)) }
+// MaxReplicas bounds the replica processes an Env runs (REPLICA_IDs a to h).
+const MaxReplicas = 8
 
-// localEnv is everything the harness started for a one-command run.
-type localEnv struct {
-	log      io.Writer
-	cfg      Config
-	outDir   string
-	mongo    *devstore.Mongo
-	redis    *devstore.Redis
-	etcd     *devstore.Etcd
-	tmpDir   string
-	procs    []*replicaProc
-	Replicas []string
-	// Store, Redis and Etcd describe the stores in use, for the report.
-	Store, Redis, Etcd string
+// ErrUnsupported means the environment cannot inject a fault here: a store
+// it did not start, or a platform without the signal it needs.
+var ErrUnsupported = errors.New("not supported by this environment")
+
+// ReplicaID is the REPLICA_ID of the i-th replica: a, b, c, ...
+func ReplicaID(i int) string { return string(rune('a' + i)) }
+
+// Options say what Start starts.
+type Options struct {
+	Replicas    int           // replica processes, 1..MaxReplicas
+	EtcdCluster bool          // a three-member embedded etcd instead of one member
+	StockBin    string        // a prebuilt services/stock binary; "": go build it
+	OutDir      string        // where replica-<id>.log and devstore.log go
+	Log         io.Writer     // progress lines
+	ReplicaLog  bool          // also copy the replicas' logs to Log
+	ReadyWait   time.Duration // how long a replica may take to answer /readyz
+	AdminToken  string        // every replica's ADMIN_TOKEN
+	// Flags go to every replica, after --addr and --demo; a drill's own
+	// flags (Configure) come after them and win.
+	Flags []string
+}
+
+// Env is everything Start started. Its methods are not safe for
+// concurrent use, except Bases and Close.
+type Env struct {
+	log    io.Writer
+	opt    Options
+	outDir string
+	// Mongo, Redis and Etcd are the stores the replicas use.
+	Mongo  *devstore.Mongo
+	Redis  *devstore.Redis
+	Etcd   *devstore.Etcd
+	tmpDir string
+	bin    string
+	mu     sync.Mutex // guards procs against Bases and Close
+	procs  []*replicaProc
+	// Store, RedisText and EtcdText describe the stores in use, for the
+	// report.
+	Store, RedisText, EtcdText string
 
 	storeLog  *os.File
 	closeOnce sync.Once
@@ -66,13 +93,21 @@ type replicaProc struct {
 	waitErr error
 }
 
-func (e *localEnv) logf(format string, a ...any) { fmt.Fprintf(e.log, format+"\n", a...) }
+func (e *Env) logf(format string, a ...any) { fmt.Fprintf(e.log, format+"\n", a...) }
 
-// startLocal starts MongoDB, Redis and etcd (devstore), builds ./services/stock
-// and starts the replicas, waiting until they are ready. On error it stops
-// whatever it had started; on success the caller must Close the env.
-func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (_ *localEnv, err error) {
-	e := &localEnv{log: log}
+// Start starts MongoDB, Redis and etcd (devstore), builds ./services/stock
+// unless given a binary, and starts the replicas, waiting until they are
+// ready. On error it stops whatever it had started; on success the caller
+// must Close the Env.
+func Start(ctx context.Context, opt Options) (_ *Env, err error) {
+	if opt.Replicas < 1 || opt.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("env: %d replicas: must be between 1 and %d", opt.Replicas, MaxReplicas)
+	}
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
+	outDir := opt.OutDir
+	e := &Env{log: opt.Log, opt: opt, outDir: outDir}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -90,100 +125,142 @@ func startLocal(ctx context.Context, cfg Config, outDir string, log io.Writer) (
 
 	e.logf("starting MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate)...")
 	t0 := time.Now()
-	if e.mongo, err = devstore.StartMongo(ctx, logger); err != nil {
+	if e.Mongo, err = devstore.StartMongo(ctx, logger); err != nil {
 		return nil, fmt.Errorf("start MongoDB: %w", err)
 	}
-	switch e.mongo.Kind {
+	switch e.Mongo.Kind {
 	case devstore.KindFerretDB:
 		e.Store = "embedded FerretDB v1 behind the atomicity gate (writes serialised: far slower than a real MongoDB)"
 	case devstore.KindExternal:
-		e.Store = "real MongoDB at " + redactURI(e.mongo.URI) + " (MONGO_URI)"
+		e.Store = "real MongoDB at " + redactURI(e.Mongo.URI) + " (MONGO_URI)"
 	case devstore.KindTestcontainers:
 		e.Store = "real MongoDB in a container (testcontainers)"
 	default:
-		e.Store = e.mongo.Kind
+		e.Store = e.Mongo.Kind
 	}
 	e.logf("  MongoDB: %s [%s]", e.Store, time.Since(t0).Round(time.Millisecond))
 
 	e.logf("starting Redis (REDIS_ADDR, else redis-server from PATH, else miniredis)...")
 	t0 = time.Now()
-	if e.redis, err = devstore.StartRedis(ctx, logger); err != nil {
+	if e.Redis, err = devstore.StartRedis(ctx, logger); err != nil {
 		return nil, fmt.Errorf("start Redis: %w", err)
 	}
-	switch e.redis.Kind {
+	switch e.Redis.Kind {
 	case devstore.KindExternal:
-		e.Redis = "real Redis at " + e.redis.Addr + " (REDIS_ADDR)"
+		e.RedisText = "real Redis at " + e.Redis.Addr + " (REDIS_ADDR)"
 	case devstore.KindRedisServer:
-		e.Redis = "private redis-server at " + e.redis.Addr
+		e.RedisText = "private redis-server at " + e.Redis.Addr
 	case devstore.KindMiniredis:
-		e.Redis = "miniredis (in-process stand-in, not a real Redis) at " + e.redis.Addr
+		e.RedisText = "miniredis (in-process stand-in, not a real Redis) at " + e.Redis.Addr
 	default:
-		e.Redis = e.redis.Kind + " at " + e.redis.Addr
+		e.RedisText = e.Redis.Kind + " at " + e.Redis.Addr
 	}
-	e.logf("  Redis: %s [%s]", e.Redis, time.Since(t0).Round(time.Millisecond))
+	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
 
 	// etcd runs in this process when embedded; the replicas are separate
 	// processes and reach it over loopback like any etcd.
 	t0 = time.Now()
-	if cfg.needsEtcdCluster() {
+	if opt.EtcdCluster {
 		// The leader-kill drill needs a leader to kill and a quorum that
 		// survives it.
 		e.logf("starting a three-member embedded etcd cluster (for the leader-kill drill)...")
-		if e.etcd, err = devstore.StartEtcdCluster(ctx, logger, 3); err != nil {
+		if e.Etcd, err = devstore.StartEtcdCluster(ctx, logger, 3); err != nil {
 			return nil, fmt.Errorf("start etcd cluster: %w", err)
 		}
 	} else {
 		e.logf("starting etcd (ETCD_ENDPOINTS, else an embedded etcd server)...")
-		if e.etcd, err = devstore.StartEtcd(ctx, logger); err != nil {
+		if e.Etcd, err = devstore.StartEtcd(ctx, logger); err != nil {
 			return nil, fmt.Errorf("start etcd: %w", err)
 		}
 	}
-	switch e.etcd.Kind {
+	switch e.Etcd.Kind {
 	case devstore.KindExternal:
-		e.Etcd = "real etcd at " + strings.Join(e.etcd.Endpoints, ",") + " (ETCD_ENDPOINTS)"
+		e.EtcdText = "real etcd at " + strings.Join(e.Etcd.Endpoints, ",") + " (ETCD_ENDPOINTS)"
 	case devstore.KindEmbeddedEtcd:
 		members := "single member"
-		if len(e.etcd.Endpoints) > 1 {
-			members = fmt.Sprintf("%d members", len(e.etcd.Endpoints))
+		if len(e.Etcd.Endpoints) > 1 {
+			members = fmt.Sprintf("%d members", len(e.Etcd.Endpoints))
 		}
-		e.Etcd = "embedded etcd server (" + members + ", fsync on) at " + strings.Join(e.etcd.Endpoints, ",")
+		e.EtcdText = "embedded etcd server (" + members + ", fsync on) at " + strings.Join(e.Etcd.Endpoints, ",")
 	default:
-		e.Etcd = e.etcd.Kind + " at " + strings.Join(e.etcd.Endpoints, ",")
+		e.EtcdText = e.Etcd.Kind + " at " + strings.Join(e.Etcd.Endpoints, ",")
 	}
-	e.logf("  etcd: %s [%s]", e.Etcd, time.Since(t0).Round(time.Millisecond))
+	e.logf("  etcd: %s [%s]", e.EtcdText, time.Since(t0).Round(time.Millisecond))
 
 	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
 		return nil, err
 	}
-	bin := cfg.StockBin
-	if bin == "" {
-		if bin, err = e.build(ctx); err != nil {
+	e.bin = opt.StockBin
+	if e.bin == "" {
+		if e.bin, err = e.build(ctx); err != nil {
 			return nil, err
 		}
 	}
-
-	ports, err := freePorts(cfg.LocalReplicas)
-	if err != nil {
-		return nil, fmt.Errorf("free ports for the replicas: %w", err)
-	}
-	e.cfg, e.outDir = cfg, outDir
-	for i, port := range ports {
-		p, err := e.startReplica(bin, replicaID(i), port, nil)
-		if err != nil {
-			return nil, err
-		}
-		e.procs = append(e.procs, p)
-		e.Replicas = append(e.Replicas, p.base)
-	}
-	if err := e.waitReady(ctx, e.procs); err != nil {
+	if err := e.Scale(ctx, opt.Replicas); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
+// Scale starts or stops replicas until n run: new ones get the next ids and
+// free ports, and the ones beyond n stop (the last first).
+func (e *Env) Scale(ctx context.Context, n int) error {
+	if n < 1 || n > MaxReplicas {
+		return fmt.Errorf("env: %d replicas: must be between 1 and %d", n, MaxReplicas)
+	}
+	for len(e.procs) > n {
+		last := e.procs[len(e.procs)-1]
+		last.stop()
+		e.mu.Lock()
+		e.procs = e.procs[:len(e.procs)-1]
+		e.mu.Unlock()
+		e.logf("stopped replica %s", last.id)
+	}
+	if len(e.procs) == n {
+		return nil
+	}
+	ports, err := freePorts(n - len(e.procs))
+	if err != nil {
+		return fmt.Errorf("free ports for the replicas: %w", err)
+	}
+	var started []*replicaProc
+	for _, port := range ports {
+		var extra []string
+		if len(e.procs) > 0 {
+			extra = e.procs[0].extra
+		}
+		p, err := e.startReplica(e.bin, ReplicaID(len(e.procs)), port, extra)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.procs = append(e.procs, p)
+		e.mu.Unlock()
+		started = append(started, p)
+	}
+	return e.waitReady(ctx, started)
+}
+
+// Bases are the replicas' base URLs, by index.
+func (e *Env) Bases() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, len(e.procs))
+	for i, p := range e.procs {
+		out[i] = p.base
+	}
+	return out
+}
+
+// Len is how many replicas run (or were killed and not yet restarted).
+func (e *Env) Len() int { return len(e.procs) }
+
+// ID is replica i's REPLICA_ID.
+func (e *Env) ID(i int) string { return e.procs[i].id }
+
 // waitReady waits until every one of procs answers /readyz, failing early
 // with its last log lines if one exits.
-func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
+func (e *Env) waitReady(ctx context.Context, procs []*replicaProc) error {
 	e.logf("waiting for the replicas' /readyz...")
 	t0 := time.Now()
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -199,8 +276,8 @@ func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
 			}
 		}()
 	}
-	a := newAPI(5*time.Second, "")
-	if err := a.waitReady(rctx, bases, e.cfg.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
+	a := stockapi.New(5*time.Second, "")
+	if err := a.WaitReady(rctx, bases, e.opt.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
 		if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
 			return c
 		}
@@ -210,7 +287,7 @@ func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
 	// server that answered is the replica just started, not another
 	// process that took the port meanwhile.
 	for _, p := range procs {
-		name, err := a.replicaName(ctx, p.base)
+		name, err := a.ReplicaName(ctx, p.base)
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", p.id, err)
 		}
@@ -228,7 +305,7 @@ func (e *localEnv) waitReady(ctx context.Context, procs []*replicaProc) error {
 }
 
 // build compiles ./services/stock of the module the harness runs in.
-func (e *localEnv) build(ctx context.Context) (string, error) {
+func (e *Env) build(ctx context.Context) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", err
@@ -308,8 +385,7 @@ func freePorts(n int) ([]int, error) {
 // startReplica starts replica id on port with the flags every replica gets
 // and extra after them (a later flag wins). Its log is appended to
 // replica-<id>.log in the output directory, across restarts.
-func (e *localEnv) startReplica(bin, id string, port int, extra []string) (*replicaProc, error) {
-	cfg := e.cfg
+func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaProc, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := &replicaProc{id: id, base: "http://" + addr, port: port, bin: bin, extra: extra,
 		logPath: filepath.Join(e.outDir, "replica-"+id+".log"), exited: make(chan struct{})}
@@ -319,21 +395,18 @@ func (e *localEnv) startReplica(bin, id string, port int, extra []string) (*repl
 	}
 	// --demo: the harness races the broken strategies and runs the drills
 	// on purpose, which a replica refuses by default.
-	args := []string{"--addr", addr, "--demo", "--rmw-delay", cfg.RMWDelay.String()}
-	if len(cfg.Faults) > 0 {
-		args = append(args, faultBaseline(cfg)...)
-	}
+	args := append([]string{"--addr", addr, "--demo"}, e.opt.Flags...)
 	args = append(args, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(),
-		"MONGO_URI="+e.mongo.URI,
-		"REDIS_ADDR="+e.redis.Addr,
-		"ETCD_ENDPOINTS="+strings.Join(e.etcd.Endpoints, ","),
+		"MONGO_URI="+e.Mongo.URI,
+		"REDIS_ADDR="+e.Redis.Addr,
+		"ETCD_ENDPOINTS="+strings.Join(e.Etcd.Endpoints, ","),
 		"REPLICA_ID="+id,
-		"ADMIN_TOKEN="+cfg.AdminToken,
+		"ADMIN_TOKEN="+e.opt.AdminToken,
 	)
 	var out io.Writer = p.logFile
-	if cfg.ReplicaLog {
+	if e.opt.ReplicaLog {
 		out = io.MultiWriter(p.logFile, prefixWriter(e.log, "["+id+"] "))
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
@@ -386,7 +459,7 @@ func (p *replicaProc) stop() {
 // Close stops everything startLocal started, replicas first (an embedded
 // etcd waits seconds for clients that are still connected). It is safe to
 // call more than once.
-func (e *localEnv) Close() {
+func (e *Env) Close() {
 	e.closeOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, p := range e.procs {
@@ -397,22 +470,22 @@ func (e *localEnv) Close() {
 		if len(e.procs) > 0 {
 			e.logf("stopped the replicas")
 		}
-		if e.etcd != nil {
-			if err := e.etcd.Close(); err != nil {
+		if e.Etcd != nil {
+			if err := e.Etcd.Close(); err != nil {
 				e.logf("stop etcd: %v", err)
 			}
 		}
-		if e.redis != nil {
-			if err := e.redis.Close(); err != nil {
+		if e.Redis != nil {
+			if err := e.Redis.Close(); err != nil {
 				e.logf("stop Redis: %v", err)
 			}
 		}
-		if e.mongo != nil {
-			if err := e.mongo.Close(); err != nil {
+		if e.Mongo != nil {
+			if err := e.Mongo.Close(); err != nil {
 				e.logf("stop MongoDB: %v", err)
 			}
 		}
-		if e.redis != nil || e.mongo != nil || e.etcd != nil {
+		if e.Redis != nil || e.Mongo != nil || e.Etcd != nil {
 			e.logf("stopped the stores")
 		}
 		if e.tmpDir != "" {
@@ -496,16 +569,16 @@ func (p *replicaProc) kill() error {
 	return nil
 }
 
-// restart stops replica i if it still runs and starts it again on the same
+// Restart stops replica i if it still runs and starts it again on the same
 // port with the same flags, then waits until it is ready.
-func (e *localEnv) restart(ctx context.Context, i int) error {
+func (e *Env) Restart(ctx context.Context, i int) error {
 	return e.replace(ctx, []int{i}, func(_ int, p *replicaProc) []string { return p.extra })
 }
 
-// configure makes replica i run with extra flags args[i] (none past the
+// Configure makes replica i run with extra flags args[i] (none past the
 // end of args), restarting only the replicas whose flags differ (and any
 // that is not running).
-func (e *localEnv) configure(ctx context.Context, args [][]string) error {
+func (e *Env) Configure(ctx context.Context, args [][]string) error {
 	var which []int
 	for i, p := range e.procs {
 		var want []string
@@ -535,7 +608,7 @@ func (e *localEnv) configure(ctx context.Context, args [][]string) error {
 
 // replace stops the replicas at the indexes which and starts them again
 // with the flags extra returns for each.
-func (e *localEnv) replace(ctx context.Context, which []int, extra func(int, *replicaProc) []string) error {
+func (e *Env) replace(ctx context.Context, which []int, extra func(int, *replicaProc) []string) error {
 	var started []*replicaProc
 	for _, i := range which {
 		old := e.procs[i]
@@ -545,8 +618,24 @@ func (e *localEnv) replace(ctx context.Context, which []int, extra func(int, *re
 		if err != nil {
 			return err
 		}
+		e.mu.Lock()
 		e.procs[i] = p
+		e.mu.Unlock()
 		started = append(started, p)
 	}
 	return e.waitReady(ctx, started)
 }
+
+// Pid is replica i's process id.
+func (e *Env) Pid(i int) int { return e.procs[i].cmd.Process.Pid }
+
+// Kill kills replica i with SIGKILL, as a crash would, and waits until it
+// is gone. It stays down until Restart or Configure.
+func (e *Env) Kill(i int) error { return e.procs[i].kill() }
+
+// Pause freezes replica i (SIGSTOP): it keeps its sockets and memory and
+// does nothing until Resume.
+func (e *Env) Pause(i int) error { return stopProc(e.procs[i].cmd) }
+
+// Resume lets a paused replica run on (SIGCONT).
+func (e *Env) Resume(i int) error { return contProc(e.procs[i].cmd) }

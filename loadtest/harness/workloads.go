@@ -1,12 +1,12 @@
-package main
+package harness
 
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/attack"
+	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/history"
 )
 
@@ -16,7 +16,7 @@ const mixedRun = "mixed"
 
 // writers are the strategies whose requests a run sends: every chosen one
 // for the mixed run, else the run's own.
-func (h *harness) writers(strategy string) []string {
+func (h *Harness) writers(strategy string) []string {
 	if strategy == mixedRun {
 		return h.cfg.Strategies
 	}
@@ -29,41 +29,6 @@ func historyName(strategy string, drill int) string {
 		return fmt.Sprintf("history-%s-f%d", strategy, drill)
 	}
 	return "history-" + strategy
-}
-
-// attackTargets are the base URLs the attackers send to, one per replica:
-// with retries on, the first goes through a proxy that cuts a share of the
-// answers, which the caller must Close.
-func (h *harness) attackTargets() ([]string, *cutProxy, error) {
-	targets := append([]string(nil), h.replicas...)
-	if h.cfg.Retries == 0 {
-		return targets, nil, nil
-	}
-	u, err := url.Parse(targets[0])
-	if err != nil {
-		return nil, nil, fmt.Errorf("replica URL %q: %w", targets[0], err)
-	}
-	if u.Scheme != "http" {
-		return nil, nil, fmt.Errorf("--retries: the cutting proxy forwards plain TCP, but %s is %s", targets[0], u.Scheme)
-	}
-	p, err := startCutProxy(u.Host, h.cfg.CutRate, time.Now().UnixNano())
-	if err != nil {
-		return nil, nil, fmt.Errorf("start the cutting proxy: %w", err)
-	}
-	targets[0] = "http://" + p.Addr()
-	return targets, p, nil
-}
-
-// recording returns the transport wrapper that records the attack on
-// target into rec, retrying as configured.
-func (h *harness) recording(rec *history.Recorder, target string) func(http.RoundTripper) http.RoundTripper {
-	return func(base http.RoundTripper) http.RoundTripper {
-		t := &recordingTransport{base: base, rec: rec, target: target}
-		if h.cfg.Retries > 0 {
-			t.retries, t.attempt = h.cfg.Retries, h.cfg.AttemptTimeout
-		}
-		return t
-	}
 }
 
 // resent counts the attempts beyond each request's first.
@@ -85,13 +50,13 @@ const drainWait = 30 * time.Second
 // whose order is not yet in the ledger), so that stock and ledger can be
 // compared unit for unit. It returns false if some were still pending
 // after drainWait.
-func (h *harness) waitDrained(ctx context.Context, base string, skus []string) (bool, error) {
+func (h *Harness) waitDrained(ctx context.Context, base string, skus []string) (bool, error) {
 	deadline := time.Now().Add(drainWait)
 	lastNote := time.Now()
 	for {
 		pending := 0
 		for _, sku := range skus {
-			it, err := h.api.getItem(ctx, base, sku)
+			it, err := h.api.GetItem(ctx, base, sku)
 			if err != nil {
 				return false, fmt.Errorf("read the pending orders: %w", err)
 			}
@@ -107,7 +72,7 @@ func (h *harness) waitDrained(ctx context.Context, base string, skus []string) (
 			lastNote = time.Now()
 			h.logf("  waiting for %d pending orders to reach the ledger...", pending)
 		}
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		if err := drill.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return false, err
 		}
 	}
@@ -128,7 +93,7 @@ func outcomesByStrategy(ops []history.Op) map[string]map[string]int {
 		if op.Outcome == history.Refused || op.Outcome == history.Unknown {
 			k += " " + op.Error
 			if op.Status == 0 {
-				k = string(op.Outcome) + " " + transportKind(op.Error)
+				k = string(op.Outcome) + " " + attack.TransportKind(op.Error)
 			}
 		}
 		out[op.Strategy][k]++

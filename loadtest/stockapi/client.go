@@ -1,4 +1,7 @@
-package main
+// Package stockapi is the harness's small client for the stock service's
+// calls other than the attack itself: stock resets, read-backs, the order
+// ledger, readiness, identity and metrics.
+package stockapi
 
 import (
 	"bytes"
@@ -15,32 +18,34 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// api is the harness's own small client for the stock service's
-// non-attack calls: reset, read back, ledger, readiness and metrics.
-type api struct {
+// Client talks to replicas of the stock service. It is safe for concurrent
+// use.
+type Client struct {
 	hc         *http.Client
 	adminToken string // sent with stock changes (PUT)
 }
 
-func newAPI(timeout time.Duration, adminToken string) *api {
+// New returns a client whose calls each time out after timeout; adminToken,
+// if not empty, is sent with stock changes.
+func New(timeout time.Duration, adminToken string) *Client {
 	// Like the attack, talk to the replicas directly, never through an
 	// HTTP proxy from the environment.
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
-	return &api{hc: &http.Client{Timeout: timeout, Transport: tr}, adminToken: adminToken}
+	return &Client{hc: &http.Client{Timeout: timeout, Transport: tr}, adminToken: adminToken}
 }
 
-// httpError is a non-2xx answer.
-type httpError struct {
+// HTTPError is a non-2xx answer.
+type HTTPError struct {
 	Method, URL string
 	Code        int
 	Body        string
 }
 
-func (e *httpError) Error() string {
+func (e *HTTPError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Code, strings.TrimSpace(e.Body))
 }
 
-func (a *api) do(ctx context.Context, method, u string, body any, out any) error {
+func (a *Client) Do(ctx context.Context, method, u string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -73,7 +78,7 @@ func (a *api) do(ctx context.Context, method, u string, body any, out any) error
 		if len(b) > 300 {
 			b = b[:300]
 		}
-		return &httpError{Method: method, URL: u, Code: resp.StatusCode, Body: string(b)}
+		return &HTTPError{Method: method, URL: u, Code: resp.StatusCode, Body: string(b)}
 	}
 	if out == nil {
 		return nil
@@ -90,14 +95,16 @@ func (a *api) do(ctx context.Context, method, u string, body any, out any) error
 	}
 }
 
-func itemURL(base, sku string) string { return base + "/v1/items/" + url.PathEscape(sku) }
+// ItemURL is the URL of sku's item on the replica at base.
+func ItemURL(base, sku string) string { return base + "/v1/items/" + url.PathEscape(sku) }
 
-// setStock resets sku's stock with PUT.
-func (a *api) setStock(ctx context.Context, base, sku string, stock int) error {
-	return a.do(ctx, http.MethodPut, itemURL(base, sku), map[string]int{"stock": stock}, nil)
+// SetStock resets sku's stock with PUT.
+func (a *Client) SetStock(ctx context.Context, base, sku string, stock int) error {
+	return a.Do(ctx, http.MethodPut, ItemURL(base, sku), map[string]int{"stock": stock}, nil)
 }
 
-type item struct {
+// Item is an item as GET /v1/items/{sku} returns it.
+type Item struct {
 	SKU     string `json:"sku"`
 	Stock   int    `json:"stock"`
 	Version int64  `json:"version"`
@@ -106,10 +113,10 @@ type item struct {
 	Pending map[string]json.RawMessage `json:"pending"`
 }
 
-// getItem reads sku back.
-func (a *api) getItem(ctx context.Context, base, sku string) (item, error) {
-	var it item
-	err := a.do(ctx, http.MethodGet, itemURL(base, sku), nil, &it)
+// GetItem reads sku back.
+func (a *Client) GetItem(ctx context.Context, base, sku string) (Item, error) {
+	var it Item
+	err := a.Do(ctx, http.MethodGet, ItemURL(base, sku), nil, &it)
 	return it, err
 }
 
@@ -125,15 +132,15 @@ type ledgerOrder struct {
 	Key      string          `json:"key"`
 }
 
-// orders reads the ledger of sku since a time, following its pages. The
+// Orders reads the ledger of sku since a time, following its pages. The
 // endpoint answers either a bare array or an object with an "orders" array
 // and the cursor of the next page.
-func (a *api) orders(ctx context.Context, base, sku string, since time.Time) ([]verdict.Order, error) {
-	first := itemURL(base, sku) + "/orders?limit=1000&since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
+func (a *Client) Orders(ctx context.Context, base, sku string, since time.Time) ([]verdict.Order, error) {
+	first := ItemURL(base, sku) + "/orders?limit=1000&since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
 	var list []ledgerOrder
 	for u := first; ; {
 		var raw []byte
-		if err := a.do(ctx, http.MethodGet, u, nil, &raw); err != nil {
+		if err := a.Do(ctx, http.MethodGet, u, nil, &raw); err != nil {
 			return nil, err
 		}
 		page, next, err := decodeOrders(raw)
@@ -174,33 +181,33 @@ func decodeOrders(raw []byte) (list []ledgerOrder, next string, err error) {
 	return *wrapped.Orders, wrapped.Next, nil
 }
 
-// replicaName asks base's /healthz which replica it is.
-func (a *api) replicaName(ctx context.Context, base string) (string, error) {
+// ReplicaName asks base's /healthz which replica it is.
+func (a *Client) ReplicaName(ctx context.Context, base string) (string, error) {
 	var h struct {
 		Replica string `json:"replica"`
 	}
-	if err := a.do(ctx, http.MethodGet, base+"/healthz", nil, &h); err != nil {
+	if err := a.Do(ctx, http.MethodGet, base+"/healthz", nil, &h); err != nil {
 		return "", err
 	}
 	return h.Replica, nil
 }
 
-// ready asks base's /readyz once.
-func (a *api) ready(ctx context.Context, base string) error {
-	return a.do(ctx, http.MethodGet, base+"/readyz", nil, nil)
+// Ready asks base's /readyz once.
+func (a *Client) Ready(ctx context.Context, base string) error {
+	return a.Do(ctx, http.MethodGet, base+"/readyz", nil, nil)
 }
 
-// metrics fetches base's Prometheus text exposition.
-func (a *api) metrics(ctx context.Context, base string) ([]byte, error) {
+// Metrics fetches base's Prometheus text exposition.
+func (a *Client) Metrics(ctx context.Context, base string) ([]byte, error) {
 	var b []byte
-	err := a.do(ctx, http.MethodGet, base+"/metrics", nil, &b)
+	err := a.Do(ctx, http.MethodGet, base+"/metrics", nil, &b)
 	return b, err
 }
 
-// waitReady polls every replica's /readyz until all answer 200, ctx ends
+// WaitReady polls every replica's /readyz until all answer 200, ctx ends
 // or timeout passes. progress, if not nil, is told of each still-waiting
 // replica about once a second.
-func (a *api) waitReady(ctx context.Context, bases []string, timeout time.Duration, progress func(string)) error {
+func (a *Client) WaitReady(ctx context.Context, bases []string, timeout time.Duration, progress func(string)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	pending := append([]string(nil), bases...)
@@ -212,7 +219,7 @@ func (a *api) waitReady(ctx context.Context, bases []string, timeout time.Durati
 		var still []string
 		for _, b := range pending {
 			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-			err := a.ready(cctx, b)
+			err := a.Ready(cctx, b)
 			ccancel()
 			if err != nil {
 				lastErr[b] = err
@@ -237,4 +244,22 @@ func (a *api) waitReady(ctx context.Context, bases []string, timeout time.Durati
 		case <-tick.C:
 		}
 	}
+}
+
+// SKUOfURL extracts the sku from .../v1/items/<sku>/..., "" if u is not an
+// item URL.
+func SKUOfURL(u string) string {
+	const marker = "/v1/items/"
+	i := strings.Index(u, marker)
+	if i < 0 {
+		return ""
+	}
+	rest := u[i+len(marker):]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		rest = rest[:j]
+	}
+	if s, err := url.PathUnescape(rest); err == nil {
+		return s
+	}
+	return rest
 }

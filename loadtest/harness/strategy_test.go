@@ -1,10 +1,11 @@
-package main
+package harness
 
 import (
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
@@ -16,10 +17,10 @@ import (
 // those the verdict finds.
 func TestFaultProblemsReachTheReport(t *testing.T) {
 	run := report.Run{Strategy: "redis-lock", Safe: true, Fault: "crash"}
-	fs := &faultSpec{drill: drill{label: "crash", strategy: "redis-lock"}, repeat: 1}
+	fs := &faultSpec{drill: drill.Drill{Label: "crash", Strategy: "redis-lock"}, repeat: 1}
 	at := time.Now()
-	sales := []sale{{start: at.Add(-20 * time.Millisecond), end: at.Add(-10 * time.Millisecond), fence: 7}}
-	judgeFault(&run, fs, &faultEvent{At: at}, sales)
+	sales := []drill.Sale{{Start: at.Add(-20 * time.Millisecond), End: at.Add(-10 * time.Millisecond), Fence: 7}}
+	judgeFault(&run, fs, &drill.Event{At: at}, sales)
 	if run.RecoverySeconds != nil || len(run.Problems) != 1 {
 		t.Fatalf("no sale after the fault: recovery %v, problems %q; want none and one problem", run.RecoverySeconds, run.Problems)
 	}

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -7,28 +7,36 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
+	"github.com/stocklock/stocklock/loadtest/attack"
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/stockapi"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // runStrategy resets the stock, attacks with one strategy, reads the
 // stock and the ledger back and checks them. With fs, it is a fault drill:
-// the drill's fault is injected while the attack runs.
-func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpec) (report.Run, error) {
+// the drill's fault is injected while the attack runs. Faults asked for
+// with Inject strike it too.
+func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpec) (report.Run, error) {
 	drillNo := 0
 	if fs != nil {
 		h.drills++
 		drillNo = h.drills
 	}
+	h.runNo++
 	writers := h.writers(strategy)
 	run := h.newRun(strategy, writers, drillNo, fs)
+	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs()})
 
 	// The ledger window starts a little before the reset, so that a
 	// replica clock slightly behind ours does not hide the first orders;
@@ -40,19 +48,20 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	before := h.scrape(ctx)
 
-	atk, err := h.startAttack(ctx, strategy, run.SKUs, writers, rec)
+	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec))
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
-	defer atk.close()
-	stopProgress := h.progress(strategy, &atk.tally, atk.started)
+	defer atk.Close()
+	tr := h.newTracker(&run, atk)
+	stopProgress := tr.start()
 	stopReads := h.startReads(ctx, rec, run.SKUs)
-	injected := h.startFault(ctx, &run, fs, atk.started)
-	obs := classify(atk, &run, h.cfg.Qty)
+	faults := h.startFaults(ctx, run.Strategy, fs, atk.Started)
+	obs := classify(atk, &run, h.cfg.Qty, tr)
 	stopReads()
 	stopProgress()
 
-	ev, err := h.endFault(ctx, &run, fs, injected)
+	ev, err := h.endFaults(ctx, &run, fs, faults)
 	if err != nil {
 		return run, err
 	}
@@ -74,9 +83,7 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	if p99, ok := lockWaitP99(before, h.scrape(ctx), strategy); ok {
 		run.LockWaitP99 = &p99
 	}
-	if atk.proxy != nil {
-		run.Cuts = int(atk.proxy.Cuts())
-	}
+	run.Cuts = atk.Cuts()
 	ops := rec.Ops()
 	run.Resent = resent(ops)
 	if strategy == mixedRun {
@@ -87,15 +94,30 @@ func (h *harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	judge(&run, in, verdict.Check(in), lin)
+	h.emit(Event{Type: EventRunEnd, Run: h.runNo, Strategy: strategy, Result: &run})
 	return run, nil
+}
+
+// attackOptions are the attack of one run.
+func (h *Harness) attackOptions(strategy string, skus, writers []string, rec *history.Recorder) attack.Options {
+	cfg := h.cfg
+	o := attack.Options{
+		Name: strategy, Targets: h.replicas, SKUs: skus, Writers: writers, Qty: cfg.Qty,
+		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
+		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
+	}
+	if cfg.Retries > 0 {
+		o.Keys, o.Retries, o.AttemptTimeout, o.CutRate = skus[0], cfg.Retries, cfg.AttemptTimeout, cfg.CutRate
+	}
+	return o
 }
 
 // newRun is the report of one run before anything is sent: its settings
 // and empty counters.
-func (h *harness) newRun(strategy string, writers []string, drillNo int, fs *faultSpec) report.Run {
+func (h *Harness) newRun(strategy string, writers []string, drillNo int, fs *faultSpec) report.Run {
 	run := report.Run{
 		Strategy:    strategy,
-		Safe:        verdict.SafeAll(writers) && (fs == nil || !fs.drill.demo),
+		Safe:        verdict.SafeAll(writers) && (fs == nil || !fs.drill.Demo),
 		SKUs:        h.skus(strategy, drillNo),
 		Stock:       h.cfg.Stock,
 		Qty:         h.cfg.Qty,
@@ -104,7 +126,7 @@ func (h *harness) newRun(strategy string, writers []string, drillNo int, fs *fau
 		ByReplica:   map[string]int{},
 	}
 	if fs != nil {
-		run.Fault, run.Repeat, run.Demo = fs.drill.label, fs.repeat, fs.drill.demo
+		run.Fault, run.Repeat, run.Demo = fs.drill.Label, fs.repeat, fs.drill.Demo
 		run.Codes = map[string]int{}
 	}
 	return run
@@ -113,7 +135,7 @@ func (h *harness) newRun(strategy string, writers []string, drillNo int, fs *fau
 // reset sets every sku's stock to the configured stock, through the
 // replicas in turn, and reads it back from the last replica: a run starts
 // only when every replica sees the reset.
-func (h *harness) reset(ctx context.Context, rec *history.Recorder, skus []string) error {
+func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus []string) error {
 	for i, sku := range skus {
 		base := h.replicas[i%len(h.replicas)]
 		if err := h.resetStock(ctx, rec, base, sku, h.cfg.Stock); err != nil {
@@ -121,7 +143,7 @@ func (h *harness) reset(ctx context.Context, rec *history.Recorder, skus []strin
 		}
 	}
 	for _, sku := range skus {
-		it, err := h.api.getItem(ctx, h.replicas[len(h.replicas)-1], sku)
+		it, err := h.api.GetItem(ctx, h.replicas[len(h.replicas)-1], sku)
 		if err != nil {
 			return fmt.Errorf("read back the reset stock: %w", err)
 		}
@@ -132,93 +154,9 @@ func (h *harness) reset(ctx context.Context, rec *history.Recorder, skus []strin
 	return nil
 }
 
-// attack is one run's attack under way: one Vegeta attacker per target,
-// their results merged into one channel that is closed when every
-// attacker has finished.
-type attack struct {
-	results <-chan *vegeta.Result
-	tally   tally
-	started time.Time
-	proxy   *cutProxy // the proxy cutting answers (--retries); nil without
-	done    chan struct{}
-	closers []func()
-}
-
-// finished tells the attack that its results have been drained.
-func (a *attack) finished() { close(a.done) }
-
-// close releases the attack's connections and its proxy.
-func (a *attack) close() {
-	for _, c := range a.closers {
-		c()
-	}
-}
-
-// startAttack starts one attacker per target, each with an equal share of
-// the rate, the request count and the workers, as if every replica had
-// clients of its own. With one attacker alternating between them, a
-// frozen replica would soon hold every worker (its requests hang) and
-// starve the live ones of requests: the client's head-of-line blocking,
-// not the service's, would then be measured. Ctrl-C (ctx) stops every
-// attacker.
-func (h *harness) startAttack(ctx context.Context, strategy string, skus, writers []string, rec *history.Recorder) (*attack, error) {
-	cfg := h.cfg
-	targets, proxy, err := h.attackTargets()
-	if err != nil {
-		return nil, err
-	}
-	results := make(chan *vegeta.Result)
-	a := &attack{results: results, proxy: proxy, done: make(chan struct{})}
-	if proxy != nil {
-		a.closers = append(a.closers, func() { _ = proxy.Close() })
-	}
-	picker := newSKUPicker(cfg.SKUs, cfg.Skew, time.Now().UnixNano())
-	n := len(targets)
-	attackers := make([]*vegeta.Attacker, n)
-	var attacking sync.WaitGroup
-	for i, base := range targets {
-		atk, tr := h.newAttacker(ctx, max(1, cfg.Workers/n), max(1, cfg.MaxWorkers/n), h.recording(rec, base))
-		a.closers = append(a.closers, tr.CloseIdleConnections)
-		attackers[i] = atk
-		keys := ""
-		if cfg.Retries > 0 {
-			keys = fmt.Sprintf("%s-r%d", skus[0], i)
-		}
-		targeter := decrementTargeter([]string{base}, skus, picker, cfg.Qty, writers, keys)
-		counted := func(tg *vegeta.Target) error {
-			a.tally.sent.Add(1)
-			return targeter(tg)
-		}
-		rate := share(cfg.Rate, n, i)
-		if cfg.Rate > 0 {
-			rate = max(rate, 1) // 0 would mean unpaced
-		}
-		attacking.Go(func() {
-			for r := range atk.Attack(counted, pacer(rate, share(cfg.Requests, n, i)), cfg.Duration, strategy) {
-				results <- r
-			}
-		})
-	}
-	a.started = time.Now()
-	go func() {
-		attacking.Wait()
-		close(results)
-	}()
-	go func() {
-		select {
-		case <-ctx.Done():
-			for _, atk := range attackers {
-				atk.Stop()
-			}
-		case <-a.done:
-		}
-	}()
-	return a, nil
-}
-
 // startReads starts the history's periodic reads of the stock, if
 // configured, and returns the function that stops them and waits.
-func (h *harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) func() {
+func (h *Harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) func() {
 	if h.cfg.ReadEvery <= 0 {
 		return func() {}
 	}
@@ -231,64 +169,98 @@ func (h *harness) startReads(ctx context.Context, rec *history.Recorder, skus []
 	}
 }
 
-// injected is what a fault's injector returned.
-type injected struct {
-	ev  *faultEvent
-	err error
+// injections are the faults struck while one attack runs: the drill's
+// own, if it has an injector, and those asked for with Inject.
+type injections struct {
+	done   chan struct{} // closed when no more will strike
+	stop   func()        // the attack is over: no more Inject
+	events []*drill.Event
+	errs   []error
 }
 
-// startFault runs the drill's injector, if it has one, in its own
-// goroutine while the attack runs; nil when there is nothing to inject.
-func (h *harness) startFault(ctx context.Context, run *report.Run, fs *faultSpec, started time.Time) <-chan injected {
-	if fs == nil || fs.drill.inject == nil {
-		return nil
+// startFaults runs the drill's injector, if it has one, and serves Inject
+// while the attack runs, one fault at a time, in a goroutine of its own.
+func (h *Harness) startFaults(ctx context.Context, strategy string, fs *faultSpec, started time.Time) *injections {
+	in := &injections{done: make(chan struct{})}
+	base := drill.Ctx{Env: h.Env, Probe: h.probe, Strategy: strategy, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2}
+	strike := func(inject drill.Injector, at time.Time, repeat int) {
+		c := base
+		c.Strike, c.Repeat = at, repeat
+		ev, err := inject(ctx, &c)
+		if err != nil {
+			in.errs = append(in.errs, err)
+			return
+		}
+		in.events = append(in.events, ev)
+		h.emit(Event{Type: EventFault, Run: h.runNo, Strategy: strategy, Replica: ev.Victim, At: ev.At, Text: ev.Note})
 	}
-	done := make(chan injected, 1)
-	fc := &faultCtx{h: h, env: fs.env, strategy: run.Strategy, started: started, repeat: fs.repeat}
+	attacking := make(chan struct{})
+	h.setActive(true)
+	in.stop = func() {
+		h.setActive(false)
+		close(attacking)
+	}
 	go func() {
-		ev, err := fs.drill.inject(ctx, fc)
-		done <- injected{ev, err}
+		defer close(in.done)
+		if fs != nil && fs.drill.Inject != nil {
+			strike(fs.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), fs.repeat)
+		}
+		for {
+			select {
+			case name := <-h.adhoc:
+				f, _ := drill.Lookup(name)
+				strike(f.Inject, time.Now(), h.runNo)
+			case <-attacking:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
 	}()
-	return done
+	return in
 }
 
-// endFault waits for the injector (it ends within the attack, except a
-// pause that began near its end), then undoes the fault (a killed replica
-// or etcd member comes back) so that the read-back and the next run find
+// endFaults waits for the injections (they end within the attack, except a
+// pause that began near its end), then undoes them (a killed replica or
+// etcd member comes back) so that the read-back and the next run find
 // everything up. It notes what was done in run.FaultNote and returns the
-// event, nil when no fault struck.
-func (h *harness) endFault(ctx context.Context, run *report.Run, fs *faultSpec, done <-chan injected) (*faultEvent, error) {
-	if fs == nil {
-		return nil, nil
+// first fault that struck, nil when none did.
+func (h *Harness) endFaults(ctx context.Context, run *report.Run, fs *faultSpec, in *injections) (*drill.Event, error) {
+	in.stop()
+	<-in.done
+	var notes []string
+	if fs != nil && fs.drill.Inject == nil {
+		notes = append(notes, "no injection, the configuration is the fault: "+fs.drill.Flags.String())
 	}
-	if done == nil {
-		run.FaultNote = "no injection, the configuration is the fault: " + fs.drill.flags.String()
-		return nil, nil
+	for _, err := range in.errs {
+		switch {
+		case errors.Is(err, env.ErrUnsupported):
+			notes = append(notes, err.Error())
+		case ctx.Err() == nil:
+			return nil, fmt.Errorf("%s, %s: inject the fault: %w", run.Fault, run.Strategy, err)
+		}
 	}
-	in := <-done
-	switch {
-	case errors.Is(in.err, errSkipped):
-		run.FaultNote = in.err.Error()
-	case in.err != nil && ctx.Err() == nil:
-		return nil, fmt.Errorf("%s, %s: inject the fault: %w", run.Fault, run.Strategy, in.err)
-	case in.ev != nil:
-		run.FaultNote = in.ev.Note
-		if in.ev.cleanup != nil {
-			if err := in.ev.cleanup(ctx); err != nil && ctx.Err() == nil {
+	for _, ev := range in.events {
+		notes = append(notes, ev.Note)
+		if ev.Cleanup != nil {
+			if err := ev.Cleanup(ctx); err != nil && ctx.Err() == nil {
 				return nil, fmt.Errorf("%s, %s: undo the fault: %w", run.Fault, run.Strategy, err)
 			}
 		}
-		return in.ev, nil
 	}
-	return nil, nil
+	run.FaultNote = strings.Join(notes, "; ")
+	if len(in.events) == 0 {
+		return nil, nil
+	}
+	return in.events[0], nil
 }
 
 // observed is what the answers of one attack showed.
 type observed struct {
 	metrics  vegeta.Metrics
-	tally    *tally
+	tally    *attack.Tally
 	acked    []verdict.Order
-	sales    []sale
+	sales    []drill.Sale
 	lastSale time.Time
 	// noAnswer counts, per sku, the requests that reached a replica and
 	// got no HTTP answer (reset, timeout; not refused).
@@ -300,46 +272,47 @@ type observed struct {
 // tally, run's status codes, sales by replica, refusal codes (drills) and
 // error sample, and the observations the verdict needs. It returns when
 // the attack is over.
-func classify(a *attack, run *report.Run, qty int) *observed {
-	t := &a.tally
+func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
+	t := &a.Tally
 	obs := &observed{
 		tally:    t,
 		noAnswer: map[string]int{},
-		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(classLabel)),
+		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
 	}
 	errSeen := map[string]bool{}
-	for r := range a.results {
-		t.done.Add(1)
+	for r := range a.Results {
+		t.Done.Add(1)
 		obs.metrics.Add(r)
 		_ = obs.plot.Add(r) // a plot glitch must not stop the run
-		cls, order, note := interpret(r, qty)
+		cls, order, note := attack.Interpret(r, qty)
+		tr.answer(r, cls, order, note)
 		run.StatusCodes[fmt.Sprint(r.Code)]++
 		switch cls {
 		case verdict.Sold:
-			t.orders.Add(1)
-			t.units.Add(int64(order.Qty))
+			t.Orders.Add(1)
+			t.Units.Add(int64(order.Qty))
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
 			if e := r.End(); e.After(obs.lastSale) {
 				obs.lastSale = e
 			}
-			obs.sales = append(obs.sales, sale{start: r.Timestamp, end: r.End(), replica: order.Replica, fence: order.Fence})
+			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
 		case verdict.SoldOut:
-			t.soldOut.Add(1)
+			t.SoldOut.Add(1)
 		case verdict.Unavailable:
-			t.unavailable.Add(1)
+			t.Unavailable.Add(1)
 		case verdict.Other:
-			t.other.Add(1)
+			t.Other.Add(1)
 			// A 5xx other than 503 (500 outcome_unknown above all) does
 			// not say whether the sale happened: like a lost answer, it
 			// may have sold, as the history check also assumes.
 			if r.Code >= 500 {
-				obs.noAnswer[skuOfURL(r.URL)]++
+				obs.noAnswer[stockapi.SKUOfURL(r.URL)]++
 			}
 		case verdict.Transport:
-			t.transport.Add(1)
-			if !refused(note) {
-				obs.noAnswer[skuOfURL(r.URL)]++
+			t.Transport.Add(1)
+			if !attack.Refused(note) {
+				obs.noAnswer[stockapi.SKUOfURL(r.URL)]++
 			}
 		}
 		if cls == verdict.Sold || cls == verdict.SoldOut {
@@ -347,7 +320,7 @@ func classify(a *attack, run *report.Run, qty int) *observed {
 		}
 		if run.Codes != nil {
 			if cls == verdict.Transport {
-				run.Codes[transportKind(note)]++
+				run.Codes[attack.TransportKind(note)]++
 			} else {
 				run.Codes[note]++
 			}
@@ -357,7 +330,7 @@ func classify(a *attack, run *report.Run, qty int) *observed {
 			run.ErrorSample = append(run.ErrorSample, note)
 		}
 	}
-	a.finished()
+	a.Finished()
 	obs.metrics.Close()
 	obs.plot.Close()
 	return obs
@@ -366,23 +339,20 @@ func classify(a *attack, run *report.Run, qty int) *observed {
 // judgeFault records what the fault did to the sales: how long they took
 // to resume after it struck, and whether fencing tokens kept increasing
 // across it (fenced strategies, not the deliberately weakened drills).
-func judgeFault(run *report.Run, fs *faultSpec, ev *faultEvent, sales []sale) {
-	if fs == nil {
-		return
-	}
+func judgeFault(run *report.Run, fs *faultSpec, ev *drill.Event, sales []drill.Sale) {
 	if ev != nil {
 		run.Injected = true
-		if d, ok := recovery(sales, ev); ok {
+		if d, ok := drill.Recovery(sales, ev); ok {
 			secs := d.Seconds()
 			run.RecoverySeconds = &secs
 		} else {
 			run.Problems = append(run.Problems, "sales did not resume after the fault before the attack ended")
 		}
 	}
-	if slices.Contains(fencedStrategies, run.Strategy) && !fs.drill.demo {
+	if fs != nil && slices.Contains(drill.FencedStrategies, run.Strategy) && !fs.drill.Demo {
 		// With no injected fault (clock skew) only reuse is checked: two
 		// sales under one token would mean two holders with one grant.
-		run.Tokens = tokenCheck(sales, ev)
+		run.Tokens = drill.Tokens(sales, ev)
 	}
 }
 
@@ -390,11 +360,11 @@ func judgeFault(run *report.Run, fs *faultSpec, ev *faultEvent, sales []sale) {
 func fillTotals(run *report.Run, obs *observed) {
 	m, t := &obs.metrics, obs.tally
 	run.Requests = int(m.Requests)
-	run.Orders = int(t.orders.Load())
-	run.SoldOut = int(t.soldOut.Load())
-	run.Unavailable = int(t.unavailable.Load())
-	run.Other = int(t.other.Load())
-	run.Transport = int(t.transport.Load())
+	run.Orders = int(t.Orders.Load())
+	run.SoldOut = int(t.SoldOut.Load())
+	run.Unavailable = int(t.Unavailable.Load())
+	run.Other = int(t.Other.Load())
+	run.Transport = int(t.Transport.Load())
 	run.AttackSeconds = (m.Duration + m.Wait).Seconds()
 	run.ReqPerSec = m.Rate
 	if !obs.lastSale.IsZero() {
@@ -410,7 +380,7 @@ func fillTotals(run *report.Run, obs *observed) {
 
 // writePlot writes the run's Vegeta plot to the output directory and
 // names it in run; a plot that cannot be written is left out.
-func (h *harness) writePlot(run *report.Run, pl *plot.Plot) {
+func (h *Harness) writePlot(run *report.Run, pl *plot.Plot) {
 	name := "plot-" + run.Strategy + ".html"
 	f, err := os.Create(filepath.Join(h.outDir, name))
 	if err != nil {
@@ -426,9 +396,9 @@ func (h *harness) writePlot(run *report.Run, pl *plot.Plot) {
 // its own ledger write only if the service acknowledges before writing,
 // which would itself be a finding), waits for pending orders, then reads
 // every sku's stock and ledger from the first replica.
-func (h *harness) readBack(ctx context.Context, run *report.Run, since time.Time, obs *observed) (verdict.Input, error) {
+func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time, obs *observed) (verdict.Input, error) {
 	in := verdict.Input{Acked: obs.acked, NoAnswer: obs.noAnswer}
-	if err := sleepCtx(ctx, h.cfg.Settle); err != nil {
+	if err := drill.Sleep(ctx, h.cfg.Settle); err != nil {
 		return in, err
 	}
 	reader := h.replicas[0]
@@ -440,12 +410,12 @@ func (h *harness) readBack(ctx context.Context, run *report.Run, since time.Time
 		run.Problems = append(run.Problems, fmt.Sprintf("orders still pending %s after the attack: stock and ledger compared without them", drainWait))
 	}
 	for _, sku := range run.SKUs {
-		it, err := h.api.getItem(ctx, reader, sku)
+		it, err := h.api.GetItem(ctx, reader, sku)
 		if err != nil {
 			return in, fmt.Errorf("read the stock back: %w", err)
 		}
 		in.Items = append(in.Items, verdict.Item{SKU: sku, Initial: h.cfg.Stock, Remaining: it.Stock})
-		orders, err := h.api.orders(ctx, reader, sku, since)
+		orders, err := h.api.Orders(ctx, reader, sku, since)
 		if err != nil {
 			return in, fmt.Errorf("read the ledger: %w", err)
 		}

@@ -1,4 +1,4 @@
-package main
+package env
 
 import (
 	"os/exec"

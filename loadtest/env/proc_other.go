@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package env
 
 import (
 	"fmt"
@@ -15,14 +15,14 @@ func ownGroup(cmd *exec.Cmd) {}
 // signal rather than kill on a request to stop.
 func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {
 	if sig != syscall.SIGKILL && sig != syscall.SIGTERM {
-		return fmt.Errorf("signal %v: %w: only kill is supported on %s", sig, errSkipped, runtime.GOOS)
+		return fmt.Errorf("signal %v: %w: only kill is supported on %s", sig, ErrUnsupported, runtime.GOOS)
 	}
 	return cmd.Process.Kill()
 }
 
 // stopProc cannot freeze a process here: the pause drill is skipped.
 func stopProc(cmd *exec.Cmd) error {
-	return fmt.Errorf("%w: pausing a process needs SIGSTOP, which %s does not have", errSkipped, runtime.GOOS)
+	return fmt.Errorf("%w: pausing a process needs SIGSTOP, which %s does not have", ErrUnsupported, runtime.GOOS)
 }
 
 // contProc has nothing to resume here.

@@ -1,4 +1,4 @@
-package main
+package attack
 
 import (
 	"encoding/json"
@@ -117,64 +117,16 @@ func TestCountedPacer(t *testing.T) {
 	}
 }
 
-func TestSkuOfURL(t *testing.T) {
-	if got := skuOfURL("http://h:1/v1/items/abc-1/decrement"); got != "abc-1" {
-		t.Fatal(got)
-	}
-}
-
-func TestSalesRate(t *testing.T) {
-	start := time.Unix(0, 0)
-	// 100 sales, one every 10ms, then one straggler 5s later: the rate is
-	// still about 100/s.
-	var ends []sale
-	for i := range 100 {
-		ends = append(ends, sale{end: start.Add(time.Duration(i+1) * 10 * time.Millisecond)})
-	}
-	ends = append(ends, sale{end: start.Add(6 * time.Second)})
-	if r := salesRate(ends, start); r < 95 || r > 105 {
-		t.Fatalf("rate %v, want about 100", r)
-	}
-	// Few sales: from the start to the last.
-	if r := salesRate(ends[:4], start); r != 100 {
-		t.Fatalf("rate %v, want 100", r)
-	}
-	// A stall and then a burst does not make the rate look higher than
-	// what was offered: 50 sales due at 100/s that all complete at 1s.
-	var burst []sale
-	for range 50 {
-		burst = append(burst, sale{end: start.Add(time.Second)})
-	}
-	if r := salesRate(burst, start); r > 50 {
-		t.Fatalf("rate %v, want at most 50", r)
-	}
-	if salesRate(nil, start) != 0 {
-		t.Fatal("no sales, no rate")
-	}
-}
-
-func TestFreePortsDistinct(t *testing.T) {
-	for range 20 {
-		ps, err := freePorts(2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ps[0] == ps[1] {
-			t.Fatalf("same port twice: %v", ps)
-		}
-	}
-}
-
 func TestShare(t *testing.T) {
 	for _, c := range []struct{ total, n int }{{100, 2}, {101, 2}, {7, 3}, {0, 2}, {1, 2}} {
 		sum, lo, hi := 0, c.total, 0
 		for i := range c.n {
-			s := share(c.total, c.n, i)
+			s := Share(c.total, c.n, i)
 			sum += s
 			lo, hi = min(lo, s), max(hi, s)
 		}
 		if sum != c.total || hi-lo > 1 {
-			t.Errorf("share(%d over %d): parts add up to %d, spread %d", c.total, c.n, sum, hi-lo)
+			t.Errorf("Share(%d over %d): parts add up to %d, spread %d", c.total, c.n, sum, hi-lo)
 		}
 	}
 }

@@ -1,0 +1,315 @@
+// Package attack sends the harness's load: decrements of a set of skus on a
+// set of replicas with Vegeta, one attacker per replica, optionally recorded
+// into a history, re-sent with the same Idempotency-Key, and cut short by a
+// proxy in front of the first replica. It counts what it sent as it goes
+// (Tally) and reads what a decrement answer says (Interpret); judging the
+// answers is the caller's job.
+package attack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/loadtest/stockapi"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// Options describe one attack.
+type Options struct {
+	Name     string   // the attack's name in Vegeta's results
+	Targets  []string // replica base URLs, one attacker each
+	SKUs     []string
+	Writers  []string // the strategies requests name, in turn
+	Qty      int
+	Rate     int           // requests per second over all targets; 0: unpaced
+	Requests int           // over all targets; 0: bounded by Duration only
+	Duration time.Duration // 0: bounded by Requests only
+	Timeout  time.Duration // per request, retries included
+	Workers  int           // initial, over all targets
+	// MaxWorkers caps the requests in flight, over all targets.
+	MaxWorkers int
+	Skew       float64 // 0: uniform over SKUs; > 1: Zipf exponent
+	// Keys, if not empty, gives every request an Idempotency-Key of its
+	// own, <Keys>-r<target>-<n>.
+	Keys string
+	// Retries re-sends a request whose outcome is unknown, with the same
+	// key, each attempt bounded by AttemptTimeout; CutRate is then the
+	// share of the first target's answers a proxy cuts.
+	Retries        int
+	AttemptTimeout time.Duration
+	CutRate        float64
+	// Recorder, if not nil, records every attempt into a history.
+	Recorder *history.Recorder
+}
+
+// Tally counts an attack's requests as they are sent; the caller adds the
+// rest as it classifies the answers. Safe for concurrent use.
+type Tally struct {
+	Sent, Done, Orders, Units, SoldOut, Unavailable, Other, Transport atomic.Int64
+}
+
+// Attack is an attack under way.
+type Attack struct {
+	// Results carries every answer; it is closed when every attacker
+	// has finished. The caller must drain it and then call Finished.
+	Results <-chan *vegeta.Result
+	Tally   Tally
+	Started time.Time
+	proxy   *cutProxy
+	done    chan struct{}
+	closers []func()
+}
+
+// Finished tells the attack that its results have been drained.
+func (a *Attack) Finished() { close(a.done) }
+
+// Close releases the attack's connections and its proxy.
+func (a *Attack) Close() {
+	for _, c := range a.closers {
+		c()
+	}
+}
+
+// Cuts is how many answers the proxy cut (0 without retries).
+func (a *Attack) Cuts() int {
+	if a.proxy == nil {
+		return 0
+	}
+	return int(a.proxy.Cuts())
+}
+
+// Start starts one attacker per target, each with an equal share of the
+// rate, the request count and the workers, as if every replica had clients
+// of its own. With one attacker alternating between them, a frozen replica
+// would soon hold every worker (its requests hang) and starve the live
+// ones: the client's head-of-line blocking, not the service's, would be
+// measured. Ending ctx stops every attacker and abandons the requests in
+// flight.
+func Start(ctx context.Context, o Options) (*Attack, error) {
+	if len(o.Targets) == 0 || len(o.SKUs) == 0 || len(o.Writers) == 0 {
+		return nil, errors.New("attack: no targets, skus or writers")
+	}
+	targets, proxy, err := frontTargets(o)
+	if err != nil {
+		return nil, err
+	}
+	results := make(chan *vegeta.Result)
+	a := &Attack{Results: results, proxy: proxy, done: make(chan struct{})}
+	if proxy != nil {
+		a.closers = append(a.closers, func() { _ = proxy.Close() })
+	}
+	picker := newSKUPicker(len(o.SKUs), o.Skew, time.Now().UnixNano())
+	n := len(targets)
+	attackers := make([]*vegeta.Attacker, n)
+	var attacking sync.WaitGroup
+	for i, base := range targets {
+		atk, tr := newAttacker(ctx, o, max(1, o.Workers/n), max(1, o.MaxWorkers/n), o.wrap(base))
+		a.closers = append(a.closers, tr.CloseIdleConnections)
+		attackers[i] = atk
+		keys := ""
+		if o.Keys != "" {
+			keys = fmt.Sprintf("%s-r%d", o.Keys, i)
+		}
+		targeter := decrementTargeter([]string{base}, o.SKUs, picker, o.Qty, o.Writers, keys)
+		counted := func(tg *vegeta.Target) error {
+			a.Tally.Sent.Add(1)
+			return targeter(tg)
+		}
+		rate := Share(o.Rate, n, i)
+		if o.Rate > 0 {
+			rate = max(rate, 1) // 0 would mean unpaced
+		}
+		attacking.Go(func() {
+			for r := range atk.Attack(counted, pacer(rate, Share(o.Requests, n, i)), o.Duration, o.Name) {
+				results <- r
+			}
+		})
+	}
+	a.Started = time.Now()
+	go func() {
+		attacking.Wait()
+		close(results)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			for _, atk := range attackers {
+				atk.Stop()
+			}
+		case <-a.done:
+		}
+	}()
+	return a, nil
+}
+
+// frontTargets are the base URLs the attackers send to: with retries on,
+// the first goes through a proxy that cuts a share of the answers.
+func frontTargets(o Options) ([]string, *cutProxy, error) {
+	targets := append([]string(nil), o.Targets...)
+	if o.Retries == 0 {
+		return targets, nil, nil
+	}
+	u, err := url.Parse(targets[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("replica URL %q: %w", targets[0], err)
+	}
+	if u.Scheme != "http" {
+		return nil, nil, fmt.Errorf("retries: the cutting proxy forwards plain TCP, but %s is %s", targets[0], u.Scheme)
+	}
+	p, err := startCutProxy(u.Host, o.CutRate, time.Now().UnixNano())
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the cutting proxy: %w", err)
+	}
+	targets[0] = "http://" + p.Addr()
+	return targets, p, nil
+}
+
+// wrap returns the transport wrapper that records the attack on target,
+// retrying as configured; nil without a recorder.
+func (o Options) wrap(target string) func(http.RoundTripper) http.RoundTripper {
+	if o.Recorder == nil {
+		return nil
+	}
+	return func(base http.RoundTripper) http.RoundTripper {
+		t := &recordingTransport{base: base, rec: o.Recorder, target: target}
+		if o.Retries > 0 {
+			t.retries, t.attempt = o.Retries, o.AttemptTimeout
+		}
+		return t
+	}
+}
+
+// ctxTransport ties every attack request to the attack's context, so that
+// ending it also abandons the requests in flight instead of waiting for
+// their timeout.
+type ctxTransport struct {
+	ctx  context.Context
+	base http.RoundTripper
+}
+
+func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.base.RoundTrip(req.WithContext(t.ctx))
+}
+
+// newAttacker returns a fresh Attacker (an Attacker is single-use) with
+// workers initial and at most maxWorkers concurrent requests, and its own
+// connection pool. wrap, if not nil, wraps the transport.
+func newAttacker(ctx context.Context, o Options, workers, maxWorkers int, wrap func(http.RoundTripper) http.RoundTripper) (*vegeta.Attacker, *http.Transport) {
+	tr := &http.Transport{
+		Proxy:               nil, // the replicas are talked to directly
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: maxWorkers,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	var rt http.RoundTripper = tr
+	if wrap != nil {
+		rt = wrap(tr)
+	}
+	client := &http.Client{
+		Timeout:   o.Timeout,
+		Transport: ctxTransport{ctx: ctx, base: rt},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return vegeta.NewAttacker(
+		vegeta.Client(client),
+		vegeta.Workers(uint64(workers)),
+		vegeta.MaxWorkers(uint64(maxWorkers)),
+		vegeta.MaxBody(64<<10),
+	), tr
+}
+
+// Share is part i of total split over n: the parts differ by at most one
+// and add up to total.
+func Share(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}
+
+// response is what a decrement answer's body says.
+type response struct {
+	OrderID string `json:"order_id"`
+	SKU     string `json:"sku"`
+	Qty     int    `json:"qty"`
+	Replica string `json:"replica"`
+	Fence   int64  `json:"fence"`
+	Error   string `json:"error"`
+}
+
+// Interpret classifies one answer and, for a sale, returns its order; for
+// anything else, a short note ("503 fenced", a transport error).
+func Interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string) {
+	var body response
+	if r.Code != 0 && len(r.Body) > 0 {
+		_ = json.Unmarshal(r.Body, &body)
+	}
+	cls := verdict.Classify(int(r.Code), body.Error)
+	if cls != verdict.Sold {
+		note := r.Error
+		if r.Code != 0 {
+			note = fmt.Sprintf("%d %s", r.Code, body.Error)
+			if body.Error == "" {
+				note = fmt.Sprintf("%d %s", r.Code, strings.TrimSpace(firstN(string(r.Body), 120)))
+			}
+		}
+		return cls, verdict.Order{}, note
+	}
+	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica, Fence: body.Fence}
+	if o.SKU == "" {
+		o.SKU = stockapi.SKUOfURL(r.URL)
+	}
+	if o.Qty == 0 {
+		o.Qty = qty
+	}
+	return cls, o, ""
+}
+
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// ClassLabel names a result's class, for the Vegeta plot.
+func ClassLabel(r *vegeta.Result) string {
+	cls, _, _ := Interpret(r, 1)
+	return cls.String()
+}
+
+// Refused reports whether a transport error is a refused connection: the
+// request never reached a replica, so it cannot have sold anything.
+func Refused(msg string) bool { return strings.Contains(strings.ToLower(msg), "connection refused") }
+
+// TransportKind shortens a transport error to its kind, so that tables
+// group them.
+func TransportKind(msg string) string {
+	m := strings.ToLower(msg)
+	switch {
+	case Refused(msg):
+		return "no answer: connection refused"
+	case strings.Contains(m, "reset"), strings.Contains(m, "eof"), strings.Contains(m, "broken pipe"):
+		return "no answer: connection reset"
+	case strings.Contains(m, "timeout"), strings.Contains(m, "deadline"):
+		return "no answer: timeout"
+	default:
+		return "no answer: other"
+	}
+}

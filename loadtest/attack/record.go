@@ -1,0 +1,122 @@
+package attack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+		"fmt"
+	"io"
+	"net/http"
+				"time"
+
+	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/loadtest/stockapi"
+)
+
+// recordingTransport records every decrement that passes through it into
+// a history, and re-sends one whose answer did not arrive, with the same
+// Idempotency-Key, when retries are on.
+//
+// Times: the call is taken just before the request goes to the transport
+// below, the return just after the answer's body has been read in full (or
+// the attempt failed), so the service acts on the request inside [call,
+// return]. An attempt's own timeout (retries on) cuts it short and makes
+// its outcome unknown.
+type recordingTransport struct {
+	base   http.RoundTripper
+	rec    *history.Recorder
+	target string // base URL the requests go to, for the history
+	// retries is how many times an attempt with an unknown outcome is
+	// sent again; attempt bounds each attempt (0: no bound of its own).
+	retries int
+	attempt time.Duration
+}
+
+// decrementBody is the part of a decrement request the history needs.
+type decrementBody struct {
+	Qty      int    `json:"qty"`
+	Strategy string `json:"strategy"`
+}
+
+// answer is the part of a decrement answer the history needs.
+type answer struct {
+	Error     string `json:"error"`
+	Remaining *int   `json:"remaining"`
+	Replica   string `json:"replica"`
+	OrderID   string `json:"order_id"`
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read the request body: %w", err)
+		}
+		body = b
+	}
+	var in decrementBody
+	_ = json.Unmarshal(body, &in)
+	client := t.rec.Acquire()
+	defer t.rec.Release(client)
+	for n := 1; ; n++ {
+		op := history.Op{
+			Client: client, Kind: history.Decrement, SKU: stockapi.SKUOfURL(req.URL.Path), Qty: in.Qty,
+			Strategy: in.Strategy, Key: req.Header.Get("Idempotency-Key"), Target: t.target,
+		}
+		if op.Key != "" {
+			op.Attempt = n
+		}
+		resp, err := t.send(req, body, &op)
+		t.rec.Add(op)
+		if op.Outcome != history.Unknown || n > t.retries || req.Context().Err() != nil {
+			return resp, err
+		}
+	}
+}
+
+// send makes one attempt and fills in op's times and outcome.
+func (t *recordingTransport) send(req *http.Request, body []byte, op *history.Op) (*http.Response, error) {
+	ctx := req.Context()
+	if t.attempt > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.attempt)
+		defer cancel()
+	}
+	r := req.Clone(ctx)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	// Without GetBody net/http never re-sends the request by itself (it
+	// would, on a reused connection, for a request with an
+	// Idempotency-Key): every attempt is the harness's own, and recorded.
+	r.GetBody = nil
+	r.ContentLength = int64(len(body))
+	op.Call = t.rec.Now()
+	resp, err := t.base.RoundTrip(r)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+	}
+	op.Return = t.rec.Now()
+	if err != nil {
+		op.Outcome, op.Error = history.Classify(0, "", Refused(err.Error())), err.Error()
+		return nil, err
+	}
+	var a answer
+	_ = json.Unmarshal(b, &a)
+	op.Status, op.Error, op.Replica, op.OrderID = resp.StatusCode, a.Error, a.Replica, a.OrderID
+	op.Outcome = history.Classify(resp.StatusCode, a.Error, false)
+	if op.Outcome == history.Sold {
+		if a.Remaining == nil {
+			// A sale without the stock it left says nothing the model
+			// can check: it may have happened any time in its interval.
+			op.Outcome, op.Error = history.Unknown, "200 without remaining"
+		} else {
+			op.Remaining = history.Int(*a.Remaining)
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, nil
+}
+

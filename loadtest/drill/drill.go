@@ -1,0 +1,583 @@
+// Package drill is the catalogue of fault drills and their injectors: each
+// fault (a crash, a pause, a store restart, a clock skew, an etcd leader
+// kill) says which strategies it applies to, with which replica flags, and
+// how it strikes a running attack through an env.Env. Recovery and Tokens
+// judge what the sales did across a fault.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/stockapi"
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// The faults, by name.
+const (
+	Crash        = "crash"         // kill -9 the replica holding the lock
+	Pause        = "pause"         // SIGSTOP the holder for twice the TTL, then SIGCONT
+	RedisRestart = "redis-restart" // restart the env's redis-server (no persistence)
+	MongoRestart = "mongo-restart" // restart the embedded FerretDB on its data
+	ClockSkew    = "clock-skew"    // replica b's lease clock 2 s off, the others' right
+	LeaderKill   = "leader-kill"   // kill the leader of a three-member etcd cluster
+)
+
+// Fault is one entry of the catalogue.
+type Fault struct {
+	Name string
+	Doc  string // what it does, in one line
+	// Inject strikes a running attack; nil when the replicas'
+	// configuration is the fault (clock skew).
+	Inject Injector
+	// drills are the fault's drills, over every strategy it applies to.
+	drills func() []Drill
+}
+
+// Catalogue is every fault, in the order "all" runs them: the one list the
+// flags, the plan and the live page read.
+var Catalogue = []Fault{
+	{Crash, "kill -9 the replica holding the lock; it restarts after the attack", CrashHolder, crashDrills},
+	{Pause, "SIGSTOP the lock holder for twice the lock TTL, then SIGCONT (fencing on, then off as a demonstration)", PauseHolder, pauseDrills},
+	{RedisRestart, "restart the redis-server the harness started, without persistence", RestartRedis, only(RedisRestart, "redis restart", "redis-lock", RestartRedis)},
+	{MongoRestart, "restart the embedded FerretDB on its data", RestartMongo, storeDrills},
+	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
+	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
+}
+
+// Names lists the faults in catalogue order.
+func Names() []string {
+	out := make([]string, len(Catalogue))
+	for i, f := range Catalogue {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// Lookup returns the fault called name.
+func Lookup(name string) (Fault, bool) {
+	for _, f := range Catalogue {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Fault{}, false
+}
+
+// aliases name groups of faults.
+var aliases = map[string]func() []string{
+	"all":           Names,
+	"store-restart": func() []string { return []string{RedisRestart, MongoRestart} },
+}
+
+// Parse reads a comma-separated list of faults and aliases (all,
+// store-restart; "" or none for no fault) into fault names, in catalogue
+// order, each once.
+func Parse(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" || strings.TrimSpace(s) == "none" {
+		return nil, nil
+	}
+	names := Names()
+	var out []string
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		var group []string
+		if alias, ok := aliases[name]; ok {
+			group = alias()
+		} else if slices.Contains(names, name) {
+			group = []string{name}
+		} else {
+			return nil, fmt.Errorf("unknown fault %q (known: %s, store-restart, all)", name, strings.Join(names, ", "))
+		}
+		for _, n := range group {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(names, a) - slices.Index(names, b) })
+	return out, nil
+}
+
+// NeedsEtcdCluster reports whether faults need a three-member etcd.
+func NeedsEtcdCluster(faults []string) bool { return slices.Contains(faults, LeaderKill) }
+
+// LockStrategies are the strategies that hold a lease (and so can be caught
+// holding it); the others have no critical section to land in.
+var LockStrategies = registryNames(func(in inventory.Info) bool { return in.Lock != inventory.LockNone })
+
+// FencedStrategies are the lock strategies whose tokens order grants across
+// replicas, so that their writes are fenced.
+var FencedStrategies = registryNames(func(in inventory.Info) bool { return in.Lock != inventory.LockNone && in.Fenced })
+
+// safeStrategies are the strategies that must keep the books straight
+// under every fault.
+var safeStrategies = registryNames(func(in inventory.Info) bool { return in.Safe })
+
+// registryNames returns the names of the registry's strategies that keep
+// says to keep, in registry order.
+func registryNames(keep func(inventory.Info) bool) []string {
+	var names []string
+	for _, in := range inventory.Registry() {
+		if keep(in) {
+			names = append(names, in.Name)
+		}
+	}
+	return names
+}
+
+// Drill is one strategy run under one fault.
+type Drill struct {
+	Label    string // the fault as the tables show it
+	Strategy string
+	// Demo marks a deliberately weakened configuration (fencing off): its
+	// anomalies are the point, so it is judged like an unsafe strategy.
+	Demo bool
+	// Flags are the replicas' flags beyond the fault baseline.
+	Flags Flags
+	// Inject injects the fault while the attack runs; nil when the
+	// configuration is the fault (clock skew).
+	Inject Injector
+}
+
+// Flags are a drill's replica flags beyond the fault baseline: every
+// replica gets all, and replica b (index OddReplica) gets odd after them,
+// so that a drill that sets one replica against the others does so with
+// any number of replicas.
+type Flags struct{ All, Odd []string }
+
+// OddReplica is the index of replica b, the one a drill's odd flags go to.
+// Fault drills run with at least two replicas (the harness validates it).
+const OddReplica = 1
+
+// PerReplica returns the extra flags of each of n replicas, by index.
+func (f Flags) PerReplica(n int) [][]string {
+	out := make([][]string, n)
+	for i := range out {
+		out[i] = slices.Clone(f.All)
+		if i == OddReplica {
+			out[i] = append(out[i], f.Odd...)
+		}
+	}
+	return out
+}
+
+// String says which replicas run with which drill flags.
+func (f Flags) String() string {
+	var parts []string
+	if len(f.All) > 0 {
+		parts = append(parts, "every replica "+strings.Join(f.All, " "))
+	}
+	if len(f.Odd) > 0 {
+		parts = append(parts, "replica "+env.ReplicaID(OddReplica)+" "+strings.Join(f.Odd, " "))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Injector injects a fault into a running attack and returns what it did.
+// An error wrapping env.ErrUnsupported means it cannot strike here.
+type Injector func(ctx context.Context, f *Ctx) (*Event, error)
+
+// Event is what an injector did.
+type Event struct {
+	At     time.Time // when the fault struck
+	Healed time.Time // when it was over (the store answered again, the process resumed); zero: At
+	Victim string    // the replica the fault hit, "" for a store fault
+	Note   string
+	// Cleanup, if not nil, undoes the fault after the attack (restarts a
+	// killed replica or etcd member) so that the next run starts whole.
+	Cleanup func(ctx context.Context) error
+}
+
+// Ctx is what an injector works with.
+type Ctx struct {
+	Env      *env.Env
+	Probe    *stockapi.Client // asks the replicas who holds a lock
+	Strategy string           // the strategy under attack
+	// Strike is when the fault strikes: an injector waits for it, then
+	// looks for a victim for up to Search.
+	Strike time.Time
+	Search time.Duration
+	Repeat int           // picks the victim by turn when no holder is seen
+	TTL    time.Duration // the replicas' lock TTL: a pause lasts twice this
+}
+
+// Plan lists the drills of faults, for the strategies given, fault by
+// fault.
+func Plan(faults, strategies []string) []Drill {
+	var ds []Drill
+	for _, name := range faults {
+		f, ok := Lookup(name)
+		if !ok {
+			continue
+		}
+		for _, d := range f.drills() {
+			if slices.Contains(strategies, d.Strategy) {
+				ds = append(ds, d)
+			}
+		}
+	}
+	return ds
+}
+
+// crashDrills: every strategy, the unsafe ones as demonstrations (a crash
+// does not make them any worse, they oversell anyway).
+func crashDrills() []Drill {
+	var ds []Drill
+	for _, s := range inventory.Names() {
+		ds = append(ds, Drill{Label: "crash", Strategy: s, Inject: CrashHolder})
+	}
+	return ds
+}
+
+// pauseDrills: every safe strategy, and every fenced one again with
+// fencing off, to show what the fence stops.
+func pauseDrills() []Drill {
+	var ds []Drill
+	for _, s := range safeStrategies {
+		ds = append(ds, Drill{Label: "pause", Strategy: s, Inject: PauseHolder})
+	}
+	off := []string{"--fencing=false"}
+	for _, s := range FencedStrategies {
+		ds = append(ds, Drill{Label: "pause, fencing off", Strategy: s, Demo: true, Flags: Flags{All: off}, Inject: PauseHolder})
+	}
+	return ds
+}
+
+// storeDrills: every safe strategy across a MongoDB restart.
+func storeDrills() []Drill {
+	var ds []Drill
+	for _, s := range safeStrategies {
+		ds = append(ds, Drill{Label: "mongo restart", Strategy: s, Inject: RestartMongo})
+	}
+	return ds
+}
+
+// clockDrills: replica b's lease clock off, against each lock.
+func clockDrills() []Drill {
+	ahead, behind := []string{"--clock-offset=2s"}, []string{"--clock-offset=-2s"}
+	wide := []string{"--lock-skew=3s"}
+	return []Drill{
+		{Label: "clock b +2s, allowance 500ms", Strategy: "mongo-lease", Flags: Flags{Odd: ahead}},
+		{Label: "clock b -2s, allowance 500ms", Strategy: "mongo-lease", Flags: Flags{Odd: behind}},
+		{Label: "clock b +2s, allowance 3s", Strategy: "mongo-lease", Flags: Flags{All: wide, Odd: ahead}},
+		{Label: "clock b +2s", Strategy: "redis-lock", Flags: Flags{Odd: ahead}},
+		{Label: "clock b +2s", Strategy: "etcd-lock", Flags: Flags{Odd: ahead}},
+	}
+}
+
+// only is a fault with one drill.
+func only(_, label, strategy string, inject Injector) func() []Drill {
+	return func() []Drill { return []Drill{{Label: label, Strategy: strategy, Inject: inject}} }
+}
+
+// Baseline are the flags every replica of a fault run gets: a short
+// TTL so that a dead holder's lease runs out within the attack, a lock wait
+// that outlasts it (a survivor waits the dead lease out instead of giving
+// up), and the write stall that lets a pause land after the lease check.
+func Baseline(ttl, writeStall time.Duration) []string {
+	return []string{
+		"--lock-ttl=" + ttl.String(),
+		"--lock-wait=" + (3 * ttl).String(),
+		"--request-timeout=" + (3*ttl + 10*time.Second).String(),
+		"--write-stall=" + writeStall.String(),
+	}
+}
+
+// Sale is one acknowledged sale, for the recovery and token checks.
+type Sale struct {
+	Start, End time.Time
+	Replica    string
+	Fence      int64
+}
+
+// Trigger is how long into an attack of duration d (0: 8 s) a drill's
+// fault strikes: late enough that the lock is busy and sales are flowing,
+// early enough that the recovery is inside the attack.
+func Trigger(d time.Duration) time.Duration {
+	if d == 0 {
+		d = 8 * time.Second
+	}
+	return max(d/4, 500*time.Millisecond)
+}
+
+// Sleep waits d or until ctx ends, whichever is first.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// victim waits for the strike time and picks the replica to hit: the one
+// holding a lease of the strategy right now, found by polling the
+// replicas' /healthz (locks_held), or, for a strategy without a lease (or
+// when no holder shows up within Search), the replicas in turn by repeat.
+// It returns the replica's index and a note on how it was chosen.
+func (f *Ctx) victim(ctx context.Context) (int, string, error) {
+	if err := Sleep(ctx, time.Until(f.Strike)); err != nil {
+		return 0, "", err
+	}
+	n := f.Env.Len()
+	if !slices.Contains(LockStrategies, f.Strategy) {
+		return f.Repeat % n, "no lease to hold: picked by turn", nil
+	}
+	deadline := time.Now().Add(max(f.Search, time.Second))
+	for time.Now().Before(deadline) {
+		i, err := f.findHolder(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		if i >= 0 {
+			return i, "holding the " + f.Strategy + " lease at the last poll", nil
+		}
+		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
+			return 0, "", err
+		}
+	}
+	return f.Repeat % n, "no holder seen: picked by turn", nil
+}
+
+// findHolder asks every replica's /healthz at once which holds a lease of
+// the strategy; -1 if none does.
+func (f *Ctx) findHolder(ctx context.Context) (int, error) {
+	bases := f.Env.Bases()
+	held := make([]int, len(bases))
+	var wg sync.WaitGroup
+	for i, base := range bases {
+		wg.Go(func() {
+			var body struct {
+				LocksHeld map[string]int `json:"locks_held"`
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if err := f.Probe.Do(cctx, "GET", base+"/healthz", nil, &body); err == nil {
+				held[i] = body.LocksHeld[f.Strategy]
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return -1, context.Cause(ctx)
+	}
+	for i, n := range held {
+		if n > 0 {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
+// hook, its lease stays until its TTL runs out. The replica is started again
+// after the attack.
+func CrashHolder(ctx context.Context, f *Ctx) (*Event, error) {
+	i, how, err := f.victim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, pid := f.Env.ID(i), f.Env.Pid(i)
+	at := time.Now()
+	if err := f.Env.Kill(i); err != nil {
+		return nil, fmt.Errorf("kill -9 replica %s (pid %d): %w", id, pid, err)
+	}
+	return &Event{
+		At: at, Victim: id,
+		Note:    fmt.Sprintf("kill -9 replica %s (pid %d, %s)", id, pid, how),
+		Cleanup: func(ctx context.Context) error { return f.Env.Restart(ctx, i) },
+	}, nil
+}
+
+// PauseHolder stops the lock holder with SIGSTOP for twice the TTL and
+// continues it: its lease expires meanwhile, another replica takes the lock
+// and sells, and the paused one wakes up inside its critical section,
+// believing it still holds the lock.
+func PauseHolder(ctx context.Context, f *Ctx) (*Event, error) {
+	i, how, err := f.victim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := f.Env.ID(i)
+	at := time.Now()
+	if err := f.Env.Pause(i); err != nil {
+		return nil, fmt.Errorf("SIGSTOP replica %s: %w", id, err)
+	}
+	pause := 2 * f.TTL
+	// Whatever happens, the replica must not stay stopped.
+	serr := Sleep(context.WithoutCancel(ctx), pause)
+	if err := f.Env.Resume(i); err != nil {
+		return nil, fmt.Errorf("SIGCONT replica %s: %w", id, err)
+	}
+	if serr != nil {
+		return nil, serr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	return &Event{At: at, Healed: time.Now(), Victim: id,
+		Note: fmt.Sprintf("SIGSTOP replica %s for %s (%s)", id, pause, how)}, nil
+}
+
+// RestartRedis restarts the redis-server the harness started, while a
+// replica holds a redis-lock lease. It keeps nothing on disk, so every
+// lease is gone afterwards, and its key counter too.
+func RestartRedis(ctx context.Context, f *Ctx) (*Event, error) {
+	if f.Env.Redis.Kind != devstore.KindRedisServer {
+		return nil, fmt.Errorf("%w: the harness can restart only a redis-server it started (this Redis is %s)", env.ErrUnsupported, f.Env.Redis.Kind)
+	}
+	_, how, err := f.victim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The fault strikes when the server is gone, not when the harness
+	// decides to stop it: a sale sent in between is no recovery.
+	if err := f.Env.Redis.Stop(); err != nil {
+		return nil, fmt.Errorf("stop redis-server: %w", err)
+	}
+	at := time.Now()
+	if err := f.Env.Redis.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start redis-server again: %w", err)
+	}
+	healed := time.Now()
+	return &Event{At: at, Healed: healed,
+		Note: fmt.Sprintf("restarted redis-server, no persistence (down %s; a replica was %s)", healed.Sub(at).Round(time.Millisecond), how)}, nil
+}
+
+// RestartMongo restarts the embedded FerretDB on its data directory.
+func RestartMongo(ctx context.Context, f *Ctx) (*Event, error) {
+	if f.Env.Mongo.Kind != devstore.KindFerretDB {
+		return nil, fmt.Errorf("%w: the harness can restart only the embedded FerretDB (this MongoDB is %s)", env.ErrUnsupported, f.Env.Mongo.Kind)
+	}
+	_, how, err := f.victim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	at := time.Now()
+	if err := f.Env.Mongo.Restart(ctx); err != nil {
+		return nil, fmt.Errorf("restart FerretDB: %w", err)
+	}
+	healed := time.Now()
+	return &Event{At: at, Healed: healed,
+		Note: fmt.Sprintf("restarted FerretDB on its data (down %s; %s)", healed.Sub(at).Round(time.Millisecond), how)}, nil
+}
+
+// KillEtcdLeader crashes the leader of the three-member etcd cluster; the
+// other two elect a new one. The member is started again after the attack.
+func KillEtcdLeader(ctx context.Context, f *Ctx) (*Event, error) {
+	if f.Env.Etcd.Kind != devstore.KindEmbeddedEtcd || len(f.Env.Etcd.Endpoints) < 3 {
+		return nil, fmt.Errorf("%w: needs the harness's three-member embedded etcd (this etcd is %s with %d members)", env.ErrUnsupported, f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
+	}
+	_, how, err := f.victim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// An election may be under way (the members run in this process, on
+	// a busy machine): wait for a leader rather than give up.
+	leader := -1
+	for wait := time.Now().Add(5 * time.Second); leader < 0; {
+		if leader, err = f.Env.Etcd.Leader(); err != nil {
+			return nil, fmt.Errorf("find the etcd leader: %w", err)
+		}
+		if leader < 0 {
+			if time.Now().After(wait) {
+				return nil, errors.New("find the etcd leader: no member has known one for 5s")
+			}
+			if err := Sleep(ctx, 20*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	}
+	at := time.Now()
+	if err := f.Env.Etcd.Kill(leader); err != nil {
+		return nil, fmt.Errorf("kill etcd member %d: %w", leader, err)
+	}
+	return &Event{At: at, Victim: "",
+		Note:    fmt.Sprintf("killed etcd member %d, the leader (%s)", leader, how),
+		Cleanup: func(ctx context.Context) error { return f.Env.Etcd.Start(ctx, leader) },
+	}, nil
+}
+
+// Recovery is how long sales stopped because of the fault: the longest
+// time without a completed sale from the moment the fault struck to the
+// end of the attack. Measured on completions, not on when requests were
+// sent: the harness's workers are busy with requests queued for the lock,
+// so when a new request goes out says more about the queue than about the
+// fault; and a sale already committing when the fault struck, completing
+// just after it, ends the first gap early but not the longest one. It
+// returns false when no sale completed after the fault.
+func Recovery(sales []Sale, ev *Event) (time.Duration, bool) {
+	ends := make([]time.Time, 0, len(sales))
+	for _, s := range sales {
+		ends = append(ends, s.End)
+	}
+	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
+	var longest time.Duration
+	prev, resumed := ev.At, false
+	for _, e := range ends {
+		if !e.After(ev.At) {
+			continue
+		}
+		resumed = true
+		longest = max(longest, e.Sub(prev))
+		prev = e
+	}
+	return longest, resumed
+}
+
+// Tokens checks that fencing tokens kept increasing across the fault:
+// every sale that started after the fault was over carries a higher token
+// than every sale completed before it struck, and no token was used twice.
+//
+// With no event (a configuration fault, such as clock skew) only reuse is
+// checked.
+func Tokens(sales []Sale, ev *Event) *report.TokenCheck {
+	tc := &report.TokenCheck{}
+	var healed time.Time // sales sent after this count as "after the fault"
+	if ev != nil {
+		healed = ev.At
+		if ev.Healed.After(healed) {
+			healed = ev.Healed
+		}
+	}
+	seen := map[int64]bool{}
+	for _, s := range sales {
+		if s.Fence == 0 {
+			continue
+		}
+		if seen[s.Fence] {
+			tc.Reused++
+		}
+		seen[s.Fence] = true
+		switch {
+		case ev == nil:
+		case s.End.Before(ev.At):
+			tc.Before++
+			tc.MaxBefore = max(tc.MaxBefore, s.Fence)
+		case s.Start.After(healed):
+			if tc.After == 0 || s.Fence < tc.MinAfter {
+				tc.MinAfter = s.Fence
+			}
+			tc.After++
+		}
+	}
+	tc.OK = tc.Reused == 0 && (tc.Before == 0 || tc.After == 0 || tc.MinAfter > tc.MaxBefore)
+	return tc
+}

@@ -1,0 +1,146 @@
+package drill
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+func TestParseFaults(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{"", nil, ""},
+		{"none", nil, ""},
+		{"pause,crash", []string{"crash", "pause"}, ""}, // documented order, whatever the given one
+		{"store-restart", []string{"redis-restart", "mongo-restart"}, ""},
+		{"all", Names(), ""},
+		{"crash,all,crash", Names(), ""},
+		{"crash,meteor", nil, `unknown fault "meteor"`},
+	}
+	for _, c := range cases {
+		got, err := Parse(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Parse(%q) error = %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+
+func TestPlan(t *testing.T) {
+		var got []string
+	for _, d := range Plan(Names(), []string{"redis-lock", "atomic"}) {
+		got = append(got, d.Label+"/"+d.Strategy)
+		if d.Strategy != "redis-lock" && d.Strategy != "atomic" {
+			t.Errorf("drill %s/%s: strategy not asked for", d.Label, d.Strategy)
+		}
+		if d.Demo && !slices.Contains(d.Flags.All, "--fencing=false") {
+			t.Errorf("demo drill %s/%s does not turn fencing off", d.Label, d.Strategy)
+		}
+	}
+	want := []string{"crash/redis-lock", "crash/atomic", "pause/redis-lock", "pause/atomic", "pause, fencing off/redis-lock",
+		"redis restart/redis-lock", "mongo restart/redis-lock", "mongo restart/atomic", "clock b +2s/redis-lock"}
+	if !slices.Equal(got, want) {
+		t.Errorf("plan:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestDrillFlagsForNReplicas checks every drill's flags for 2 to 8
+// replicas: a flag meant for every replica reaches every one, and a clock
+// skew shifts replica b alone.
+func TestDrillFlagsForNReplicas(t *testing.T) {
+		for n := 2; n <= env.MaxReplicas; n++ {
+		for _, d := range Plan(Names(), inventory.Names()) {
+			flags := d.Flags.PerReplica(n)
+			if len(flags) != n {
+				t.Fatalf("%s/%s, %d replicas: flags for %d", d.Label, d.Strategy, n, len(flags))
+			}
+			var skewed []int
+			for i, f := range flags {
+				if d.Demo && !slices.Contains(f, "--fencing=false") {
+					t.Errorf("%s/%s, %d replicas: replica %s keeps fencing on: %q", d.Label, d.Strategy, n, env.ReplicaID(i), f)
+				}
+				if slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, "--clock-offset=") }) {
+					skewed = append(skewed, i)
+				}
+				if strings.Contains(d.Label, "allowance 3s") && !slices.Contains(f, "--lock-skew=3s") {
+					t.Errorf("%s/%s, %d replicas: replica %s lacks the wide allowance: %q", d.Label, d.Strategy, n, env.ReplicaID(i), f)
+				}
+			}
+			wantSkewed := []int(nil)
+			if strings.HasPrefix(d.Label, "clock b") {
+				wantSkewed = []int{1}
+			}
+			if !slices.Equal(skewed, wantSkewed) {
+				t.Errorf("%s/%s, %d replicas: clock shifted on replicas %v, want %v", d.Label, d.Strategy, n, skewed, wantSkewed)
+			}
+		}
+	}
+	if got := (Flags{All: []string{"--lock-skew=3s"}, Odd: []string{"--clock-offset=2s"}}).String(); got != "every replica --lock-skew=3s; replica b --clock-offset=2s" {
+		t.Errorf("description %q", got)
+	}
+}
+
+
+func TestRecoveryAndTokens(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sales := []Sale{
+		{Start: at(0), End: at(100), Replica: "a", Fence: 10},
+		{Start: at(100), End: at(200), Replica: "b", Fence: 11},
+		{Start: at(900), End: at(1200), Replica: "a", Fence: 12}, // in flight at the fault, on the victim
+		{Start: at(1500), End: at(2600), Replica: "b", Fence: 14},
+		{Start: at(2700), End: at(2800), Replica: "a", Fence: 15},
+	}
+	ev := &Event{At: at(1000), Victim: "a"}
+	// Sales end at 1200 (in flight when the fault struck), 2600, 2800:
+	// the longest time without a sale after the fault is 1200..2600.
+	if d, ok := Recovery(sales, ev); !ok || d != 1400*time.Millisecond {
+		t.Errorf("recovery = %v, %v; want 1.4s (the gap from 1.2s to 2.6s)", d, ok)
+	}
+	store := &Event{At: at(1000), Healed: at(1400)}
+	if d, ok := Recovery(sales[:4], store); !ok || d != 1400*time.Millisecond {
+		t.Errorf("recovery = %v, %v; want 1.4s", d, ok)
+	}
+	// The gap that contains the fault counts from the fault, not from the
+	// last sale before it.
+	if d, ok := Recovery(sales[:2], &Event{At: at(150)}); !ok || d != 50*time.Millisecond {
+		t.Errorf("recovery = %v, %v; want 50ms", d, ok)
+	}
+	if d, ok := Recovery(sales[:2], ev); ok {
+		t.Errorf("no sale after the fault, yet recovery %v", d)
+	}
+
+	if tc := Tokens(sales, store); !tc.OK || tc.MaxBefore != 11 || tc.MinAfter != 14 || tc.Before != 2 || tc.After != 2 {
+		t.Errorf("increasing tokens: %+v", tc)
+	}
+	// A token after the fault no higher than one before it: a restarted
+	// lock service that counted from scratch.
+	reset := append(slices.Clone(sales), Sale{Start: at(3000), End: at(3100), Replica: "b", Fence: 3})
+	if tc := Tokens(reset, store); tc.OK {
+		t.Errorf("a token that went back passed: %+v", tc)
+	}
+	twice := append(slices.Clone(sales), Sale{Start: at(3000), End: at(3100), Replica: "b", Fence: 15})
+	if tc := Tokens(twice, store); tc.OK || tc.Reused != 1 {
+		t.Errorf("a token used for two sales passed: %+v", tc)
+	}
+	// Without an injected fault (clock skew) only reuse is checked.
+	if tc := Tokens(reset, nil); !tc.OK || tc.Before != 0 || tc.After != 0 {
+		t.Errorf("no fault, no reuse: %+v", tc)
+	}
+	if tc := Tokens(twice, nil); tc.OK || tc.Reused != 1 {
+		t.Errorf("no fault, a token used twice passed: %+v", tc)
+	}
+}

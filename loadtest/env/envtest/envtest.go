@@ -1,0 +1,69 @@
+// Package envtest runs replicas of the stock service inside a test
+// process, for the tests of the harness and the live page that need real
+// replicas but no process control.
+package envtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/services/stock/server"
+)
+
+// Replicas runs two replicas (a and b) of the stock service in the test
+// process, on free loopback ports, against one MongoDB, one Redis and one
+// etcd, and returns their base URLs. They are shut down in t.Cleanup.
+func Replicas(t testing.TB, adminToken string, rmwDelay time.Duration) []string {
+	t.Helper()
+	mongo := devstore.MongoT(t)
+	redis := devstore.RedisT(t)
+	etcd := devstore.EtcdT(t) // before the replicas: closed after them
+	t.Logf("MongoDB: %s, Redis: %s, etcd: %s", mongo.Kind, redis.Kind, etcd.Kind)
+
+	// A database of its own, in case MONGO_URI is a shared server.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	db := "loadtest_" + hex.EncodeToString(b[:])
+
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var bases []string
+	for _, id := range []string{"a", "b"} {
+		cfg, err := server.ParseConfig([]string{
+			"--addr", "127.0.0.1:0", "--mongo-uri", mongo.URI, "--redis-addr", redis.Addr,
+			"--db", db, "--replica", id, "--rmw-delay", rmwDelay.String(), "--demo", "--admin-token", adminToken,
+			"--etcd-endpoints", strings.Join(etcd.Endpoints, ","),
+		}, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(t.Context(), cfg, logger.With("replica", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("replica %s shutdown: %v", id, err)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("replica %s: %v", id, err)
+			}
+		})
+		bases = append(bases, "http://"+ln.Addr().String())
+	}
+	return bases
+}

@@ -1,0 +1,238 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/env"
+)
+
+// Config is every knob of a harness run.
+type Config struct {
+	Replicas   []string // base URLs; empty: start LocalReplicas replicas
+	Strategies []string
+	Rate       int           // requests per second; 0: as fast as MaxWorkers allow
+	Duration   time.Duration // per strategy; 0 with Requests > 0: until the count is sent
+	Requests   int           // per strategy; 0: bounded by Duration only
+	Stock      int           // per sku
+	Qty        int
+	SKUs       int
+	Skew       float64 // 0: uniform over SKUs; > 1: Zipf exponent (sku 0 hottest)
+	SKUPrefix  string  // "" : a fresh prefix per harness run
+	Workers    int
+	MaxWorkers int
+	Timeout    time.Duration
+	OutDir     string // "" : reports/<timestamp>
+	Settle     time.Duration
+	Warmup     time.Duration // atomic decrements on a scratch sku before the first strategy
+	ReadyWait  time.Duration // how long to wait for the replicas' /readyz
+
+	// For the replicas the harness starts itself.
+	LocalReplicas int // how many; validated 1..maxLocalReplicas
+	RMWDelay      time.Duration
+	StockBin      string // prebuilt services/stock binary; "" : go build it
+	ReplicaLog    bool   // copy the replicas' logs to stderr too
+	AdminToken    string // bearer token of the replicas' stock changes (the harness resets stock with PUT)
+	Quiet         bool   // no live progress line
+
+	// Fault drills (replicas the harness starts only).
+	Faults     []string      // faults to inject; none: the plain comparison
+	Repeat     int           // runs of every drill
+	FaultTTL   time.Duration // the replicas' lock TTL in fault drills
+	WriteStall time.Duration // the replicas' --write-stall in fault drills
+
+	// History and its check (every run).
+	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
+	CheckTimeout time.Duration // the linearizability checker's time per sku
+	CheckHistory string        // check this saved history file and exit; no load
+
+	// Workloads.
+	Mixed          bool          // every strategy at once on shared skus
+	Retries        int           // re-sends of a decrement whose answer did not arrive, same Idempotency-Key
+	AttemptTimeout time.Duration // each attempt's own timeout when Retries > 0
+	CutRate        float64       // with Retries: the share of answers the proxy in front of the first replica cuts
+
+	// Explicit names the settings given on the command line or by the
+	// environment (by flag name), so that Validate can refuse a setting
+	// that does not apply, rather than ignore it.
+	Explicit map[string]bool
+}
+
+// Limits that keep every run bounded in count and time.
+const (
+	maxRate          = 20000
+	maxDuration      = 10 * time.Minute
+	maxRequests      = 1_000_000
+	MaxStock         = 10_000_000
+	maxSKUs          = 10_000
+	maxWorkers       = 4096
+	maxTimeout       = 5 * time.Minute
+	maxRMWDelay      = 10 * time.Second
+	maxSettleTime    = time.Minute
+	maxLocalReplicas = env.MaxReplicas
+	// maxPrefixLen leaves room in the service's 64-byte skus for
+	// "-<strategy>-<index>".
+	maxPrefixLen = 40
+)
+
+// Validate checks every setting and returns every problem at once, each
+// naming its flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Rate < 0 || c.Rate > maxRate {
+		bad("--rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
+	}
+	if c.Duration < 0 || c.Duration > maxDuration {
+		bad("--duration %s: must be between 0 and %s", c.Duration, maxDuration)
+	}
+	if c.Requests < 0 || c.Requests > maxRequests {
+		bad("--requests %d: must be between 0 and %d", c.Requests, maxRequests)
+	}
+	if c.Duration == 0 && c.Requests == 0 {
+		bad("--duration and --requests are both 0: give a time or a count so that the attack ends")
+	}
+	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
+		bad("--duration %s: too short to measure anything; use at least 100ms", c.Duration)
+	}
+	if c.Stock < 1 || c.Stock > MaxStock {
+		bad("--stock %d: must be between 1 and %d", c.Stock, MaxStock)
+	}
+	if c.Qty < 1 || c.Qty > c.Stock {
+		bad("--qty %d: must be between 1 and --stock (%d)", c.Qty, c.Stock)
+	}
+	if c.SKUs < 1 || c.SKUs > maxSKUs {
+		bad("--skus %d: must be between 1 and %d", c.SKUs, maxSKUs)
+	}
+	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
+		bad("--skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
+	}
+	if c.SKUPrefix != "" && !ValidPrefix(c.SKUPrefix) {
+		bad("--sku-prefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
+	}
+	if c.Workers < 1 || c.Workers > maxWorkers {
+		bad("--workers %d: must be between 1 and %d", c.Workers, maxWorkers)
+	}
+	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
+		bad("--max-workers %d: must be between --workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
+	}
+	if c.Timeout < time.Millisecond || c.Timeout > maxTimeout {
+		bad("--timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
+	}
+	if c.Settle < 0 || c.Settle > maxSettleTime {
+		bad("--settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
+	}
+	if c.Warmup < 0 || c.Warmup > time.Minute {
+		bad("--warmup %s: must be between 0 and 1m", c.Warmup)
+	}
+	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
+		bad("--ready-timeout %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
+	}
+	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
+		bad("--local-replicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
+	}
+	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
+		bad("--rate %d: below one request per second for each of the %d replicas; raise --rate or use fewer replicas", c.Rate, c.ReplicaCount())
+	}
+	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
+		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
+	}
+	if c.Repeat < 1 || c.Repeat > 100 {
+		bad("--repeat %d: must be between 1 and 100", c.Repeat)
+	}
+	if c.FaultTTL < time.Second || c.FaultTTL > time.Minute || c.FaultTTL%time.Second != 0 {
+		bad("--fault-ttl %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
+	}
+	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
+		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
+	}
+	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
+		bad("--read-every %s: must be between 0 (no reads) and 1m", c.ReadEvery)
+	}
+	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
+		bad("--check-timeout %s: must be between 1s and 1h", c.CheckTimeout)
+	}
+	if c.Retries < 0 || c.Retries > 10 {
+		bad("--retries %d: must be between 0 and 10", c.Retries)
+	}
+	if c.AttemptTimeout < time.Millisecond || c.AttemptTimeout > c.Timeout {
+		bad("--attempt-timeout %s: must be between 1ms and --timeout (%s)", c.AttemptTimeout, c.Timeout)
+	}
+	if c.CutRate < 0 || c.CutRate >= 1 {
+		bad("--cut-rate %g: must be at least 0 and below 1", c.CutRate)
+	}
+	if c.Retries == 0 {
+		for _, f := range []string{"attempt-timeout", "cut-rate"} {
+			if c.Explicit[f] {
+				bad("--%s applies only with --retries", f)
+			}
+		}
+	}
+	if c.Retries > 0 && len(c.Faults) > 0 {
+		bad("--retries and --faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
+	}
+	if c.Mixed && len(c.Faults) > 0 {
+		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
+	}
+	if c.Mixed && len(c.Strategies) < 2 {
+		bad("--mixed needs at least two --strategies to mix")
+	}
+	if len(c.Faults) == 0 {
+		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
+			if c.Explicit[f] {
+				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)
+			}
+		}
+	}
+	if len(c.Faults) > 0 && (c.Duration == 0 || c.Explicit["requests"]) {
+		bad("--faults needs an attack bounded by --duration alone: a fault strikes a quarter into it, and a count could end the attack first")
+	}
+	if len(c.Faults) > 0 && c.SKUs != 1 {
+		bad("--skus %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
+	}
+	if len(c.Faults) > 0 && c.Timeout <= 3*c.FaultTTL+10*time.Second {
+		bad("--timeout %s: with --faults it must exceed the replicas' request timeout, 3 × --fault-ttl + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*c.FaultTTL+10*time.Second)
+	}
+	if len(c.Faults) > 0 && c.Duration > 0 && c.Duration < 3*c.FaultTTL+time.Second {
+		bad("--duration %s: a fault drill needs at least 3 × --fault-ttl + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)
+	}
+	if len(c.Faults) > 0 && len(c.Replicas) == 0 && c.LocalReplicas < 2 {
+		bad("--local-replicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
+	}
+	if len(c.Replicas) > 0 {
+		if len(c.Faults) > 0 {
+			bad("--faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop --replicas")
+		}
+		for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
+			if c.Explicit[f] {
+				bad("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReplicaCount is how many replicas the run attacks: those of --replicas,
+// else the ones the harness starts.
+func (c Config) ReplicaCount() int {
+	if len(c.Replicas) > 0 {
+		return len(c.Replicas)
+	}
+	return c.LocalReplicas
+}
+
+// ValidPrefix reports whether s can prefix the harness's skus.
+func ValidPrefix(s string) bool {
+	if len(s) == 0 || len(s) > maxPrefixLen {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

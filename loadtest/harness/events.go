@@ -1,0 +1,69 @@
+package harness
+
+import (
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/report"
+)
+
+// Sink receives the harness's events. It is called from several
+// goroutines at once and must not block for long: the attack waits.
+type Sink func(Event)
+
+// The types of Event.
+const (
+	EventLog      = "log"       // Text: a progress line for people
+	EventSetup    = "setup"     // Replicas: the replicas' ids, in order
+	EventRunStart = "run-start" // Run, Strategy, SKUs, Initial, Replicas
+	EventProgress = "progress"  // Run, Strategy, Progress (about four a second)
+	EventGrant    = "grant"     // Run, Strategy, SKU, Replica, Fence: the first sale under a new fencing token
+	EventRefused  = "refused"   // Run, Strategy, Replica, Text: a write the fence or the lease check refused
+	EventFault    = "fault"     // Run, Strategy, Replica (the victim, if any), Text: a fault struck
+	EventRunEnd   = "run-end"   // Run, Strategy, Result: the run's final numbers and verdict
+)
+
+// Event is one thing that happened during a harness run. Only the fields
+// its Type names are set.
+type Event struct {
+	Type     string      `json:"type"`
+	At       time.Time   `json:"at"`
+	Run      int         `json:"run,omitempty"`
+	Strategy string      `json:"strategy,omitempty"`
+	SKU      string      `json:"sku,omitempty"`
+	SKUs     []string    `json:"skus,omitempty"`
+	Replica  string      `json:"replica,omitempty"`
+	Replicas []string    `json:"replicas,omitempty"`
+	Fence    int64       `json:"fence,omitempty"`
+	Initial  int         `json:"initial,omitempty"`
+	Text     string      `json:"text,omitempty"`
+	Progress *Progress   `json:"progress,omitempty"`
+	Result   *report.Run `json:"result,omitempty"`
+}
+
+// Progress is a run's state while its attack goes on.
+type Progress struct {
+	Elapsed  float64 `json:"elapsed"` // seconds since the attack started
+	Sent     int64   `json:"sent"`
+	Answered int64   `json:"answered"`
+	// Sold counts the units of the sales acknowledged so far; Remaining is
+	// the initial stock less them, and Oversold the units acknowledged
+	// beyond the initial stock: a unit sold twice, visible as it happens.
+	Sold      int64            `json:"sold"`
+	Remaining int64            `json:"remaining"`
+	Oversold  int64            `json:"oversold"`
+	ByReplica map[string]int64 `json:"by_replica"` // units sold, by replica id
+	Answers   map[string]int64 `json:"answers"`    // answers by kind: sold, sold out, 503 fenced, no answer: timeout, ...
+	Latency   report.Latency   `json:"latency"`    // milliseconds, over the answers so far
+	// Sales are the sales acknowledged since the previous progress event
+	// (the most recent ones when there were very many).
+	Sales []Mark `json:"sales,omitempty"`
+	Final bool   `json:"final,omitempty"` // the attack is over
+}
+
+// Mark is one acknowledged sale.
+type Mark struct {
+	At      time.Time `json:"at"`
+	Replica string    `json:"replica"`
+	SKU     string    `json:"sku"`
+	Fence   int64     `json:"fence,omitempty"`
+}

@@ -1,0 +1,256 @@
+// Package harness is stocklock's load harness as a library: for one Config
+// it starts the environment (or uses given replicas), resets the stock,
+// attacks one strategy after another (or runs fault drills), reads the
+// stock and the ledger back, checks the history for linearizability and
+// judges every run. It reports as it goes through a stream of Events, which
+// the command line renders as progress lines and the live page as charts,
+// and returns the report.Report both render at the end.
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/stockapi"
+)
+
+// Harness runs the strategies of one Config against a set of replicas.
+// Create it with New; Run runs it once. Inject may be called from another
+// goroutine while it runs.
+type Harness struct {
+	cfg  Config
+	sink Sink
+	// Env, if not nil, is the environment to run against instead of
+	// starting one (the live page keeps one across runs); it is not
+	// closed.
+	Env *env.Env
+
+	replicas []string
+	ids      map[string]string // replica id by base URL
+	outDir   string
+	prefix   string // sku prefix of this harness run
+	api      *stockapi.Client
+	// probe asks the replicas' /healthz who holds a lock, in fault drills.
+	probe *stockapi.Client
+	// reader is the separate client whose reads of the stock go into
+	// the history.
+	reader *stockapi.Client
+	// drills numbers the fault runs, so that each gets skus of its own.
+	drills int
+	// runNo numbers the runs, for the events.
+	runNo int
+	// metricsWarned is set once a replica's /metrics could not be read or
+	// had no lock wait histogram, so that the note is made only once.
+	metricsWarned bool
+
+	mu     sync.Mutex
+	adhoc  chan string // faults asked for by Inject, while an attack runs
+	active bool        // an attack is under way
+}
+
+// New returns a harness for cfg that reports to sink (nil: nowhere). cfg
+// must have passed Validate.
+func New(cfg Config, sink Sink) *Harness {
+	if sink == nil {
+		sink = func(Event) {}
+	}
+	return &Harness{cfg: cfg, sink: sink, adhoc: make(chan string, 1)}
+}
+
+// Errors of Inject.
+var (
+	ErrNotRunning   = errors.New("no attack is running")
+	ErrUnknownFault = errors.New("unknown fault")
+	ErrBusy         = errors.New("a fault is already being injected")
+)
+
+// Inject strikes the running attack with the fault called name, one of
+// drill.Catalogue's with an injector, now: the victim is the replica
+// holding the lock at that moment. The fault and its effect appear in the
+// events and in the run's report.
+func (h *Harness) Inject(name string) error {
+	f, ok := drill.Lookup(name)
+	if !ok || f.Inject == nil {
+		return fmt.Errorf("%w %q", ErrUnknownFault, name)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.active || h.Env == nil {
+		return ErrNotRunning
+	}
+	select {
+	case h.adhoc <- name:
+		return nil
+	default:
+		return ErrBusy
+	}
+}
+
+func (h *Harness) setActive(on bool) {
+	h.mu.Lock()
+	h.active = on
+	if !on {
+		select { // an injection asked for too late is dropped
+		case <-h.adhoc:
+		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+func (h *Harness) logf(format string, a ...any) {
+	h.emit(Event{Type: EventLog, Text: fmt.Sprintf(format, a...)})
+}
+
+func (h *Harness) emit(ev Event) {
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	h.sink(ev)
+}
+
+// Run runs the whole comparison, or the fault drills, of the config. It
+// returns the report so far even on error (nil only when not even the
+// output directory could be made). The report's files are not written:
+// see report.WriteFiles.
+func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
+	cfg := h.cfg
+	now := time.Now()
+	outDir := cfg.OutDir
+	if outDir == "" {
+		outDir = filepath.Join("reports", now.Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
+	}
+	if abs, err := filepath.Abs(outDir); err == nil {
+		outDir = abs
+	}
+	h.outDir = outDir
+	rep := &report.Report{
+		Started: now,
+		OutDir:  outDir,
+		Host:    hostText(),
+		Settings: report.Settings{
+			Rate: cfg.Rate, Duration: cfg.Duration.String(), Requests: cfg.Requests,
+			Stock: cfg.Stock, Qty: cfg.Qty, SKUs: cfg.SKUs, Skew: cfg.Skew,
+			Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Timeout: cfg.Timeout.String(),
+			Strategies: cfg.Strategies,
+		},
+	}
+	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), outDir)
+	if h.Env == nil && len(cfg.Replicas) == 0 {
+		e, err := env.Start(ctx, EnvOptions(cfg, outDir, logWriter{h}))
+		if err != nil {
+			return rep, err
+		}
+		h.Env = e
+		defer func() {
+			e.Close()
+			h.Env = nil
+		}()
+	}
+	if err := h.connect(ctx, rep); err != nil {
+		return rep, err
+	}
+	h.prefix = cfg.SKUPrefix
+	if h.prefix == "" {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		h.prefix = "lt-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+	}
+	h.api = stockapi.New(cfg.Timeout+15*time.Second, cfg.AdminToken)
+	h.probe = stockapi.New(time.Second, "")
+	h.reader = stockapi.New(5*time.Second, "")
+	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
+
+	var err error
+	if len(cfg.Faults) > 0 {
+		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
+		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
+		rep.Runs, err = h.runFaults(ctx)
+	} else {
+		rep.Runs, err = h.runAll(ctx)
+	}
+	return rep, err
+}
+
+// connect finds the replicas: the given ones once they are ready, else the
+// Env's.
+func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
+	cfg := h.cfg
+	if len(cfg.Replicas) > 0 {
+		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
+		err := stockapi.New(5*time.Second, "").WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
+		if err != nil {
+			return err
+		}
+		h.replicas = cfg.Replicas
+		h.ids = map[string]string{}
+		for i, b := range cfg.Replicas {
+			h.ids[b] = fmt.Sprintf("r%d", i+1)
+		}
+		rep.Replicas = h.replicas
+		return nil
+	}
+	rep.Store, rep.Redis, rep.Etcd = h.Env.Store, h.Env.RedisText, h.Env.EtcdText
+	rep.Settings.RMWDelay = cfg.RMWDelay.String()
+	h.replicas = h.Env.Bases()
+	h.ids = map[string]string{}
+	for i, b := range h.replicas {
+		h.ids[b] = env.ReplicaID(i)
+	}
+	rep.Replicas = h.replicas
+	return nil
+}
+
+// EnvOptions are the options of the environment cfg asks for, its logs
+// in outDir and its progress lines to log.
+func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
+	flags := []string{"--rmw-delay", cfg.RMWDelay.String()}
+	if len(cfg.Faults) > 0 {
+		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
+	}
+	return env.Options{
+		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults),
+		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
+		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags,
+	}
+}
+
+// logWriter turns the lines written to it into log events.
+type logWriter struct{ h *Harness }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	for line := range strings.SplitSeq(strings.TrimRight(string(b), "\n"), "\n") {
+		w.h.emit(Event{Type: EventLog, Text: line})
+	}
+	return len(b), nil
+}
+
+// replicaIDs are the replicas' ids, in order.
+func (h *Harness) replicaIDs() []string {
+	out := make([]string, len(h.replicas))
+	for i, b := range h.replicas {
+		out[i] = h.ids[b]
+	}
+	return out
+}
+
+func hostText() string {
+	name, _ := os.Hostname()
+	return fmt.Sprintf("%s, %s/%s, %d CPUs, %s", name, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+}

@@ -1,0 +1,119 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/history"
+)
+
+// readLoop reads every sku's stock from the replicas in turn, one GET
+// every `every`, as a client of its own, until stop is closed; each answer
+// is a read in the history. A read without an answer changes nothing and
+// is left out.
+func (h *Harness) readLoop(ctx context.Context, rec *history.Recorder, skus []string, every time.Duration, stop <-chan struct{}) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		base, sku := h.replicas[i%len(h.replicas)], skus[i%len(skus)]
+		client := rec.Acquire()
+		call := rec.Now()
+		it, err := h.reader.GetItem(ctx, base, sku)
+		ret := rec.Now()
+		rec.Release(client)
+		if err != nil {
+			continue
+		}
+		rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
+			Outcome: history.OK, Stock: history.Int(it.Stock), Status: 200})
+	}
+}
+
+// resetStock sets sku's stock with PUT and records it as the history's
+// set: the initial stock the checker starts from.
+func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, sku string, stock int) error {
+	client := rec.Acquire()
+	defer rec.Release(client)
+	call := rec.Now()
+	if err := h.api.SetStock(ctx, base, sku, stock); err != nil {
+		return err
+	}
+	rec.Add(history.Op{Client: client, Kind: history.Set, SKU: sku, Target: base, Call: call, Return: rec.Now(),
+		Outcome: history.OK, Stock: history.Int(stock), Status: 200})
+	return nil
+}
+
+// linearizability is the checked history of one run.
+type linearizability struct {
+	verdict   history.Verdict
+	conflicts []string
+	file      string   // the history, JSON lines, in the output directory
+	pictures  []string // porcupine's pictures of the violations
+	ops       int
+	elapsed   time.Duration
+}
+
+// checkHistory writes the run's history as name.jsonl in the output
+// directory, checks it, and draws each violating SKU as name[-i].html.
+func (h *Harness) checkHistory(ops []history.Op, name string) (linearizability, error) {
+	var l linearizability
+	l.file, l.ops = name+".jsonl", len(ops)
+	if err := writeHistory(filepath.Join(h.outDir, l.file), ops); err != nil {
+		return l, err
+	}
+	if !h.cfg.Quiet {
+		h.logf("  checking the history: %d operations...", len(ops))
+	}
+	res := history.Check(ops, h.cfg.CheckTimeout)
+	l.verdict, l.conflicts, l.elapsed = res.Verdict, res.Conflicts(), res.Elapsed
+	pics, err := DrawViolations(res, filepath.Join(h.outDir, name))
+	l.pictures = pics
+	return l, err
+}
+
+// DrawViolations writes porcupine's picture of each violating SKU of res
+// to stem.html (stem-2.html, ... for more) and returns the file names.
+func DrawViolations(res history.Result, stem string) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, s := range res.SKUs {
+		path := stem + ".html"
+		if len(names) > 0 {
+			path = fmt.Sprintf("%s-%d.html", stem, len(names)+1)
+		}
+		ok, err := s.Visualize(path)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			names = append(names, filepath.Base(path))
+		}
+	}
+	return names, errors.Join(errs...)
+}
+
+func writeHistory(path string, ops []history.Op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("history file: %w", err)
+	}
+	err = history.WriteJSONL(f, ops)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/attack"
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// skus returns the skus of strategy's run; drill > 0 numbers a fault run,
+// which gets skus of its own (a strategy runs under several faults).
+func (h *Harness) skus(strategy string, drill int) []string {
+	out := make([]string, h.cfg.SKUs)
+	for i := range out {
+		if drill > 0 {
+			out[i] = fmt.Sprintf("%s-%s-f%d-%d", h.prefix, strategy, drill, i)
+		} else {
+			out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, strategy, i)
+		}
+	}
+	return out
+}
+
+// scrape reads every replica's lock wait histograms; nil entries where a
+// replica's /metrics could not be read or has none.
+func (h *Harness) scrape(ctx context.Context) []*histSnapshot {
+	out := make([]*histSnapshot, len(h.replicas))
+	for i, base := range h.replicas {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		text, err := h.api.Metrics(cctx, base)
+		cancel()
+		if err != nil {
+			if !h.metricsWarned {
+				h.metricsWarned = true
+				h.logf("note: no lock wait metrics from %s: %v", base, err)
+			}
+			continue
+		}
+		// nil when no lock wait has been observed yet: the service's
+		// histogram series appear with their first observation.
+		out[i] = parseLockWait(text)
+	}
+	return out
+}
+
+// salesRate is the rate at which sales completed while the stock lasted:
+// k sales over the time from the attack's start to the completion of the
+// k-th, where k is 95% of the sales (all of them when there are fewer than
+// 20), so that one straggler (a slow response, a pause on a busy machine)
+// does not stretch the window. Counting from the start, not from the first
+// sale, keeps it at or below the offered rate: the k-th sale cannot finish
+// before the k-th request was sent.
+func salesRate(sales []drill.Sale, start time.Time) float64 {
+	if len(sales) == 0 {
+		return 0
+	}
+	sorted := make([]time.Time, len(sales))
+	for i, s := range sales {
+		sorted[i] = s.End
+	}
+	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+	k := len(sorted)
+	if k >= 20 {
+		k = (k*95 + 99) / 100
+	}
+	if d := sorted[k-1].Sub(start).Seconds(); d > 0 {
+		return float64(k) / d
+	}
+	return 0
+}
+
+// warmup sends atomic decrements of a scratch sku for cfg.Warmup, so
+// that the replicas' connection pools (to MongoDB, to Redis, from the
+// harness) are open before the first measured run, which would otherwise
+// pay for them alone. The results are discarded.
+func (h *Harness) warmup(ctx context.Context) error {
+	if h.cfg.Warmup <= 0 {
+		return nil
+	}
+	sku := h.prefix + "-warmup"
+	if err := h.api.SetStock(ctx, h.replicas[0], sku, MaxStock); err != nil {
+		return fmt.Errorf("warm-up: reset stock: %w", err)
+	}
+	rate := h.cfg.Rate
+	if rate == 0 {
+		rate = 100
+	}
+	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
+	atk, err := attack.Start(ctx, attack.Options{
+		Name: "warmup", Targets: h.replicas, SKUs: []string{sku}, Writers: []string{"atomic"}, Qty: 1,
+		Rate: max(rate, len(h.replicas)), Duration: h.cfg.Warmup, Timeout: h.cfg.Timeout,
+		Workers: h.cfg.Workers, MaxWorkers: h.cfg.MaxWorkers,
+	})
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	defer atk.Close()
+	n, failed := 0, 0
+	for r := range atk.Results {
+		n++
+		if r.Code != 200 {
+			failed++
+		}
+	}
+	atk.Finished()
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	h.logf("  warm-up: %d requests, %d not 200", n, failed)
+	return nil
+}
+
+// runAll runs every strategy of the config in turn.
+func (h *Harness) runAll(ctx context.Context) ([]report.Run, error) {
+	var runs []report.Run
+	if err := h.warmup(ctx); err != nil {
+		return nil, err
+	}
+	strategies := h.cfg.Strategies
+	if h.cfg.Mixed {
+		strategies = []string{mixedRun}
+	}
+	for i, s := range strategies {
+		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
+		run, err := h.runStrategy(ctx, s, nil)
+		if err != nil {
+			return runs, err
+		}
+		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d, linearizable %s (%s)",
+			s, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Linearizable, run.Verdict)
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+func (h *Harness) loadText() string {
+	rate := fmt.Sprintf("%d req/s", h.cfg.Rate)
+	if h.cfg.Rate == 0 {
+		rate = fmt.Sprintf("unpaced with %d workers", h.cfg.MaxWorkers)
+	}
+	switch {
+	case h.cfg.Requests > 0 && h.cfg.Duration > 0:
+		return fmt.Sprintf("%s, %d requests or %s", rate, h.cfg.Requests, h.cfg.Duration)
+	case h.cfg.Requests > 0:
+		return fmt.Sprintf("%s, %d requests", rate, h.cfg.Requests)
+	default:
+		return fmt.Sprintf("%s for %s", rate, h.cfg.Duration)
+	}
+}
+
+// Summarize returns a line per run that says how it went (a line per
+// failed drill), and whether the harness may exit 0.
+func Summarize(runs []report.Run) (ok bool, lines []string) {
+	var outs []verdict.Outcome
+	for _, r := range runs {
+		outs = append(outs, verdict.Outcome(r.Verdict))
+	}
+	for _, r := range runs {
+		if r.Fault != "" {
+			// Fault drills are many: their table says it all, the
+			// lines name only the failures.
+			if verdict.Outcome(r.Verdict) == verdict.Fail {
+				lines = append(lines, fmt.Sprintf("FAIL  %s, %s, repeat %d: %s", r.Fault, r.Strategy, r.Repeat, strings.Join(r.Problems, "; ")))
+			}
+			continue
+		}
+		switch verdict.Outcome(r.Verdict) {
+		case verdict.Fail:
+			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))
+		case verdict.Demonstrated:
+			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d, linearizable %s), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Linearizable))
+		case verdict.NotReproduced:
+			lines = append(lines, fmt.Sprintf("ok    %s: race not reproduced in this run (more load, concurrency or --rmw-delay makes it likelier)", r.Strategy))
+		default:
+			lines = append(lines, fmt.Sprintf("pass  %s (linearizable %s)", r.Strategy, r.Linearizable))
+		}
+	}
+	return verdict.OK(outs...), lines
+}

@@ -1,0 +1,180 @@
+package harness
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/stocklock/stocklock/loadtest/attack"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// Bounds of what a tracker keeps between progress events.
+const (
+	maxMarks    = 400    // sales per progress event
+	maxLatency  = 10_000 // latencies sampled for the live percentiles
+	progressGap = 250 * time.Millisecond
+)
+
+// tracker follows one run's answers as they arrive, for the progress
+// events: what the terminal's progress line and the live page show.
+type tracker struct {
+	h        *Harness
+	run      int
+	strategy string
+	initial  int64
+	tally    *attack.Tally
+	started  time.Time
+
+	mu        sync.Mutex
+	byReplica map[string]int64
+	answers   map[string]int64
+	lat       []float64 // a uniform sample of the latencies, ms
+	latSeen   int
+	marks     []Mark
+	fences    map[string]map[int64]bool // the tokens seen, by sku
+}
+
+func (h *Harness) newTracker(run *report.Run, a *attack.Attack) *tracker {
+	return &tracker{
+		h: h, run: h.runNo, strategy: run.Strategy, initial: int64(run.Stock * len(run.SKUs)),
+		tally: &a.Tally, started: a.Started,
+		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[string]map[int64]bool{},
+	}
+}
+
+// answer notes one classified answer: a sale's replica and token (a new
+// token is a grant event), a refusal by the fence or the lease check (an
+// event), and its latency.
+func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, note string) {
+	kind := cls.String()
+	if cls != verdict.Sold && cls != verdict.SoldOut {
+		kind = note
+		if cls == verdict.Transport {
+			kind = attack.TransportKind(note)
+		}
+	}
+	var grant, refused bool
+	t.mu.Lock()
+	t.answers[kind]++
+	t.latSeen++
+	ms := float64(r.Latency) / float64(time.Millisecond)
+	if len(t.lat) < maxLatency {
+		t.lat = append(t.lat, ms)
+	} else if i := rand.IntN(t.latSeen); i < maxLatency {
+		t.lat[i] = ms
+	}
+	if cls == verdict.Sold {
+		t.byReplica[o.Replica] += int64(o.Qty)
+		if len(t.marks) >= maxMarks {
+			t.marks = t.marks[1:]
+		}
+		t.marks = append(t.marks, Mark{At: r.End(), Replica: o.Replica, SKU: o.SKU, Fence: o.Fence})
+		if o.Fence != 0 {
+			seen := t.fences[o.SKU]
+			if seen == nil {
+				seen = map[int64]bool{}
+				t.fences[o.SKU] = seen
+			}
+			grant = !seen[o.Fence]
+			seen[o.Fence] = true
+		}
+	}
+	refused = cls == verdict.Unavailable && isRefusal(note)
+	t.mu.Unlock()
+	switch {
+	case grant:
+		t.h.emit(Event{Type: EventGrant, At: r.Timestamp, Run: t.run, Strategy: t.strategy, SKU: o.SKU, Replica: o.Replica, Fence: o.Fence})
+	case refused:
+		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, Replica: t.replicaOf(r.URL), Text: note})
+	}
+}
+
+// isRefusal reports whether a 503 note is a write the fence, the version
+// check or the lease check refused.
+func isRefusal(note string) bool {
+	for _, code := range []string{"fenced", "lease_lost", "stale_read"} {
+		if strings.HasSuffix(note, " "+code) {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaOf names the replica an attack URL went to ("" when it went
+// through the cutting proxy).
+func (t *tracker) replicaOf(u string) string {
+	for base, id := range t.h.ids {
+		if strings.HasPrefix(u, base+"/") {
+			return id
+		}
+	}
+	return ""
+}
+
+// progress is the run's state now; it hands over the sales marked since
+// the last call.
+func (t *tracker) progress(final bool) *Progress {
+	sold := t.tally.Units.Load()
+	p := &Progress{
+		Elapsed: time.Since(t.started).Seconds(), Sent: t.tally.Sent.Load(), Answered: t.tally.Done.Load(),
+		Sold: sold, Remaining: t.initial - sold, Oversold: max(0, sold-t.initial), Final: final,
+	}
+	t.mu.Lock()
+	p.ByReplica, p.Answers = clone(t.byReplica), clone(t.answers)
+	p.Sales, t.marks = t.marks, nil
+	lat := slices.Clone(t.lat)
+	t.mu.Unlock()
+	slices.Sort(lat)
+	q := func(f float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(f*float64(len(lat))))]
+	}
+	p.Latency = report.Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99)}
+	if len(lat) > 0 {
+		p.Latency.Max = lat[len(lat)-1]
+	}
+	return p
+}
+
+func clone(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// start sends a progress event every progressGap until the returned
+// function is called, which sends the final one.
+func (t *tracker) start() func() {
+	stop, finished := make(chan struct{}), make(chan struct{})
+	send := func(final bool) {
+		t.h.emit(Event{Type: EventProgress, Run: t.run, Strategy: t.strategy, Progress: t.progress(final)})
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(progressGap)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				send(true)
+				return
+			case <-tick.C:
+				send(false)
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-finished
+	}
+}

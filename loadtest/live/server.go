@@ -1,0 +1,509 @@
+// Package live serves the harness as a web page: a person chooses
+// strategies, stock, rate, duration, replicas and fencing, starts a race,
+// and watches every sale, lock grant, refused write and fault as it
+// happens, then reads the same verdict, table and chart as the command
+// line's. The page's files are embedded; the live data is a stream of
+// Server-Sent Events carrying the harness's events.
+package live
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/loadtest/harness"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+//go:embed static
+var static embed.FS
+
+// Options configure the live server.
+type Options struct {
+	// Base is the configuration every run starts from; a run's form
+	// changes its strategies, stock, rate, duration and replica count.
+	// With Base.Replicas the page drives those replicas (no faults, a
+	// fixed replica count); without, the server starts its own.
+	Base harness.Config
+	// OutDir holds every run's reports, in run-<n>/; "" : reports/live-<time>.
+	OutDir string
+	// Log gets the server's own progress lines (the environment's start).
+	Log io.Writer
+	// DocsDir is the repository's docs directory, served at /docs/; ""
+	// serves none.
+	DocsDir string
+}
+
+// The faults the page can strike a running attack with: those whose
+// victim is whatever holds the lock at that moment, or a store.
+var pageFaults = []string{drill.Crash, drill.Pause, drill.RedisRestart, drill.MongoRestart}
+
+// Server is the live page and the runs it drives. Create it with Start.
+type Server struct {
+	opt    Options
+	outDir string
+	env    *env.Env // nil with Base.Replicas
+	hub    *hub
+	mux    *http.ServeMux
+
+	mu      sync.Mutex
+	runs    int
+	current *harness.Harness // the run under way, nil when idle
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the run under way has finished
+	last    *Done
+}
+
+// Done is what the page shows when a run is over: the command line's
+// summary lines and table, the chart and the report files.
+type Done struct {
+	Run   int      `json:"run"`
+	OK    bool     `json:"ok"`
+	Lines []string `json:"lines"`
+	Table string   `json:"table"`
+	Chart string   `json:"chart,omitempty"`
+	Files []File   `json:"files"`
+	Error string   `json:"error,omitempty"`
+}
+
+// File is a report file of a run.
+type File struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// Start starts the stores and the replicas (unless Base.Replicas names
+// running ones) and returns the server, idle. Close stops it all.
+func Start(ctx context.Context, opt Options) (*Server, error) {
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
+	s := &Server{opt: opt, hub: newHub()}
+	s.outDir = opt.OutDir
+	if s.outDir == "" {
+		s.outDir = filepath.Join("reports", "live-"+time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(s.outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
+	}
+	if abs, err := filepath.Abs(s.outDir); err == nil {
+		s.outDir = abs
+	}
+	if len(opt.Base.Replicas) == 0 {
+		eo := harness.EnvOptions(opt.Base, s.outDir, opt.Log)
+		eo.Flags = append(eo.Flags, LiveFlags(opt.Base.FaultTTL)...)
+		e, err := env.Start(ctx, eo)
+		if err != nil {
+			return nil, err
+		}
+		s.env = e
+	}
+	s.routes()
+	return s, nil
+}
+
+// LiveFlags are the flags the replicas of the live page run with: the
+// fault drills' short lease, so that a paused or killed holder's lease
+// runs out within a run, without the drills' write stall.
+func LiveFlags(ttl time.Duration) []string { return drill.Baseline(ttl, 0) }
+
+// Close stops the run under way and everything Start started.
+func (s *Server) Close() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.hub.close()
+	if s.env != nil {
+		s.env.Close()
+	}
+}
+
+// Handler serves the page, its API and the reports.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	files, _ := fs.Sub(static, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(files)))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, files, "index.html")
+	})
+	s.mux.HandleFunc("GET /api/state", s.state)
+	s.mux.HandleFunc("POST /api/start", s.start)
+	s.mux.HandleFunc("POST /api/stop", s.stop)
+	s.mux.HandleFunc("POST /api/fault", s.fault)
+	s.mux.HandleFunc("GET /api/events", s.events)
+	s.mux.Handle("GET /reports/", http.StripPrefix("/reports/", http.FileServer(http.Dir(s.outDir))))
+	if s.opt.DocsDir != "" {
+		s.mux.Handle("GET /docs/", http.StripPrefix("/docs/", http.FileServer(http.Dir(s.opt.DocsDir))))
+	}
+}
+
+// apiError is the JSON error body of every 4xx.
+type apiError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, code int, kind, format string, a ...any) {
+	writeJSON(w, code, apiError{Error: kind, Message: fmt.Sprintf(format, a...)})
+}
+
+// strategyInfo is a strategy as the page lists it.
+type strategyInfo struct {
+	Name string `json:"name"`
+	Safe bool   `json:"safe"`
+	Lock string `json:"lock"`
+	Doc  string `json:"doc"`
+}
+
+type faultInfo struct {
+	Name string `json:"name"`
+	Doc  string `json:"doc"`
+}
+
+// Form is what the page's form sends to start a run.
+type Form struct {
+	Strategies []string `json:"strategies"`
+	Stock      int      `json:"stock"`
+	Rate       int      `json:"rate"`
+	Duration   string   `json:"duration"`
+	Replicas   int      `json:"replicas"`
+	Fencing    bool     `json:"fencing"`
+}
+
+func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
+	var strategies []strategyInfo
+	for _, in := range inventory.Registry() {
+		strategies = append(strategies, strategyInfo{Name: in.Name, Safe: in.Safe, Lock: in.Lock, Doc: in.Doc})
+	}
+	var faults []faultInfo
+	if s.env != nil {
+		for _, name := range pageFaults {
+			f, _ := drill.Lookup(name)
+			faults = append(faults, faultInfo{Name: f.Name, Doc: f.Doc})
+		}
+	}
+	b := s.opt.Base
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"running":    s.current != nil,
+		"strategies": strategies,
+		"faults":     faults,
+		"replicas":   s.replicaIDs(),
+		"defaults": Form{Strategies: b.Strategies, Stock: b.Stock, Rate: b.Rate, Duration: b.Duration.String(),
+			Replicas: b.ReplicaCount(), Fencing: true},
+		"fixed_replicas": s.env == nil,
+		"last":           s.last,
+	})
+}
+
+func (s *Server) replicaIDs() []string {
+	if s.env == nil {
+		out := make([]string, len(s.opt.Base.Replicas))
+		for i := range out {
+			out[i] = fmt.Sprintf("r%d", i+1)
+		}
+		return out
+	}
+	var out []string
+	for i := range s.env.Bases() {
+		out = append(out, env.ReplicaID(i))
+	}
+	return out
+}
+
+// maxBody bounds a request body of the API.
+const maxBody = 64 << 10
+
+// config turns a form into the run's configuration, checked as the
+// command line checks its flags.
+func (s *Server) config(f Form) (harness.Config, error) {
+	cfg := s.opt.Base
+	cfg.Explicit = map[string]bool{}
+	if len(f.Strategies) == 0 {
+		return cfg, errors.New("strategies: choose at least one")
+	}
+	for i, name := range f.Strategies {
+		if _, ok := inventory.Lookup(name); !ok {
+			return cfg, fmt.Errorf("strategies: unknown strategy %q (known: %s)", name, strings.Join(inventory.Names(), ", "))
+		}
+		if slices.Contains(f.Strategies[:i], name) {
+			return cfg, fmt.Errorf("strategies: %q is listed twice", name)
+		}
+	}
+	d, err := time.ParseDuration(f.Duration)
+	if err != nil {
+		return cfg, fmt.Errorf("duration %q: %w", f.Duration, err)
+	}
+	cfg.Strategies, cfg.Stock, cfg.Rate, cfg.Duration = f.Strategies, f.Stock, f.Rate, d
+	cfg.Requests, cfg.Warmup, cfg.Faults = 0, 0, nil
+	if s.env != nil {
+		cfg.LocalReplicas = f.Replicas
+	} else if f.Replicas != len(cfg.Replicas) {
+		return cfg, fmt.Errorf("replicas: the page drives the %d replicas it was given", len(cfg.Replicas))
+	}
+	if !f.Fencing && s.env == nil {
+		return cfg, errors.New("fencing: the page can turn fencing off only on replicas it started")
+	}
+	return cfg, cfg.Validate()
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	var f Form
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "the body must be a JSON form: %v", err)
+		return
+	}
+	cfg, err := s.config(f)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current != nil {
+		fail(w, http.StatusConflict, "running", "a run is under way: stop it first")
+		return
+	}
+	s.runs++
+	n := s.runs
+	cfg.OutDir = filepath.Join(s.outDir, fmt.Sprintf("run-%d", n))
+	h := harness.New(cfg, s.hub.publish)
+	h.Env = s.env
+	ctx, cancel := context.WithCancel(context.Background())
+	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
+	s.hub.reset()
+	s.hub.publishState(true)
+	go s.run(ctx, n, h, f, cfg)
+	writeJSON(w, http.StatusAccepted, map[string]int{"run": n})
+}
+
+// run prepares the replicas for the form, runs the harness and publishes
+// what the command line would print.
+func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg harness.Config) {
+	defer func() {
+		s.mu.Lock()
+		s.current, s.cancel = nil, nil
+		close(s.done)
+		s.mu.Unlock()
+		s.hub.publishState(false)
+	}()
+	d := &Done{Run: n}
+	if err := s.prepare(ctx, f); err != nil {
+		d.Error = err.Error()
+		s.finish(d)
+		return
+	}
+	rep, err := h.Run(ctx)
+	if err != nil {
+		d.Error = err.Error()
+		if ctx.Err() != nil {
+			d.Error = "stopped"
+		}
+	}
+	if rep != nil && len(rep.Runs) > 0 {
+		d.OK, d.Lines = harness.Summarize(rep.Runs)
+		d.OK = d.OK && err == nil
+		rep.OK = d.OK
+		var b bytes.Buffer
+		_ = report.WriteText(&b, *rep)
+		d.Table = b.String()
+		paths, werr := report.WriteFiles(cfg.OutDir, *rep)
+		if werr != nil && d.Error == "" {
+			d.Error = werr.Error()
+		}
+		names := append([]string(nil), paths...)
+		for _, r := range rep.Runs {
+			names = append(names, r.Plot, r.History)
+			names = append(names, r.Violations...)
+		}
+		for _, p := range names {
+			if p == "" {
+				continue
+			}
+			name := filepath.Base(p)
+			u := fmt.Sprintf("/reports/run-%d/%s", n, name)
+			d.Files = append(d.Files, File{Name: name, URL: u})
+			if name == "chart.svg" {
+				d.Chart = u
+			}
+		}
+	}
+	s.finish(d)
+}
+
+// prepare brings the replicas the server started to the form's count and
+// fencing.
+func (s *Server) prepare(ctx context.Context, f Form) error {
+	if s.env == nil {
+		return nil
+	}
+	if err := s.env.Scale(ctx, f.Replicas); err != nil {
+		return fmt.Errorf("start the replicas: %w", err)
+	}
+	var extra []string
+	if !f.Fencing {
+		extra = []string{"--fencing=false"}
+	}
+	flags := make([][]string, s.env.Len())
+	for i := range flags {
+		flags[i] = extra
+	}
+	if err := s.env.Configure(ctx, flags); err != nil {
+		return fmt.Errorf("configure the replicas: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) finish(d *Done) {
+	s.mu.Lock()
+	s.last = d
+	s.mu.Unlock()
+	s.hub.publishRaw("done", d)
+}
+
+func (s *Server) stop(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	if cancel == nil {
+		fail(w, http.StatusConflict, "not_running", "no run is under way")
+		return
+	}
+	cancel()
+	writeJSON(w, http.StatusAccepted, map[string]bool{"stopping": true})
+}
+
+func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"name"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "the body must be {\"name\": \"<fault>\"}: %v", err)
+		return
+	}
+	if !slices.Contains(pageFaults, body.Name) {
+		fail(w, http.StatusBadRequest, "unknown_fault", "unknown fault %q (known: %s)", body.Name, strings.Join(pageFaults, ", "))
+		return
+	}
+	if s.env == nil {
+		fail(w, http.StatusConflict, "no_env", "faults need the replicas and stores the page starts itself")
+		return
+	}
+	s.mu.Lock()
+	h := s.current
+	s.mu.Unlock()
+	if h == nil {
+		fail(w, http.StatusConflict, "not_running", "no attack is running")
+		return
+	}
+	switch err := h.Inject(body.Name); {
+	case errors.Is(err, harness.ErrNotRunning):
+		fail(w, http.StatusConflict, "not_running", "no attack is running")
+	case errors.Is(err, harness.ErrBusy):
+		fail(w, http.StatusConflict, "busy", "a fault is already being injected")
+	case err != nil:
+		fail(w, http.StatusBadRequest, "unknown_fault", "%v", err)
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name})
+	}
+}
+
+// events streams the events of the run under way (from its start, so that
+// a page opened late draws it whole) and every later one.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	backlog, ch, leave := s.hub.join()
+	defer leave()
+	for _, m := range backlog {
+		if _, err := w.Write(m); err != nil {
+			return
+		}
+	}
+	fl.Flush()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			if _, err := w.Write(m); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-keepAlive.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// Serve runs the server on addr until ctx ends, telling log where the page
+// is.
+func (s *Server) Serve(ctx context.Context, addr string, log io.Writer) error {
+	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(log, nil), slog.LevelWarn)}
+	ln, err := listen(addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	fmt.Fprintf(log, "live page: http://%s/  (Ctrl-C stops it and everything it started)\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.hub.close() // event streams end, so that Shutdown need not wait for them
+	_ = srv.Shutdown(sctx)
+	return nil
+}

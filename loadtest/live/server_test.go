@@ -1,0 +1,234 @@
+package live
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/env/envtest"
+	"github.com/stocklock/stocklock/loadtest/harness"
+	"github.com/stocklock/stocklock/loadtest/report"
+)
+
+const adminToken = "live-test-admin-token"
+
+// baseConfig is the command line's defaults for replicas given by URL.
+func baseConfig(replicas []string) harness.Config {
+	return harness.Config{
+		Replicas: replicas, Strategies: []string{"unsafe", "atomic"}, Rate: 100, Duration: 3 * time.Second,
+		Stock: 30, Qty: 1, SKUs: 1, Workers: 8, MaxWorkers: 16, Timeout: 15 * time.Second,
+		Settle: 100 * time.Millisecond, ReadyWait: 30 * time.Second, LocalReplicas: 2,
+		RMWDelay: 10 * time.Millisecond, AdminToken: adminToken, Repeat: 1, FaultTTL: time.Second,
+		WriteStall: 200 * time.Millisecond, ReadEvery: 50 * time.Millisecond, CheckTimeout: 20 * time.Second,
+		AttemptTimeout: 250 * time.Millisecond, CutRate: 0.1,
+	}
+}
+
+func post(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("POST %s: the answer is not JSON: %v", url, err)
+	}
+	return resp.StatusCode, out
+}
+
+// TestAPIRefusesBadInput: every bad form or fault is a 4xx with the JSON
+// error body, and starts nothing.
+func TestAPIRefusesBadInput(t *testing.T) {
+	if err := baseConfig([]string{"http://127.0.0.1:1"}).Validate(); err != nil {
+		t.Fatalf("the test's base configuration is invalid: %v", err)
+	}
+	s, err := Start(t.Context(), Options{Base: baseConfig([]string{"http://127.0.0.1:1"}), OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	good := `{"strategies":["atomic"],"stock":10,"rate":50,"duration":"1s","replicas":1,"fencing":true}`
+	cases := []struct {
+		path, body string
+		code       int
+		want       string
+	}{
+		{"/api/start", `{`, 400, "bad_request"},
+		{"/api/start", `{"strategies":["atomic"],"bogus":1}`, 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"atomic"`, `"teleport"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `["atomic"]`, `[]`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"1s"`, `"soon"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"stock":10`, `"stock":0`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"replicas":1`, `"replicas":3`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":false`, 1), 400, "bad_request"},
+		{"/api/fault", `{"name":"meteor"}`, 400, "unknown_fault"},
+		{"/api/fault", `{"name":"crash"}`, 409, "no_env"},
+		{"/api/stop", `{}`, 409, "not_running"},
+	}
+	for _, c := range cases {
+		code, body := post(t, ts.URL+c.path, c.body)
+		if code != c.code || body["error"] != c.want || body["message"] == "" {
+			t.Errorf("POST %s %s: %d %v; want %d %q with a message", c.path, c.body, code, body, c.code, c.want)
+		}
+	}
+	resp, err := http.Get(ts.URL + "/api/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Running    bool `json:"running"`
+		Strategies []struct {
+			Name string `json:"name"`
+		} `json:"strategies"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Running || len(st.Strategies) < 7 {
+		t.Errorf("state after refusals: %+v", st)
+	}
+}
+
+// sseEvent is one Server-Sent Event.
+type sseEvent struct{ typ, data string }
+
+// readEvents reads the stream until a "done" event or the deadline.
+func readEvents(t *testing.T, body io.Reader, deadline time.Duration) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.typ = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && ev.typ != "":
+				out = append(out, ev)
+				if ev.typ == "done" {
+					return
+				}
+				ev = sseEvent{}
+			}
+		}
+	}()
+	select {
+	case <-got:
+	case <-time.After(deadline):
+		t.Fatalf("no done event within %s; %d events", deadline, len(out))
+	}
+	return out
+}
+
+// TestRaceThroughThePage starts a race of unsafe and atomic through the
+// API against two real replicas and follows its event stream to the end:
+// the live progress shows unsafe overselling as it happens, and the final
+// table is the command line's table of the same runs.
+func TestRaceThroughThePage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MongoDB, Redis, etcd and two replicas")
+	}
+	replicas := envtest.Replicas(t, adminToken, 10*time.Millisecond)
+	base := baseConfig(replicas)
+	s, err := Start(t.Context(), Options{Base: base, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+
+	code, body := post(t, ts.URL+"/api/start", `{"strategies":["unsafe","atomic"],"stock":10,"rate":200,"duration":"2s","replicas":2,"fencing":true}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	if code, body := post(t, ts.URL+"/api/start", `{"strategies":["atomic"],"stock":30,"rate":200,"duration":"2s","replicas":2,"fencing":true}`); code != http.StatusConflict || body["error"] != "running" {
+		t.Errorf("a second start while running: %d %v", code, body)
+	}
+	events := readEvents(t, stream.Body, 3*time.Minute)
+
+	var (
+		liveOversold = map[string]int64{}
+		runs         []report.Run
+		done         Done
+	)
+	for _, ev := range events {
+		switch ev.typ {
+		case harness.EventProgress:
+			var e harness.Event
+			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+				t.Fatal(err)
+			}
+			liveOversold[e.Strategy] = max(liveOversold[e.Strategy], e.Progress.Oversold)
+		case harness.EventRunEnd:
+			var e harness.Event
+			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, *e.Result)
+		case "done":
+			if err := json.Unmarshal([]byte(ev.data), &done); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if done.Error != "" || len(runs) != 2 {
+		t.Fatalf("done %+v after %d runs", done, len(runs))
+	}
+	byName := map[string]report.Run{}
+	for _, r := range runs {
+		byName[r.Strategy] = r
+	}
+	t.Logf("table:\n%s", done.Table)
+	if byName["unsafe"].Oversold == 0 || liveOversold["unsafe"] == 0 {
+		t.Errorf("unsafe did not oversell: final %d, live %d", byName["unsafe"].Oversold, liveOversold["unsafe"])
+	}
+	if byName["atomic"].Oversold != 0 || liveOversold["atomic"] != 0 || byName["atomic"].Verdict != "pass" {
+		t.Errorf("atomic: final oversold %d, live %d, verdict %s", byName["atomic"].Oversold, liveOversold["atomic"], byName["atomic"].Verdict)
+	}
+	var want bytes.Buffer
+	if err := report.WriteText(&want, report.Report{Runs: runs}); err != nil {
+		t.Fatal(err)
+	}
+	if done.Table != want.String() {
+		t.Errorf("the page's table is not the command line's:\n%s\nwant\n%s", done.Table, want.String())
+	}
+	if !done.OK || done.Chart == "" {
+		t.Errorf("done: ok %v, chart %q", done.OK, done.Chart)
+	}
+	resp, err := http.Get(ts.URL + done.Chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET %s: %d", done.Chart, resp.StatusCode)
+	}
+}
