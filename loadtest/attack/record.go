@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"io"
 	"net/http"
-				"time"
+	"time"
 
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/stockapi"
@@ -119,4 +119,3 @@ func (t *recordingTransport) send(req *http.Request, body []byte, op *history.Op
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	return resp, nil
 }
-

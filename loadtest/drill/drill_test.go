@@ -38,9 +38,8 @@ func TestParseFaults(t *testing.T) {
 	}
 }
 
-
 func TestPlan(t *testing.T) {
-		var got []string
+	var got []string
 	for _, d := range Plan(Names(), []string{"redis-lock", "atomic"}) {
 		got = append(got, d.Label+"/"+d.Strategy)
 		if d.Strategy != "redis-lock" && d.Strategy != "atomic" {
@@ -61,7 +60,7 @@ func TestPlan(t *testing.T) {
 // replicas: a flag meant for every replica reaches every one, and a clock
 // skew shifts replica b alone.
 func TestDrillFlagsForNReplicas(t *testing.T) {
-		for n := 2; n <= env.MaxReplicas; n++ {
+	for n := 2; n <= env.MaxReplicas; n++ {
 		for _, d := range Plan(Names(), inventory.Names()) {
 			flags := d.Flags.PerReplica(n)
 			if len(flags) != n {
@@ -92,7 +91,6 @@ func TestDrillFlagsForNReplicas(t *testing.T) {
 		t.Errorf("description %q", got)
 	}
 }
-
 
 func TestRecoveryAndTokens(t *testing.T) {
 	t0 := time.Unix(1000, 0)

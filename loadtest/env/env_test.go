@@ -13,4 +13,3 @@ func TestFreePortsDistinct(t *testing.T) {
 		}
 	}
 }
-

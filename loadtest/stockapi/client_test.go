@@ -8,7 +8,6 @@ func TestSkuOfURL(t *testing.T) {
 	}
 }
 
-
 func TestSKUOfURLUnescapes(t *testing.T) {
 	if got := SKUOfURL("http://h:1/v1/items/a%2Fb/decrement"); got != "a/b" {
 		t.Fatal(got)
