@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 const adminToken = "live-test-admin-token"
@@ -96,8 +98,12 @@ func TestAPIRefusesBadInput(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Running || len(st.Strategies) < 7 {
-		t.Errorf("state after refusals: %+v", st)
+	var names []string
+	for _, in := range st.Strategies {
+		names = append(names, in.Name)
+	}
+	if st.Running || !slices.Equal(names, inventory.Names()) {
+		t.Errorf("state after refusals: running %v, strategies %v; want idle and the registry's %v", st.Running, names, inventory.Names())
 	}
 }
 
