@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -130,6 +129,12 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	fs.DurationVar(&c.ReadEvery, "read-every", 50*time.Millisecond, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", time.Minute, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
 	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
+	fs.BoolVar(&c.Capacity, "capacity", false, "capacity sweep instead of the comparison: each strategy at 50 req/s, then twice as much every --duration (3s by default here), on fresh skus with stock it cannot sell out and no read-modify-write delay unless --rmw-delay is set, until a step passes the limits; reports each strategy's capacity and capacity.svg (see docs/results.md)")
+	fs.DurationVar(&c.CapacityP99, "capacity-p99", 500*time.Millisecond, "with --capacity: a step whose p99 exceeds this is past the limits")
+	fs.Float64Var(&c.CapacityErrors, "capacity-errors", 0.01, "with --capacity: a step whose errors and 503s exceed this share of its requests is past the limits")
+	fs.IntVar(&c.CapacityMaxRate, "capacity-max-rate", 3200, "with --capacity: the highest rate offered")
+	var capReplicas string
+	fs.StringVar(&capReplicas, "capacity-replicas", "", "with --capacity: comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas")
 	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
 	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 250*time.Millisecond, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
@@ -194,11 +199,11 @@ embedded stores are started in-process) and GOFLAGS for the build.
 		return c, envErr
 	}
 
-	if c.Replicas, err = parseReplicas(replicas); err != nil {
-		return c, err
+	if c.Replicas, err = harness.ParseReplicas(replicas); err != nil {
+		return c, fmt.Errorf("--replicas: %w", err)
 	}
-	if c.Strategies, err = parseStrategies(strategies); err != nil {
-		return c, err
+	if c.Strategies, err = harness.ParseStrategies(strategies); err != nil {
+		return c, fmt.Errorf("--strategies: %w", err)
 	}
 	if c.Faults, err = drill.Parse(faults); err != nil {
 		return c, fmt.Errorf("--faults: %w", err)
@@ -212,6 +217,20 @@ embedded stores are started in-process) and GOFLAGS for the build.
 	// faultBaseline); the harness must wait longer than they work.
 	if len(c.Faults) > 0 && !c.Explicit["timeout"] {
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
+	}
+	if c.Capacity {
+		if c.CapacityReplicas, err = parseCounts(capReplicas); err != nil {
+			return c, fmt.Errorf("--capacity-replicas: %w", err)
+		}
+		for flag, set := range map[string]func(){
+			"duration":   func() { c.Duration = 3 * time.Second },
+			"rmw-delay":  func() { c.RMWDelay = 0 },
+			"read-every": func() { c.ReadEvery = 0 },
+		} {
+			if !c.Explicit[flag] {
+				set()
+			}
+		}
 	}
 	// --requests alone means "send this many", not "this many or 8s".
 	if c.Requests > 0 && !c.Explicit["duration"] {
@@ -253,64 +272,18 @@ func (c options) validate() error {
 	return err
 }
 
-func parseReplicas(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, raw := range strings.Split(s, ",") {
-		raw = strings.TrimSpace(raw)
-		if raw == "" {
+// parseCounts reads a comma-separated list of whole numbers.
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--replicas: %q is not a base URL like http://127.0.0.1:8081", raw)
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", f)
 		}
-		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("--replicas: %q: give the base URL only (scheme, host and port), the harness adds /v1/...", raw)
-		}
-		if u.Port() != "" {
-			if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-				return nil, fmt.Errorf("--replicas: %q: bad port", raw)
-			}
-		}
-		base := u.Scheme + "://" + u.Host
-		if seen[base] {
-			return nil, fmt.Errorf("--replicas: %q is listed twice", base)
-		}
-		seen[base] = true
-		out = append(out, base)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("--replicas: no URL in the list")
-	}
-	return out, nil
-}
-
-func parseStrategies(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "all" {
-		return append([]string(nil), verdict.Strategies...), nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, name := range strings.Split(s, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
-		if !verdict.Known(name) {
-			return nil, fmt.Errorf("--strategies: unknown strategy %q (known: %s)", name, strings.Join(verdict.Strategies, ", "))
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("--strategies: %q is listed twice", name)
-		}
-		seen[name] = true
-		out = append(out, name)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("--strategies: no strategy in the list")
+		out = append(out, n)
 	}
 	return out, nil
 }

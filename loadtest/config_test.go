@@ -108,6 +108,15 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--sku-prefix", "no spaces"}, nil, "--sku-prefix"},
 		{[]string{"--sku-prefix", strings.Repeat("x", 41)}, nil, "--sku-prefix"},
 		{[]string{"extra"}, nil, "unexpected argument"},
+		{[]string{"--capacity-p99", "1s"}, nil, "--capacity-p99 applies only with --capacity"},
+		{[]string{"--capacity", "--faults", "crash"}, nil, "--capacity runs alone"},
+		{[]string{"--capacity", "--capacity-replicas", "2,x"}, nil, `"x" is not a whole number`},
+		{[]string{"--capacity", "--capacity-replicas", "2,9"}, nil, "--capacity-replicas 9"},
+		{[]string{"--capacity", "--capacity-max-rate", "10"}, nil, "--capacity-max-rate 10"},
+		{[]string{"--capacity", "--replicas", "http://a:1", "--capacity-replicas", "2"}, nil, "scales them"},
+		{[]string{"--serve", "--faults", "crash"}, nil, "--faults does not apply to --serve"},
+		{[]string{"--serve", "--serve-addr", "8090"}, nil, "--serve-addr \"8090\""},
+		{[]string{"--serve-addr", "127.0.0.1:1"}, nil, "--serve-addr applies only with --serve"},
 		{nil, []string{"LOADTEST_RATE", "fast"}, "LOADTEST_RATE"},
 		{nil, []string{"LOADTEST_STRATEGIES", "nope"}, "unknown strategy"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
@@ -184,5 +193,24 @@ func TestHelp(t *testing.T) {
 func TestStrategiesMatchService(t *testing.T) {
 	if !slices.Equal(verdict.Strategies, inventory.Names()) {
 		t.Fatalf("loadtest/verdict.Strategies %v, service offers %v: update verdict.Strategies (and its safe set)", verdict.Strategies, inventory.Names())
+	}
+}
+
+// TestParseConfigCapacity: --capacity changes the defaults a sweep needs
+// (short steps, no read-modify-write delay, no reads) unless they are set.
+func TestParseConfigCapacity(t *testing.T) {
+	c, err := ParseConfig([]string{"--capacity", "--capacity-replicas", "2,4,8"}, envOf(), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Duration != 3*time.Second || c.RMWDelay != 0 || c.ReadEvery != 0 || !slices.Equal(c.CapacityReplicas, []int{2, 4, 8}) {
+		t.Errorf("capacity defaults: duration %s, rmw-delay %s, read-every %s, replicas %v", c.Duration, c.RMWDelay, c.ReadEvery, c.CapacityReplicas)
+	}
+	c, err = ParseConfig([]string{"--capacity", "--rmw-delay", "5ms", "--duration", "4s"}, envOf(), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Duration != 4*time.Second || c.RMWDelay != 5*time.Millisecond {
+		t.Errorf("explicit settings lost: duration %s, rmw-delay %s", c.Duration, c.RMWDelay)
 	}
 }

@@ -3,9 +3,13 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // Config is every knob of a harness run.
@@ -46,6 +50,14 @@ type Config struct {
 	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
 	CheckTimeout time.Duration // the linearizability checker's time per sku
 	CheckHistory string        // check this saved history file and exit; no load
+
+	// Capacity sweep: each strategy at a doubling offered rate until a
+	// step passes the limits, at each replica count.
+	Capacity         bool
+	CapacityP99      time.Duration // a step's p99 limit
+	CapacityErrors   float64       // a step's limit on errors and 503s, a share of its requests
+	CapacityMaxRate  int           // the highest rate offered
+	CapacityReplicas []int         // replica counts to sweep; none: LocalReplicas (or --replicas)
 
 	// Workloads.
 	Mixed          bool          // every strategy at once on shared skus
@@ -172,6 +184,37 @@ func (c Config) Validate() error {
 	if c.Retries > 0 && len(c.Faults) > 0 {
 		bad("--retries and --faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
 	}
+	if c.Capacity {
+		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 {
+			bad("--capacity runs alone: drop --faults, --mixed and --retries")
+		}
+		if c.CapacityP99 < time.Millisecond || c.CapacityP99 > time.Minute {
+			bad("--capacity-p99 %s: must be between 1ms and 1m", c.CapacityP99)
+		}
+		if c.CapacityErrors < 0 || c.CapacityErrors >= 1 {
+			bad("--capacity-errors %g: must be at least 0 and below 1", c.CapacityErrors)
+		}
+		if c.CapacityMaxRate < 50 || c.CapacityMaxRate > maxRate {
+			bad("--capacity-max-rate %d: must be between 50 and %d", c.CapacityMaxRate, maxRate)
+		}
+		if c.Duration == 0 || c.Explicit["requests"] {
+			bad("--capacity steps are bounded by --duration alone")
+		}
+		for _, n := range c.CapacityReplicas {
+			if n < 1 || n > maxLocalReplicas {
+				bad("--capacity-replicas %d: must be between 1 and %d", n, maxLocalReplicas)
+			}
+		}
+		if len(c.CapacityReplicas) > 0 && len(c.Replicas) > 0 {
+			bad("--capacity-replicas needs the replicas the harness starts (it scales them): drop --replicas")
+		}
+	} else {
+		for _, f := range []string{"capacity-p99", "capacity-errors", "capacity-max-rate", "capacity-replicas"} {
+			if c.Explicit[f] {
+				bad("--%s applies only with --capacity", f)
+			}
+		}
+	}
 	if c.Mixed && len(c.Faults) > 0 {
 		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
 	}
@@ -235,4 +278,69 @@ func ValidPrefix(s string) bool {
 		}
 	}
 	return true
+}
+
+// ParseReplicas reads a comma-separated list of replica base URLs.
+func ParseReplicas(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, raw := range strings.Split(s, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%q is not a base URL like http://127.0.0.1:8081", raw)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("%q: give the base URL only (scheme, host and port), the harness adds /v1/...", raw)
+		}
+		if u.Port() != "" {
+			if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+				return nil, fmt.Errorf("%q: bad port", raw)
+			}
+		}
+		base := u.Scheme + "://" + u.Host
+		if seen[base] {
+			return nil, fmt.Errorf("%q is listed twice", base)
+		}
+		seen[base] = true
+		out = append(out, base)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no URL in the list")
+	}
+	return out, nil
+}
+
+// ParseStrategies reads a comma-separated list of strategies, or "all",
+// checked against the registry.
+func ParseStrategies(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "all" {
+		return append([]string(nil), verdict.Strategies...), nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !verdict.Known(name) {
+			return nil, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(verdict.Strategies, ", "))
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%q is listed twice", name)
+		}
+		seen[name] = true
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no strategy in the list")
+	}
+	return out, nil
 }

@@ -178,11 +178,15 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
 
 	var err error
-	if len(cfg.Faults) > 0 {
+	switch {
+	case cfg.Capacity:
+		rep.Settings.CapacityLimit = cfg.capacityLimit()
+		rep.Runs, err = h.runCapacity(ctx)
+	case len(cfg.Faults) > 0:
 		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
 		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
 		rep.Runs, err = h.runFaults(ctx)
-	} else {
+	default:
 		rep.Runs, err = h.runAll(ctx)
 	}
 	return rep, err
@@ -208,11 +212,7 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 	}
 	rep.Store, rep.Redis, rep.Etcd = h.Env.Store, h.Env.RedisText, h.Env.EtcdText
 	rep.Settings.RMWDelay = cfg.RMWDelay.String()
-	h.replicas = h.Env.Bases()
-	h.ids = map[string]string{}
-	for i, b := range h.replicas {
-		h.ids[b] = env.ReplicaID(i)
-	}
+	h.useEnv()
 	rep.Replicas = h.replicas
 	return nil
 }

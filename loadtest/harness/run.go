@@ -162,11 +162,15 @@ func Summarize(runs []report.Run) (ok bool, lines []string) {
 		outs = append(outs, verdict.Outcome(r.Verdict))
 	}
 	for _, r := range runs {
-		if r.Fault != "" {
-			// Fault drills are many: their table says it all, the
-			// lines name only the failures.
+		if r.Fault != "" || r.CapacityStep > 0 {
+			// Fault drills and capacity steps are many: their table
+			// says it all, the lines name only the failures.
 			if verdict.Outcome(r.Verdict) == verdict.Fail {
-				lines = append(lines, fmt.Sprintf("FAIL  %s, %s, repeat %d: %s", r.Fault, r.Strategy, r.Repeat, strings.Join(r.Problems, "; ")))
+				what := fmt.Sprintf("%s, %s, repeat %d", r.Fault, r.Strategy, r.Repeat)
+				if r.CapacityStep > 0 {
+					what = fmt.Sprintf("%s at %d req/s on %d replicas", r.Strategy, r.TargetRate, r.ReplicaCount)
+				}
+				lines = append(lines, fmt.Sprintf("FAIL  %s: %s", what, strings.Join(r.Problems, "; ")))
 			}
 			continue
 		}

@@ -8,6 +8,7 @@ package live
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -248,22 +249,15 @@ const maxBody = 64 << 10
 func (s *Server) config(f Form) (harness.Config, error) {
 	cfg := s.opt.Base
 	cfg.Explicit = map[string]bool{}
-	if len(f.Strategies) == 0 {
-		return cfg, errors.New("strategies: choose at least one")
-	}
-	for i, name := range f.Strategies {
-		if _, ok := inventory.Lookup(name); !ok {
-			return cfg, fmt.Errorf("strategies: unknown strategy %q (known: %s)", name, strings.Join(inventory.Names(), ", "))
-		}
-		if slices.Contains(f.Strategies[:i], name) {
-			return cfg, fmt.Errorf("strategies: %q is listed twice", name)
-		}
+	strategies, err := harness.ParseStrategies(strings.Join(f.Strategies, ","))
+	if err != nil || slices.Contains(f.Strategies, "all") {
+		return cfg, fmt.Errorf("strategies: %w", cmp.Or(err, errors.New(`"all" is not a strategy: choose them`)))
 	}
 	d, err := time.ParseDuration(f.Duration)
 	if err != nil {
 		return cfg, fmt.Errorf("duration %q: %w", f.Duration, err)
 	}
-	cfg.Strategies, cfg.Stock, cfg.Rate, cfg.Duration = f.Strategies, f.Stock, f.Rate, d
+	cfg.Strategies, cfg.Stock, cfg.Rate, cfg.Duration = strategies, f.Stock, f.Rate, d
 	cfg.Requests, cfg.Warmup, cfg.Faults = 0, 0, nil
 	if s.env != nil {
 		cfg.LocalReplicas = f.Replicas

@@ -93,6 +93,12 @@ type Run struct {
 	// status and error code ("503 fenced") or kind of missing answer.
 	Codes map[string]int `json:"codes,omitempty"`
 
+	// Capacity sweeps only: the step's number (from 1) in its sweep, the
+	// replicas it ran on, and why it was past the limits ("" within them).
+	CapacityStep int    `json:"capacity_step,omitempty"`
+	ReplicaCount int    `json:"replicas,omitempty"`
+	Saturated    string `json:"saturated,omitempty"`
+
 	// Strategies are the strategies of a mixed run (Strategy "mixed"),
 	// which decremented the same skus at once; Outcomes counts its
 	// requests by strategy and outcome.
@@ -150,6 +156,8 @@ type Settings struct {
 	Repeat     int      `json:"repeat,omitempty"`
 	FaultTTL   string   `json:"fault_ttl,omitempty"`
 	WriteStall string   `json:"write_stall,omitempty"`
+	// Capacity sweeps only: the limits a step must stay within.
+	CapacityLimit string `json:"capacity_limit,omitempty"`
 }
 
 // Report is everything a harness run produced.
@@ -311,6 +319,18 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		}
 		return WriteFaultMarkdown(w, rep.Runs)
 	}
+	if rep.IsCapacity() {
+		fmt.Fprintf(&b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", s.CapacityLimit, CapacityChartFile)
+		if err := WriteCapacityTable(&b, CapacityRows(rep.Runs)); err != nil {
+			return err
+		}
+		b.WriteString("```\n\nEvery step:\n\n| strategy | replicas | offered req/s | sales/s | p99 | errors | verdict | past the limits |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+		for _, r := range rep.Runs {
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %d | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 
 	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
 	for i := range header {
@@ -401,8 +421,11 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 		{MarkdownFile, WriteMarkdown},
 		{ChartFile, WriteSVG},
 	}
-	if rep.IsFault() {
+	switch {
+	case rep.IsFault():
 		writers[2].name, writers[2].write = FaultChartFile, WriteFaultSVG
+	case rep.IsCapacity():
+		writers[2].name, writers[2].write = CapacityChartFile, WriteCapacitySVG
 	}
 	var paths []string
 	for _, wr := range writers {
@@ -453,8 +476,11 @@ func writeOutcomes(b *strings.Builder, r Run) {
 // table for fault drills, else the comparison table. The command line
 // prints it and the live page shows it.
 func WriteText(w io.Writer, rep Report) error {
-	if rep.IsFault() {
+	switch {
+	case rep.IsFault():
 		return WriteFaultTable(w, FaultRows(rep.Runs))
+	case rep.IsCapacity():
+		return WriteCapacityTable(w, CapacityRows(rep.Runs))
 	}
 	return WriteTable(w, rep.Runs)
 }

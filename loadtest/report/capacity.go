@@ -1,0 +1,237 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// CapacityChartFile is the capacity sweep's chart.
+const CapacityChartFile = "capacity.svg"
+
+// CapacityRow is one strategy at one replica count in a capacity sweep:
+// the steps it ran and the best one within the limits.
+type CapacityRow struct {
+	Strategy string
+	Replicas int
+	Steps    []Run // by offered rate
+	// Best is the step with the most sales/s among those within the
+	// limits; nil when even the first step passed them.
+	Best *Run
+	// Stop says why the sweep ended (the first step past the limits, or
+	// the last rate tried).
+	Stop string
+}
+
+// IsCapacity reports whether rep holds a capacity sweep.
+func (rep Report) IsCapacity() bool {
+	for _, r := range rep.Runs {
+		if r.CapacityStep > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// CapacityRows groups a sweep's steps by strategy and replica count, in
+// the order they ran.
+func CapacityRows(runs []Run) []CapacityRow {
+	var rows []CapacityRow
+	index := map[string]int{}
+	for _, r := range runs {
+		if r.CapacityStep == 0 {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", r.Strategy, r.ReplicaCount)
+		i, ok := index[key]
+		if !ok {
+			i = len(rows)
+			index[key] = i
+			rows = append(rows, CapacityRow{Strategy: r.Strategy, Replicas: r.ReplicaCount})
+		}
+		rows[i].Steps = append(rows[i].Steps, r)
+	}
+	for i := range rows {
+		row := &rows[i]
+		slices.SortStableFunc(row.Steps, func(a, b Run) int { return cmp.Compare(a.TargetRate, b.TargetRate) })
+		for j := range row.Steps {
+			s := &row.Steps[j]
+			if s.Saturated != "" {
+				row.Stop = fmt.Sprintf("%d req/s: %s", s.TargetRate, s.Saturated)
+				continue
+			}
+			if row.Best == nil || s.SalesPerSec > row.Best.SalesPerSec {
+				row.Best = s
+			}
+		}
+		if row.Stop == "" && len(row.Steps) > 0 {
+			row.Stop = fmt.Sprintf("stopped at %d req/s, the highest rate tried", row.Steps[len(row.Steps)-1].TargetRate)
+		}
+	}
+	return rows
+}
+
+// WriteCapacityTable writes one line per strategy and replica count: its
+// capacity (the most sales/s within the limits), the p99 there, and why
+// the sweep stopped.
+func WriteCapacityTable(w io.Writer, rows []CapacityRow) error {
+	table := [][]string{{"strategy", "replicas", "capacity sales/s", "at offered", "p99", "errors", "verdict", "sweep stopped"}}
+	for _, r := range rows {
+		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", "-", "-", "-", "-", r.Stop}
+		if b := r.Best; b != nil {
+			cells[2] = fmt.Sprintf("%.1f", b.SalesPerSec)
+			cells[3] = fmt.Sprintf("%d req/s", b.TargetRate)
+			cells[4] = Ms(b.Latency.P99)
+			cells[5] = fmt.Sprint(b.Errors())
+			cells[6] = b.Verdict
+		}
+		table = append(table, cells)
+	}
+	return writeAligned(w, table, func(col int) bool { return col == 0 || col >= 6 })
+}
+
+// capacityColors tell the strategies apart in the chart.
+var capacityColors = []string{"#1565c0", "#2e7d32", "#e65100", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#9e9d24"}
+
+// WriteCapacitySVG draws the sweep: sales/s against offered rate, one line
+// per strategy and replica count, with the limit-passing steps hollow; and,
+// when the sweep ran several replica counts, capacity against replicas.
+func WriteCapacitySVG(w io.Writer, rep Report) error {
+	rows := CapacityRows(rep.Runs)
+	const (
+		width, plotH = 980, 300
+		left, plotW  = 70, 560
+		legendX      = 670
+	)
+	var counts []int
+	for _, r := range rows {
+		if !slices.Contains(counts, r.Replicas) {
+			counts = append(counts, r.Replicas)
+		}
+	}
+	slices.Sort(counts)
+	second := len(counts) > 1
+	height := 80 + plotH + 60
+	if second {
+		height += plotH + 90
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
+	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
+	fmt.Fprintf(&b, `<text x="16" y="26" font-size="17" font-weight="bold">stocklock capacity: sales/s against the offered rate</text>`+"\n")
+	s := rep.Settings
+	fmt.Fprintf(&b, `<text x="16" y="46" fill="#555">%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits (%s)</text>`+"\n",
+		s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s"), esc(s.CapacityLimit))
+
+	maxRate, maxSales := 1.0, 1.0
+	for _, r := range rows {
+		for _, st := range r.Steps {
+			maxRate = max(maxRate, float64(st.TargetRate))
+			maxSales = max(maxSales, st.SalesPerSec)
+		}
+	}
+	maxRate, maxSales = niceCeil(maxRate), niceCeil(maxSales)
+	y0 := 70
+	axes(&b, left, y0, plotW, plotH, maxRate, maxSales, "offered req/s", "sales/s")
+	for i, r := range rows {
+		color := capacityColors[i%len(capacityColors)]
+		var pts []string
+		for _, st := range r.Steps {
+			x := float64(left) + float64(st.TargetRate)/maxRate*plotW
+			y := float64(y0+plotH) - st.SalesPerSec/maxSales*plotH
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+			fill := color
+			if st.Saturated != "" {
+				fill = "#ffffff"
+			}
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="%s" stroke-width="2"><title>%s, %d replicas: %d req/s offered, %.1f sales/s, p99 %s %s</title></circle>`+"\n",
+				x, y, fill, color, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+		ly := y0 + 10 + i*20
+		label := r.Strategy
+		if len(counts) > 1 {
+			label = fmt.Sprintf("%s, %d replicas", r.Strategy, r.Replicas)
+		}
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, color, legendX+20, ly, esc(label))
+	}
+
+	if second {
+		y1 := y0 + plotH + 90
+		fmt.Fprintf(&b, `<text x="16" y="%d" font-size="15" font-weight="bold">capacity against the number of replicas</text>`+"\n", y1-30)
+		maxCap := 1.0
+		for _, r := range rows {
+			if r.Best != nil {
+				maxCap = max(maxCap, r.Best.SalesPerSec)
+			}
+		}
+		maxCap = niceCeil(maxCap)
+		maxN := float64(counts[len(counts)-1])
+		axes(&b, left, y1, plotW, plotH, maxN, maxCap, "replicas", "capacity sales/s")
+		var strategies []string
+		for _, r := range rows {
+			if !slices.Contains(strategies, r.Strategy) {
+				strategies = append(strategies, r.Strategy)
+			}
+		}
+		for i, name := range strategies {
+			color := capacityColors[i%len(capacityColors)]
+			var pts []string
+			for _, r := range rows {
+				if r.Strategy != name || r.Best == nil {
+					continue
+				}
+				x := float64(left) + float64(r.Replicas)/maxN*plotW
+				y := float64(y1+plotH) - r.Best.SalesPerSec/maxCap*plotH
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d replicas: %.1f sales/s</title></circle>`+"\n", x, y, color, esc(name), r.Replicas, r.Best.SalesPerSec)
+			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+			ly := y1 + 10 + i*20
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, color, legendX+20, ly, esc(name))
+		}
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// axes draws a plot's frame, four ticks on each axis and their labels.
+func axes(b *strings.Builder, x, y, w, h int, maxX, maxY float64, xLabel, yLabel string) {
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#bbb"/>`+"\n", x, y, w, h)
+	for i := 0; i <= 4; i++ {
+		tx := x + i*w/4
+		ty := y + h - i*h/4
+		fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle" fill="#555">%s</text>`+"\n", tx, y+h+16, compact(maxX*float64(i)/4))
+		fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#555">%s</text>`+"\n", x-6, ty+4, compact(maxY*float64(i)/4))
+		if i > 0 && i < 4 {
+			fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#eee"/>`+"\n", x, ty, x+w, ty)
+		}
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x+w/2, y+h+34, esc(xLabel))
+	fmt.Fprintf(b, `<text x="%d" y="%d" transform="rotate(-90 %d %d)" text-anchor="middle">%s</text>`+"\n", x-50, y+h/2, x-50, y+h/2, esc(yLabel))
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func compact(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%gk", math.Round(v/100)/10)
+	}
+	return fmt.Sprintf("%g", math.Round(v*10)/10)
+}
