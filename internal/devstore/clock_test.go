@@ -53,7 +53,7 @@ func TestClockShim(t *testing.T) {
 		t.Errorf("a key without expiry exists = %d, %v after the step; want kept", n, err)
 	}
 
-	// Back by 30 s (from the real time): a new key keeps its full TTL, and
+	// Back, from the real time: a new key keeps its full TTL, and
 	// a key set before the step lives longer by the step.
 	if err := c.Set(ctx, "old", "v", 10*time.Second).Err(); err != nil {
 		t.Fatal(err)
