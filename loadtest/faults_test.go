@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,5 +154,46 @@ func TestLeaderKillShort(t *testing.T) {
 	}
 	if r.Tokens != nil && !r.Tokens.OK {
 		t.Errorf("tokens did not keep increasing across the election: %+v", *r.Tokens)
+	}
+}
+
+// TestRedisClockShort is the short form of the redis-clock drills: the
+// redis-server's clock steps 10s forward while a replica holds the
+// redis-lock (fencing on, then off) and 30s back. The forward step must
+// produce a double grant (two replicas holding the lock at once, seen on
+// their /healthz), and with fencing on nothing may be lost or oversold;
+// across the backward step tokens keep increasing.
+func TestRedisClockShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the service and starts a redis-server under the clock shim and two replica processes")
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("the clock shim needs gcc (apt-get install gcc)")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("the clock drill needs redis-server on PATH")
+	}
+	_, rep := runDrills(t, "--faults", "redis-clock", "--strategies", "redis-lock", "--warmup", "0")
+	if len(rep.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		t.Logf("%s: 2 holders %d, fenced %d, lost %d, verdict %s, tokens %+v", r.Fault, r.DoubleHeld, r.Codes["503 fenced"], r.LostUpdates, r.Verdict, r.Tokens)
+		forward := strings.Contains(r.Fault, "+10s")
+		if forward && r.DoubleHeld == 0 {
+			t.Errorf("%s: no double grant seen after the forward step", r.Fault)
+		}
+		if !forward && r.DoubleHeld != 0 {
+			t.Errorf("%s: a double grant after a backward step: %d polls", r.Fault, r.DoubleHeld)
+		}
+		if r.Demo {
+			continue
+		}
+		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" || r.Sold == 0 {
+			t.Errorf("%s: sold %d, oversold %d, lost %d, ledger %d, verdict %s; %v", r.Fault, r.Sold, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Verdict, r.Problems)
+		}
+		if r.Tokens == nil || !r.Tokens.OK {
+			t.Errorf("%s: tokens %+v", r.Fault, r.Tokens)
+		}
 	}
 }

@@ -29,6 +29,7 @@ const (
 	MongoRestart = "mongo-restart" // restart the embedded FerretDB on its data
 	ClockSkew    = "clock-skew"    // replica b's lease clock 2 s off, the others' right
 	LeaderKill   = "leader-kill"   // kill the leader of a three-member etcd cluster
+	RedisClock   = "redis-clock"   // step the redis-server's wall clock forward past the TTL, or back
 )
 
 // Fault is one entry of the catalogue.
@@ -51,7 +52,36 @@ var Catalogue = []Fault{
 	{MongoRestart, "restart the embedded FerretDB on its data", RestartMongo, storeDrills},
 	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
 	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
+	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
 }
+
+// Clock steps of the redis-clock drills: forward, well past the lock TTL
+// of a drill, and back, further than any TTL.
+const (
+	clockJump = 10 * time.Second
+	clockBack = -30 * time.Second
+)
+
+// clockJumpDrills: the redis-lock under a forward step of the server's
+// clock, with fencing on and off, and under a backward step.
+//
+// The holders stall 800ms after their lease check, most of their time
+// under the lock, so that the step lands while one is inside its critical
+// section and the next waiter's attempt (at most 100ms later) lands
+// before that one writes.
+func clockJumpDrills() []Drill {
+	stall := []string{"--write-stall=800ms"}
+	off := append(slices.Clone(stall), "--fencing=false")
+	return []Drill{
+		{Label: "redis clock +10s", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: JumpRedisClock(clockJump)},
+		{Label: "redis clock +10s, fencing off", Strategy: "redis-lock", Demo: true, Flags: Flags{All: off}, Inject: JumpRedisClock(clockJump)},
+		{Label: "redis clock -30s", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: JumpRedisClock(clockBack)},
+	}
+}
+
+// NeedsRedisClock reports whether faults need a redis-server whose clock
+// can be moved.
+func NeedsRedisClock(faults []string) bool { return slices.Contains(faults, RedisClock) }
 
 // Names lists the faults in catalogue order.
 func Names() []string {
@@ -198,6 +228,9 @@ type Event struct {
 	Healed time.Time // when it was over (the store answered again, the process resumed); zero: At
 	Victim string    // the replica the fault hit, "" for a store fault
 	Note   string
+	// DoubleHeld counts the polls after the fault at which two replicas
+	// held the lock at once (drills that look for double grants).
+	DoubleHeld int
 	// Cleanup, if not nil, undoes the fault after the attack (restarts a
 	// killed replica or etcd member) so that the next run starts whole.
 	Cleanup func(ctx context.Context) error
@@ -359,6 +392,30 @@ func (f *Ctx) victim(ctx context.Context) (int, string, error) {
 // findHolder asks every replica's /healthz at once which holds a lease of
 // the strategy; -1 if none does.
 func (f *Ctx) findHolder(ctx context.Context) (int, error) {
+	held, err := f.held(ctx)
+	for i, n := range held {
+		if n > 0 {
+			return i, err
+		}
+	}
+	return -1, err
+}
+
+// holders is how many replicas hold a lease of the strategy now.
+func (f *Ctx) holders(ctx context.Context) (int, error) {
+	held, err := f.held(ctx)
+	n := 0
+	for _, h := range held {
+		if h > 0 {
+			n++
+		}
+	}
+	return n, err
+}
+
+// held asks every replica's /healthz at once how many leases of the
+// strategy it holds.
+func (f *Ctx) held(ctx context.Context) ([]int, error) {
 	bases := f.Env.Bases()
 	held := make([]int, len(bases))
 	var wg sync.WaitGroup
@@ -376,14 +433,9 @@ func (f *Ctx) findHolder(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return -1, context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	for i, n := range held {
-		if n > 0 {
-			return i, nil
-		}
-	}
-	return -1, nil
+	return held, nil
 }
 
 // CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
@@ -580,4 +632,52 @@ func Tokens(sales []Sale, ev *Event) *report.TokenCheck {
 	}
 	tc.OK = tc.Reused == 0 && (tc.Before == 0 || tc.After == 0 || tc.MinAfter > tc.MaxBefore)
 	return tc
+}
+
+// JumpRedisClock steps the clock of the env's redis-server by d while a
+// replica holds the redis-lock, then watches the replicas' /healthz for
+// three TTLs, counting the polls at which two of them hold the lock at
+// once. A step forward past the TTL expires the holder's key on the server
+// at once: another replica is granted the lock while the first still
+// works under it. The clock goes back to true time after the attack.
+func JumpRedisClock(d time.Duration) Injector {
+	return func(ctx context.Context, f *Ctx) (*Event, error) {
+		r := f.Env.Redis
+		if !r.HasClock() {
+			return nil, fmt.Errorf("%w: the redis-server was started without the clock shim (needs gcc)", env.ErrUnsupported)
+		}
+		_, how, err := f.victim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		at := time.Now()
+		if err := r.SetClockOffset(d); err != nil {
+			return nil, fmt.Errorf("step the redis-server clock by %s: %w", d, err)
+		}
+		ev := &Event{At: at, Healed: time.Now(),
+			Note:    fmt.Sprintf("stepped the redis-server clock by %+v (%s)", d, how),
+			Cleanup: func(context.Context) error { return r.SetClockOffset(0) },
+		}
+		ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
+		return ev, err
+	}
+}
+
+// countDoubleHeld polls every replica's /healthz for window and counts the
+// polls at which two or more held a lease of the strategy.
+func (f *Ctx) countDoubleHeld(ctx context.Context, window time.Duration) (int, error) {
+	n := 0
+	for end := time.Now().Add(window); time.Now().Before(end); {
+		held, err := f.holders(ctx)
+		if err != nil {
+			return n, err
+		}
+		if held >= 2 {
+			n++
+		}
+		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }

@@ -46,6 +46,7 @@ func ReplicaID(i int) string { return string(rune('a' + i)) }
 type Options struct {
 	Replicas    int           // replica processes, 1..MaxReplicas
 	EtcdCluster bool          // a three-member embedded etcd instead of one member
+	RedisClock  bool          // a private redis-server whose clock can be moved (needs gcc)
 	StockBin    string        // a prebuilt services/stock binary; "": go build it
 	OutDir      string        // where replica-<id>.log and devstore.log go
 	Log         io.Writer     // progress lines
@@ -142,7 +143,11 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 
 	e.logf("starting Redis (REDIS_ADDR, else redis-server from PATH, else miniredis)...")
 	t0 = time.Now()
-	if e.Redis, err = devstore.StartRedis(ctx, logger); err != nil {
+	startRedis := devstore.StartRedis
+	if opt.RedisClock {
+		startRedis = devstore.StartRedisClock
+	}
+	if e.Redis, err = startRedis(ctx, logger); err != nil {
 		return nil, fmt.Errorf("start Redis: %w", err)
 	}
 	switch e.Redis.Kind {

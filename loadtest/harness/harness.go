@@ -225,7 +225,7 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
 	}
 	return env.Options{
-		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults),
+		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
 		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
 		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags,
 	}

@@ -344,6 +344,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 func judgeFault(run *report.Run, fs *faultSpec, ev *drill.Event, sales []drill.Sale) {
 	if ev != nil {
 		run.Injected = true
+		run.DoubleHeld = ev.DoubleHeld
 		if d, ok := drill.Recovery(sales, ev); ok {
 			secs := d.Seconds()
 			run.RecoverySeconds = &secs

@@ -59,7 +59,7 @@ func browserConfig(t *testing.T) harness.Config {
 // The race the test starts from the page's form: unsafe, a lock strategy
 // (whose grants and fencing tokens the timeline draws, and whose holder
 // the test kills) and atomic. With UPDATE_SCREENSHOT=1, a larger stock
-// sold more slowly, so that the picture shows the sales spread out.
+// over a longer attack, so that the picture shows the sales spread out.
 var (
 	raceStrategies = []string{"unsafe", "redis-lock", "atomic"}
 	raceStock      = 20
@@ -69,7 +69,7 @@ var (
 
 func init() {
 	if os.Getenv("UPDATE_SCREENSHOT") == "1" {
-		raceStock, raceRate = 80, 100
+		raceStock, raceDuration = 40, 6*time.Second
 	}
 }
 
@@ -322,11 +322,21 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 	}
 	t.Logf("screenshot: %s", path)
 	if name == "end" && os.Getenv("UPDATE_SCREENSHOT") == "1" {
-		doc := filepath.Join("..", "..", "docs", "live-page.png")
-		if err := os.WriteFile(doc, png, 0o644); err != nil {
-			t.Errorf("screenshot: %v", err)
-			return
-		}
-		t.Logf("screenshot: %s", doc)
+		t.Cleanup(func() { updateDocScreenshot(t, png) })
 	}
+}
+
+// updateDocScreenshot writes docs/live-page.png, the README's picture,
+// unless the test failed.
+func updateDocScreenshot(t *testing.T, png []byte) {
+	if t.Failed() {
+		t.Log("the test failed: docs/live-page.png left as it was")
+		return
+	}
+	doc := filepath.Join("..", "..", "docs", "live-page.png")
+	if err := os.WriteFile(doc, png, 0o644); err != nil {
+		t.Errorf("screenshot: %v", err)
+		return
+	}
+	t.Logf("screenshot: %s", doc)
 }

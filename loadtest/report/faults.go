@@ -43,10 +43,13 @@ type FaultRow struct {
 	Unacknowledged int `json:"unacknowledged"`
 	Fenced         int `json:"fenced"`     // 503 fenced: a stale holder's read or write refused
 	LeaseLost      int `json:"lease_lost"` // 503 lease_lost: stopped before the write
-	LockWait       int `json:"lock_unavailable"`
-	Other503       int `json:"other_503"`
-	NoAnswer       int `json:"no_answer"` // transport errors: refused, reset, timeout
-	OtherStatus    int `json:"other_status"`
+	// DoubleHeld counts the polls of the replicas' /healthz, after the
+	// fault, at which two replicas held the strategy's lock at once.
+	DoubleHeld  int `json:"double_held"`
+	LockWait    int `json:"lock_unavailable"`
+	Other503    int `json:"other_503"`
+	NoAnswer    int `json:"no_answer"` // transport errors: refused, reset, timeout
+	OtherStatus int `json:"other_status"`
 
 	// Injected counts the runs whose fault was injected (not a
 	// configuration, not skipped); Recovered those in which sales resumed
@@ -85,6 +88,7 @@ func FaultRows(runs []Run) []FaultRow {
 		row.LostUpdates += r.LostUpdates
 		row.LedgerMismatch += r.LedgerMismatch
 		row.Unacknowledged += r.Unacknowledged
+		row.DoubleHeld += r.DoubleHeld
 		for code, n := range r.Codes {
 			switch {
 			case code == "503 fenced":
@@ -145,7 +149,7 @@ func worseLin(a, b string) string {
 }
 
 var faultHeader = []string{"fault", "strategy", "runs", "verdict", "linearizable", "sold", "oversold", "lost upd", "ledger≠",
-	"fenced", "lease lost", "lock wait 503", "no answer", "other", "resumed", "recovery med", "recovery max", "tokens"}
+	"fenced", "lease lost", "2 holders", "lock wait 503", "no answer", "other", "resumed", "recovery med", "recovery max", "tokens"}
 
 func faultCells(r FaultRow) []string {
 	strategy := r.Strategy
@@ -172,7 +176,7 @@ func faultCells(r FaultRow) []string {
 	return []string{
 		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
-		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
+		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.DoubleHeld), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
 		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
 	}
 }
@@ -220,6 +224,8 @@ runs' history checks (no, then unknown, then yes); *sold*, *oversold*, *lost upd
 *ledger≠* as in the comparison table; *fenced* are 503 fenced answers (a
 stale holder's read or write refused by the fence); *lease lost* are 503
 lease_lost answers (the lease ended before the write, nothing sent);
+*2 holders* counts the polls of the replicas' /healthz, after a clock
+jump, at which two replicas held the lock at once (a double grant);
 *lock wait 503* are requests that gave up waiting for the lock; *no answer*
 are requests that got no HTTP answer (refused by a killed replica, reset,
 timed out); *other* are other statuses (500 outcome_unknown when a store

@@ -87,8 +87,11 @@ type Run struct {
 	RecoverySeconds *float64 `json:"recovery_seconds,omitempty"`
 	// Injected is true when the fault was injected (not skipped, not a
 	// configuration); with a nil RecoverySeconds, sales never resumed.
-	Injected bool        `json:"injected,omitempty"`
-	Tokens   *TokenCheck `json:"tokens,omitempty"`
+	Injected bool `json:"injected,omitempty"`
+	// DoubleHeld counts the polls after the fault at which two replicas
+	// held the lock at once (drills that look for double grants).
+	DoubleHeld int         `json:"double_held,omitempty"`
+	Tokens     *TokenCheck `json:"tokens,omitempty"`
 	// Codes counts the answers that were not a sale or sold out, by
 	// status and error code ("503 fenced") or kind of missing answer.
 	Codes map[string]int `json:"codes,omitempty"`
