@@ -283,8 +283,9 @@ var scenarios = []replicaSpec{
 
 func TestComposeDefaultScenario(t *testing.T) {
 	p := loadCompose(t)
-	// `docker compose up` starts exactly the two-server scenario.
-	want := []string{"etcd", "mongo", "redis", "stock-a", "stock-b"}
+	// `docker compose up` starts exactly the two-server scenario and the
+	// live page that races them.
+	want := []string{"etcd", "live", "mongo", "redis", "stock-a", "stock-b"}
 	got := p.ServiceNames()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -1305,5 +1306,42 @@ func TestWorkflow(t *testing.T) {
 	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
 	if m == nil || !strings.HasPrefix(goVersion, string(m[1])) {
 		t.Errorf("%s: setup-go go-version %q; go.mod says go %s", workflow, goVersion, m[1])
+	}
+}
+
+// TestComposeLive: `docker compose up` (no profile) also serves the live
+// page, on loopback, against both replicas once they are healthy, with the
+// admin token the harness needs for its stock resets, and its reports in the
+// reports volume.
+func TestComposeLive(t *testing.T) {
+	p := loadCompose(t)
+	s := service(t, p, "live")
+	if len(s.Profiles) != 0 {
+		t.Errorf("profiles %v: the live page must start with a plain docker compose up", s.Profiles)
+	}
+	if s.Build == nil || s.Build.Target != "loadtest" {
+		t.Errorf("build %+v: want the loadtest target", s.Build)
+	} else {
+		checkDockerfileTarget(t, s)
+	}
+	cmd := []string(s.Command)
+	if !slices.Contains(cmd, "--serve") {
+		t.Errorf("command %q does not serve the page", cmd)
+	}
+	i := slices.Index(cmd, "--serve-addr")
+	if i < 0 || i+1 >= len(cmd) || !strings.HasPrefix(cmd[i+1], "0.0.0.0:") {
+		t.Errorf("command %q: the page must listen on all the container's interfaces", cmd)
+	}
+	if got := env(t, s, "LOADTEST_REPLICAS"); got != "http://stock-a:"+stockPort+",http://stock-b:"+stockPort {
+		t.Errorf("LOADTEST_REPLICAS %q, want both replicas", got)
+	}
+	if env(t, s, "LOADTEST_ADMIN_TOKEN") == "" || !strings.HasPrefix(env(t, s, "LOADTEST_OUT"), "/reports") {
+		t.Errorf("admin token or output directory missing: %v", s.Environment)
+	}
+	for _, r := range []string{"stock-a", "stock-b"} {
+		checkDependsOn(t, s, r, types.ServiceConditionHealthy)
+	}
+	if len(s.Ports) != 1 || s.Ports[0].HostIP != "127.0.0.1" || s.Ports[0].Target != 8090 {
+		t.Errorf("ports %+v: want the page published on loopback", s.Ports)
 	}
 }
