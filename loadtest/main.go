@@ -1,13 +1,16 @@
 // Command loadtest is stocklock's load harness: it hammers the stock
 // service's decrement endpoint on two (or more) replicas with Vegeta, one
 // strategy after another, and proves or disproves that each sells every
-// unit at most once.
+// unit at most once. It parses flags into a harness.Config and renders the
+// harness's events and report; the work is done by loadtest/harness and the
+// packages it drives (see docs/harness.md).
 //
 //	go run ./loadtest            # the whole scenario: stores, two replicas, every strategy
 //	go run ./loadtest --help     # every flag
 //	go run ./loadtest --replicas http://127.0.0.1:8081,http://127.0.0.1:8082
-//
-// See ParseConfig's usage text for the flags and report for the output.
+//	go run ./loadtest --faults all            # fault drills
+//	go run ./loadtest --capacity              # each strategy's capacity
+//	go run ./loadtest --serve                 # the live page
 package main
 
 import (
