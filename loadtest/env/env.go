@@ -44,15 +44,19 @@ func ReplicaID(i int) string { return string(rune('a' + i)) }
 
 // Options say what Start starts.
 type Options struct {
-	Replicas    int           // replica processes, 1..MaxReplicas
-	EtcdCluster bool          // a three-member embedded etcd instead of one member
-	RedisClock  bool          // a private redis-server whose clock can be moved (needs gcc)
-	StockBin    string        // a prebuilt services/stock binary; "": go build it
-	OutDir      string        // where replica-<id>.log and devstore.log go
-	Log         io.Writer     // progress lines
-	ReplicaLog  bool          // also copy the replicas' logs to Log
-	ReadyWait   time.Duration // how long a replica may take to answer /readyz
-	AdminToken  string        // every replica's ADMIN_TOKEN
+	Replicas    int  // replica processes, 1..MaxReplicas
+	EtcdCluster bool // a three-member embedded etcd instead of one member
+	RedisClock  bool // a private redis-server whose clock can be moved (needs gcc)
+	// RedisCluster starts a Redis Cluster (REDIS_CLUSTER_ADDRS, else three
+	// masters and three replicas of redis-server on loopback) instead of
+	// one Redis; the replicas get REDIS_CLUSTER_ADDRS instead of REDIS_ADDR.
+	RedisCluster bool
+	StockBin     string        // a prebuilt services/stock binary; "": go build it
+	OutDir       string        // where replica-<id>.log and devstore.log go
+	Log          io.Writer     // progress lines
+	ReplicaLog   bool          // also copy the replicas' logs to Log
+	ReadyWait    time.Duration // how long a replica may take to answer /readyz
+	AdminToken   string        // every replica's ADMIN_TOKEN
 	// Flags go to every replica, after --addr and --demo; a drill's own
 	// flags (Configure) come after them and win.
 	Flags []string
@@ -65,13 +69,17 @@ type Env struct {
 	opt    Options
 	outDir string
 	// Mongo, Redis and Etcd are the stores the replicas use.
-	Mongo  *devstore.Mongo
-	Redis  *devstore.Redis
-	Etcd   *devstore.Etcd
-	tmpDir string
-	bin    string
-	mu     sync.Mutex // guards procs against Bases and Close
-	procs  []*replicaProc
+	Mongo *devstore.Mongo
+	Redis *devstore.Redis
+	Etcd  *devstore.Etcd
+	// Cluster is the Redis Cluster the replicas use instead of Redis
+	// (Options.RedisCluster; Redis is nil then), for the drills that kill
+	// or fail over its nodes.
+	Cluster *devstore.RedisCluster
+	tmpDir  string
+	bin     string
+	mu      sync.Mutex // guards procs against Bases and Close
+	procs   []*replicaProc
 	// Store, RedisText and EtcdText describe the stores in use, for the
 	// report.
 	Store, RedisText, EtcdText string
@@ -141,14 +149,61 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	}
 	e.logf("  MongoDB: %s [%s]", e.Store, time.Since(t0).Round(time.Millisecond))
 
+	if opt.RedisCluster {
+		if err := e.startCluster(ctx, logger); err != nil {
+			return nil, err
+		}
+	} else if err := e.startRedis(ctx, logger); err != nil {
+		return nil, err
+	}
+	if err := e.startEtcd(ctx, logger); err != nil {
+		return nil, err
+	}
+
+	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
+		return nil, err
+	}
+	e.bin = opt.StockBin
+	if e.bin == "" {
+		if e.bin, err = e.build(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.Scale(ctx, opt.Replicas); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// startCluster starts the Redis Cluster of Options.RedisCluster.
+func (e *Env) startCluster(ctx context.Context, logger *slog.Logger) error {
+	e.logf("starting a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback)...")
+	t0 := time.Now()
+	c, err := devstore.StartRedisCluster(ctx, logger)
+	if err != nil {
+		return fmt.Errorf("start Redis Cluster: %w", err)
+	}
+	e.Cluster = c
+	if c.Kind == devstore.KindExternal {
+		e.RedisText = "real Redis Cluster at " + strings.Join(c.Addrs, ",") + " (REDIS_CLUSTER_ADDRS)"
+	} else {
+		e.RedisText = "private Redis Cluster, 3 masters + 3 replicas of redis-server, at " + strings.Join(c.Addrs, ",")
+	}
+	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// startRedis starts the one Redis the replicas use.
+func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) error {
+	var err error
 	e.logf("starting Redis (REDIS_ADDR, else redis-server from PATH, else miniredis)...")
-	t0 = time.Now()
+	t0 := time.Now()
 	startRedis := devstore.StartRedis
-	if opt.RedisClock {
+	if e.opt.RedisClock {
 		startRedis = devstore.StartRedisClock
 	}
 	if e.Redis, err = startRedis(ctx, logger); err != nil {
-		return nil, fmt.Errorf("start Redis: %w", err)
+		return fmt.Errorf("start Redis: %w", err)
 	}
 	switch e.Redis.Kind {
 	case devstore.KindExternal:
@@ -161,21 +216,26 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 		e.RedisText = e.Redis.Kind + " at " + e.Redis.Addr
 	}
 	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
 
+// startEtcd starts etcd: one member, or three for Options.EtcdCluster.
+func (e *Env) startEtcd(ctx context.Context, logger *slog.Logger) error {
+	var err error
 	// etcd runs in this process when embedded; the replicas are separate
 	// processes and reach it over loopback like any etcd.
-	t0 = time.Now()
-	if opt.EtcdCluster {
+	t0 := time.Now()
+	if e.opt.EtcdCluster {
 		// The leader-kill drill needs a leader to kill and a quorum that
 		// survives it.
 		e.logf("starting a three-member embedded etcd cluster (for the leader-kill drill)...")
 		if e.Etcd, err = devstore.StartEtcdCluster(ctx, logger, 3); err != nil {
-			return nil, fmt.Errorf("start etcd cluster: %w", err)
+			return fmt.Errorf("start etcd cluster: %w", err)
 		}
 	} else {
 		e.logf("starting etcd (ETCD_ENDPOINTS, else an embedded etcd server)...")
 		if e.Etcd, err = devstore.StartEtcd(ctx, logger); err != nil {
-			return nil, fmt.Errorf("start etcd: %w", err)
+			return fmt.Errorf("start etcd: %w", err)
 		}
 	}
 	switch e.Etcd.Kind {
@@ -191,20 +251,7 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 		e.EtcdText = e.Etcd.Kind + " at " + strings.Join(e.Etcd.Endpoints, ",")
 	}
 	e.logf("  etcd: %s [%s]", e.EtcdText, time.Since(t0).Round(time.Millisecond))
-
-	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
-		return nil, err
-	}
-	e.bin = opt.StockBin
-	if e.bin == "" {
-		if e.bin, err = e.build(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.Scale(ctx, opt.Replicas); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return nil
 }
 
 // Scale starts or stops replicas until n run: new ones get the next ids and
@@ -403,9 +450,16 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	args := append([]string{"--addr", addr, "--demo"}, e.opt.Flags...)
 	args = append(args, extra...)
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(),
+	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
+	// a replica given both refuses to start.
+	redisEnv := []string{"REDIS_CLUSTER_ADDRS="}
+	if e.Cluster != nil {
+		redisEnv = []string{"REDIS_ADDR=", "REDIS_CLUSTER_ADDRS=" + strings.Join(e.Cluster.Addrs, ",")}
+	} else {
+		redisEnv = append(redisEnv, "REDIS_ADDR="+e.Redis.Addr)
+	}
+	p.cmd.Env = append(append(os.Environ(), redisEnv...),
 		"MONGO_URI="+e.Mongo.URI,
-		"REDIS_ADDR="+e.Redis.Addr,
 		"ETCD_ENDPOINTS="+strings.Join(e.Etcd.Endpoints, ","),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
@@ -485,12 +539,17 @@ func (e *Env) Close() {
 				e.logf("stop Redis: %v", err)
 			}
 		}
+		if e.Cluster != nil {
+			if err := e.Cluster.Close(); err != nil {
+				e.logf("stop the Redis Cluster: %v", err)
+			}
+		}
 		if e.Mongo != nil {
 			if err := e.Mongo.Close(); err != nil {
 				e.logf("stop MongoDB: %v", err)
 			}
 		}
-		if e.Redis != nil || e.Mongo != nil || e.Etcd != nil {
+		if e.Redis != nil || e.Cluster != nil || e.Mongo != nil || e.Etcd != nil {
 			e.logf("stopped the stores")
 		}
 		if e.tmpDir != "" {
