@@ -30,6 +30,9 @@ const (
 	ClockSkew    = "clock-skew"    // replica b's lease clock 2 s off, the others' right
 	LeaderKill   = "leader-kill"   // kill the leader of a three-member etcd cluster
 	RedisClock   = "redis-clock"   // step the redis-server's wall clock forward past the TTL, or back
+	// RedisFailover kills the Redis Cluster master of the hot lock and
+	// promotes its replica (the replicas run on a cluster; see failover.go).
+	RedisFailover = "redis-failover"
 )
 
 // Fault is one entry of the catalogue.
@@ -53,6 +56,7 @@ var Catalogue = []Fault{
 	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
 	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
 	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
+	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key while its replica lags, and promote the replica (fencing on, then off); not in all", FailoverRedisMaster, failoverDrills},
 }
 
 // Clock steps of the redis-clock drills: forward, well past the lock TTL
@@ -104,7 +108,9 @@ func Lookup(name string) (Fault, bool) {
 
 // aliases name groups of faults.
 var aliases = map[string]func() []string{
-	"all":           Names,
+	// all runs on one redis-server: redis-failover, which needs the
+	// replicas on a Redis Cluster, must be named.
+	"all":           func() []string { return slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover }) },
 	"store-restart": func() []string { return []string{RedisRestart, MongoRestart} },
 }
 
@@ -241,6 +247,7 @@ type Ctx struct {
 	Env      *env.Env
 	Probe    *stockapi.Client // asks the replicas who holds a lock
 	Strategy string           // the strategy under attack
+	SKUs     []string         // the skus under attack (a drill's one hot sku)
 	// Strike is when the fault strikes: an injector waits for it, then
 	// looks for a victim for up to Search.
 	Strike time.Time
@@ -492,8 +499,8 @@ func PauseHolder(ctx context.Context, f *Ctx) (*Event, error) {
 // replica holds a redis-lock lease. It keeps nothing on disk, so every
 // lease is gone afterwards, and its key counter too.
 func RestartRedis(ctx context.Context, f *Ctx) (*Event, error) {
-	if f.Env.Redis.Kind != devstore.KindRedisServer {
-		return nil, fmt.Errorf("%w: the harness can restart only a redis-server it started (this Redis is %s)", env.ErrUnsupported, f.Env.Redis.Kind)
+	if f.Env.Redis == nil || f.Env.Redis.Kind != devstore.KindRedisServer {
+		return nil, fmt.Errorf("%w: the harness can restart only a redis-server it started (this Redis is %s)", env.ErrUnsupported, f.Env.RedisText)
 	}
 	_, how, err := f.victim(ctx)
 	if err != nil {
@@ -643,7 +650,7 @@ func Tokens(sales []Sale, ev *Event) *report.TokenCheck {
 func JumpRedisClock(d time.Duration) Injector {
 	return func(ctx context.Context, f *Ctx) (*Event, error) {
 		r := f.Env.Redis
-		if !r.HasClock() {
+		if r == nil || !r.HasClock() {
 			return nil, fmt.Errorf("%w: the redis-server was started without the clock shim (needs gcc)", env.ErrUnsupported)
 		}
 		_, how, err := f.victim(ctx)

@@ -11,6 +11,8 @@ import (
 )
 
 func TestParseFaults(t *testing.T) {
+	// all runs on one redis-server: redis-failover needs the cluster.
+	withoutFailover := slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover })
 	cases := []struct {
 		in   string
 		want []string
@@ -20,8 +22,9 @@ func TestParseFaults(t *testing.T) {
 		{"none", nil, ""},
 		{"pause,crash", []string{"crash", "pause"}, ""}, // documented order, whatever the given one
 		{"store-restart", []string{"redis-restart", "mongo-restart"}, ""},
-		{"all", Names(), ""},
-		{"crash,all,crash", Names(), ""},
+		{"all", withoutFailover, ""},
+		{"crash,all,crash", withoutFailover, ""},
+		{"all,redis-failover", Names(), ""},
 		{"crash,meteor", nil, `unknown fault "meteor"`},
 	}
 	for _, c := range cases {
@@ -51,7 +54,8 @@ func TestPlan(t *testing.T) {
 	}
 	want := []string{"crash/redis-lock", "crash/atomic", "pause/redis-lock", "pause/atomic", "pause, fencing off/redis-lock",
 		"redis restart/redis-lock", "mongo restart/redis-lock", "mongo restart/atomic", "clock b +2s/redis-lock",
-		"redis clock +10s/redis-lock", "redis clock +10s, fencing off/redis-lock", "redis clock -30s/redis-lock"}
+		"redis clock +10s/redis-lock", "redis clock +10s, fencing off/redis-lock", "redis clock -30s/redis-lock",
+		"redis failover/redis-lock", "redis failover, fencing off/redis-lock"}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan:\n got %v\nwant %v", got, want)
 	}
