@@ -10,11 +10,12 @@ import (
 
 // Lock services a strategy can take its leases from.
 const (
-	LockNone  = ""      // no lock
-	LockLocal = "local" // in-process (pkg/lock/locallock)
-	LockMongo = "mongo" // MongoDB lease (pkg/lock/mongolock)
-	LockRedis = "redis" // Redis lock (pkg/lock/redislock)
-	LockEtcd  = "etcd"  // etcd lease (pkg/lock/etcdlock)
+	LockNone    = ""        // no lock
+	LockLocal   = "local"   // in-process (pkg/lock/locallock)
+	LockMongo   = "mongo"   // MongoDB lease (pkg/lock/mongolock)
+	LockRedis   = "redis"   // Redis lock (pkg/lock/redislock)
+	LockEtcd    = "etcd"    // etcd lease (pkg/lock/etcdlock)
+	LockRedlock = "redlock" // Redlock: a majority of independent redis-servers (pkg/lock/redlock)
 )
 
 // Info describes one strategy for every program that offers, runs or
@@ -61,7 +62,7 @@ type Deps struct {
 var registry = []Info{
 	unsafeInfo, localInfo, lockedInfo(NameMongoLease, LockMongo, "mongo-lease.md"),
 	lockedInfo(NameRedisLock, LockRedis, "redis-lock.md"), lockedInfo(NameEtcdLock, LockEtcd, "etcd-lock.md"),
-	optimisticInfo, atomicInfo,
+	lockedInfo(NameRedlock, LockRedlock, "redlock.md"), optimisticInfo, atomicInfo,
 }
 
 // Registry returns every strategy, in teaching order.

@@ -14,7 +14,7 @@ import (
 func TestRegistry(t *testing.T) {
 	s := testStore(t)
 	lockers := map[string]*lock.Locker{}
-	for _, svc := range []string{LockLocal, LockMongo, LockRedis, LockEtcd} {
+	for _, svc := range []string{LockLocal, LockMongo, LockRedis, LockEtcd, LockRedlock} {
 		lockers[svc] = localLocker(t)
 	}
 	deps := Deps{Store: s, Lockers: lockers, Fencing: true}

@@ -14,6 +14,7 @@ const (
 	NameMongoLease = "mongo-lease"
 	NameRedisLock  = "redis-lock"
 	NameEtcdLock   = "etcd-lock"
+	NameRedlock    = "redlock"
 	NameOptimistic = "optimistic"
 	NameAtomic     = "atomic"
 )

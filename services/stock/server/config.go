@@ -32,6 +32,7 @@ type Config struct {
 	RedisPassword   string        // Redis AUTH password; empty: none
 	RedisCluster    []string      // host:port of nodes of a Redis Cluster that holds the redis-lock leases, instead of RedisAddr
 	EtcdEndpoints   []string      // etcd client URLs of the etcd-lock strategy; none: etcd-lock is unavailable
+	RedlockAddrs    []string      // host:port of the independent redis-servers of the redlock strategy; none: redlock is unavailable
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
 	LockWait        time.Duration // how long a decrement waits for its lock
@@ -105,6 +106,7 @@ func (c *Config) settings() []setting {
 		{"redis-cluster-addrs", "REDIS_CLUSTER_ADDRS", "comma-separated host:port of nodes of a Redis Cluster for the redis-lock strategy, instead of --redis-addr (exactly one of the two is required)", (*listValue)(&c.RedisCluster)},
 		{"redis-password", "REDIS_PASSWORD", "Redis password (AUTH); prefer the variable to the flag, which other users can see in the process list", (*stringValue)(&c.RedisPassword)},
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
+		{"redlock-addrs", "REDLOCK_ADDRS", "comma-separated host:port of the independent redis-servers (no replication between them, an odd number of at least 3, for example 5) of the redlock strategy; empty: redlock answers 503 strategy_unavailable", (*listValue)(&c.RedlockAddrs)},
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
 		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
 		{"lock-wait", "LOCK_WAIT", "how long a decrement waits for its lock before 503 lock_unavailable", (*durationValue)(&c.LockWait)},
@@ -253,6 +255,7 @@ func (c Config) problems() []error {
 			bad("etcd-endpoints", "ETCD_ENDPOINTS", "%q: %v", ep, err)
 		}
 	}
+	c.checkRedlock(bad)
 	if !replicaPattern.MatchString(c.Replica) {
 		bad("replica", "REPLICA_ID", "%q: want 1 to 64 of [A-Za-z0-9._-]", c.Replica)
 	}
@@ -272,6 +275,8 @@ func (c Config) problems() []error {
 		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(inventory.Names(), ", "))
 	} else if in.Lock == inventory.LockEtcd && len(c.EtcdEndpoints) == 0 {
 		bad("strategy", "STRATEGY", "%s needs an etcd: set --etcd-endpoints / ETCD_ENDPOINTS, or pick another strategy", c.Strategy)
+	} else if in.Lock == inventory.LockRedlock && len(c.RedlockAddrs) == 0 {
+		bad("strategy", "STRATEGY", "%s needs its redis-servers: set --redlock-addrs / REDLOCK_ADDRS, or pick another strategy", c.Strategy)
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
 		bad("rmw-delay", "RMW_DELAY", "%v: want 0 (the default) up to 1m", c.RMWDelay)
@@ -344,6 +349,28 @@ func (c Config) checkDemo(bad func(flagName, env, format string, args ...any)) {
 	}
 	if !c.Fencing {
 		bad("fencing", "FENCING", "false lets a stalled lock holder overwrite a newer one%s", fix)
+	}
+}
+
+// checkRedlock checks the redlock servers: each a host:port, each once (a
+// server listed twice would count twice towards the majority), and an odd
+// number of at least three (an even one tolerates no more failures than
+// the odd number below it, and fewer than three tolerate none).
+func (c Config) checkRedlock(bad func(flagName, env, format string, args ...any)) {
+	if len(c.RedlockAddrs) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, a := range c.RedlockAddrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port) {
+			bad("redlock-addrs", "REDLOCK_ADDRS", "%q is not host:port (for example 127.0.0.1:6380)", a)
+		} else if seen[a] {
+			bad("redlock-addrs", "REDLOCK_ADDRS", "%q is listed twice: give each independent redis-server once", a)
+		}
+		seen[a] = true
+	}
+	if n := len(c.RedlockAddrs); n < 3 || n%2 == 0 {
+		bad("redlock-addrs", "REDLOCK_ADDRS", "%d listed: give an odd number of at least 3 independent redis-servers (5 tolerate 2 down)", n)
 	}
 }
 

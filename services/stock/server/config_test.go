@@ -33,6 +33,7 @@ func TestParseConfig(t *testing.T) {
 		"RMW_DELAY": "5ms", "WRITE_CONCERN": "1", "MAX_QTY": "7", "FENCING": "false", "CAS_ATTEMPTS": "3",
 		"REQUEST_TIMEOUT": "4s", "SHUTDOWN_TIMEOUT": "2s", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
+		"REDLOCK_ADDRS":  "r1:6379, r2:6379,r3:6379",
 		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
 		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h",
 		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
@@ -47,6 +48,7 @@ func TestParseConfig(t *testing.T) {
 		WriteConcern: "1", MaxQty: 7, Fencing: false, CASAttempts: 3, RequestTimeout: 4 * time.Second,
 		ShutdownTimeout: 2 * time.Second, LogFormat: "text", LogLevel: "debug",
 		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
+		RedlockAddrs:  []string{"r1:6379", "r2:6379", "r3:6379"},
 		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
 		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour,
 		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
@@ -66,6 +68,13 @@ func TestParseConfig(t *testing.T) {
 	c, err = server.ParseConfig([]string{"--etcd-endpoints=https://e:2379", "--strategy=etcd-lock"}, env(vars))
 	if err != nil || !reflect.DeepEqual(c.EtcdEndpoints, []string{"https://e:2379"}) || c.Strategy != "etcd-lock" {
 		t.Errorf("--etcd-endpoints over ETCD_ENDPOINTS: %+v, %v", c, err)
+	}
+	// The redlock servers' flag replaces the variable's list, and redlock
+	// may be the default strategy once there are servers.
+	five := "--redlock-addrs=a:1,b:2,c:3,d:4,e:5"
+	c, err = server.ParseConfig([]string{five, "--strategy=redlock"}, env(vars))
+	if err != nil || len(c.RedlockAddrs) != 5 || c.RedlockAddrs[4] != "e:5" || c.Strategy != "redlock" {
+		t.Errorf("--redlock-addrs over REDLOCK_ADDRS: %+v, %v", c, err)
 	}
 	// A Redis Cluster instead of one Redis.
 	c, err = server.ParseConfig(nil, env(map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_CLUSTER_ADDRS": "n1:7000, n2:7001"}))
@@ -122,6 +131,13 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"--redis-cluster-addrs / REDIS_CLUSTER_ADDRS: set together with --redis-addr / REDIS_ADDR"}},
 		{"bad cluster addresses", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_CLUSTER_ADDRS": "n1:7000,n2"},
 			[]string{`--redis-cluster-addrs / REDIS_CLUSTER_ADDRS: "n2" is not host:port`}},
+		{"redlock without servers", []string{"--strategy=redlock"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--strategy / STRATEGY: redlock needs its redis-servers: set --redlock-addrs / REDLOCK_ADDRS"}},
+		{"bad redlock servers", []string{"--redlock-addrs=a:1,b,a:1,c:99999"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{`--redlock-addrs / REDLOCK_ADDRS: "b" is not host:port`, `REDLOCK_ADDRS: "a:1" is listed twice`, `REDLOCK_ADDRS: "c:99999" is not host:port`,
+				"REDLOCK_ADDRS: 4 listed: give an odd number of at least 3"}},
+		{"too few redlock servers", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "REDLOCK_ADDRS": "a:1"},
+			[]string{"--redlock-addrs / REDLOCK_ADDRS: 1 listed: give an odd number of at least 3 independent redis-servers"}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}
@@ -148,13 +164,13 @@ func TestHelp(t *testing.T) {
 	}
 	usage := server.Usage()
 	for _, name := range []string{"addr", "mongo-uri", "db", "redis-addr", "replica", "lock-ttl", "lock-wait", "strategy",
-		"rmw-delay", "write-concern", "max-qty", "fencing", "cas-attempts", "request-timeout", "shutdown-timeout", "log-format", "log-level", "etcd-endpoints"} {
+		"rmw-delay", "write-concern", "max-qty", "fencing", "cas-attempts", "request-timeout", "shutdown-timeout", "log-format", "log-level", "etcd-endpoints", "redlock-addrs"} {
 		if !strings.Contains(usage, "-"+name+" ") && !strings.Contains(usage, "-"+name+"\n") {
 			t.Errorf("--help does not list --%s", name)
 		}
 	}
 	for _, v := range []string{"STOCK_ADDR", "MONGO_URI", "MONGO_DB", "REDIS_ADDR", "REPLICA_ID", "LOCK_TTL", "LOCK_WAIT", "STRATEGY",
-		"RMW_DELAY", "WRITE_CONCERN", "MAX_QTY", "FENCING", "SHUTDOWN_TIMEOUT", "ETCD_ENDPOINTS"} {
+		"RMW_DELAY", "WRITE_CONCERN", "MAX_QTY", "FENCING", "SHUTDOWN_TIMEOUT", "ETCD_ENDPOINTS", "REDLOCK_ADDRS"} {
 		if !strings.Contains(usage, "env "+v+")") {
 			t.Errorf("--help does not name %s", v)
 		}

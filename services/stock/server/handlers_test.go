@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +90,7 @@ func TestBadInput(t *testing.T) {
 		{"sku too long", "POST", "/v1/items/" + strings.Repeat("a", 65) + "/decrement", jsonCT, `{"qty":1}`, 400, "invalid_sku", nil},
 		{"unknown strategy", "POST", dec, jsonCT, `{"qty":1,"strategy":"yolo"}`, 400, "unknown_strategy", nil},
 		{"etcd-lock without etcd", "POST", dec, jsonCT, `{"qty":1,"strategy":"etcd-lock"}`, 503, "strategy_unavailable", nil},
+		{"redlock without its servers", "POST", dec, jsonCT, `{"qty":1,"strategy":"redlock"}`, 503, "strategy_unavailable", nil},
 		{"body over 4 KiB", "POST", dec, jsonCT, `{"qty":1,"strategy":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large", nil},
 		{"text/plain", "POST", dec, "text/plain", `{"qty":1}`, 415, "unsupported_media_type", nil},
 		{"no Content-Type", "POST", dec, "", `{"qty":1}`, 415, "unsupported_media_type", nil},
@@ -178,12 +180,13 @@ func TestBadInput(t *testing.T) {
 func TestAPI(t *testing.T) {
 	cfg := testConfig(t, "r1")
 	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints // every strategy, etcd-lock too
+	cfg.RedlockAddrs = miniRedlock(t)               // and redlock
 	cfg.Demo = true                                 // unsafe and local too
 	s := newServer(t, cfg)
 	h := s.Handler()
 
-	const initial = 11 // one unit per strategy, two by default, and 2 left
-	rec, item := call(t, h, http.MethodPut, "/v1/items/api-1", "application/json; charset=utf-8", `{"stock": 11}`)
+	initial := len(inventory.Names()) + 4 // one unit per strategy, two by default, and 2 left
+	rec, item := call(t, h, http.MethodPut, "/v1/items/api-1", "application/json; charset=utf-8", fmt.Sprintf(`{"stock": %d}`, initial))
 	if rec.Code != 200 || item["sku"] != "api-1" || item["stock"] != float64(initial) || item["version"] != 1.0 || item["replica"] != "r1" {
 		t.Fatalf("PUT: %d %v", rec.Code, item)
 	}
@@ -203,7 +206,7 @@ func TestAPI(t *testing.T) {
 			t.Errorf("order id %q", id)
 		}
 		fence, _ := sale["fence"].(float64)
-		if lockFenced := name == inventory.NameMongoLease || name == inventory.NameRedisLock || name == inventory.NameEtcdLock; lockFenced != (fence > 0) {
+		if in, _ := inventory.Lookup(name); in.Fenced != (fence > 0) {
 			t.Errorf("%s: fence %v", name, fence)
 		}
 	}
@@ -218,7 +221,7 @@ func TestAPI(t *testing.T) {
 
 	rec, item = call(t, h, http.MethodGet, "/v1/items/api-1", "", "")
 	fences, _ := item["fences"].(map[string]any)
-	if rec.Code != 200 || item["stock"] != 2.0 || fences[inventory.NameMongoLease] == nil || fences[inventory.NameRedisLock] == nil || fences[inventory.NameEtcdLock] == nil {
+	if rec.Code != 200 || item["stock"] != 2.0 || fences[inventory.NameMongoLease] == nil || fences[inventory.NameRedisLock] == nil || fences[inventory.NameEtcdLock] == nil || fences[inventory.NameRedlock] == nil {
 		t.Fatalf("GET: %d %v", rec.Code, item)
 	}
 	rec, orders := call(t, h, http.MethodGet, "/v1/items/api-1/orders", "", "")

@@ -263,9 +263,10 @@ func TestTwoReplicas(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 
 	t.Run("correct", func(t *testing.T) {
-		// etcd only here: the broken strategies do not use it.
-		etcd := devstore.EtcdT(t)
-		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints = etcd.Endpoints })
+		// etcd and the redlock servers only here: the broken strategies do
+		// not use them. TestRedlockReplicas runs redlock on real servers.
+		etcd, redlocks := devstore.EtcdT(t), miniRedlock(t)
+		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints, c.RedlockAddrs = etcd.Endpoints, redlocks })
 		safe := registryNames(true)
 		for _, strategy := range safe {
 			t.Run(strategy, func(t *testing.T) {

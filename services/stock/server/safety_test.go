@@ -336,11 +336,12 @@ func TestNoAdminToken(t *testing.T) {
 }
 
 // TestRegistryServed: a replica without --demo serves every safe strategy
-// of the registry and refuses every unsafe one (403); with --demo and etcd
-// it serves them all (TestAPI).
+// of the registry and refuses every unsafe one (403); with --demo, etcd
+// and the redlock servers it serves them all (TestAPI).
 func TestRegistryServed(t *testing.T) {
 	cfg := testConfig(t, "r1")
 	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints
+	cfg.RedlockAddrs = miniRedlock(t)
 	h := newServer(t, cfg).Handler()
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/reg", jsonCT, `{"stock":100}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)

@@ -31,6 +31,7 @@ import (
 	"github.com/stocklock/stocklock/pkg/lock/locallock"
 	"github.com/stocklock/stocklock/pkg/lock/mongolock"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
+	"github.com/stocklock/stocklock/pkg/lock/redlock"
 )
 
 // LocksCollection is the collection of the mongo-lease strategy's leases,
@@ -51,6 +52,7 @@ type Server struct {
 	redisLocks *redislock.Backend
 	etcd       *clientv3.Client // nil unless --etcd-endpoints is set
 	etcdLocks  *etcdlock.Backend
+	redlocks   []redis.UniversalClient // one per --redlock-addrs server; nil without them
 
 	store      *inventory.Store
 	strategies map[string]inventory.Strategy
@@ -76,9 +78,10 @@ type Server struct {
 
 // New connects to MongoDB, Redis and, when cfg.EtcdEndpoints is set, etcd
 // (and fails if one does not answer within 10 s, or ctx ends), creates the
-// orders index, and builds the strategies: all seven, or all but etcd-lock
-// without etcd endpoints. It does not listen; call Serve. A nil logger means
-// slog.Default().
+// orders index, and builds the strategies: every one of the registry, but
+// etcd-lock only with etcd endpoints and redlock only with redlock servers
+// (a majority of which must answer). It does not listen; call Serve. A nil
+// logger means slog.Default().
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -133,6 +136,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 			return nil, fmt.Errorf("server: etcd at %v does not answer (check --etcd-endpoints / ETCD_ENDPOINTS): %w", cfg.EtcdEndpoints, err)
 		}
 	}
+	if err := s.connectRedlock(pctx); err != nil {
+		return nil, err
+	}
 
 	db := s.mongo.Database(cfg.DB)
 	s.store, err = inventory.NewStore(db, inventory.StoreOptions{
@@ -155,7 +161,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	s.http = s.httpServer(ctx, s.echo)
 	s.internalHTTP = s.httpServer(ctx, s.internal)
 	logger.Info("replica ready",
-		slog.String("db", cfg.DB), slog.String("redis", redisAt), slog.Any("etcd", cfg.EtcdEndpoints), slog.String("default_strategy", cfg.Strategy),
+		slog.String("db", cfg.DB), slog.String("redis", redisAt), slog.Any("etcd", cfg.EtcdEndpoints), slog.Any("redlock", cfg.RedlockAddrs), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
 		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern),
 		slog.Duration("lock_skew", cfg.LockSkew), slog.Duration("write_stall", cfg.WriteStall))
@@ -164,6 +170,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	}
 	if !cfg.Fencing {
 		logger.Warn("fencing is OFF: a lock holder that stalls past its TTL can overwrite a newer holder's write (teaching mode)")
+	}
+	if len(s.redlocks) == 0 {
+		logger.Info("redlock is unavailable: no --redlock-addrs / REDLOCK_ADDRS")
 	}
 	if s.etcd == nil {
 		logger.Info("etcd-lock is unavailable: no --etcd-endpoints / ETCD_ENDPOINTS")
@@ -205,7 +214,8 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 }
 
 // buildLockers returns a Locker per lock service this replica has: local,
-// MongoDB and Redis always, etcd with etcd endpoints. Each reports its
+// MongoDB and Redis always, etcd with etcd endpoints, Redlock with its
+// servers. Each reports its
 // lock events to the metrics under the strategy that uses it.
 func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern) (map[string]*lock.Locker, error) {
 	cfg := s.cfg
@@ -242,6 +252,16 @@ func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern)
 	if lockers[inventory.LockRedis], err = lock.New(s.redisLocks, opts(inventory.LockRedis)...); err != nil {
 		return nil, fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
 	}
+	if len(s.redlocks) > 0 {
+		// Keys per database, as etcd-lock's are.
+		backend, err := redlock.New(s.redlocks, redlock.WithKeyPrefix(redlock.DefaultKeyPrefix+cfg.DB+"/"))
+		if err != nil {
+			return nil, fmt.Errorf("server: redlock backend: %w", err)
+		}
+		if lockers[inventory.LockRedlock], err = lock.New(backend, opts(inventory.LockRedlock)...); err != nil {
+			return nil, fmt.Errorf("server: redlock locker (check --lock-ttl / LOCK_TTL): %w", err)
+		}
+	}
 	if s.etcd == nil {
 		return lockers, nil
 	}
@@ -276,7 +296,48 @@ func strategyOfLock(svc string) string {
 
 // lockNeeds says what a replica needs to offer a strategy of lock service
 // svc that it lacks.
-var lockNeeds = map[string]string{inventory.LockEtcd: "--etcd-endpoints / ETCD_ENDPOINTS"}
+var lockNeeds = map[string]string{
+	inventory.LockEtcd:    "--etcd-endpoints / ETCD_ENDPOINTS",
+	inventory.LockRedlock: "--redlock-addrs / REDLOCK_ADDRS",
+}
+
+// connectRedlock makes a client per redlock server and checks that a
+// majority answers: a Redlock grants nothing with fewer, while a minority
+// down is what it is built to survive (and what its drills do). The
+// clients never retry: each round waits for a server at most a tenth of
+// the TTL (redlock.TimeoutFactor), and a retry of a server that is down
+// would spend that time in vain.
+func (s *Server) connectRedlock(ctx context.Context) error {
+	cfg := s.cfg
+	if len(cfg.RedlockAddrs) == 0 {
+		return nil
+	}
+	for _, a := range cfg.RedlockAddrs {
+		s.redlocks = append(s.redlocks, redis.NewClient(&redis.Options{
+			Addr: a, ClientName: "stock-" + cfg.Replica, MaxRetries: -1, DialerRetries: 1,
+		}))
+	}
+	errs := make([]error, len(s.redlocks))
+	var wg sync.WaitGroup
+	for i, c := range s.redlocks {
+		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
+	}
+	wg.Wait()
+	var down []error
+	for i, err := range errs {
+		if err != nil {
+			down = append(down, fmt.Errorf("%s: %w", cfg.RedlockAddrs[i], err))
+		}
+	}
+	if up := len(s.redlocks) - len(down); up < len(s.redlocks)/2+1 {
+		return fmt.Errorf("server: only %d of %d redlock servers answer, fewer than a majority (check --redlock-addrs / REDLOCK_ADDRS): %w",
+			up, len(s.redlocks), errors.Join(down...))
+	}
+	if len(down) > 0 {
+		s.logger.Warn("redlock: some servers do not answer; a majority does", slog.Any("down", errors.Join(down...)))
+	}
+	return nil
+}
 
 func (s *Server) httpServer(ctx context.Context, h http.Handler) *http.Server {
 	return &http.Server{
@@ -405,6 +466,11 @@ func (s *Server) closeClients(ctx context.Context) error {
 	if s.etcdLocks != nil {
 		if err := s.etcdLocks.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("server: close etcd-lock backend: %w", err))
+		}
+	}
+	for i, c := range s.redlocks {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("server: close redlock client %s: %w", s.cfg.RedlockAddrs[i], err))
 		}
 	}
 	if s.etcd != nil {
