@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
@@ -39,6 +41,10 @@ type Config struct {
 	ReplicaLog    bool   // copy the replicas' logs to stderr too
 	AdminToken    string // bearer token of the replicas' stock changes (the harness resets stock with PUT)
 	Quiet         bool   // no live progress line
+	// RedisCluster runs the replicas on a Redis Cluster (three masters,
+	// three replicas) instead of one Redis; implied by the redis-failover
+	// drill.
+	RedisCluster bool
 
 	// Fault drills (replicas the harness starts only).
 	Faults     []string      // faults to inject; none: the plain comparison
@@ -243,6 +249,16 @@ func (c Config) Validate() error {
 	if len(c.Faults) > 0 && len(c.Replicas) == 0 && c.LocalReplicas < 2 {
 		bad("--local-replicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
 	}
+	if c.UsesRedisCluster() {
+		for _, f := range []string{drill.RedisRestart, drill.RedisClock} {
+			if slices.Contains(c.Faults, f) {
+				bad("--faults %s needs one redis-server, and --redis-cluster (or the redis-failover drill) puts the replicas on a Redis Cluster: run them separately", f)
+			}
+		}
+		if len(c.Replicas) > 0 && c.RedisCluster {
+			bad("--redis-cluster applies only to the replicas the harness starts itself; replicas of your own take --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
+		}
+	}
 	if len(c.Replicas) > 0 {
 		if len(c.Faults) > 0 {
 			bad("--faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop --replicas")
@@ -254,6 +270,12 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// UsesRedisCluster reports whether the replicas the harness starts run on
+// a Redis Cluster: --redis-cluster, or a drill that needs one.
+func (c Config) UsesRedisCluster() bool {
+	return c.RedisCluster || drill.NeedsRedisCluster(c.Faults)
 }
 
 // ReplicaCount is how many replicas the run attacks: those of --replicas,

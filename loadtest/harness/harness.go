@@ -227,7 +227,7 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	return env.Options{
 		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
 		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
-		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags,
+		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags, RedisCluster: cfg.UsesRedisCluster(),
 	}
 }
 
