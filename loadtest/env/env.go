@@ -60,6 +60,10 @@ type Options struct {
 	// Flags go to every replica, after --addr and --demo; a drill's own
 	// flags (Configure) come after them and win.
 	Flags []string
+	// Redlock starts RedlockServers independent redis-servers (with the
+	// clock shim when gcc is there; miniredis without redis-server) and
+	// gives every replica their REDLOCK_ADDRS.
+	Redlock bool
 }
 
 // Env is everything Start started. Its methods are not safe for
@@ -76,6 +80,7 @@ type Env struct {
 	// (Options.RedisCluster; Redis is nil then), for the drills that kill
 	// or fail over its nodes.
 	Cluster *devstore.RedisCluster
+	redlock *redlockStores // the servers of Options.Redlock; see RedlockServer
 	tmpDir  string
 	bin     string
 	mu      sync.Mutex // guards procs against Bases and Close
@@ -158,6 +163,11 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	}
 	if err := e.startEtcd(ctx, logger); err != nil {
 		return nil, err
+	}
+	if opt.Redlock {
+		if err := e.startRedlock(ctx, logger); err != nil {
+			return nil, err
+		}
 	}
 
 	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
@@ -461,6 +471,7 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	p.cmd.Env = append(append(os.Environ(), redisEnv...),
 		"MONGO_URI="+e.Mongo.URI,
 		"ETCD_ENDPOINTS="+strings.Join(e.Etcd.Endpoints, ","),
+		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
 	)
@@ -542,6 +553,11 @@ func (e *Env) Close() {
 		if e.Cluster != nil {
 			if err := e.Cluster.Close(); err != nil {
 				e.logf("stop the Redis Cluster: %v", err)
+			}
+		}
+		if e.redlock != nil {
+			if err := e.redlock.close(); err != nil {
+				e.logf("stop the redlock servers: %v", err)
 			}
 		}
 		if e.Mongo != nil {
