@@ -18,9 +18,9 @@ const (
 	casBackoffMin = time.Millisecond
 	// The cap must let the attempts of all contenders spread wider than
 	// one write takes: every failed compare-and-set is a write the store
-	// must serve, and with 32 contenders a 50 ms cap kept the embedded
-	// store saturated with doomed writes, which lengthened every
-	// read-to-write window and made more of them fail.
+	// must serve, and a cap too short keeps the store saturated with
+	// doomed writes, which lengthens every read-to-write window and makes
+	// more of them fail (docs/optimistic-vs-atomic.md).
 	casBackoffMax = 250 * time.Millisecond
 )
 

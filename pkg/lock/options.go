@@ -20,9 +20,9 @@ const (
 	// passed, so two renewals can fail before the lease expires.
 	DefaultRenewFraction = 1.0 / 3
 
-	// MinTTL is the shortest TTL any backend accepts. Below it a renewal
-	// cannot reliably complete (one write through the embedded MongoDB
-	// stand-in takes 1-3 ms and queues behind every other write).
+	// MinTTL is the shortest TTL any Locker accepts. Below it a renewal,
+	// one write that may queue behind every other write on the store,
+	// cannot reliably complete before the lease expires.
 	MinTTL = 50 * time.Millisecond
 
 	// MaxKeyLen is the longest key accepted, in bytes.
