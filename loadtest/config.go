@@ -120,6 +120,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	fs.BoolVar(&c.Serve, "serve", false, "serve the live page instead of running once: start the stores and the replicas (or use --replicas), print the page's address and run races from the browser until Ctrl-C (see docs/live-page.md)")
 	fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "with --serve: the address the page listens on")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
+	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). --faults redis-failover implies it (see docs/redis-cluster.md)")
 	var faults string
 	fs.StringVar(&faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(drill.Names(), ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
 	fs.IntVar(&c.Repeat, "repeat", 1, "with --faults: run every drill this many times; the report aggregates them")

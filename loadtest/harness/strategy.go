@@ -47,6 +47,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	before := h.scrape(ctx)
+	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
 
 	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec))
 	if err != nil {
@@ -56,7 +57,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	tr := h.newTracker(&run, atk)
 	stopProgress := tr.start()
 	stopReads := h.startReads(ctx, rec, run.SKUs)
-	faults := h.startFaults(ctx, run.Strategy, fs, atk.Started)
+	faults := h.startFaults(ctx, run.Strategy, run.SKUs, fs, atk.Started)
 	obs := classify(atk, &run, h.cfg.Qty, tr)
 	stopReads()
 	stopProgress()
@@ -70,6 +71,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	judgeFault(&run, fs, ev, obs.sales)
 	fillTotals(&run, obs)
+	countShards(&run, shards, obs)
 	if fs == nil && !h.cfg.Capacity {
 		// Fault drills and capacity steps are dozens of runs: their table and chart tell the
 		// story, not a plot each.
@@ -182,9 +184,9 @@ type injections struct {
 
 // startFaults runs the drill's injector, if it has one, and serves Inject
 // while the attack runs, one fault at a time, in a goroutine of its own.
-func (h *Harness) startFaults(ctx context.Context, strategy string, fs *faultSpec, started time.Time) *injections {
+func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, fs *faultSpec, started time.Time) *injections {
 	in := &injections{done: make(chan struct{})}
-	base := drill.Ctx{Env: h.Env, Probe: h.probe, Strategy: strategy, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2}
+	base := drill.Ctx{Env: h.Env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2}
 	strike := func(inject drill.Injector, at time.Time, repeat int) {
 		c := base
 		c.Strike, c.Repeat = at, repeat
@@ -267,6 +269,7 @@ type observed struct {
 	// noAnswer counts, per sku, the requests that reached a replica and
 	// got no HTTP answer (reset, timeout; not refused).
 	noAnswer map[string]int
+	requests map[string]int // answers (and failures), per sku
 	plot     *plot.Plot
 }
 
@@ -279,6 +282,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 	obs := &observed{
 		tally:    t,
 		noAnswer: map[string]int{},
+		requests: map[string]int{},
 		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
 	}
 	errSeen := map[string]bool{}
@@ -289,6 +293,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		cls, order, note := attack.Interpret(r, qty)
 		tr.answer(r, cls, order, note)
 		run.StatusCodes[fmt.Sprint(r.Code)]++
+		obs.requests[stockapi.SKUOfURL(r.URL)]++
 		switch cls {
 		case verdict.Sold:
 			t.Orders.Add(1)

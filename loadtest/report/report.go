@@ -131,9 +131,14 @@ type Run struct {
 
 	StatusCodes map[string]int `json:"status_codes"`
 	ByReplica   map[string]int `json:"orders_by_replica,omitempty"`
-	ErrorSample []string       `json:"error_sample,omitempty"`
-	Problems    []string       `json:"problems,omitempty"`
-	Plot        string         `json:"plot,omitempty"`
+	// On a Redis Cluster (redis-lock runs): the skus whose lock keys a
+	// master serves, and their requests and sales (orders), by master.
+	SKUsByShard     map[string]int `json:"skus_by_shard,omitempty"`
+	RequestsByShard map[string]int `json:"requests_by_shard,omitempty"`
+	SalesByShard    map[string]int `json:"sales_by_shard,omitempty"`
+	ErrorSample     []string       `json:"error_sample,omitempty"`
+	Problems        []string       `json:"problems,omitempty"`
+	Plot            string         `json:"plot,omitempty"`
 }
 
 // Errors is the number of requests that were neither a sale, nor sold out,
@@ -369,6 +374,7 @@ time from the attack's start until they had completed);
 and refusals alike; *lock wait p99* is estimated from the replicas'
 ` + "`stock_lock_wait_seconds`" + ` histograms over the run (acquired or not).
 `)
+	writeShardMarkdown(&b, rep.Runs)
 	b.WriteString("\n![strategies compared](chart.svg)\n")
 	for _, r := range rep.Runs {
 		writeOutcomes(&b, r)
@@ -485,5 +491,8 @@ func WriteText(w io.Writer, rep Report) error {
 	case rep.IsCapacity():
 		return WriteCapacityTable(w, CapacityRows(rep.Runs))
 	}
-	return WriteTable(w, rep.Runs)
+	if err := WriteTable(w, rep.Runs); err != nil {
+		return err
+	}
+	return WriteShards(w, rep.Runs)
 }
