@@ -261,6 +261,22 @@ func TestBrowserRace(t *testing.T) {
 	for _, link := range append([]string{got.Chart}, got.Docs...) {
 		checkLink(t, ts.URL+link)
 	}
+
+	// A page opened (or reloaded) after the race redraws it from the
+	// server's record of its events.
+	step("reload the page", chromedp.Reload())
+	poll("the verdict after a reload", `document.querySelector('#result').dataset.done === 'true'`, time.Minute)
+	again, err := chromedp.Run(bctx, chromedp.Evaluate[seen](seenJS))
+	if err != nil {
+		t.Fatalf("read the reloaded page: %v", err)
+	}
+	if again.UnsafeOversold != got.UnsafeOversold || again.Sales != got.Sales || again.Grants != got.Grants || again.Faults != got.Faults {
+		t.Errorf("after a reload the page shows unsafe oversold %s, %d sales, %d grants, %d faults; before: %s, %d, %d, %d",
+			again.UnsafeOversold, again.Sales, again.Grants, again.Faults, got.UnsafeOversold, got.Sales, got.Grants, got.Faults)
+	}
+	if again.Table != got.Table {
+		t.Errorf("after a reload the page's table differs:\n%s\nbefore:\n%s", again.Table, got.Table)
+	}
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
 }
 

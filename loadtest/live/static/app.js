@@ -326,7 +326,8 @@ function setPhase(r, phase, text) {
 function renderProgress(r) {
   const p = r.progress;
   if (!p) return;
-  field(r.strategy, 'remaining').textContent = String(p.remaining);
+  // By the acknowledged sales; the store's own figure comes at run-end.
+  field(r.strategy, 'remaining').textContent = String(Math.max(0, p.remaining));
   field(r.strategy, 'sold').textContent = String(p.sold);
   setCounter(r.strategy, 'oversold', p.oversold);
   if (!r.result) setCounter(r.strategy, 'lost-updates', null);
@@ -510,17 +511,23 @@ async function refreshState() {
 
 // ---- timeline ------------------------------------------------------------
 
+// The timelines are drawn at most once a frame, whatever the rate of events.
 let frame = 0;
 function schedule() {
   if (frame || S.dirty.size === 0) return;
   frame = requestAnimationFrame(() => {
     frame = 0;
-    for (const name of S.dirty) {
-      const r = S.runs.get(name);
-      if (r) drawRun(r);
-    }
-    S.dirty.clear();
+    flush();
   });
+}
+
+// flush draws every timeline with news now.
+function flush() {
+  for (const name of S.dirty) {
+    const r = S.runs.get(name);
+    if (r) drawRun(r);
+  }
+  S.dirty.clear();
 }
 
 function ensureTimeline(r) {
@@ -713,6 +720,7 @@ function renderDone(d) {
   const names = S.runs.size ? [...S.runs.keys()] : [...S.strategies.keys()];
   $('#docs').replaceChildren(...names.filter((n) => S.strategies.get(n)?.doc).map((n) => el('li', {},
     el('a', { href: '/docs/' + S.strategies.get(n).doc, 'data-doc': n, text: `${n}: ${S.strategies.get(n).doc}` }))));
+  flush(); // the end is complete only with the timelines drawn
   $('#result').dataset.done = 'true';
   for (const r of S.runs.values()) {
     if (r.phase !== 'done') setPhase(r, 'done', r.result ? r.result.verdict : 'not run');
