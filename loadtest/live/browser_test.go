@@ -209,6 +209,7 @@ func TestBrowserRace(t *testing.T) {
 	poll("redis-lock's first sales", `Number(document.querySelector('#live-rows tr[data-strategy="redis-lock"] [data-field="sold"]')?.textContent) > 0`, 4*time.Minute)
 	step("press kill holder", chromedp.Click(chromedp.CSS(`#faults button[data-fault="crash"]:not([disabled])`)))
 	poll("the fault's marker on the timeline (see the page's log in the screenshot)", `document.querySelector('#timeline .fault') !== null`, time.Minute)
+	shoot(t, bctx, "during")
 
 	poll("the verdict", `document.querySelector('#result').dataset.done === 'true'`, 4*time.Minute)
 	shoot(t, bctx, "end")
