@@ -57,6 +57,7 @@ var Catalogue = []Fault{
 	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
 	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
 	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key while its replica lags, and promote the replica (fencing on, then off); not in all", FailoverRedisMaster, failoverDrills},
+	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 
 // Clock steps of the redis-clock drills: forward, well past the lock TTL
@@ -408,14 +409,14 @@ func (f *Ctx) findHolder(ctx context.Context) (int, error) {
 	return -1, err
 }
 
-// holders is how many replicas hold a lease of the strategy now.
+// holders is how many leases of the strategy the replicas hold now: two
+// in one replica count too (two of its requests granted the hot sku's lock
+// at once).
 func (f *Ctx) holders(ctx context.Context) (int, error) {
 	held, err := f.held(ctx)
 	n := 0
 	for _, h := range held {
-		if h > 0 {
-			n++
-		}
+		n += h
 	}
 	return n, err
 }
