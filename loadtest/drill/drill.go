@@ -318,6 +318,7 @@ func clockDrills() []Drill {
 		{Label: "clock b +2s, allowance 3s", Strategy: "mongo-lease", Flags: Flags{All: wide, Odd: ahead}},
 		{Label: "clock b +2s", Strategy: "redis-lock", Flags: Flags{Odd: ahead}},
 		{Label: "clock b +2s", Strategy: "etcd-lock", Flags: Flags{Odd: ahead}},
+		{Label: "clock b +2s", Strategy: "redlock", Flags: Flags{Odd: ahead}},
 	}
 }
 
