@@ -103,7 +103,7 @@ func runDrills(t *testing.T, args ...string) (string, report.Report) {
 	t.Helper()
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), append(args, "--duration", "4s", "--quiet", "--out", out), noEnv, &stdout, &stderr)
+	code := run(t.Context(), append(args, "--duration", "4s", "--quiet", "--out", out, "--stock-bin", stockBinary(t)), noEnv, &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))

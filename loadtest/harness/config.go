@@ -12,6 +12,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // Config is every knob of a harness run.
@@ -93,6 +94,39 @@ const (
 	// "-<strategy>-<index>".
 	maxPrefixLen = 40
 )
+
+// DefaultConfig is the configuration of `go run ./loadtest` with no flag:
+// the defaults the command line shows in --help, and the base every other
+// program that drives the harness starts from. Its Strategies are every
+// strategy of the registry.
+func DefaultConfig() Config {
+	return Config{
+		Strategies:      inventory.Names(),
+		Rate:            100,
+		Duration:        8 * time.Second,
+		Stock:           100,
+		Qty:             1,
+		SKUs:            1,
+		Workers:         8,
+		MaxWorkers:      16,
+		Timeout:         15 * time.Second,
+		Settle:          300 * time.Millisecond,
+		Warmup:          2 * time.Second,
+		ReadyWait:       90 * time.Second,
+		RMWDelay:        10 * time.Millisecond,
+		LocalReplicas:   2,
+		Repeat:          1,
+		FaultTTL:        time.Second,
+		WriteStall:      200 * time.Millisecond,
+		ReadEvery:       50 * time.Millisecond,
+		CheckTimeout:    time.Minute,
+		CapacityP99:     500 * time.Millisecond,
+		CapacityErrors:  0.01,
+		CapacityMaxRate: 3200,
+		AttemptTimeout:  250 * time.Millisecond,
+		CutRate:         0.1,
+	}
+}
 
 // Validate checks every setting and returns every problem at once, each
 // naming its flag.

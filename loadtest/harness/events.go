@@ -17,7 +17,7 @@ const (
 	EventRunStart = "run-start" // Run, Strategy, SKUs, Initial, Replicas
 	EventProgress = "progress"  // Run, Strategy, Progress (about four a second)
 	EventGrant    = "grant"     // Run, Strategy, SKU, Replica, Fence: the first sale under a new fencing token
-	EventRefused  = "refused"   // Run, Strategy, Replica, Text: a write the fence or the lease check refused
+	EventRefused  = "refused"   // Run, Strategy, SKU, Replica, Text: a write the fence or the lease check refused
 	EventFault    = "fault"     // Run, Strategy, Replica (the victim, if any), Text: a fault struck
 	EventRunEnd   = "run-end"   // Run, Strategy, Result: the run's final numbers and verdict
 )

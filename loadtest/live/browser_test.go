@@ -44,16 +44,10 @@ func findBrowser() string {
 func browserConfig(t *testing.T) harness.Config {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return harness.Config{
-		Strategies: raceStrategies,
-		Rate:       raceRate, Duration: raceDuration, Stock: raceStock, Qty: 1, SKUs: 1,
-		Workers: 8, MaxWorkers: 16, Timeout: 15 * time.Second,
-		Settle: 300 * time.Millisecond, Warmup: 0, ReadyWait: 90 * time.Second,
-		LocalReplicas: 2, RMWDelay: 10 * time.Millisecond, AdminToken: hex.EncodeToString(b[:]), Quiet: true,
-		Repeat: 1, FaultTTL: time.Second, WriteStall: 200 * time.Millisecond,
-		ReadEvery: 50 * time.Millisecond, CheckTimeout: time.Minute,
-		AttemptTimeout: 250 * time.Millisecond, CutRate: 0.1,
-	}
+	c := harness.DefaultConfig()
+	c.Strategies, c.Rate, c.Duration, c.Stock = raceStrategies, raceRate, raceDuration, raceStock
+	c.Warmup, c.AdminToken, c.Quiet = 0, hex.EncodeToString(b[:]), true
+	return c
 }
 
 // The race the test starts from the page's form: unsafe, a lock strategy

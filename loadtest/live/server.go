@@ -197,7 +197,15 @@ type Form struct {
 	Duration   string   `json:"duration"`
 	Replicas   int      `json:"replicas"`
 	Fencing    bool     `json:"fencing"`
+	// WriteStall is the replicas' --write-stall: a sleep after the lease
+	// check and before the stock write, so that a pause lands where only
+	// the fence can refuse the late write. "" : none.
+	WriteStall string `json:"write_stall,omitempty"`
 }
+
+// maxWriteStall bounds the form's write stall: a holder stalls this long
+// on every sale.
+const maxWriteStall = 2 * time.Second
 
 func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	var strategies []strategyInfo
@@ -220,7 +228,7 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 		"faults":     faults,
 		"replicas":   s.replicaIDs(),
 		"defaults": Form{Strategies: b.Strategies, Stock: b.Stock, Rate: b.Rate, Duration: b.Duration.String(),
-			Replicas: b.ReplicaCount(), Fencing: true},
+			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s"},
 		"fixed_replicas": s.env == nil,
 		"last":           s.last,
 	})
@@ -266,6 +274,17 @@ func (s *Server) config(f Form) (harness.Config, error) {
 	}
 	if !f.Fencing && s.env == nil {
 		return cfg, errors.New("fencing: the page can turn fencing off only on replicas it started")
+	}
+	if f.WriteStall != "" {
+		ws, err := time.ParseDuration(f.WriteStall)
+		switch {
+		case err != nil:
+			return cfg, fmt.Errorf("write_stall %q: %w", f.WriteStall, err)
+		case ws < 0 || ws > maxWriteStall:
+			return cfg, fmt.Errorf("write_stall %s: must be between 0s and %s", ws, maxWriteStall)
+		case ws > 0 && s.env == nil:
+			return cfg, errors.New("write_stall: the page can set it only on replicas it started")
+		}
 	}
 	return cfg, cfg.Validate()
 }
@@ -367,7 +386,10 @@ func (s *Server) prepare(ctx context.Context, f Form) error {
 	}
 	var extra []string
 	if !f.Fencing {
-		extra = []string{"--fencing=false"}
+		extra = append(extra, "--fencing=false")
+	}
+	if f.WriteStall != "" {
+		extra = append(extra, "--write-stall="+f.WriteStall)
 	}
 	flags := make([][]string, s.env.Len())
 	for i := range flags {

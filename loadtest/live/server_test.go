@@ -21,16 +21,12 @@ import (
 
 const adminToken = "live-test-admin-token"
 
-// baseConfig is the command line's defaults for replicas given by URL.
+// baseConfig is the command line's defaults, for replicas given by URL.
 func baseConfig(replicas []string) harness.Config {
-	return harness.Config{
-		Replicas: replicas, Strategies: []string{"unsafe", "atomic"}, Rate: 100, Duration: 3 * time.Second,
-		Stock: 30, Qty: 1, SKUs: 1, Workers: 8, MaxWorkers: 16, Timeout: 15 * time.Second,
-		Settle: 100 * time.Millisecond, ReadyWait: 30 * time.Second, LocalReplicas: 2,
-		RMWDelay: 10 * time.Millisecond, AdminToken: adminToken, Repeat: 1, FaultTTL: time.Second,
-		WriteStall: 200 * time.Millisecond, ReadEvery: 50 * time.Millisecond, CheckTimeout: 20 * time.Second,
-		AttemptTimeout: 250 * time.Millisecond, CutRate: 0.1,
-	}
+	c := harness.DefaultConfig()
+	c.Replicas, c.Strategies, c.Duration, c.Stock = replicas, []string{"unsafe", "atomic"}, 3*time.Second, 30
+	c.Settle, c.ReadyWait, c.AdminToken, c.CheckTimeout = 100*time.Millisecond, 30*time.Second, adminToken, 20*time.Second
+	return c
 }
 
 func post(t *testing.T, url, body string) (int, map[string]any) {
@@ -74,6 +70,9 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		{"/api/start", strings.Replace(good, `"stock":10`, `"stock":0`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(good, `"replicas":1`, `"replicas":3`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":false`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"5s"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"later"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"200ms"`, 1), 400, "bad_request"},
 		{"/api/fault", `{"name":"meteor"}`, 400, "unknown_fault"},
 		{"/api/fault", `{"name":"crash"}`, 409, "no_env"},
 		{"/api/stop", `{}`, 409, "not_running"},

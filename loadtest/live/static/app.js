@@ -159,11 +159,13 @@ function buildForm(st) {
   $('#duration').value = d.duration ?? '8s';
   $('#replicas').value = d.replicas ?? 2;
   $('#fencing').checked = d.fencing ?? true;
+  $('#write-stall').value = d.write_stall ?? '0s';
   if (st.fixed_replicas) {
     // The page drives replicas it was given: their count and fencing are theirs.
     $('#replicas').value = (st.replicas ?? []).length || d.replicas;
     $('#replicas').readOnly = true;
     $('#fencing').disabled = true;
+    $('#write-stall').readOnly = true;
   }
 
   const faults = $('#faults');
@@ -189,13 +191,15 @@ function readForm() {
   const rate = parseInt($('#rate').value, 10);
   const duration = $('#duration').value.trim();
   const replicas = parseInt($('#replicas').value, 10);
+  const writeStall = $('#write-stall').value.trim() || '0s';
   const problems = [];
   if (strategies.length === 0) problems.push('choose at least one strategy');
   if (!(stock >= 1)) problems.push('stock must be a whole number of at least 1');
   if (!(rate >= 0)) problems.push('rate must be a whole number, 0 or more');
   if (Number.isNaN(parseDuration(duration)) || parseDuration(duration) <= 0) problems.push('duration must look like 4s or 1500ms');
   if (!(replicas >= 1 && replicas <= 8)) problems.push('replicas must be between 1 and 8');
-  return { body: { strategies, stock, rate, duration, replicas, fencing: $('#fencing').checked }, problems };
+  if (Number.isNaN(parseDuration(writeStall)) || parseDuration(writeStall) < 0) problems.push('stall before the write must look like 0s or 200ms');
+  return { body: { strategies, stock, rate, duration, replicas, fencing: $('#fencing').checked, write_stall: writeStall }, problems };
 }
 
 function formError(text) {
