@@ -93,6 +93,7 @@ type Locked struct {
 	store   *Store
 	cfg     LockedConfig
 	obs     LockObserver
+	steps   stepTimer // the sale steps' times, when obs is a StepObserver
 	logger  *slog.Logger
 	queue   *keyQueue
 	mu      sync.Mutex
@@ -128,6 +129,9 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 	}
 	if l.obs == nil {
 		l.obs = nopObserver{}
+	}
+	if so, ok := l.obs.(StepObserver); ok {
+		l.steps = stepTimer{obs: so, strategy: cfg.Name}
 	}
 	if l.logger == nil {
 		l.logger = slog.Default()
@@ -166,10 +170,12 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	}
 
 	// Step 1: lock, within the wait budget.
+	start := time.Now()
 	lease, err := l.acquire(ctx, sku)
 	if err != nil {
 		return Sale{}, err
 	}
+	l.steps.since(StepLock, start)
 	// Step 4, release, runs on every path; after a successful write it
 	// runs early, before the order is recorded, which needs no lock.
 	defer l.release(ctx, lease)
@@ -192,6 +198,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	// completion like the stock write (see StoreOptions.WriteTimeout); the
 	// lease is checked right after it.
 	var it Item
+	start = time.Now()
 	if l.cfg.Fencing {
 		rctx, rcancel := l.store.commitContext(ctx)
 		it, err = l.store.FencedRead(rctx, sku, l.cfg.Name, fence)
@@ -199,6 +206,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	} else {
 		it, err = l.store.Get(gctx, sku)
 	}
+	l.steps.since(StepRead, start)
 	if err == nil && gctx.Err() != nil {
 		err = context.Cause(gctx)
 	}
@@ -227,16 +235,18 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	o.Remaining = &remaining
 	cctx, ccancel := l.store.commitContext(ctx)
 	defer ccancel()
+	start = time.Now()
 	if l.cfg.Fencing {
 		err = l.store.FencedWrite(cctx, l.cfg.Name, fence, it.Version, remaining, o)
 	} else {
 		err = l.store.setStock(cctx, remaining, o)
 	}
+	l.steps.since(StepWrite, start)
 	if err != nil {
 		return Sale{}, err
 	}
 	l.release(ctx, lease)
-	return l.store.sold(ctx, o, remaining, 1), nil
+	return l.store.soldTimed(ctx, o, remaining, 1, l.steps), nil
 }
 
 // stillHeld is the last check before the stock write: the lease has not
@@ -311,7 +321,9 @@ func (l *Locked) release(ctx context.Context, lease *lock.Lease) {
 		return
 	}
 	l.obs.LockHeld(l.cfg.Name, -1)
+	start := time.Now()
 	l.releaseLease(lease)
+	l.steps.since(StepRelease, start)
 	// The next request of this replica may poll for the lock only now.
 	leave()
 }

@@ -180,6 +180,11 @@ func (s *Store) CountOrders(ctx context.Context, sku string) (int64, error) {
 // RecoverPending to record; the failure is logged and returned in
 // Sale.LedgerErr.
 func (s *Store) sold(ctx context.Context, o Order, remaining int64, attempts int) Sale {
+	return s.soldTimed(ctx, o, remaining, attempts, stepTimer{})
+}
+
+// soldTimed is sold, reporting the ledger and unpend steps to steps.
+func (s *Store) soldTimed(ctx context.Context, o Order, remaining int64, attempts int, steps stepTimer) Sale {
 	o.Remaining = &remaining
 	if attempts > 1 {
 		o.Attempts = attempts
@@ -190,7 +195,7 @@ func (s *Store) sold(ctx context.Context, o Order, remaining int64, attempts int
 	sale := o.sale()
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if err := s.record(cctx, o); err != nil {
+	if err := s.recordTimed(cctx, o, steps); err != nil {
 		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, err)
 		s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
 			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
@@ -203,12 +208,22 @@ func (s *Store) sold(ctx context.Context, o Order, remaining int64, attempts int
 // is idempotent: the replica that sold and any replica recovering the
 // sale may both record it, and the ledger keeps one order.
 func (s *Store) record(ctx context.Context, o Order) error {
-	if err := s.insertOrder(ctx, o); err != nil {
+	return s.recordTimed(ctx, o, stepTimer{})
+}
+
+// recordTimed is record, reporting its two steps to steps.
+func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) error {
+	start := time.Now()
+	err := s.insertOrder(ctx, o)
+	steps.since(StepLedger, start)
+	if err != nil {
 		return err
 	}
-	_, err := s.items.UpdateOne(ctx,
+	start = time.Now()
+	_, err = s.items.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: o.SKU}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: pendingPath(o.ID), Value: ""}}}})
+	steps.since(StepUnpend, start)
 	if err != nil {
 		// The order is in the ledger; the stale entry only costs the next
 		// recovery a duplicate insert.
