@@ -133,6 +133,21 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	c.checkLoad(bad)
+	c.checkReplicas(bad)
+	c.checkHistory(bad)
+	c.checkWorkloads(bad)
+	c.checkCapacity(bad)
+	c.checkFaults(bad)
+	return errors.Join(errs...)
+}
+
+// problem records one problem of a Config.
+type problem func(format string, a ...any)
+
+// checkLoad checks the attack's size: rate, duration, count, stock, skus,
+// workers, timeouts.
+func (c Config) checkLoad(bad problem) {
 	if c.Rate < 0 || c.Rate > maxRate {
 		bad("--rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
 	}
@@ -178,6 +193,10 @@ func (c Config) Validate() error {
 	if c.Warmup < 0 || c.Warmup > time.Minute {
 		bad("--warmup %s: must be between 0 and 1m", c.Warmup)
 	}
+}
+
+// checkReplicas checks the replicas' settings.
+func (c Config) checkReplicas(bad problem) {
 	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
 		bad("--ready-timeout %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
 	}
@@ -190,21 +209,20 @@ func (c Config) Validate() error {
 	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
 		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
 	}
-	if c.Repeat < 1 || c.Repeat > 100 {
-		bad("--repeat %d: must be between 1 and 100", c.Repeat)
-	}
-	if c.FaultTTL < time.Second || c.FaultTTL > time.Minute || c.FaultTTL%time.Second != 0 {
-		bad("--fault-ttl %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
-	}
-	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
-		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
-	}
+}
+
+// checkHistory checks the history's reads and its check.
+func (c Config) checkHistory(bad problem) {
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
 		bad("--read-every %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}
 	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
 		bad("--check-timeout %s: must be between 1s and 1h", c.CheckTimeout)
 	}
+}
+
+// checkWorkloads checks retries and mixed writers, and what they exclude.
+func (c Config) checkWorkloads(bad problem) {
 	if c.Retries < 0 || c.Retries > 10 {
 		bad("--retries %d: must be between 0 and 10", c.Retries)
 	}
@@ -224,6 +242,16 @@ func (c Config) Validate() error {
 	if c.Retries > 0 && len(c.Faults) > 0 {
 		bad("--retries and --faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
 	}
+	if c.Mixed && len(c.Faults) > 0 {
+		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
+	}
+	if c.Mixed && len(c.Strategies) < 2 {
+		bad("--mixed needs at least two --strategies to mix")
+	}
+}
+
+// checkCapacity checks the capacity sweep's settings.
+func (c Config) checkCapacity(bad problem) {
 	if c.Capacity {
 		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 {
 			bad("--capacity runs alone: drop --faults, --mixed and --retries")
@@ -255,11 +283,18 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	if c.Mixed && len(c.Faults) > 0 {
-		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
+}
+
+// checkFaults checks the fault drills' settings.
+func (c Config) checkFaults(bad problem) {
+	if c.Repeat < 1 || c.Repeat > 100 {
+		bad("--repeat %d: must be between 1 and 100", c.Repeat)
 	}
-	if c.Mixed && len(c.Strategies) < 2 {
-		bad("--mixed needs at least two --strategies to mix")
+	if c.FaultTTL < time.Second || c.FaultTTL > time.Minute || c.FaultTTL%time.Second != 0 {
+		bad("--fault-ttl %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
+	}
+	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
+		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
 	}
 	if len(c.Faults) == 0 {
 		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
@@ -303,7 +338,6 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // UsesRedisCluster reports whether the replicas the harness starts run on
