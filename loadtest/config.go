@@ -15,7 +15,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/harness"
-	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // envName is the environment variable that backs flag name.
@@ -95,52 +94,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
 
-	var replicas, strategies string
-	fs.StringVar(&replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas")
-	fs.StringVar(&strategies, "strategies", strings.Join(verdict.Strategies, ","), "comma-separated strategies to run, in order; \"all\" for every one")
-	fs.IntVar(&c.Rate, "rate", d.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
-	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
-	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
-	fs.IntVar(&c.Stock, "stock", d.Stock, "stock each sku is reset to before each strategy")
-	fs.IntVar(&c.Qty, "qty", d.Qty, "units each request asks to buy")
-	fs.IntVar(&c.SKUs, "skus", d.SKUs, "number of skus the requests spread over (1: one hot sku)")
-	fs.Float64Var(&c.Skew, "skew", 0, "how requests spread over --skus: 0 uniform, or a Zipf exponent > 1 (larger: sku 0 gets more of them)")
-	fs.StringVar(&c.SKUPrefix, "sku-prefix", "", "sku name prefix; every strategy gets its own skus <prefix>-<strategy>-<i>. Default: lt-<timestamp>, fresh every run")
-	fs.IntVar(&c.Workers, "workers", d.Workers, "initial Vegeta workers (concurrent requests)")
-	fs.IntVar(&c.MaxWorkers, "max-workers", d.MaxWorkers, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
-	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
-	fs.StringVar(&c.OutDir, "out", "", "output directory for the reports (default reports/<timestamp>)")
-	fs.DurationVar(&c.Settle, "settle", d.Settle, "pause after each attack before reading the stock and the ledger back")
-	fs.DurationVar(&c.Warmup, "warmup", d.Warmup, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
-	fs.DurationVar(&c.ReadyWait, "ready-timeout", d.ReadyWait, "how long to wait for every replica's /readyz before giving up")
-	fs.DurationVar(&c.RMWDelay, "rmw-delay", d.RMWDelay, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
-	fs.IntVar(&c.LocalReplicas, "local-replicas", d.LocalReplicas, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
-	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
-	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
-	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
-	fs.BoolVar(&c.Serve, "serve", false, "serve the live page instead of running once: start the stores and the replicas (or use --replicas), print the page's address and run races from the browser until Ctrl-C (see docs/live-page.md)")
-	fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "with --serve: the address the page listens on")
-	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
-	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). --faults redis-failover implies it (see docs/redis-cluster.md)")
-	var faults string
-	fs.StringVar(&faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(drill.Names(), ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
-	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "with --faults: run every drill this many times; the report aggregates them")
-	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
-	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
-
-	fs.DurationVar(&c.ReadEvery, "read-every", d.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
-	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
-	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
-	fs.BoolVar(&c.Capacity, "capacity", false, "capacity sweep instead of the comparison: each strategy at 50 req/s, then twice as much every --duration (3s by default here), on fresh skus with stock it cannot sell out and no read-modify-write delay unless --rmw-delay is set, until a step passes the limits; reports each strategy's capacity and capacity.svg (see docs/results.md)")
-	fs.DurationVar(&c.CapacityP99, "capacity-p99", d.CapacityP99, "with --capacity: a step whose p99 exceeds this is past the limits")
-	fs.Float64Var(&c.CapacityErrors, "capacity-errors", d.CapacityErrors, "with --capacity: a step whose errors and 503s exceed this share of its requests is past the limits")
-	fs.IntVar(&c.CapacityMaxRate, "capacity-max-rate", d.CapacityMaxRate, "with --capacity: the highest rate offered")
-	var capReplicas string
-	fs.StringVar(&capReplicas, "capacity-replicas", "", "with --capacity: comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas")
-	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
-	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
-	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", d.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
-	fs.Float64Var(&c.CutRate, "cut-rate", d.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
+	l := defineFlags(fs, &c, d)
 
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageText)
@@ -201,13 +155,13 @@ embedded stores are started in-process) and GOFLAGS for the build.
 		return c, envErr
 	}
 
-	if c.Replicas, err = harness.ParseReplicas(replicas); err != nil {
+	if c.Replicas, err = harness.ParseReplicas(l.replicas); err != nil {
 		return c, fmt.Errorf("--replicas: %w", err)
 	}
-	if c.Strategies, err = harness.ParseStrategies(strategies); err != nil {
+	if c.Strategies, err = harness.ParseStrategies(l.strategies); err != nil {
 		return c, fmt.Errorf("--strategies: %w", err)
 	}
-	if c.Faults, err = drill.Parse(faults); err != nil {
+	if c.Faults, err = drill.Parse(l.faults); err != nil {
 		return c, fmt.Errorf("--faults: %w", err)
 	}
 	// A drill needs sales before and after its fault: more stock than the
@@ -221,7 +175,7 @@ embedded stores are started in-process) and GOFLAGS for the build.
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
 	}
 	if c.Capacity {
-		if c.CapacityReplicas, err = parseCounts(capReplicas); err != nil {
+		if c.CapacityReplicas, err = parseCounts(l.capReplicas); err != nil {
 			return c, fmt.Errorf("--capacity-replicas: %w", err)
 		}
 		for flag, set := range map[string]func(){
@@ -288,4 +242,57 @@ func parseCounts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// lists are the flags whose values are parsed after the flag package: the
+// comma-separated lists.
+type lists struct{ replicas, strategies, faults, capReplicas string }
+
+// defineFlags defines every flag of c on fs, with d's defaults.
+func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {
+	var l lists
+	fs.StringVar(&l.replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas")
+	fs.StringVar(&l.strategies, "strategies", strings.Join(d.Strategies, ","), "comma-separated strategies to run, in order; \"all\" for every one")
+	fs.IntVar(&c.Rate, "rate", d.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
+	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
+	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
+	fs.IntVar(&c.Stock, "stock", d.Stock, "stock each sku is reset to before each strategy")
+	fs.IntVar(&c.Qty, "qty", d.Qty, "units each request asks to buy")
+	fs.IntVar(&c.SKUs, "skus", d.SKUs, "number of skus the requests spread over (1: one hot sku)")
+	fs.Float64Var(&c.Skew, "skew", 0, "how requests spread over --skus: 0 uniform, or a Zipf exponent > 1 (larger: sku 0 gets more of them)")
+	fs.StringVar(&c.SKUPrefix, "sku-prefix", "", "sku name prefix; every strategy gets its own skus <prefix>-<strategy>-<i>. Default: lt-<timestamp>, fresh every run")
+	fs.IntVar(&c.Workers, "workers", d.Workers, "initial Vegeta workers (concurrent requests)")
+	fs.IntVar(&c.MaxWorkers, "max-workers", d.MaxWorkers, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
+	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
+	fs.StringVar(&c.OutDir, "out", "", "output directory for the reports (default reports/<timestamp>)")
+	fs.DurationVar(&c.Settle, "settle", d.Settle, "pause after each attack before reading the stock and the ledger back")
+	fs.DurationVar(&c.Warmup, "warmup", d.Warmup, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
+	fs.DurationVar(&c.ReadyWait, "ready-timeout", d.ReadyWait, "how long to wait for every replica's /readyz before giving up")
+	fs.DurationVar(&c.RMWDelay, "rmw-delay", d.RMWDelay, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
+	fs.IntVar(&c.LocalReplicas, "local-replicas", d.LocalReplicas, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
+	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
+	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
+	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
+	fs.BoolVar(&c.Serve, "serve", false, "serve the live page instead of running once: start the stores and the replicas (or use --replicas), print the page's address and run races from the browser until Ctrl-C (see docs/live-page.md)")
+	fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "with --serve: the address the page listens on")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
+	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). --faults redis-failover implies it (see docs/redis-cluster.md)")
+	fs.StringVar(&l.faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(drill.Names(), ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
+	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "with --faults: run every drill this many times; the report aggregates them")
+	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
+	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
+
+	fs.DurationVar(&c.ReadEvery, "read-every", d.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
+	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
+	fs.BoolVar(&c.Capacity, "capacity", false, "capacity sweep instead of the comparison: each strategy at 50 req/s, then twice as much every --duration (3s by default here), on fresh skus with stock it cannot sell out and no read-modify-write delay unless --rmw-delay is set, until a step passes the limits; reports each strategy's capacity and capacity.svg (see docs/results.md)")
+	fs.DurationVar(&c.CapacityP99, "capacity-p99", d.CapacityP99, "with --capacity: a step whose p99 exceeds this is past the limits")
+	fs.Float64Var(&c.CapacityErrors, "capacity-errors", d.CapacityErrors, "with --capacity: a step whose errors and 503s exceed this share of its requests is past the limits")
+	fs.IntVar(&c.CapacityMaxRate, "capacity-max-rate", d.CapacityMaxRate, "with --capacity: the highest rate offered")
+	fs.StringVar(&l.capReplicas, "capacity-replicas", "", "with --capacity: comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas")
+	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
+	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", d.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
+	fs.Float64Var(&c.CutRate, "cut-rate", d.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
+	return &l
 }
