@@ -34,6 +34,7 @@ type metrics struct {
 	leasesEnded  *prometheus.CounterVec
 	replays      *prometheus.CounterVec
 	recovered    prometheus.Counter
+	saleSteps    *saleSteps
 }
 
 func newMetrics() *metrics {
@@ -102,6 +103,7 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
 		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.saleSteps = newSaleSteps(m.registry)
 	// Show every strategy's series from the start, at zero, so that a
 	// dashboard or a test can tell "none" from "not exported".
 	for _, name := range inventory.Names() {
