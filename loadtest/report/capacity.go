@@ -24,6 +24,10 @@ type CapacityRow struct {
 	// Stop says why the sweep ended (the first step past the limits, or
 	// the last rate tried).
 	Stop string
+	// Bound is the bound on sales/s measured at Best, or, without Best or
+	// without a bound there, at the last step that measured one; nil for
+	// a strategy without a lock.
+	Bound *float64
 }
 
 // IsCapacity reports whether rep holds a capacity sweep.
@@ -67,6 +71,12 @@ func CapacityRows(runs []Run) []CapacityRow {
 				row.Best = s
 			}
 		}
+		if row.Best != nil {
+			row.Bound = row.Best.BoundPerSec
+		}
+		for j := len(row.Steps) - 1; j >= 0 && row.Bound == nil; j-- {
+			row.Bound = row.Steps[j].BoundPerSec
+		}
 		if row.Stop == "" && len(row.Steps) > 0 {
 			row.Stop = fmt.Sprintf("stopped at %d req/s, the highest rate tried", row.Steps[len(row.Steps)-1].TargetRate)
 		}
@@ -75,22 +85,27 @@ func CapacityRows(runs []Run) []CapacityRow {
 }
 
 // WriteCapacityTable writes one line per strategy and replica count: its
-// capacity (the most sales/s within the limits), the p99 there, and why
-// the sweep stopped.
+// capacity (the most sales/s within the limits), the bound of a lock
+// strategy at that step and how much of it the capacity is, the p99
+// there, and why the sweep stopped.
 func WriteCapacityTable(w io.Writer, rows []CapacityRow) error {
-	table := [][]string{{"strategy", "replicas", "capacity sales/s", "at offered", "p99", "errors", "verdict", "sweep stopped"}}
+	table := [][]string{{"strategy", "replicas", "capacity sales/s", "bound", "% of bound", "at offered", "p99", "errors", "verdict", "sweep stopped"}}
 	for _, r := range rows {
-		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", "-", "-", "-", "-", r.Stop}
+		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", "-", "-", "-", "-", "-", "-", r.Stop}
+		if r.Bound != nil {
+			cells[3] = fmt.Sprintf("%.1f", *r.Bound)
+		}
 		if b := r.Best; b != nil {
 			cells[2] = fmt.Sprintf("%.1f", b.SalesPerSec)
-			cells[3] = fmt.Sprintf("%d req/s", b.TargetRate)
-			cells[4] = Ms(b.Latency.P99)
-			cells[5] = fmt.Sprint(b.Errors())
-			cells[6] = b.Verdict
+			cells[4] = b.BoundShare()
+			cells[5] = fmt.Sprintf("%d req/s", b.TargetRate)
+			cells[6] = Ms(b.Latency.P99)
+			cells[7] = fmt.Sprint(b.Errors())
+			cells[8] = b.Verdict
 		}
 		table = append(table, cells)
 	}
-	return writeAligned(w, table, func(col int) bool { return col == 0 || col >= 6 })
+	return writeAligned(w, table, func(col int) bool { return col == 0 || col >= 8 })
 }
 
 // capacityColors tell the strategies apart in the chart.
@@ -123,7 +138,7 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
 	fmt.Fprintf(&b, `<text x="16" y="26" font-size="17" font-weight="bold">stocklock capacity: sales/s against the offered rate</text>`+"\n")
 	s := rep.Settings
-	fmt.Fprintf(&b, `<text x="16" y="46" fill="#555">%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits (%s)</text>`+"\n",
+	fmt.Fprintf(&b, `<text x="16" y="46" fill="#555">%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits (%s); dashed: a lock strategy's bound</text>`+"\n",
 		s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s"), esc(s.CapacityLimit))
 
 	maxRate, maxSales := 1.0, 1.0
@@ -131,6 +146,9 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 		for _, st := range r.Steps {
 			maxRate = max(maxRate, float64(st.TargetRate))
 			maxSales = max(maxSales, st.SalesPerSec)
+		}
+		if r.Bound != nil {
+			maxSales = max(maxSales, *r.Bound)
 		}
 	}
 	maxRate, maxSales = niceCeil(maxRate), niceCeil(maxSales)
@@ -151,6 +169,11 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 				x, y, fill, color, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+		if r.Bound != nil {
+			y := float64(y0+plotH) - *r.Bound/maxSales*plotH
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s, %d replicas: bound %.1f sales/s (one over the lock-held steps' mean time)</title></line>`+"\n",
+				left, y, left+plotW, y, color, esc(r.Strategy), r.Replicas, *r.Bound)
+		}
 		ly := y0 + 10 + i*20
 		label := r.Strategy
 		if len(counts) > 1 {

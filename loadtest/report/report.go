@@ -101,6 +101,14 @@ type Run struct {
 	CapacityStep int    `json:"capacity_step,omitempty"`
 	ReplicaCount int    `json:"replicas,omitempty"`
 	Saturated    string `json:"saturated,omitempty"`
+	// Capacity sweeps of lock strategies only: the mean time of each step
+	// of a sale (lock, read, write, release, ledger, unpend), in ms, over
+	// the step's window, from the replicas' stock_sale_step_seconds; and
+	// the bound those times put on the sales of one hot item, in sales/s:
+	// one over the mean time of the steps run while holding the lock (see
+	// HeldSteps). Nil when the replicas export no step times.
+	StepMs      map[string]float64 `json:"sale_step_ms,omitempty"`
+	BoundPerSec *float64           `json:"bound_sales_per_sec,omitempty"`
 
 	// Strategies are the strategies of a mixed run (Strategy "mixed"),
 	// which decremented the same skus at once; Outcomes counts its
@@ -332,9 +340,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		if err := WriteCapacityTable(&b, CapacityRows(rep.Runs)); err != nil {
 			return err
 		}
-		b.WriteString("```\n\nEvery step:\n\n| strategy | replicas | offered req/s | sales/s | p99 | errors | verdict | past the limits |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+		b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
 		for _, r := range rep.Runs {
-			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %d | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated)
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
 		}
 		_, err := io.WriteString(w, b.String())
 		return err
