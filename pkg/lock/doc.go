@@ -11,6 +11,8 @@
 //     with a queue of waiters to which a release hands the key;
 //   - etcdlock: a key on an etcd lease, replicated by Raft, the token the
 //     revision of the grant;
+//   - redlock: Redlock (redsync) on several independent Redis servers, a
+//     grant on a majority, with a fencing token confirmed on a majority;
 //   - locallock: one process only, to show why that is not enough.
 //
 // locktest is the conformance suite every backend passes.
