@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// needCluster skips a test without redis-server and redis-cli on PATH,
+// which devstore needs to start a local six-node Redis Cluster.
+func needCluster(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the service and starts a six-node Redis Cluster and two replica processes")
+	}
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("a local Redis Cluster needs %s on PATH", bin)
+		}
+	}
+}
+
+func TestRedisClusterConfig(t *testing.T) {
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--redis-cluster", "--replicas", "http://127.0.0.1:1"}, "--redis-cluster applies only to the replicas the harness starts"},
+		{[]string{"--faults", "redis-failover,redis-clock"}, "--faults redis-clock needs one redis-server"},
+		{[]string{"--redis-cluster", "--faults", "redis-restart"}, "--faults redis-restart needs one redis-server"},
+	}
+	for _, b := range bad {
+		_, err := ParseConfig(b.args, noEnv, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%v: error %v, want %q", b.args, err, b.want)
+		}
+	}
+	cfg, err := ParseConfig([]string{"--faults", "redis-failover"}, noEnv, &bytes.Buffer{})
+	if err != nil || !cfg.UsesRedisCluster() {
+		t.Errorf("--faults redis-failover: %v, cluster %v; want it to imply the cluster", err, cfg.UsesRedisCluster())
+	}
+}
+
+// TestRedisClusterComparisonShort is the short comparison on a local
+// six-node Redis Cluster: redis-lock over 120 skus, whose lock keys must
+// spread over all three masters, each master serving sales, and nothing
+// oversold or lost.
+func TestRedisClusterComparisonShort(t *testing.T) {
+	needCluster(t)
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"--redis-cluster", "--strategies", "redis-lock", "--skus", "120", "--stock", "5",
+		"--duration", "3s", "--warmup", "1s", "--quiet", "--out", out, "--stock-bin", stockBinary(t)}, noEnv, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
+	}
+	rep := readReport(t, out)
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	if !strings.Contains(rep.Redis, "Redis Cluster") {
+		t.Errorf("the report's Redis is %q, not a cluster", rep.Redis)
+	}
+	if r.Verdict != "pass" || r.Sold == 0 {
+		t.Errorf("verdict %s, sold %d; %v", r.Verdict, r.Sold, r.Problems)
+	}
+	if len(r.SalesByShard) != 3 {
+		t.Fatalf("sales by shard %v: want three masters", r.SalesByShard)
+	}
+	skus, sales := 0, 0
+	for m, n := range r.SalesByShard {
+		if n == 0 || r.SKUsByShard[m] == 0 || r.RequestsByShard[m] == 0 {
+			t.Errorf("master %s: %d skus, %d requests, %d sales; want some of each", m, r.SKUsByShard[m], r.RequestsByShard[m], n)
+		}
+		skus += r.SKUsByShard[m]
+		sales += n
+	}
+	if skus != 120 || sales != r.Orders {
+		t.Errorf("shards hold %d skus and %d sales; want 120 and the run's %d orders", skus, sales, r.Orders)
+	}
+	if !strings.Contains(stdout.String(), "3 of 3 shards sold") {
+		t.Errorf("the terminal output does not show the load by master")
+	}
+}
+
+// TestRedisFailoverShort is the short form of the redis-failover drill:
+// on a local six-node Redis Cluster, the master serving the hot sku's
+// lock key is killed while a replica of the service holds the lock, and
+// its replica is promoted. With fencing on nothing may be oversold or
+// lost, tokens keep increasing, the note must say which master died and
+// which replica took over, and sales must resume.
+func TestRedisFailoverShort(t *testing.T) {
+	needCluster(t)
+	_, rep := runDrills(t, "--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s")
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2 (fencing on and off)", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		rec := -1.0 // sales did not resume
+		if r.RecoverySeconds != nil {
+			rec = *r.RecoverySeconds
+		}
+		t.Logf("%s: %s; 2 holders %d, fenced %d, lost %d, verdict %s, recovery %.2fs", r.Fault, r.FaultNote, r.DoubleHeld, r.Codes["503 fenced"], r.LostUpdates, r.Verdict, rec)
+		if !strings.Contains(r.FaultNote, "killed Redis master 127.0.0.1:") || !strings.Contains(r.FaultNote, "took over") {
+			t.Errorf("%s: the note does not say which master was killed and which replica took over: %q", r.Fault, r.FaultNote)
+		}
+		if !r.Injected || r.RecoverySeconds == nil {
+			t.Errorf("%s: injected %v, sales resumed %v", r.Fault, r.Injected, r.RecoverySeconds != nil)
+		}
+		if r.Demo {
+			continue
+		}
+		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" || r.Sold == 0 {
+			t.Errorf("%s: sold %d, oversold %d, lost %d, ledger %d, verdict %s; %v", r.Fault, r.Sold, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Verdict, r.Problems)
+		}
+		if r.Tokens == nil || !r.Tokens.OK {
+			t.Errorf("%s: tokens %+v", r.Fault, r.Tokens)
+		}
+	}
+}
