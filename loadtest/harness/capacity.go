@@ -74,14 +74,24 @@ func (h *Harness) capacityStep(ctx context.Context, strategy string, step, rate 
 	// selling, not selling out.
 	h.cfg.Stock = min(MaxStock, int(float64(rate)*secs*2)+10)
 	h.logf("[capacity] %s on %d replicas, step %d: %d req/s for %s", strategy, len(h.replicas), step, rate, h.cfg.Duration)
+	steps := h.scrapeSaleSteps(ctx)
 	run, err := h.runStrategy(ctx, strategy, nil)
 	if err != nil {
 		return run, err
 	}
+	saleBound(&run, steps, h.scrapeSaleSteps(ctx))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
 	run.Saturated = saturation(run, h.cfg)
-	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, suffix(run.Saturated))
+	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, boundNote(run), suffix(run.Saturated))
 	return run, nil
+}
+
+// boundNote is the log's mention of a step's bound, "" without one.
+func boundNote(r report.Run) string {
+	if r.BoundPerSec == nil {
+		return ""
+	}
+	return fmt.Sprintf(", bound %s sales/s (%s of it; %s)", r.BoundText(), r.BoundShare(), r.StepsText())
 }
 
 func suffix(s string) string {

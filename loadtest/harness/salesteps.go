@@ -1,0 +1,119 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// saleStepMetric is the replicas' histogram of the time of each step of a
+// sale under a lock (see inventory.StepObserver).
+const saleStepMetric = "stock_sale_step_seconds"
+
+// stepTotals is one scrape of one replica's sale step histograms: the sum
+// of the times, in seconds, and their count, by strategy and step.
+type stepTotals map[string]map[string]stepTotal
+
+type stepTotal struct{ sum, count float64 }
+
+// parseSaleSteps reads the sale step histograms of a Prometheus text
+// exposition; nil when there are none.
+func parseSaleSteps(text []byte) stepTotals {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil && len(fams) == 0 {
+		return nil
+	}
+	f := fams[saleStepMetric]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		return nil
+	}
+	out := stepTotals{}
+	for _, m := range f.GetMetric() {
+		var strategy, step string
+		for _, lp := range m.GetLabel() {
+			switch lp.GetName() {
+			case "strategy":
+				strategy = lp.GetValue()
+			case "step":
+				step = lp.GetValue()
+			}
+		}
+		h := m.GetHistogram()
+		if h == nil || strategy == "" || step == "" {
+			continue
+		}
+		if out[strategy] == nil {
+			out[strategy] = map[string]stepTotal{}
+		}
+		t := out[strategy][step]
+		t.sum += h.GetSampleSum()
+		t.count += float64(h.GetSampleCount())
+		out[strategy][step] = t
+	}
+	return out
+}
+
+// scrapeSaleSteps reads every replica's sale step histograms; nil entries
+// where a replica's /metrics could not be read or has none.
+func (h *Harness) scrapeSaleSteps(ctx context.Context) []stepTotals {
+	out := make([]stepTotals, len(h.replicas))
+	for i, base := range h.replicas {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		text, err := h.api.Metrics(cctx, base)
+		cancel()
+		if err == nil {
+			out[i] = parseSaleSteps(text)
+		}
+	}
+	return out
+}
+
+// stepMeans returns the mean time of each step of strategy's sales, in ms,
+// over the observations made between the before and after scrapes, summed
+// over the replicas (sum of the times over their count); nil when no
+// replica observed any step.
+func stepMeans(before, after []stepTotals, strategy string) map[string]float64 {
+	sums, counts := map[string]float64{}, map[string]float64{}
+	for i, a := range after {
+		if a == nil {
+			continue
+		}
+		var b map[string]stepTotal
+		if i < len(before) && before[i] != nil {
+			b = before[i][strategy]
+		}
+		for step, t := range a[strategy] {
+			sums[step] += t.sum - b[step].sum
+			counts[step] += t.count - b[step].count
+		}
+	}
+	var out map[string]float64
+	for step, n := range counts {
+		if n <= 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]float64{}
+		}
+		out[step] = 1000 * sums[step] / n
+	}
+	return out
+}
+
+// saleBound fills run's step times and bound from the scrapes around it.
+func saleBound(run *report.Run, before, after []stepTotals) {
+	means := stepMeans(before, after, run.Strategy)
+	if means == nil {
+		return
+	}
+	run.StepMs = means
+	run.BoundPerSec = report.Bound(means, inventory.HeldSteps)
+}
