@@ -56,7 +56,7 @@ var Catalogue = []Fault{
 	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
 	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
 	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
-	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key while a replica holds the lock, and promote its replica at once (fencing on, then off); not in all", FailoverRedisMaster, failoverDrills},
+	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key while a replica holds the lock, and promote its replica at once: in sync, and resyncing (fencing on, then off); not in all", FailoverRedisMaster, failoverDrills},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 

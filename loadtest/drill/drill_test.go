@@ -55,7 +55,7 @@ func TestPlan(t *testing.T) {
 	want := []string{"crash/redis-lock", "crash/atomic", "pause/redis-lock", "pause/atomic", "pause, fencing off/redis-lock",
 		"redis restart/redis-lock", "mongo restart/redis-lock", "mongo restart/atomic", "clock b +2s/redis-lock",
 		"redis clock +10s/redis-lock", "redis clock +10s, fencing off/redis-lock", "redis clock -30s/redis-lock",
-		"redis failover/redis-lock", "redis failover, fencing off/redis-lock"}
+		"redis failover/redis-lock", "redis failover, replica resyncing/redis-lock", "redis failover, replica resyncing, fencing off/redis-lock"}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan:\n got %v\nwant %v", got, want)
 	}

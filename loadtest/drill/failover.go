@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,14 +28,26 @@ func RedisLockKey(sku string) string {
 // Cluster.
 func NeedsRedisCluster(faults []string) bool { return slices.Contains(faults, RedisFailover) }
 
-// failoverDrills: the redis-lock across a master's failover, with fencing
-// on, and off as a demonstration of what the fence stops.
+// failoverDrills: the redis-lock across a master's failover to a replica
+// in sync, and to a replica that is resyncing (it lacks the lease), with
+// fencing on, and off as a demonstration of what the fence stops. The
+// holders stall 800ms after their lease check, most of their time under
+// the lock, so that the promoted replica serves while the old holder
+// still works under its lease, and the next waiter's attempt lands before
+// that holder writes.
 func failoverDrills() []Drill {
+	stall := []string{"--write-stall=800ms"}
+	off := append(slices.Clone(stall), "--fencing=false")
 	return []Drill{
-		{Label: "redis failover", Strategy: "redis-lock", Inject: FailoverRedisMaster},
-		{Label: "redis failover, fencing off", Strategy: "redis-lock", Demo: true, Flags: Flags{All: []string{"--fencing=false"}}, Inject: FailoverRedisMaster},
+		{Label: "redis failover", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: FailoverRedisMaster},
+		{Label: "redis failover, replica resyncing", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: FailoverToResyncing},
+		{Label: "redis failover, replica resyncing, fencing off", Strategy: "redis-lock", Demo: true, Flags: Flags{All: off}, Inject: FailoverToResyncing},
 	}
 }
+
+// syncWait bounds the wait for a replica's replication link to be up (a
+// full sync waits repl-diskless-sync-delay, 5 s, for more replicas first).
+const syncWait = 20 * time.Second
 
 // FailoverRedisMaster kills (SIGKILL) the Redis Cluster master serving the
 // hot sku's lock key while a replica of the service holds the lock, and
@@ -45,9 +58,10 @@ func failoverDrills() []Drill {
 // seen the last grant grants the key again while its holder still works
 // under it. The drill reads the lease on the master and on its replica
 // just before the kill and says whether the replica had it. On loopback a
-// replica is well under a millisecond behind, so it nearly always has:
-// the drill then measures the stall and what the clients do across a
-// failover, and the clock drill (redis-clock) shows what a lost lease does.
+// replica in sync is well under a millisecond behind, so it nearly always
+// has: this drill measures the stall and what the clients do across a
+// failover, and FailoverToResyncing the promotion of a replica without
+// the lease.
 //
 // Why FORCE, not the cluster's own election: the election starts only
 // after the node timeout (2 s here) plus a random delay, longer than a
@@ -59,6 +73,22 @@ func failoverDrills() []Drill {
 // the attack the killed node starts again, empty, and rejoins as the new
 // master's replica, so that the next drill starts with six nodes.
 func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
+	return failover(ctx, f, false)
+}
+
+// FailoverToResyncing is FailoverRedisMaster with the master's replica
+// restarted first: it comes back empty (no persistence) and waits for its
+// full sync, which Redis delays by repl-diskless-sync-delay (5 s), and the
+// master is killed in that window. The promoted replica has neither the
+// lease nor the fence counter: the failover caveat of asynchronous
+// replication, made certain. (A replica that was restarted, or fell too
+// far behind for a partial resync, is in this state in production too,
+// and stays eligible for promotion.)
+func FailoverToResyncing(ctx context.Context, f *Ctx) (*Event, error) {
+	return failover(ctx, f, true)
+}
+
+func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 	c := f.Env.Cluster
 	if c == nil || c.Kind != devstore.KindRedisServer {
 		return nil, fmt.Errorf("%w: needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)", env.ErrUnsupported)
@@ -79,6 +109,25 @@ func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis failover: %w", err)
 	}
+	state := "in sync"
+	if resyncing {
+		state = "restarted, waiting for its full sync"
+		if err := c.Kill(replica); err != nil {
+			return nil, fmt.Errorf("redis failover: restart replica %s: %w", replica, err)
+		}
+		if err := c.StartNode(ctx, replica); err != nil {
+			return nil, fmt.Errorf("redis failover: restart replica %s: %w", replica, err)
+		}
+	} else if err := waitSynced(ctx, replica); err != nil {
+		return nil, fmt.Errorf("redis failover: %w", err)
+	}
+	// Strike while a replica of the service holds the lock.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		if i, err := f.findHolder(ctx); err != nil || i >= 0 {
+			break
+		}
+		_ = Sleep(ctx, 2*time.Millisecond)
+	}
 	lag := compareLease(ctx, master, replica, key)
 	at := time.Now()
 	if err := c.Kill(master); err != nil {
@@ -93,9 +142,17 @@ func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
 	}
 	healed := time.Now()
 	ev := &Event{At: at, Healed: healed,
-		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's lock); its replica %s took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s); %s; %s",
-			master, key, replica, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), lag, how),
-		Cleanup: func(ctx context.Context) error { return c.StartNode(ctx, master) },
+		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's lock); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s); %s; %s",
+			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), lag, how),
+		Cleanup: func(ctx context.Context) error {
+			// Back as the new master's replica, and in sync, so that the
+			// next drill starts with six nodes and replicas that have
+			// their masters' data.
+			if err := c.StartNode(ctx, master); err != nil {
+				return err
+			}
+			return waitSynced(ctx, master)
+		},
 	}
 	ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
 	return ev, err
@@ -122,6 +179,24 @@ func compareLease(ctx context.Context, master, replica, key string) string {
 		return "the replica lacked the master's lease (" + tokenOf(mv) + ")"
 	default:
 		return fmt.Sprintf("the replica lacked the master's lease (master %s, replica %s)", tokenOf(mv), tokenOf(rv))
+	}
+}
+
+// waitSynced waits until the replica at addr has its replication link up
+// (its full sync done), for up to syncWait.
+func waitSynced(ctx context.Context, addr string) error {
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && (strings.Contains(info, "master_link_status:up") || strings.Contains(info, "role:master")) {
+			return nil
+		}
+		if serr := Sleep(ctx, 50*time.Millisecond); serr != nil {
+			return fmt.Errorf("replica %s not in sync: %w (last: %v)", addr, serr, err)
+		}
 	}
 }
 
