@@ -31,8 +31,8 @@ func TestCapacityBound(t *testing.T) {
 		{Strategy: "atomic", ReplicaCount: 2, CapacityStep: 1, TargetRate: 50, SalesPerSec: 50, Verdict: "PASS"},
 	}
 	rows := CapacityRows(runs)
-	if len(rows) != 2 || rows[0].Bound == nil || *rows[0].Bound != 200 || rows[1].Bound != nil {
-		t.Fatalf("rows = %+v: want redis-lock's bound at its best step, none for atomic", rows)
+	if len(rows) != 2 || rows[0].Bound == nil || *rows[0].Bound != 150 || rows[0].Peak.TargetRate != 200 || rows[0].Best.TargetRate != 100 || rows[1].Bound != nil {
+		t.Fatalf("rows = %+v: want redis-lock's bound at its peak, past the limits, and none for atomic", rows)
 	}
 	var table bytes.Buffer
 	if err := WriteCapacityTable(&table, rows); err != nil {
@@ -40,7 +40,7 @@ func TestCapacityBound(t *testing.T) {
 	}
 	lines := strings.Split(table.String(), "\n")
 	if !strings.Contains(lines[0], "bound") || !strings.Contains(lines[0], "% of bound") ||
-		!strings.Contains(lines[1], "200.0") || !strings.Contains(lines[1], "49%") {
+		!strings.Contains(lines[1], "98.0 at 100 req/s") || !strings.Contains(lines[1], "150.0") || !strings.Contains(lines[1], "80%") {
 		t.Fatalf("capacity table:\n%s", table.String())
 	}
 	rep := Report{Runs: runs}
@@ -51,7 +51,7 @@ func TestCapacityBound(t *testing.T) {
 	if n := strings.Count(svg.String(), `stroke-dasharray`); n != 1 {
 		t.Fatalf("capacity chart has %d dashed lines, want one, redis-lock's bound", n)
 	}
-	if !strings.Contains(svg.String(), "bound 200.0 sales/s") {
+	if !strings.Contains(svg.String(), "bound 150.0 sales/s") {
 		t.Fatal("capacity chart does not name redis-lock's bound")
 	}
 	var md bytes.Buffer

@@ -24,9 +24,12 @@ type CapacityRow struct {
 	// Stop says why the sweep ended (the first step past the limits, or
 	// the last rate tried).
 	Stop string
-	// Bound is the bound on sales/s measured at Best, or, without Best or
-	// without a bound there, at the last step that measured one; nil for
-	// a strategy without a lock.
+	// Peak is the step with the most sales/s, within the limits or not:
+	// the rate the strategy reached when offered more than it could
+	// sell, to set beside its bound.
+	Peak *Run
+	// Bound is the bound on sales/s measured at Peak (see
+	// Run.BoundPerSec); nil for a strategy without a lock.
 	Bound *float64
 }
 
@@ -71,11 +74,13 @@ func CapacityRows(runs []Run) []CapacityRow {
 				row.Best = s
 			}
 		}
-		if row.Best != nil {
-			row.Bound = row.Best.BoundPerSec
+		for j := range row.Steps {
+			if s := &row.Steps[j]; row.Peak == nil || s.SalesPerSec > row.Peak.SalesPerSec {
+				row.Peak = s
+			}
 		}
-		for j := len(row.Steps) - 1; j >= 0 && row.Bound == nil; j-- {
-			row.Bound = row.Steps[j].BoundPerSec
+		if row.Peak != nil {
+			row.Bound = row.Peak.BoundPerSec
 		}
 		if row.Stop == "" && len(row.Steps) > 0 {
 			row.Stop = fmt.Sprintf("stopped at %d req/s, the highest rate tried", row.Steps[len(row.Steps)-1].TargetRate)
@@ -85,20 +90,21 @@ func CapacityRows(runs []Run) []CapacityRow {
 }
 
 // WriteCapacityTable writes one line per strategy and replica count: its
-// capacity (the most sales/s within the limits), the bound of a lock
-// strategy at that step and how much of it the capacity is, the p99
-// there, and why the sweep stopped.
+// capacity (the most sales/s within the limits); its peak (the most
+// sales/s of any step), the bound of a lock strategy measured at that step
+// and how much of it the peak is; the p99 at the capacity, and why the
+// sweep stopped.
 func WriteCapacityTable(w io.Writer, rows []CapacityRow) error {
-	table := [][]string{{"strategy", "replicas", "capacity sales/s", "bound", "% of bound", "at offered", "p99", "errors", "verdict", "sweep stopped"}}
+	table := [][]string{{"strategy", "replicas", "capacity sales/s", "peak sales/s", "bound", "% of bound", "p99", "errors", "verdict", "sweep stopped"}}
 	for _, r := range rows {
 		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", "-", "-", "-", "-", "-", "-", r.Stop}
-		if r.Bound != nil {
-			cells[3] = fmt.Sprintf("%.1f", *r.Bound)
+		if p := r.Peak; p != nil {
+			cells[3] = fmt.Sprintf("%.1f", p.SalesPerSec)
+			cells[4] = p.BoundText()
+			cells[5] = p.BoundShare()
 		}
 		if b := r.Best; b != nil {
-			cells[2] = fmt.Sprintf("%.1f", b.SalesPerSec)
-			cells[4] = b.BoundShare()
-			cells[5] = fmt.Sprintf("%d req/s", b.TargetRate)
+			cells[2] = fmt.Sprintf("%.1f at %d req/s", b.SalesPerSec, b.TargetRate)
 			cells[6] = Ms(b.Latency.P99)
 			cells[7] = fmt.Sprint(b.Errors())
 			cells[8] = b.Verdict
