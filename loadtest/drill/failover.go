@@ -77,13 +77,16 @@ func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
 }
 
 // FailoverToResyncing is FailoverRedisMaster with the master's replica
-// restarted first: it comes back empty (no persistence) and waits for its
-// full sync, which Redis delays by repl-diskless-sync-delay (5 s), and the
-// master is killed in that window. The promoted replica has neither the
-// lease nor the fence counter: the failover caveat of asynchronous
-// replication, made certain. (A replica that was restarted, or fell too
-// far behind for a partial resync, is in this state in production too,
-// and stays eligible for promotion.)
+// behind: the drill cuts the replication link (CLIENT KILL TYPE replica)
+// and, in the same pipeline, writes a 2 MiB pad key in the lock's slot,
+// more than the master's 1 MiB replication backlog, so that the replica,
+// which reconnects at once, cannot resume and must wait for a full sync,
+// which Redis delays by repl-diskless-sync-delay (5 s). Meanwhile its data
+// stays as it was at the cut. The master is killed once it has granted the
+// lock to a holder the replica does not know: the promoted replica then
+// lacks the current lease, the failover caveat of asynchronous replication
+// made certain. (A replica that fell too far behind for a partial resync
+// is in this state in production too, and stays eligible for promotion.)
 func FailoverToResyncing(ctx context.Context, f *Ctx) (*Event, error) {
 	return failover(ctx, f, true)
 }
@@ -109,26 +112,17 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis failover: %w", err)
 	}
-	state := "in sync"
-	if resyncing {
-		state = "restarted, waiting for its full sync"
-		if err := c.Kill(replica); err != nil {
-			return nil, fmt.Errorf("redis failover: restart replica %s: %w", replica, err)
-		}
-		if err := c.StartNode(ctx, replica); err != nil {
-			return nil, fmt.Errorf("redis failover: restart replica %s: %w", replica, err)
-		}
-	} else if err := waitSynced(ctx, replica); err != nil {
+	if err := waitSynced(ctx, replica); err != nil {
 		return nil, fmt.Errorf("redis failover: %w", err)
 	}
-	// Strike while a replica of the service holds the lock.
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-		if i, err := f.findHolder(ctx); err != nil || i >= 0 {
-			break
+	state, lagFor := "in sync", time.Duration(0)
+	if resyncing {
+		state, lagFor = "cut off, waiting for a full resync", 4*time.Second
+		if err := forceResync(ctx, master, key); err != nil {
+			return nil, fmt.Errorf("redis failover: %w", err)
 		}
-		_ = Sleep(ctx, 2*time.Millisecond)
 	}
-	lag := compareLease(ctx, master, replica, key)
+	lag := awaitLag(ctx, f, master, replica, key, lagFor)
 	at := time.Now()
 	if err := c.Kill(master); err != nil {
 		return nil, fmt.Errorf("redis failover: kill master %s: %w", master, err)
@@ -158,28 +152,57 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 	return ev, err
 }
 
-// compareLease reads key on master and on its replica (READONLY) and
-// says whether the replica has the master's lease.
-func compareLease(ctx context.Context, master, replica, key string) string {
+// forceResync cuts master's replication link and, in the same pipeline,
+// writes more than its replication backlog into key's slot, so that the
+// replica cannot resume and waits for a full sync.
+func forceResync(ctx context.Context, master, key string) error {
+	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
+	defer mc.Close()
+	_, err := mc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ClientKillByFilter(ctx, "TYPE", "replica")
+		p.Set(ctx, key+":failover-pad", strings.Repeat("x", 2<<20), time.Minute)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cut the replication of %s: %w", master, err)
+	}
+	return nil
+}
+
+// awaitLag waits, for up to wait, until a replica of the service holds the
+// lock and master holds a lease on key that replica does not have (no
+// wait: until a holder shows, for up to 2 s), and says whether the replica
+// had the master's lease at the last look.
+func awaitLag(ctx context.Context, f *Ctx, master, replica, key string, wait time.Duration) string {
 	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
 	defer mc.Close()
 	rc := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, DialTimeout: time.Second,
 		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
 	defer rc.Close()
-	mv, merr := mc.Get(ctx, key).Result()
-	rv, rerr := rc.Get(ctx, key).Result()
-	switch {
-	case errors.Is(merr, redis.Nil):
-		return "the lease was free on the master"
-	case merr != nil || (rerr != nil && !errors.Is(rerr, redis.Nil)):
-		return fmt.Sprintf("lease not compared (%v, %v)", merr, rerr)
-	case mv == rv:
-		return "the replica had the master's lease (" + tokenOf(mv) + ")"
-	case errors.Is(rerr, redis.Nil):
-		return "the replica lacked the master's lease (" + tokenOf(mv) + ")"
-	default:
-		return fmt.Sprintf("the replica lacked the master's lease (master %s, replica %s)", tokenOf(mv), tokenOf(rv))
+	text := "lease not compared"
+	for end := time.Now().Add(max(wait, 2*time.Second)); time.Now().Before(end) && ctx.Err() == nil; {
+		i, herr := f.findHolder(ctx)
+		mv, merr := mc.Get(ctx, key).Result()
+		rv, rerr := rc.Get(ctx, key).Result()
+		switch {
+		case errors.Is(merr, redis.Nil):
+			text = "the lease was free on the master"
+		case merr != nil || (rerr != nil && !errors.Is(rerr, redis.Nil)):
+			text = fmt.Sprintf("lease not compared (%v, %v)", merr, rerr)
+		case mv == rv:
+			text = "the replica had the master's lease (" + tokenOf(mv) + ")"
+		case errors.Is(rerr, redis.Nil):
+			text = "the replica lacked the master's lease (" + tokenOf(mv) + ", none on the replica)"
+		default:
+			text = fmt.Sprintf("the replica lacked the master's lease (master %s, replica %s)", tokenOf(mv), tokenOf(rv))
+		}
+		held := herr == nil && i >= 0
+		if held && (wait == 0 || strings.Contains(text, "lacked")) {
+			break
+		}
+		_ = Sleep(ctx, 2*time.Millisecond)
 	}
+	return text
 }
 
 // waitSynced waits until the replica at addr has its replication link up
