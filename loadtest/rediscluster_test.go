@@ -86,17 +86,29 @@ func TestRedisClusterComparisonShort(t *testing.T) {
 	}
 }
 
-// TestRedisFailoverShort is the short form of the redis-failover drill:
+// TestRedisFailoverShort is the short form of the redis-failover drills:
 // on a local six-node Redis Cluster, the master serving the hot sku's
 // lock key is killed while a replica of the service holds the lock, and
-// its replica is promoted. With fencing on nothing may be oversold or
-// lost, tokens keep increasing, the note must say which master died and
-// which replica took over, and sales must resume.
+// its replica is promoted: one in sync, and one cut off and waiting for a
+// full resync (with fencing on and off). With fencing on nothing may be
+// oversold or lost, tokens keep increasing, the note must say which
+// master died and which replica took over, and sales must resume. 8 s per
+// drill (not runDrills' 4 s): the resyncing drill waits for a grant its
+// replica lacks before it strikes, and the clients then need a few
+// seconds to find the new master.
 func TestRedisFailoverShort(t *testing.T) {
 	needCluster(t)
-	_, rep := runDrills(t, "--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s")
-	if len(rep.Runs) != 2 {
-		t.Fatalf("%d runs, want 2 (fencing on and off)", len(rep.Runs))
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s",
+		"--duration", "8s", "--quiet", "--out", out, "--stock-bin", stockBinary(t)}, noEnv, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
+	}
+	rep := readReport(t, out)
+	if len(rep.Runs) != 3 {
+		t.Fatalf("%d runs, want 3 (in sync; resyncing, fencing on and off)", len(rep.Runs))
 	}
 	for _, r := range rep.Runs {
 		rec := -1.0 // sales did not resume
@@ -106,6 +118,9 @@ func TestRedisFailoverShort(t *testing.T) {
 		t.Logf("%s: %s; 2 holders %d, fenced %d, lost %d, verdict %s, recovery %.2fs", r.Fault, r.FaultNote, r.DoubleHeld, r.Codes["503 fenced"], r.LostUpdates, r.Verdict, rec)
 		if !strings.Contains(r.FaultNote, "killed Redis master 127.0.0.1:") || !strings.Contains(r.FaultNote, "took over") {
 			t.Errorf("%s: the note does not say which master was killed and which replica took over: %q", r.Fault, r.FaultNote)
+		}
+		if strings.Contains(r.Fault, "resyncing") && !strings.Contains(r.FaultNote, "waiting for a full resync) took over") {
+			t.Errorf("%s: the note does not say the replica was resyncing: %q", r.Fault, r.FaultNote)
 		}
 		if !r.Injected || r.RecoverySeconds == nil {
 			t.Errorf("%s: injected %v, sales resumed %v", r.Fault, r.Injected, r.RecoverySeconds != nil)
