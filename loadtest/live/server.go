@@ -252,6 +252,18 @@ func (s *Server) replicaIDs() []string {
 // maxBody bounds a request body of the API.
 const maxBody = 64 << 10
 
+// decode reads the request's JSON body into v, refusing unknown fields;
+// on error it answers 400 saying what the body must be, and returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any, what string) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "the body must be %s: %v", what, err)
+		return false
+	}
+	return true
+}
+
 // config turns a form into the run's configuration, checked as the
 // command line checks its flags.
 func (s *Server) config(f Form) (harness.Config, error) {
@@ -291,10 +303,7 @@ func (s *Server) config(f Form) (harness.Config, error) {
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	var f Form
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		fail(w, http.StatusBadRequest, "bad_request", "the body must be a JSON form: %v", err)
+	if !decode(w, r, &f, "a JSON form") {
 		return
 	}
 	cfg, err := s.config(f)
@@ -424,10 +433,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"name"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		fail(w, http.StatusBadRequest, "bad_request", "the body must be {\"name\": \"<fault>\"}: %v", err)
+	if !decode(w, r, &body, `{"name": "<fault>"}`) {
 		return
 	}
 	if !slices.Contains(pageFaults, body.Name) {
