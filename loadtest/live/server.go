@@ -397,7 +397,7 @@ func (s *Server) prepare(ctx context.Context, f Form) error {
 	if !f.Fencing {
 		extra = append(extra, "--fencing=false")
 	}
-	if f.WriteStall != "" {
+	if ws, _ := time.ParseDuration(f.WriteStall); ws > 0 { // 0 is the replicas' baseline
 		extra = append(extra, "--write-stall="+f.WriteStall)
 	}
 	flags := make([][]string, s.env.Len())

@@ -746,7 +746,8 @@ async function init() {
     if (d > 0) S.duration = d;
     buildForm(r.data);
     setRunning(!!r.data.running);
-    if (r.data.last) renderDone(r.data.last);
+    // The last race's end comes with its replay on the event stream, after
+    // its timelines: drawing it from here could show the end before them.
   } catch (err) {
     setStatus('offline', 'Cannot read the server\'s state: ' + err.message);
   }
