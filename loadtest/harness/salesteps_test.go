@@ -67,3 +67,20 @@ func TestSaleStepMeans(t *testing.T) {
 		t.Fatal("a text without sale steps parsed to something")
 	}
 }
+
+// TestSaleBoundOneHotSKU: over several skus the locks do not serialise
+// every sale, so no bound is set; the step times still are.
+func TestSaleBoundOneHotSKU(t *testing.T) {
+	before := []stepTotals{{"redis-lock": {"read": {sum: 0, count: 0}}}}
+	after := []stepTotals{{"redis-lock": {"read": {sum: 0.002, count: 1}, "write": {sum: 0.002, count: 1}, "release": {sum: 0.001, count: 1}}}}
+	run := report.Run{Strategy: "redis-lock", SKUs: []string{"a", "b"}}
+	saleBound(&run, before, after)
+	if run.BoundPerSec != nil || run.StepMs == nil {
+		t.Errorf("two skus: bound %v, step times %v; want no bound, the step times", run.BoundPerSec, run.StepMs)
+	}
+	run = report.Run{Strategy: "redis-lock", SKUs: []string{"a"}}
+	saleBound(&run, before, after)
+	if run.BoundPerSec == nil {
+		t.Error("one hot sku: no bound")
+	}
+}
