@@ -131,8 +131,12 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 		if o.Rate > 0 {
 			rate = max(rate, 1) // 0 would mean unpaced
 		}
+		count := Share(o.Requests, n, i)
+		if o.Requests > 0 && count == 0 {
+			continue // fewer requests than targets: none for this one (0 would mean unbounded)
+		}
 		attacking.Go(func() {
-			for r := range atk.Attack(counted, pacer(rate, Share(o.Requests, n, i)), o.Duration, o.Name) {
+			for r := range atk.Attack(counted, pacer(rate, count), o.Duration, o.Name) {
 				results <- r
 			}
 		})
