@@ -127,28 +127,49 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 		left, plotW  = 70, 560
 		legendX      = 670
 	)
-	var counts []int
+	var counts, strategies []string
+	var ns []int
 	for _, r := range rows {
-		if !slices.Contains(counts, r.Replicas) {
-			counts = append(counts, r.Replicas)
+		if !slices.Contains(ns, r.Replicas) {
+			ns = append(ns, r.Replicas)
+		}
+		if !slices.Contains(strategies, r.Strategy) {
+			strategies = append(strategies, r.Strategy)
 		}
 	}
-	slices.Sort(counts)
-	second := len(counts) > 1
-	height := 80 + plotH + 60
+	slices.Sort(ns)
+	for _, n := range ns {
+		counts = append(counts, fmt.Sprint(n))
+	}
+	color := func(strategy string) string {
+		return capacityColors[slices.Index(strategies, strategy)%len(capacityColors)]
+	}
+	second := len(ns) > 1
+	height := 96 + plotH + 60
 	if second {
 		height += plotH + 90
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
 	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
-	fmt.Fprintf(&b, `<text x="16" y="26" font-size="17" font-weight="bold">stocklock capacity: sales/s against the offered rate</text>`+"\n")
+	first := 0
+	if len(ns) > 0 {
+		first = ns[0]
+	}
+	fmt.Fprintf(&b, `<text x="16" y="26" font-size="17" font-weight="bold">stocklock capacity: sales/s against the offered rate, %d replicas</text>`+"\n", first)
 	s := rep.Settings
-	fmt.Fprintf(&b, `<text x="16" y="46" fill="#555">%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits (%s); dashed: a lock strategy's bound</text>`+"\n",
-		s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s"), esc(s.CapacityLimit))
+	fmt.Fprintf(&b, `<text x="16" y="46" fill="#555">%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits; dashed: a lock strategy's bound</text>`+"\n",
+		s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s"))
+	fmt.Fprintf(&b, `<text x="16" y="64" fill="#555">limits: %s</text>`+"\n", esc(s.CapacityLimit))
 
-	maxRate, maxSales := 1.0, 1.0
+	var shown []CapacityRow
 	for _, r := range rows {
+		if r.Replicas == first {
+			shown = append(shown, r)
+		}
+	}
+	maxRate, maxSales := 1.0, 1.0
+	for _, r := range shown {
 		for _, st := range r.Steps {
 			maxRate = max(maxRate, float64(st.TargetRate))
 			maxSales = max(maxSales, st.SalesPerSec)
@@ -158,69 +179,62 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 		}
 	}
 	maxRate, maxSales = niceCeil(maxRate), niceCeil(maxSales)
-	y0 := 70
+	y0 := 86
 	axes(&b, left, y0, plotW, plotH, maxRate, maxSales, "offered req/s", "sales/s")
-	for i, r := range rows {
-		color := capacityColors[i%len(capacityColors)]
+	for i, r := range shown {
+		c := color(r.Strategy)
 		var pts []string
 		for _, st := range r.Steps {
 			x := float64(left) + float64(st.TargetRate)/maxRate*plotW
 			y := float64(y0+plotH) - st.SalesPerSec/maxSales*plotH
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-			fill := color
+			fill := c
 			if st.Saturated != "" {
 				fill = "#ffffff"
 			}
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="%s" stroke-width="2"><title>%s, %d replicas: %d req/s offered, %.1f sales/s, p99 %s %s</title></circle>`+"\n",
-				x, y, fill, color, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
+				x, y, fill, c, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
 		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
 		if r.Bound != nil {
 			y := float64(y0+plotH) - *r.Bound/maxSales*plotH
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s, %d replicas: bound %.1f sales/s (one over the lock-held steps' mean time)</title></line>`+"\n",
-				left, y, left+plotW, y, color, esc(r.Strategy), r.Replicas, *r.Bound)
+				left, y, left+plotW, y, c, esc(r.Strategy), r.Replicas, *r.Bound)
 		}
 		ly := y0 + 10 + i*20
-		label := r.Strategy
-		if len(counts) > 1 {
-			label = fmt.Sprintf("%s, %d replicas", r.Strategy, r.Replicas)
-		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, color, legendX+20, ly, esc(label))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(r.Strategy))
 	}
 
 	if second {
 		y1 := y0 + plotH + 90
-		fmt.Fprintf(&b, `<text x="16" y="%d" font-size="15" font-weight="bold">capacity against the number of replicas</text>`+"\n", y1-30)
+		fmt.Fprintf(&b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.Join(counts, ", "))
 		maxCap := 1.0
 		for _, r := range rows {
-			if r.Best != nil {
-				maxCap = max(maxCap, r.Best.SalesPerSec)
+			if r.Peak != nil {
+				maxCap = max(maxCap, r.Peak.SalesPerSec)
 			}
 		}
 		maxCap = niceCeil(maxCap)
-		maxN := float64(counts[len(counts)-1])
-		axes(&b, left, y1, plotW, plotH, maxN, maxCap, "replicas", "capacity sales/s")
-		var strategies []string
-		for _, r := range rows {
-			if !slices.Contains(strategies, r.Strategy) {
-				strategies = append(strategies, r.Strategy)
-			}
-		}
+		maxN := float64(ns[len(ns)-1])
+		axes(&b, left, y1, plotW, plotH, maxN, maxCap, "replicas", "sales/s")
 		for i, name := range strategies {
-			color := capacityColors[i%len(capacityColors)]
+			c := color(name)
 			var pts []string
 			for _, r := range rows {
-				if r.Strategy != name || r.Best == nil {
+				if r.Strategy != name || r.Peak == nil {
 					continue
 				}
 				x := float64(left) + float64(r.Replicas)/maxN*plotW
-				y := float64(y1+plotH) - r.Best.SalesPerSec/maxCap*plotH
+				y := float64(y1+plotH) - r.Peak.SalesPerSec/maxCap*plotH
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d replicas: %.1f sales/s</title></circle>`+"\n", x, y, color, esc(name), r.Replicas, r.Best.SalesPerSec)
+				if r.Best != nil {
+					cy := float64(y1+plotH) - r.Best.SalesPerSec/maxCap*plotH
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d replicas: capacity %.1f sales/s</title></circle>`+"\n", x, cy, c, esc(name), r.Replicas, r.Best.SalesPerSec)
+				}
 			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s: peak sales/s</title></polyline>`+"\n", strings.Join(pts, " "), c, esc(name))
 			ly := y1 + 10 + i*20
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, color, legendX+20, ly, esc(name))
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(name))
 		}
 	}
 	b.WriteString("</svg>\n")
