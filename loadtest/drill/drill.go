@@ -673,20 +673,39 @@ func JumpRedisClock(d time.Duration) Injector {
 }
 
 // countDoubleHeld polls every replica's /healthz for window and counts the
-// polls at which two or more held a lease of the strategy.
+// polls at which two or more leases of the strategy were held, in runs of
+// two polls or more (see doubles).
 func (f *Ctx) countDoubleHeld(ctx context.Context, window time.Duration) (int, error) {
-	n := 0
+	var d doubles
 	for end := time.Now().Add(window); time.Now().Before(end); {
 		held, err := f.holders(ctx)
 		if err != nil {
-			return n, err
+			return d.n, err
 		}
-		if held >= 2 {
-			n++
-		}
+		d.poll(held)
 		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
-			return n, err
+			return d.n, err
 		}
 	}
-	return n, nil
+	return d.n, nil
+}
+
+// doubles counts the polls that saw two holders or more. A handoff can
+// show two at one poll (the next holder's grant is counted before the last
+// one's release has returned), while a double grant lasts: only runs of
+// two polls or more count, whole.
+type doubles struct{ n, streak int }
+
+func (d *doubles) poll(held int) {
+	switch {
+	case held < 2:
+		d.streak = 0
+	case d.streak == 0:
+		d.streak = 1
+	case d.streak == 1:
+		d.streak = 2
+		d.n += 2
+	default:
+		d.n++
+	}
 }

@@ -147,3 +147,15 @@ func TestRecoveryAndTokens(t *testing.T) {
 		t.Errorf("no fault, a token used twice passed: %+v", tc)
 	}
 }
+
+// TestDoubles: a lone poll with two holders is a handoff, not a double
+// grant; runs of two or more count whole.
+func TestDoubles(t *testing.T) {
+	var d doubles
+	for _, held := range []int{1, 2, 1, 0, 2, 1, 2, 2, 2, 1, 2, 3, 0} {
+		d.poll(held)
+	}
+	if d.n != 5 {
+		t.Errorf("counted %d polls, want 5 (a run of 3 and a run of 2; the lone ones are handoffs)", d.n)
+	}
+}
