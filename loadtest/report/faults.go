@@ -225,7 +225,9 @@ runs' history checks (no, then unknown, then yes); *sold*, *oversold*, *lost upd
 stale holder's read or write refused by the fence); *lease lost* are 503
 lease_lost answers (the lease ended before the write, nothing sent);
 *2 holders* counts the polls of the replicas' /healthz, after a clock
-jump, at which two replicas held the lock at once (a double grant);
+step or a failover, at which two leases of the lock were held at once (a
+double grant; a lone such poll is a handoff and is not counted, only runs
+of two polls or more);
 *lock wait 503* are requests that gave up waiting for the lock; *no answer*
 are requests that got no HTTP answer (refused by a killed replica, reset,
 timed out); *other* are other statuses (500 outcome_unknown when a store
