@@ -230,9 +230,14 @@ func (p *redisProcess) stop() {
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		p.kill()
 	}
+}
+
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (p *redisProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
 }
 
 // waitRedis polls addr with PING until it answers PONG, ctx is done, exited

@@ -458,24 +458,14 @@ func (c *RedisCluster) node(addr string) (*clusterNode, error) {
 // masters have missed it for the node timeout (2 s); see KillMaster. It is
 // a no-op for a node that is down, and returns ErrCannotRestart for an
 // external cluster.
-func (c *RedisCluster) Kill(addr string) error {
-	n, err := c.node(addr)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n.proc != nil {
-		_ = n.proc.cmd.Process.Kill()
-		<-n.proc.exited
-		n.proc = nil
-	}
-	return nil
-}
+func (c *RedisCluster) Kill(addr string) error { return c.halt(addr, (*redisProcess).kill) }
 
 // Stop shuts the node at addr down cleanly (SIGTERM) and waits for it to
 // exit; otherwise as Kill.
-func (c *RedisCluster) Stop(addr string) error {
+func (c *RedisCluster) Stop(addr string) error { return c.halt(addr, (*redisProcess).stop) }
+
+// halt ends the node at addr with end, unless it is down already.
+func (c *RedisCluster) halt(addr string, end func(*redisProcess)) error {
 	n, err := c.node(addr)
 	if err != nil {
 		return err
@@ -483,7 +473,7 @@ func (c *RedisCluster) Stop(addr string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n.proc != nil {
-		n.proc.stop()
+		end(n.proc)
 		n.proc = nil
 	}
 	return nil
