@@ -201,16 +201,11 @@ func byStrategy(rep *report.Report) map[string]report.Run {
 }
 
 func TestHarnessAgainstFakes(t *testing.T) {
-	replicas := fakeReplicas(t)
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--replicas", strings.Join(replicas, ","),
+	code, out, stdout, stderr := runFakes(t,
 		"--strategies", "unsafe,redis-lock,atomic",
 		"--rate", "0", "--workers", "16", "--max-workers", "16", "--requests", "400",
 		"--stock", "100", "--skus", "3", "--skew", "1.5", "--settle", "0s",
-		"--out", out, "--quiet",
-	}, envOf(), &stdout, &stderr)
+	)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -274,14 +269,10 @@ func TestHarnessFailsOnLedgerMismatch(t *testing.T) {
 // are right but whose answers could not all be true (each sale reports one
 // unit more than it left) fails on its history alone.
 func TestHarnessFailsOnHistoryOnly(t *testing.T) {
-	replicas := fakeReplicas(t)
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--replicas", strings.Join(replicas, ","), "--strategies", "optimistic",
+	code, out, stdout, stderr := runFakes(t,
+		"--strategies", "optimistic",
 		"--rate", "200", "--requests", "60", "--stock", "20", "--settle", "0s", "--warmup", "0s",
-		"--out", out, "--quiet",
-	}, envOf(), &stdout, &stderr)
+	)
 	if code != exitAnomaly {
 		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitAnomaly, stdout.String(), stderr.String())
 	}
@@ -302,15 +293,11 @@ func TestHarnessFailsOnHistoryOnly(t *testing.T) {
 // atomic replays the first sale and stays clean; etcd-lock (in the fakes)
 // ignores the key, sells again, and fails on the units sold twice.
 func TestHarnessRetries(t *testing.T) {
-	replicas := fakeReplicas(t)
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic,etcd-lock",
+	code, out, stdout, stderr := runFakes(t,
+		"--strategies", "atomic,etcd-lock",
 		"--retries", "3", "--cut-rate", "0.3", "--attempt-timeout", "2s",
 		"--rate", "200", "--requests", "100", "--stock", "60", "--settle", "0s", "--warmup", "0s",
-		"--out", out, "--quiet",
-	}, envOf(), &stdout, &stderr)
+	)
 	t.Logf("stdout:\n%s", stdout.String())
 	if code != exitAnomaly {
 		t.Fatalf("exit %d, want %d (etcd-lock sells twice)\n%s", code, exitAnomaly, stderr.String())
@@ -328,14 +315,10 @@ func TestHarnessRetries(t *testing.T) {
 // TestHarnessOutcomeUnknown: a 500 outcome_unknown may have sold, like a
 // lost answer; the order it made in the ledger is not a mismatch.
 func TestHarnessOutcomeUnknown(t *testing.T) {
-	replicas := fakeReplicas(t)
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--replicas", strings.Join(replicas, ","), "--strategies", "etcd-lock",
+	code, out, stdout, stderr := runFakes(t,
+		"--strategies", "etcd-lock",
 		"--rate", "200", "--requests", "40", "--stock", "60", "--settle", "0s", "--warmup", "0s",
-		"--out", out, "--quiet",
-	}, envOf(), &stdout, &stderr)
+	)
 	t.Logf("stdout:\n%s", stdout.String())
 	r := byStrategy(ptr(readReport(t, out)))["etcd-lock"]
 	if code != exitOK || r.LedgerMismatch != 0 || r.Other == 0 || r.Verdict != "pass" {
@@ -347,14 +330,10 @@ func TestHarnessOutcomeUnknown(t *testing.T) {
 // TestHarnessMixed runs two strategies at once on one sku: one run, judged
 // on the shared sku.
 func TestHarnessMixed(t *testing.T) {
-	replicas := fakeReplicas(t)
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{
-		"--replicas", strings.Join(replicas, ","), "--strategies", "atomic,redis-lock", "--mixed",
+	code, out, stdout, stderr := runFakes(t,
+		"--strategies", "atomic,redis-lock", "--mixed",
 		"--rate", "0", "--workers", "8", "--max-workers", "8", "--requests", "200", "--stock", "80", "--settle", "0s", "--warmup", "0s",
-		"--out", out, "--quiet",
-	}, envOf(), &stdout, &stderr)
+	)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
@@ -386,8 +365,11 @@ func TestHarnessMixed(t *testing.T) {
 	for _, op := range ops {
 		by[op.Strategy+" "+op.Target]++
 	}
+	if len(rep.Replicas) < 2 {
+		t.Fatalf("the report names replicas %v, want the fakes", rep.Replicas)
+	}
 	for _, s := range []string{"atomic", "redis-lock"} {
-		for _, base := range replicas {
+		for _, base := range rep.Replicas {
 			if by[s+" "+base] == 0 {
 				t.Errorf("no %s request through %s: %v", s, base, by)
 			}
@@ -413,4 +395,16 @@ func TestHarnessUnreachableReplica(t *testing.T) {
 	if !strings.Contains(stderr.String(), "not ready") {
 		t.Errorf("stderr: %s", stderr.String())
 	}
+}
+
+// runFakes runs the harness with args against fresh fake replicas, quiet,
+// into a fresh output directory, and returns the exit status, the
+// directory and what it printed.
+func runFakes(t *testing.T, args ...string) (code int, out string, stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	out = t.TempDir()
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	args = append([]string{"--replicas", strings.Join(fakeReplicas(t), ",")}, args...)
+	code = run(t.Context(), append(args, "--out", out, "--quiet"), envOf(), stdout, stderr)
+	return code, out, stdout, stderr
 }
