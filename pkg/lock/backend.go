@@ -87,6 +87,21 @@ type Waiter interface {
 	Close()
 }
 
+// OwnerReleaser is implemented by backends that can free the lease an owner
+// holds on a key without knowing its token and without taking the key. A
+// Locker uses it to clean up after an attempt whose reply was lost (see
+// Locker.Acquire): the grant it may have left behind has a token the Locker
+// never saw, and taking the key again to learn it would, if the key had
+// meanwhile been released, hold a free key and refuse others for a moment.
+type OwnerReleaser interface {
+	// ReleaseOwner frees key if owner holds it, whatever the token, in one
+	// atomic operation, as Release would free that lease: handing the key
+	// to the next queued waiter on a Handoff backend, and waking watchers.
+	// When key is free or held by another owner it changes nothing and
+	// returns nil. It never grants the key to owner.
+	ReleaseOwner(ctx context.Context, key, owner string) error
+}
+
 // TTLFloor is implemented by backends whose server cannot keep leases
 // shorter than some minimum (etcd's lease TTL is whole seconds, for example).
 type TTLFloor interface {
@@ -94,7 +109,7 @@ type TTLFloor interface {
 }
 
 // NoTTL is the ttl to pass to CheckArgs for a call that takes none
-// (Release).
+// (Release, ReleaseOwner).
 const NoTTL time.Duration = math.MinInt64
 
 // CheckArgs is the one argument check of package lock and of every

@@ -23,7 +23,10 @@
 // [Notifier]; over a [Handoff] backend it waits in the server's queue instead,
 // and the release hands it the key), a single [Locker.TryAcquire], and a
 // [Lease] that owns its own renewal (a watchdog timer) and says through
-// [Lease.Done] and [Lease.Ctx] when it has been lost.
+// [Lease.Done] and [Lease.Ctx] when it has been lost. An attempt whose reply
+// was lost may have been granted; when the caller gives up, the Locker frees
+// that grant in the background, by owner, without taking the key (see
+// [OwnerReleaser]).
 //
 // # What a lease guarantees, and what it does not
 //

@@ -41,7 +41,8 @@ func New(backend Backend, opts ...Option) (*Locker, error) {
 func (l *Locker) MinTTL() time.Duration { return l.floor }
 
 // TryAcquire makes exactly one attempt. It returns ErrNotAcquired at once
-// when another owner holds the key.
+// when another owner holds the key. When the attempt's outcome is unknown,
+// a grant it may have left is released in the background, as Acquire does.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
@@ -68,7 +69,8 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 // grants again if the lost reply had in fact granted it. When Acquire gives
 // up, it releases (in the background) any lease of its own that a lost reply
 // may have left on the server: a cancelled wait does not leave the key
-// locked until its TTL runs out.
+// locked until its TTL runs out. Over a backend that implements
+// OwnerReleaser, that clean-up never takes the key; see OwnerReleaser.
 func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
@@ -258,16 +260,21 @@ func (l *Locker) attempt(ctx context.Context, key, owner string, o options) (*Le
 	return newLease(l.backend, key, owner, token, o.ttl, start.Add(o.ttl), o.renewFraction), nil
 }
 
-// abandon releases, in the background, whatever lease owner may hold on key
-// after an attempt whose reply was lost. Taking the key again as the same
-// owner succeeds only if we hold it (or it is free), and returns the token
-// the release needs. The caller does not wait for it: it has given up, and
-// its deadline has passed.
+// abandon frees, in the background, whatever lease owner may hold on key
+// after an attempt whose reply was lost. The caller does not wait for it:
+// it has given up, and its deadline has passed.
+//
+// Over an OwnerReleaser the lease is freed by owner alone, and the key is
+// never taken: when no lost grant is left (the attempt was refused, or the
+// lease has expired), nothing changes. Over any other backend abandon takes
+// the key again as the same owner, which succeeds only if owner holds it or
+// it is free, to learn the token the release needs; when the key is free,
+// that holds it for a round trip, in which other owners are refused. Every
+// backend in this module implements OwnerReleaser for that reason.
 //
 // With an explicit owner (WithOwner) nothing is abandoned: that identity may
-// hold a live lease elsewhere in the process, which re-taking and releasing
-// would destroy. A lost grant then lasts until its TTL, or until the owner
-// acquires again.
+// hold a live lease elsewhere in the process, which freeing would destroy.
+// A lost grant then lasts until its TTL, or until the owner acquires again.
 func (l *Locker) abandon(key, owner string, o options) {
 	if o.owner != "" {
 		return
@@ -275,6 +282,10 @@ func (l *Locker) abandon(key, owner string, o options) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
+		if r, ok := l.backend.(OwnerReleaser); ok {
+			_ = r.ReleaseOwner(ctx, key, owner) // if it fails, the grant lasts until its TTL
+			return
+		}
 		token, err := l.backend.TryAcquire(ctx, key, owner, o.ttl)
 		if err != nil {
 			return
