@@ -38,9 +38,9 @@ type config struct {
 // (or test runs) apart on one etcd. Default: DefaultKeyPrefix.
 func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
-// Backend is a lock.Backend, lock.Notifier and lock.TTLFloor on etcd. It is
-// safe for concurrent use. Close it to stop its watches and give back its
-// spare leases.
+// Backend is a lock.Backend, lock.Notifier, lock.TTLFloor and
+// lock.OwnerReleaser on etcd. It is safe for concurrent use. Close it to
+// stop its watches and give back its spare leases.
 //
 // A lock is one key, prefix+"k/"+key, whose value is the owner and which is
 // attached to an etcd lease with the lock's TTL: when the lease expires or
@@ -57,6 +57,8 @@ func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = p
 //     owner, then one keep-alive of the key's lease.
 //   - Release: one transaction that deletes the key if its mod revision and
 //     value are still the lease's.
+//   - ReleaseOwner: one transaction that deletes the key if its value is
+//     the owner.
 //
 // Leases are not revoked after a release or a refused attempt but kept as
 // spares for the next TryAcquire with the same TTL: a grant is a Raft write
@@ -167,8 +169,9 @@ func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	}
 	if err != nil {
 		// The outcome is unknown: the lease may hold the key now, so it
-		// is not a spare. The Locker's retry or clean-up re-grants the
-		// key to the same owner, which revokes it.
+		// is not a spare. The Locker's retry re-grants the key to the
+		// same owner, which revokes it; its clean-up deletes the key
+		// (ReleaseOwner), and the lease expires holding nothing.
 		b.leases.forget(l.id)
 		return 0, fmt.Errorf("etcdlock: acquire %q: %w", key, err)
 	}
@@ -282,6 +285,31 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	return nil
 }
 
+// ReleaseOwner implements lock.OwnerReleaser: one transaction that deletes
+// the key if its value is owner, whatever its mod revision. The deletion
+// wakes waiters as Release's does. When the key is free or another owner's
+// it changes nothing.
+func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
+	if err := checkArgs(key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("etcdlock: release %q by owner: %w", key, err)
+	}
+	k := b.Key(key)
+	resp, err := b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(k), "=", owner)).
+		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
+		Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("etcdlock: release %q by owner: %w", key, err)
+	case !resp.Succeeded:
+		return nil
+	}
+	if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); len(prev) == 1 && prev[0].Lease != 0 {
+		b.leases.released(clientv3.LeaseID(prev[0].Lease))
+	}
+	return nil
+}
+
 // Watch implements lock.Notifier. A backend keeps one etcd watch per key
 // that has local waiters (and for a few seconds after the last one leaves),
 // and each deletion of the key, by a release or a lease expiry, wakes the
@@ -293,9 +321,10 @@ func (b *Backend) Watch(ctx context.Context, key string) (<-chan struct{}, func(
 }
 
 var (
-	_ lock.Backend  = (*Backend)(nil)
-	_ lock.Notifier = (*Backend)(nil)
-	_ lock.TTLFloor = (*Backend)(nil)
+	_ lock.Backend       = (*Backend)(nil)
+	_ lock.Notifier      = (*Backend)(nil)
+	_ lock.TTLFloor      = (*Backend)(nil)
+	_ lock.OwnerReleaser = (*Backend)(nil)
 )
 
 // leasePool keeps the leases a backend granted and no longer uses, so that

@@ -44,6 +44,12 @@ func NewLocker(opts ...lock.Option) (*lock.Locker, error) {
 	return lock.New(New(), opts...)
 }
 
+var (
+	_ lock.Backend       = (*Backend)(nil)
+	_ lock.Notifier      = (*Backend)(nil)
+	_ lock.OwnerReleaser = (*Backend)(nil)
+)
+
 func (b *Backend) entry(key string) *entry {
 	e, ok := b.entries[key]
 	if !ok {
@@ -95,9 +101,24 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	if e == nil || !e.holds(owner, token, b.now()) {
 		return fmt.Errorf("locallock: release %q token %d: %w", key, token, lock.ErrNotHeld)
 	}
-	e.owner, e.expiry = "", time.Time{}
-	close(e.waiters)
-	e.waiters = make(chan struct{})
+	e.release()
+	return nil
+}
+
+// ReleaseOwner implements lock.OwnerReleaser: it frees key if owner holds
+// an unexpired lease on it, whatever the token, and wakes watchers as
+// Release does. Otherwise it changes nothing.
+func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
+	if err := check(ctx, key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("locallock: release %q by owner: %w", key, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entries[key]
+	if e == nil || !e.holds(owner, e.token, b.now()) {
+		return nil
+	}
+	e.release()
 	return nil
 }
 
@@ -135,6 +156,13 @@ func check(ctx context.Context, key, owner string, ttl time.Duration) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// release frees the key and wakes its watchers. The caller holds b.mu.
+func (e *entry) release() {
+	e.owner, e.expiry = "", time.Time{}
+	close(e.waiters)
+	e.waiters = make(chan struct{})
 }
 
 func (e *entry) holds(owner string, token uint64, now time.Time) bool {

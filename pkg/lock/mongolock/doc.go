@@ -89,7 +89,9 @@
 // holder in between, and the fencing token is unchanged). Refresh never
 // moves expiresAt earlier ($max), because the holder keeps relying on the
 // latest expiry it was granted. Release sets owner to "" and expiresAt to
-// the Unix epoch, keeping token.
+// the Unix epoch, keeping token. ReleaseOwner (lock.OwnerReleaser, the
+// Locker's clean-up after a lost reply, which never learned the token) does
+// the same on {_id: key, owner: me}, whatever the token.
 //
 // # Durability
 //

@@ -52,8 +52,9 @@ type Backend struct {
 }
 
 var (
-	_ lock.Backend  = (*Backend)(nil)
-	_ lock.TTLFloor = (*Backend)(nil)
+	_ lock.Backend       = (*Backend)(nil)
+	_ lock.TTLFloor      = (*Backend)(nil)
+	_ lock.OwnerReleaser = (*Backend)(nil)
 )
 
 // Option configures a Backend.
@@ -253,11 +254,34 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	if token > math.MaxInt64 {
 		return fmt.Errorf("mongolock: release %q token %d: %w", key, token, lock.ErrNotHeld)
 	}
-	update := bson.D{{Key: "$set", Value: bson.D{
+	return b.update(ctx, "release", key, owner, token, releaseUpdate())
+}
+
+// ReleaseOwner implements lock.OwnerReleaser: it marks key free as Release
+// does, keeping the document and its token, if owner holds it, whatever the
+// token. When key is free or another owner's it changes nothing. An expired
+// lease of owner's is marked free too: it no longer holds the key anyway.
+func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
+	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("mongolock: release %q by owner: %w", key, err)
+	}
+	filter := bson.D{
+		{Key: "_id", Value: key},
+		{Key: fieldOwner, Value: owner},
+	}
+	if _, err := b.coll.UpdateOne(ctx, filter, releaseUpdate()); err != nil {
+		return fmt.Errorf("mongolock: release %q by owner: %w", key, err)
+	}
+	return nil
+}
+
+// releaseUpdate marks a lock document free: no owner, and an expiry in the
+// past.
+func releaseUpdate() bson.D {
+	return bson.D{{Key: "$set", Value: bson.D{
 		{Key: fieldOwner, Value: ""},
 		{Key: fieldExpiresAt, Value: time.Unix(0, 0).UTC()},
 	}}}
-	return b.update(ctx, "release", key, owner, token, update)
 }
 
 // update applies update to the lease (key, owner, token) if it is the

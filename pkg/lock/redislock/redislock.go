@@ -161,6 +161,10 @@ var (
 	releaseSrc    string
 	releaseScript = redis.NewScript(libSrc + releaseSrc)
 
+	//go:embed releaseowner.lua
+	releaseOwnerSrc    string
+	releaseOwnerScript = redis.NewScript(libSrc + releaseOwnerSrc)
+
 	//go:embed leave.lua
 	leaveSrc    string
 	leaveScript = redis.NewScript(libSrc + leaveSrc)
@@ -368,9 +372,37 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	return nil
 }
 
-// passedOn reads the answer of release.lua or leave.lua (lib.lua's
-// pass_on): it delivers a grant handed to a waiter of this backend, and
-// reports whether the key went to a queued waiter rather than being freed.
+// ReleaseOwner implements lock.OwnerReleaser: when owner holds key,
+// whatever the token, it frees the key as Release does, handing it to the
+// first waiter still queued, else waking watchers. When key is free or
+// held by another owner it changes nothing.
+func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
+	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
+	}
+	b.notify.releasing(key)
+	n := b.names(key)
+	res, err := releaseOwnerScript.Run(ctx, b.client, n.keys, owner, n.channelArg, b.idArg, b.grantPfxArg).Result()
+	if err != nil {
+		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
+	}
+	if r, ok := res.(int64); ok && r == 0 {
+		return nil // owner did not hold the key
+	}
+	handed, err := b.passedOn(res)
+	if err != nil {
+		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
+	}
+	if !handed {
+		b.notify.released(key, 0)
+	}
+	return nil
+}
+
+// passedOn reads the answer of release.lua, releaseowner.lua or leave.lua
+// (lib.lua's pass_on): it delivers a grant handed to a waiter of this
+// backend, and reports whether the key went to a queued waiter rather than
+// being freed.
 func (b *Backend) passedOn(res any) (handed bool, err error) {
 	switch r := res.(type) {
 	case int64:
@@ -405,7 +437,8 @@ func (b *Backend) Watch(ctx context.Context, key string) (<-chan struct{}, func(
 }
 
 var (
-	_ lock.Backend  = (*Backend)(nil)
-	_ lock.Notifier = (*Backend)(nil)
-	_ lock.Handoff  = (*Backend)(nil)
+	_ lock.Backend       = (*Backend)(nil)
+	_ lock.Notifier      = (*Backend)(nil)
+	_ lock.Handoff       = (*Backend)(nil)
+	_ lock.OwnerReleaser = (*Backend)(nil)
 )

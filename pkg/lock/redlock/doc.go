@@ -65,6 +65,8 @@
 // between; the superseded lease is lost either way. Refresh and Release
 // answer lock.ErrNotHeld only when too many servers refuse for a majority
 // to be possible; servers that still hold the lease are extended or freed
-// all the same. Any other failure (too few servers answer) leaves the
-// outcome unknown, and the error wraps ErrNoQuorum.
+// all the same. ReleaseOwner (lock.OwnerReleaser) deletes the owner's
+// lease, whatever its token, on every server it reaches, and succeeds once
+// a majority has answered. Any other failure (too few servers answer)
+// leaves the outcome unknown, and the error wraps ErrNoQuorum.
 package redlock

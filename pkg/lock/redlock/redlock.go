@@ -49,6 +49,10 @@ var (
 	//go:embed confirm.lua
 	confirmSrc    string
 	confirmScript = redis.NewScript(confirmSrc)
+
+	//go:embed releaseowner.lua
+	releaseOwnerSrc    string
+	releaseOwnerScript = redis.NewScript(releaseOwnerSrc)
 )
 
 // Option configures a Backend.
@@ -227,6 +231,31 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	return fmt.Errorf("redlock: release %q token %d: %w", key, token, noQuorum(err))
 }
 
+// ReleaseOwner implements lock.OwnerReleaser: releaseowner.lua deletes the
+// key on every server where owner holds it, whatever the token, and leaves
+// it alone elsewhere. Once a majority has answered, owner holds no majority
+// and so no lease. With fewer answers the outcome is unknown, and the error
+// wraps ErrNoQuorum.
+func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
+	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
+		return fmt.Errorf("redlock: release %q by owner: %w", key, err)
+	}
+	k := b.keys(key)[:1]
+	res := b.each(ctx, 0, func(ctx context.Context, c redis.UniversalClient) (int64, error) {
+		return releaseOwnerScript.Run(ctx, c, k, owner).Int64()
+	})
+	answered := 0
+	for _, r := range res {
+		if r.err == nil {
+			answered++
+		}
+	}
+	if answered < b.quorum {
+		return fmt.Errorf("redlock: release %q by owner: %w: %d of %d servers, first error: %w", key, ErrNoQuorum, answered, len(b.clients), firstErr(res))
+	}
+	return nil
+}
+
 // noQuorum wraps ErrNoQuorum around redsync's error, unless it already is
 // one of redsync's sentinels that says more (a grant that outlived its
 // validity).
@@ -273,11 +302,14 @@ type result struct {
 	err error
 }
 
-// each runs call on every server at once, each bounded by wait, and
-// returns their answers in the servers' order.
+// each runs call on every server at once, each bounded by wait (by ctx
+// alone when wait is 0), and returns their answers in the servers' order.
 func (b *Backend) each(ctx context.Context, wait time.Duration, call func(context.Context, redis.UniversalClient) (int64, error)) []result {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
 	res := make([]result, len(b.clients))
 	var wg sync.WaitGroup
 	for i, c := range b.clients {
@@ -299,4 +331,7 @@ func firstErr(rs []result) error {
 	return nil
 }
 
-var _ lock.Backend = (*Backend)(nil)
+var (
+	_ lock.Backend       = (*Backend)(nil)
+	_ lock.OwnerReleaser = (*Backend)(nil)
+)
