@@ -47,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TryAcquireDoesNotWait", func(t *testing.T) { testTryAcquire(t, h) })
 	t.Run("SameOwnerReacquires", func(t *testing.T) { testSameOwner(t, h) })
 	t.Run("BadArgumentsRejectedBeforeIO", func(t *testing.T) { testBadArguments(t, h) })
+	t.Run("ReleaseOwner", func(t *testing.T) { testReleaseOwner(t, h) })
 }
 
 func key(t *testing.T) string {
@@ -108,4 +109,25 @@ func (c *counting) MinTTL() time.Duration {
 
 func (c *counting) calls() int64 {
 	return c.acquires.Load() + c.refreshes.Load() + c.releases.Load()
+}
+
+// wrapper is what the suite's wrappers of a backend (counting, lossy)
+// implement.
+type wrapper interface {
+	lock.Backend
+	lock.Notifier
+	lock.TTLFloor
+}
+
+// keepOwnerReleaser returns w, with inner's ReleaseOwner when inner
+// implements lock.OwnerReleaser: a wrapper that hid it would make a Locker
+// over w clean up by taking the key, unlike a Locker over inner.
+func keepOwnerReleaser(w wrapper, inner lock.Backend) lock.Backend {
+	if r, ok := inner.(lock.OwnerReleaser); ok {
+		return struct {
+			wrapper
+			lock.OwnerReleaser
+		}{w, r}
+	}
+	return w
 }

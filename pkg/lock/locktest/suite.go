@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,9 +398,14 @@ func testBackendBadArguments(t *testing.T, h Harness) {
 		if err := b.Refresh(ctx, c.key, c.owner, 1, c.ttl); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
 			t.Errorf("%s: Backend.Refresh = %v, want %v", c.name, err, c.want)
 		}
-		if c.ttl > 0 { // Release takes no TTL
+		if c.ttl > 0 { // Release and ReleaseOwner take no TTL
 			if err := b.Release(ctx, c.key, c.owner, 1); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
 				t.Errorf("%s: Backend.Release = %v, want %v", c.name, err, c.want)
+			}
+			if r, ok := b.(lock.OwnerReleaser); ok {
+				if err := r.ReleaseOwner(ctx, c.key, c.owner); !errors.Is(err, c.want) || !errors.Is(err, lock.ErrInvalidArgument) {
+					t.Errorf("%s: Backend.ReleaseOwner = %v, want %v", c.name, err, c.want)
+				}
 			}
 		}
 	}
@@ -438,8 +444,9 @@ func (b *lossy) TryAcquire(ctx context.Context, key, owner string, ttl time.Dura
 func testLostReplyLeavesNothing(t *testing.T, h Harness) {
 	const ttl = time.Minute // expiry cannot be what frees the key
 	b := &lossy{counting{Backend: h.Backend(t)}}
+	_, releaser := b.Backend.(lock.OwnerReleaser)
 	retry := lock.RetryPolicy{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}
-	l := locker(t, b, lock.WithTTL(ttl), lock.WithRetry(retry))
+	l := locker(t, keepOwnerReleaser(b, b.Backend), lock.WithTTL(ttl), lock.WithRetry(retry))
 	other := locker(t, h.Backend(t), lock.WithTTL(ttl))
 	ctx := ctxFor(t, time.Minute)
 
@@ -460,7 +467,8 @@ func testLostReplyLeavesNothing(t *testing.T, h Harness) {
 		if _, err := c.acquire(lose(ctx), k); !errors.Is(err, errReplyLost) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s with lost replies = %v, want the lost-reply error or the deadline", c.name, err)
 		}
-		if b.acquires.Load() == 0 {
+		attempts := b.acquires.Load()
+		if attempts == 0 {
 			t.Fatalf("%s made no attempt", c.name)
 		}
 		// The clean-up runs in the background; give it until well before
@@ -476,5 +484,156 @@ func testLostReplyLeavesNothing(t *testing.T, h Harness) {
 		if err != nil {
 			t.Errorf("after %s gave up on a grant whose reply was lost, the key stayed locked: %v", c.name, err)
 		}
+		// Over an OwnerReleaser the clean-up frees the grant by owner: it
+		// never takes the key, which could hold it once it was free.
+		if n := b.acquires.Load(); releaser && n != attempts {
+			t.Errorf("the clean-up after %s called TryAcquire %d times, want 0 (ReleaseOwner)", c.name, n-attempts)
+		}
+		b.acquires.Store(0)
+	}
+}
+
+// testReleaseOwner checks lock.OwnerReleaser on a backend that implements
+// it: the holder's call frees the key, anyone else's changes nothing, and
+// it never takes the key. Bad arguments are checked with the other calls'
+// (testBackendBadArguments).
+func testReleaseOwner(t *testing.T, h Harness) {
+	if _, ok := h.Backend(t).(lock.OwnerReleaser); !ok {
+		t.Skip("the backend does not implement lock.OwnerReleaser")
+	}
+	// Long enough that an expiry cannot be what frees a key here, and whole
+	// seconds (etcd).
+	const ttl = time.Minute
+	backend := func(t *testing.T) (lock.Backend, lock.OwnerReleaser) {
+		b := h.Backend(t)
+		return b, b.(lock.OwnerReleaser)
+	}
+
+	t.Run("HolderFreesKey", func(t *testing.T) {
+		b, r := backend(t)
+		other, _ := backend(t)
+		ctx := ctxFor(t, time.Minute)
+		k := key(t)
+		token, err := b.TryAcquire(ctx, k, "holder", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReleaseOwner(ctx, k, "holder"); err != nil {
+			t.Fatalf("the holder's ReleaseOwner: %v", err)
+		}
+		next, err := other.TryAcquire(ctx, k, "other", ttl)
+		if err != nil {
+			t.Fatalf("another owner's TryAcquire after the holder's ReleaseOwner: %v, want the key at once", err)
+		}
+		if next <= token {
+			t.Errorf("token after ReleaseOwner = %d, not above the released %d", next, token)
+		}
+		if err := b.Refresh(ctx, k, "holder", token, ttl); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("the released lease's Refresh = %v, want ErrNotHeld", err)
+		}
+		// A second call by the former holder changes nothing.
+		if err := r.ReleaseOwner(ctx, k, "holder"); err != nil {
+			t.Errorf("the former holder's second ReleaseOwner: %v, want nil", err)
+		}
+		if err := other.Refresh(ctx, k, "other", next, ttl); err != nil {
+			t.Errorf("the new holder's Refresh after the former holder's ReleaseOwner: %v", err)
+		}
+		if err := other.Release(ctx, k, "other", next); err != nil {
+			t.Errorf("the new holder's Release: %v", err)
+		}
+	})
+
+	t.Run("NonHolderChangesNothing", func(t *testing.T) {
+		b, _ := backend(t)
+		_, intruder := backend(t)
+		ctx := ctxFor(t, time.Minute)
+		k := key(t)
+		token, err := b.TryAcquire(ctx, k, "holder", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Owners that share a prefix, a suffix or the value's separator
+		// with the holder's.
+		for _, owner := range []string{"intruder", "holde", "older", "holder:", ":holder", strconv.FormatUint(token, 10) + ":holder"} {
+			if err := intruder.ReleaseOwner(ctx, k, owner); err != nil {
+				t.Errorf("ReleaseOwner by %q, which does not hold the key = %v, want nil", owner, err)
+			}
+		}
+		if _, err := b.TryAcquire(ctx, k, "other", ttl); !errors.Is(err, lock.ErrNotAcquired) {
+			t.Errorf("after the non-holders' ReleaseOwner, another owner's TryAcquire = %v, want ErrNotAcquired", err)
+		}
+		if err := b.Refresh(ctx, k, "holder", token, ttl); err != nil {
+			t.Errorf("the holder's Refresh after the non-holders' ReleaseOwner: %v", err)
+		}
+		if err := b.Release(ctx, k, "holder", token); err != nil {
+			t.Errorf("the holder's Release after the non-holders' ReleaseOwner: %v", err)
+		}
+	})
+
+	t.Run("FreeKeyStaysFree", func(t *testing.T) {
+		b, r := backend(t)
+		ctx := ctxFor(t, time.Minute)
+		never, released := key(t), key(t)
+		token, err := b.TryAcquire(ctx, released, "owner", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, released, "owner", token); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{never, released} {
+			if err := r.ReleaseOwner(ctx, k, "owner"); err != nil {
+				t.Errorf("ReleaseOwner on free key %q = %v, want nil", k, err)
+			}
+			// Not granted to "owner": another owner takes it at once.
+			next, err := b.TryAcquire(ctx, k, "other", ttl)
+			if err != nil {
+				t.Errorf("another owner's TryAcquire on %q after ReleaseOwner on the free key: %v, want the key", k, err)
+				continue
+			}
+			if err := b.Release(ctx, k, "other", next); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}
+	})
+
+	if _, ok := h.Backend(t).(lock.Handoff); ok {
+		t.Run("HandsOffToQueuedWaiter", func(t *testing.T) { testReleaseOwnerHandsOff(t, h, ttl) })
+	}
+}
+
+// testReleaseOwnerHandsOff: on a Handoff backend, the holder's ReleaseOwner
+// hands the key to the waiter queued for it, as Release does, instead of
+// freeing it.
+func testReleaseOwnerHandsOff(t *testing.T, h Harness, ttl time.Duration) {
+	holder, waiting, other := h.Backend(t), h.Backend(t), h.Backend(t)
+	ctx := ctxFor(t, time.Minute)
+	k := key(t)
+	token, err := holder.TryAcquire(ctx, k, "holder", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stay = 30 * time.Second // the place cannot lapse during the test
+	w := waiting.(lock.Handoff).Waiter(k, "waiter")
+	defer w.Close()
+	if _, _, err := w.Attempt(ctx, ttl, stay); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("the waiter's first Attempt = %v, want ErrNotAcquired (queued)", err)
+	}
+	if err := holder.(lock.OwnerReleaser).ReleaseOwner(ctx, k, "holder"); err != nil {
+		t.Fatalf("the holder's ReleaseOwner: %v", err)
+	}
+	if _, err := other.TryAcquire(ctx, k, "other", ttl); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("another owner's TryAcquire after ReleaseOwner with a waiter queued = %v, want ErrNotAcquired (handed to the waiter)", err)
+	}
+	// The next Attempt returns a grant already handed to the waiter.
+	got, _, err := w.Attempt(ctx, ttl, stay)
+	if err != nil {
+		t.Fatalf("the waiter's Attempt after ReleaseOwner = %v, want the grant handed to it", err)
+	}
+	if got <= token {
+		t.Errorf("handed-over token %d is not above the released %d", got, token)
+	}
+	if err := waiting.Release(ctx, k, "waiter", got); err != nil {
+		t.Errorf("the waiter's Release of the handed-over grant: %v", err)
 	}
 }
