@@ -45,11 +45,31 @@ func noEnv(string) string { return "" }
 // two replica processes of the real service, real SIGKILL, SIGSTOP and
 // SIGCONT, the real lock servers, and the verdict that nothing was
 // oversold or lost. It also checks that the report says what was done.
+// Each lock runs in its own environment, alongside the others: the drills
+// spend their time waiting out leases and pauses, not computing.
 func TestFaultDrillsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts the stores and two replica processes")
 	}
-	out, rep := runDrills(t, "--faults", "crash,pause", "--strategies", "mongo-lease,redis-lock,etcd-lock", "--warmup", "500ms")
+	t.Parallel()
+	for _, strategy := range []string{"mongo-lease", "redis-lock", "etcd-lock"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			out, rep := runDrills(t, "--faults", "crash,pause", "--strategies", strategy, "--warmup", "500ms")
+			checkCrashAndPause(t, rep)
+			if _, err := os.Stat(filepath.Join(out, report.FaultChartFile)); err != nil {
+				t.Errorf("no fault chart: %v", err)
+			}
+		})
+	}
+}
+
+// checkCrashAndPause fails t unless rep holds one crash, one pause and one
+// pause with fencing off, the safe ones clean and described, and the
+// demonstration flagged by the history whenever the totals show an
+// anomaly.
+func checkCrashAndPause(t *testing.T, rep report.Report) {
+	t.Helper()
 	seen := map[string]int{}
 	flagged := 0
 	for _, r := range rep.Runs {
@@ -85,15 +105,12 @@ func TestFaultDrillsShort(t *testing.T) {
 			t.Errorf("%s, %s: nothing sold", r.Fault, r.Strategy)
 		}
 	}
-	// Since every stock write is also conditional on the version read
-	// (issue 11), a late write with fencing off is refused as stale and
-	// the demonstration may lose nothing: then there is nothing to flag.
+	// Since every stock write is also conditional on the version read,
+	// a late write with fencing off is refused as stale and the
+	// demonstration may lose nothing: then there is nothing to flag.
 	t.Logf("pauses with fencing off found not linearizable: %d of %d", flagged, seen["pause, fencing off"])
-	if seen["crash"] != 3 || seen["pause"] != 3 || seen["pause, fencing off"] != 3 {
-		t.Errorf("drills run: %v, want 3 crash, 3 pause, 3 pause with fencing off", seen)
-	}
-	if _, err := os.Stat(filepath.Join(out, report.FaultChartFile)); err != nil {
-		t.Errorf("no fault chart: %v", err)
+	if seen["crash"] != 1 || seen["pause"] != 1 || seen["pause, fencing off"] != 1 {
+		t.Errorf("drills run: %v, want a crash, a pause and a pause with fencing off", seen)
 	}
 }
 
@@ -141,6 +158,7 @@ func TestLeaderKillShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts a three-member etcd cluster and two replica processes")
 	}
+	t.Parallel()
 	_, rep := runDrills(t, "--faults", "leader-kill", "--strategies", "etcd-lock", "--warmup", "0")
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(rep.Runs))
@@ -167,6 +185,10 @@ func TestRedisClockShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts a redis-server under the clock shim and two replica processes")
 	}
+	// Not in parallel with the other drills: the double grant is seen by
+	// polling the replicas' /healthz while the stale holder stalls, and on
+	// a loaded machine a refresh that fails early can hide it from the
+	// polls although the write still lands (a loss with fencing off).
 	requireTools(t, "gcc", "redis-server")
 	_, rep := runDrills(t, "--faults", "redis-clock", "--strategies", "redis-lock", "--warmup", "0")
 	if len(rep.Runs) != 3 {

@@ -24,6 +24,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MongoDB, Redis and two replicas")
 	}
+	t.Parallel()
 	replicas := envtest.Replicas(t, testAdminToken, 10*time.Millisecond)
 
 	out := t.TempDir()
@@ -169,6 +170,7 @@ func TestWorkloadsAgainstTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MongoDB, Redis and two replicas")
 	}
+	t.Parallel()
 	replicas := envtest.Replicas(t, testAdminToken, 10*time.Millisecond)
 	common := []string{"--replicas", strings.Join(replicas, ","), "--rate", "0", "--workers", "8", "--max-workers", "8",
 		"--requests", "80", "--duration", "2m", "--stock", "40", "--warmup", "0s", "--settle", "100ms", "--quiet"}

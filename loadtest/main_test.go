@@ -1,10 +1,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -18,7 +21,24 @@ var (
 	buildFailure error
 )
 
+// drillParallelism is how many of the tests that start their own stores
+// and replicas (those that call t.Parallel) run at once when -parallel is
+// not given. They spend most of their time waiting out leases, pauses,
+// failovers and request timeouts, so four of them at once need far less
+// than four cores; at go test's default, one per core, the package takes
+// about as long as all its drills end to end.
+const drillParallelism = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(drillParallelism, runtime.GOMAXPROCS(0)))); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	os.Exit(runTests(m))
 }
 

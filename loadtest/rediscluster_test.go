@@ -43,6 +43,7 @@ func TestRedisClusterConfig(t *testing.T) {
 // oversold or lost.
 func TestRedisClusterComparisonShort(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"--redis-cluster", "--strategies", "redis-lock", "--skus", "120", "--stock", "5",
@@ -93,6 +94,7 @@ func TestRedisClusterComparisonShort(t *testing.T) {
 // seconds to find the new master.
 func TestRedisFailoverShort(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s",

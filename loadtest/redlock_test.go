@@ -15,6 +15,7 @@ func TestRedlockPartitionShort(t *testing.T) {
 		t.Skip("builds the service and starts five redis-servers under the clock shim and two replica processes")
 	}
 	requireTools(t, "gcc", "redis-server")
+	t.Parallel()
 	_, rep := runDrills(t, "--faults", "redlock-partition", "--strategies", "redlock", "--warmup", "0")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3", len(rep.Runs))

@@ -41,7 +41,7 @@ func TestRedlockReplicas(t *testing.T) {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * concurrency}}
 	t.Cleanup(client.CloseIdleConnections)
 
-	out, stock, orders := race(t, client, reps, inventory.NameRedlock)
+	out, stock, orders := race(t, client, reps, inventory.NameRedlock, requests)
 	checkBooks(t, out, initialStock, stock, orders)
 	if out.sold == 0 {
 		t.Fatalf("nothing sold with redlock: %v", out.statuses)

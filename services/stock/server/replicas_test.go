@@ -175,6 +175,11 @@ const (
 	initialStock = 50
 	requests     = 400
 	concurrency  = 16
+
+	// brokenRequests is what the broken strategies get: twice the stock
+	// is enough to oversell, and without a lock every one of them sells,
+	// three serialized writes each.
+	brokenRequests = 2 * initialStock
 )
 
 // registryNames returns the registry's safe (or unsafe) strategies.
@@ -237,9 +242,9 @@ func checkBooks(t *testing.T, out outcome, initial, stock int64, orders []invent
 }
 
 // race resets the strategy's sku to initialStock on the first replica,
-// hammers both replicas with it, and reads the stock and the ledger back
-// from the second.
-func race(t *testing.T, client *http.Client, reps []replica, strategy string) (outcome, int64, []inventory.Order) {
+// sends it requests decrements through both replicas, and reads the stock
+// and the ledger back from the second.
+func race(t *testing.T, client *http.Client, reps []replica, strategy string, requests int) (outcome, int64, []inventory.Order) {
 	t.Helper()
 	sku := "two-" + strategy
 	put(t, client, reps[0], sku, initialStock)
@@ -270,7 +275,7 @@ func TestTwoReplicas(t *testing.T) {
 		safe := registryNames(true)
 		for _, strategy := range safe {
 			t.Run(strategy, func(t *testing.T) {
-				out, stock, orders := race(t, client, reps, strategy)
+				out, stock, orders := race(t, client, reps, strategy, requests)
 				checkBooks(t, out, initialStock, stock, orders)
 			})
 		}
@@ -296,7 +301,7 @@ func TestTwoReplicas(t *testing.T) {
 		reps := startReplicas(t, 2, func(c *server.Config) { c.Demo, c.RMWDelay = true, 5*time.Millisecond })
 		for _, strategy := range registryNames(false) {
 			t.Run(strategy, func(t *testing.T) {
-				out, stock, _ := race(t, client, reps, strategy)
+				out, stock, _ := race(t, client, reps, strategy, brokenRequests)
 				if len(out.errors) > 0 {
 					t.Errorf("transport errors: %q", out.errors)
 				}
