@@ -31,7 +31,11 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		t.Skip("builds the service and starts MongoDB and Redis")
 	}
 	bin := filepath.Join(t.TempDir(), "stock")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	// The Dockerfile's build mode (as in loadtest's tests): its compiled
+	// packages are shared with .ci/run and TestDockerfileBuilds.
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	mg, rd := devstore.MongoT(t), devstore.RedisT(t)
