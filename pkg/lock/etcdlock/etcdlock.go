@@ -266,21 +266,14 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 		return fmt.Errorf("etcdlock: release %q: %w", key, err)
 	}
 	k := b.Key(key)
-	resp, err := b.client.Txn(ctx).
-		If(
-			clientv3.Compare(clientv3.ModRevision(k), "=", int64(token)),
-			clientv3.Compare(clientv3.Value(k), "=", owner),
-		).
-		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
-		Commit()
+	deleted, err := b.deleteIf(ctx, k,
+		clientv3.Compare(clientv3.ModRevision(k), "=", int64(token)),
+		clientv3.Compare(clientv3.Value(k), "=", owner))
 	switch {
 	case err != nil:
 		return fmt.Errorf("etcdlock: release %q: %w", key, err)
-	case !resp.Succeeded:
+	case !deleted:
 		return fmt.Errorf("etcdlock: release %q token %d: %w", key, token, lock.ErrNotHeld)
-	}
-	if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); len(prev) == 1 && prev[0].Lease != 0 {
-		b.leases.released(clientv3.LeaseID(prev[0].Lease))
 	}
 	return nil
 }
@@ -294,20 +287,24 @@ func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
 		return fmt.Errorf("etcdlock: release %q by owner: %w", key, err)
 	}
 	k := b.Key(key)
-	resp, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(k), "=", owner)).
-		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
-		Commit()
-	switch {
-	case err != nil:
+	if _, err := b.deleteIf(ctx, k, clientv3.Compare(clientv3.Value(k), "=", owner)); err != nil {
 		return fmt.Errorf("etcdlock: release %q by owner: %w", key, err)
-	case !resp.Succeeded:
-		return nil
+	}
+	return nil
+}
+
+// deleteIf deletes k in one transaction if every cmp holds, and keeps the
+// lease the key rode on as a spare. It reports whether it deleted k. The
+// deletion wakes the waiters of every backend through their watches.
+func (b *Backend) deleteIf(ctx context.Context, k string, cmps ...clientv3.Cmp) (bool, error) {
+	resp, err := b.client.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).Commit()
+	if err != nil || !resp.Succeeded {
+		return false, err
 	}
 	if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); len(prev) == 1 && prev[0].Lease != 0 {
 		b.leases.released(clientv3.LeaseID(prev[0].Lease))
 	}
-	return nil
+	return true, nil
 }
 
 // Watch implements lock.Notifier. A backend keeps one etcd watch per key

@@ -358,16 +358,8 @@ func (b *Backend) Release(ctx context.Context, key, owner string, token uint64) 
 	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
 		return fmt.Errorf("redislock: release %q: %w", key, err)
 	}
-	b.notify.releasing(key)
-	n := b.names(key)
-	res, err := releaseScript.Run(ctx, b.client, n.keys, b.value(owner, token), n.channelArg, b.idArg, b.grantPfxArg).Result()
-	if err != nil {
-		return fmt.Errorf("redislock: release %q: %w", key, err)
-	}
-	if handed, err := b.passedOn(res); err != nil {
+	if err := b.free(ctx, key, releaseScript, b.value(owner, token), token); err != nil {
 		return fmt.Errorf("redislock: release %q token %d: %w", key, token, err)
-	} else if !handed {
-		b.notify.released(key, token)
 	}
 	return nil
 }
@@ -380,23 +372,29 @@ func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
 	if err := lock.CheckArgs(key, owner, lock.NoTTL); err != nil {
 		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
 	}
+	if err := b.free(ctx, key, releaseOwnerScript, owner, 0); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
+	}
+	return nil // freed, or owner did not hold the key
+}
+
+// free runs script, release.lua or releaseowner.lua (both end in lib.lua's
+// pass_on), on key with lease as its first argument, and then tells this
+// backend's waiters: the one a grant was handed to, or the watchers when
+// the key was freed (token is what they are told; 0 when unknown). It
+// returns an error wrapping lock.ErrNotHeld when the script freed nothing.
+func (b *Backend) free(ctx context.Context, key string, script *redis.Script, lease string, token uint64) error {
 	b.notify.releasing(key)
 	n := b.names(key)
-	res, err := releaseOwnerScript.Run(ctx, b.client, n.keys, owner, n.channelArg, b.idArg, b.grantPfxArg).Result()
+	res, err := script.Run(ctx, b.client, n.keys, lease, n.channelArg, b.idArg, b.grantPfxArg).Result()
 	if err != nil {
-		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
-	}
-	if r, ok := res.(int64); ok && r == 0 {
-		return nil // owner did not hold the key
+		return err
 	}
 	handed, err := b.passedOn(res)
-	if err != nil {
-		return fmt.Errorf("redislock: release %q by owner: %w", key, err)
+	if err == nil && !handed {
+		b.notify.released(key, token)
 	}
-	if !handed {
-		b.notify.released(key, 0)
-	}
-	return nil
+	return err
 }
 
 // passedOn reads the answer of release.lua, releaseowner.lua or leave.lua

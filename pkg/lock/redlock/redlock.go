@@ -141,16 +141,14 @@ func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Du
 	floors := b.each(ctx, wait, func(ctx context.Context, c redis.UniversalClient) (int64, error) {
 		return prepareScript.Run(ctx, c, keys, owner).Int64()
 	})
+	if err := b.quorumAnswered(floors); err != nil {
+		return 0, fmt.Errorf("redlock: acquire %q: %w", key, err)
+	}
 	var last int64
-	answered := 0
 	for _, r := range floors {
 		if r.err == nil {
-			answered++
 			last = max(last, r.n)
 		}
-	}
-	if answered < b.quorum {
-		return 0, fmt.Errorf("redlock: acquire %q: %w: %d of %d servers, first error: %w", key, ErrNoQuorum, answered, len(b.clients), firstErr(floors))
 	}
 	token := uint64(last) + 1
 	val := value(owner, token)
@@ -244,14 +242,23 @@ func (b *Backend) ReleaseOwner(ctx context.Context, key, owner string) error {
 	res := b.each(ctx, 0, func(ctx context.Context, c redis.UniversalClient) (int64, error) {
 		return releaseOwnerScript.Run(ctx, c, k, owner).Int64()
 	})
+	if err := b.quorumAnswered(res); err != nil {
+		return fmt.Errorf("redlock: release %q by owner: %w", key, err)
+	}
+	return nil
+}
+
+// quorumAnswered returns an error wrapping ErrNoQuorum, with the first
+// server's error, unless a majority of the servers answered rs.
+func (b *Backend) quorumAnswered(rs []result) error {
 	answered := 0
-	for _, r := range res {
+	for _, r := range rs {
 		if r.err == nil {
 			answered++
 		}
 	}
 	if answered < b.quorum {
-		return fmt.Errorf("redlock: release %q by owner: %w: %d of %d servers, first error: %w", key, ErrNoQuorum, answered, len(b.clients), firstErr(res))
+		return fmt.Errorf("%w: %d of %d servers, first error: %w", ErrNoQuorum, answered, len(b.clients), firstErr(rs))
 	}
 	return nil
 }
