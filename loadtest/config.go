@@ -112,7 +112,8 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 		})
 		fmt.Fprint(fs.Output(), `
 The replicas the harness starts also read MONGO_URI, REDIS_ADDR (else
-embedded stores are started in-process) and GOFLAGS for the build.
+embedded stores are started: FerretDB and etcd in devstored processes,
+built from this module on first use) and GOFLAGS for the builds.
 `)
 	}
 

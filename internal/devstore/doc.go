@@ -22,10 +22,14 @@
 //     embedded FerretDB v1 on SQLite, behind a [mongogate] gate, which can be
 //     restarted.
 //   - etcd (StartEtcd, EtcdT, StartEtcdCluster): the cluster at
-//     ETCD_ENDPOINTS; else an etcd server embedded in this process, one
-//     member or a cluster of n, on free loopback ports, with its data in a
-//     temporary directory; a member can be killed and started again, and
-//     the leader found.
+//     ETCD_ENDPOINTS; else an embedded etcd server, one member or a cluster
+//     of n, on free loopback ports, with its data in a temporary directory;
+//     a member can be killed and started again, and the leader found.
+//
+// The embedded FerretDB and etcd members each run in a devstored process
+// ([storeproc]), built with go build from this module on first use (a
+// minute or more on a cold build cache) or taken from $DEVSTORED. The gate
+// runs in the caller's process.
 //
 // Why the gate: FerretDB v1 executes update and findAndModify as a query
 // followed by a separate write by _id, so concurrent conditional updates are
@@ -39,6 +43,7 @@
 // and lose their data at Close.
 //
 // [mongogate]: github.com/stocklock/stocklock/internal/mongogate
+// [storeproc]: github.com/stocklock/stocklock/internal/storeproc
 package devstore
 
 import "errors"

@@ -14,33 +14,18 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/stocklock/stocklock/internal/storeproc"
 )
 
 // KindEmbeddedEtcd is the Kind of an etcd server (or cluster) that devstore
 // runs inside this process.
 const KindEmbeddedEtcd = "embedded-etcd"
 
-// Timing of the embedded members. With etcd's defaults (100 ms heartbeat,
-// 1 s election timeout) a fresh single member takes up to a second to elect
-// itself and the shortest lease it grants is 2 s; with these it is ready in
-// about 0.1 s and grants 1 s leases (the floor is 1.5 election timeouts,
-// rounded up to whole seconds).
-const (
-	etcdTickMs     = 10
-	etcdElectionMs = 100
-)
-
-// etcdCompactionRetention is how many revisions the embedded members keep
-// (auto-compaction in revision mode, checked every 5 minutes by etcd).
-// Without compaction a long load run fills the 2 GiB backend quota and the
-// server turns read-only.
-const etcdCompactionRetention = "10000"
-
 // Etcd is a running etcd: the cluster at ETCD_ENDPOINTS, or members of an
-// etcd server v3 (go.etcd.io/etcd/server/v3/embed) running inside this
-// process on loopback ports.
+// etcd server v3 (go.etcd.io/etcd/server/v3/embed) on loopback ports, each
+// in a devstored process (internal/storeproc).
 type Etcd struct {
 	Endpoints []string // client URLs, such as http://127.0.0.1:2379
 	Kind      string   // KindExternal or KindEmbeddedEtcd
@@ -52,6 +37,7 @@ type Etcd struct {
 	// and clients.
 	mu      sync.Mutex
 	members []*etcdMember
+	status  *clientv3.Client // asks each member who leads; embedded only
 	clients []*clientv3.Client
 	closed  bool
 }
@@ -61,20 +47,21 @@ type Etcd struct {
 type etcdMember struct {
 	name, dir          string
 	clientURL, peerURL url.URL
-	srv                *embed.Etcd // nil while killed
+	proc               *storeproc.Proc // nil while killed
 }
 
 // StartEtcd returns the etcd at ETCD_ENDPOINTS (comma-separated client URLs)
-// if that is set and answers; otherwise a single-member etcd server embedded
-// in this process, with its data in a temporary directory and its client and
-// peer ports picked by the kernel on 127.0.0.1. The caller must Close it.
+// if that is set and answers; otherwise a single-member embedded etcd server
+// in a devstored process, with its data in a temporary directory and its
+// client and peer ports picked by the kernel on 127.0.0.1. The caller must Close it.
 // ctx bounds only the start-up. A nil logger means slog.Default().
 //
 // The embedded server fsyncs like a real one (set DEVSTORE_ETCD_NO_FSYNC=1
 // to skip it, which is several times faster on a slow disk and loses data on
 // a machine crash), compacts itself to the last 10,000 revisions, and runs
-// with a 10 ms heartbeat and 100 ms election timeout: its minimum lease TTL
-// is 1 s (2 s at etcd's defaults).
+// with a 10 ms heartbeat and 100 ms election timeout (see devstored): its
+// minimum lease TTL is 1 s (2 s at etcd's defaults), and a fresh member is
+// ready in about 0.1 s.
 func StartEtcd(ctx context.Context, logger *slog.Logger) (*Etcd, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -164,63 +151,37 @@ func tryStartEtcd(ctx context.Context, logger *slog.Logger, dir string, n int) (
 	// Start every member before waiting for any: a member of a cluster is
 	// ready only once a quorum has started.
 	for _, m := range e.members {
-		srv, err := embed.StartEtcd(etcdConfig(m, strings.Join(initial, ","), embed.ClusterStateFlagNew))
+		p, err := storeproc.Start(ctx, logger, memberArgs(m, strings.Join(initial, ","), "new")...)
 		if err != nil {
 			e.closeMembers()
 			return nil, fmt.Errorf("devstore: start etcd member %s: %w", m.name, err)
 		}
-		m.srv = srv
+		m.proc = p
 	}
 	for _, m := range e.members {
-		if err := waitMember(ctx, m.srv); err != nil {
+		addrs, err := m.proc.Ready(ctx)
+		if err != nil {
 			e.closeMembers()
 			return nil, fmt.Errorf("devstore: etcd member %s: %w", m.name, err)
 		}
 		// Pin the ports the kernel chose, for Start after Kill.
-		m.clientURL.Host = m.srv.Clients[0].Addr().String()
-		m.peerURL.Host = m.srv.Peers[0].Addr().String()
+		m.clientURL.Host, m.peerURL.Host = addrs[0], addrs[1]
 		e.Endpoints = append(e.Endpoints, m.clientURL.String())
 	}
+	status, err := clientv3.New(clientConfig(e.Endpoints))
+	if err != nil {
+		e.closeMembers()
+		return nil, fmt.Errorf("devstore: etcd client: %w", err)
+	}
+	e.status = status
 	return e, nil
 }
 
-func etcdConfig(m *etcdMember, initialCluster, state string) *embed.Config {
-	cfg := embed.NewConfig()
-	cfg.Name = m.name
-	cfg.Dir = m.dir
-	cfg.ListenClientUrls = []url.URL{m.clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{m.clientURL}
-	cfg.ListenPeerUrls = []url.URL{m.peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
-	cfg.InitialCluster = initialCluster
-	cfg.InitialClusterToken = "devstore"
-	cfg.ClusterState = state
-	cfg.TickMs = etcdTickMs
-	cfg.ElectionMs = etcdElectionMs
-	cfg.AutoCompactionMode = embed.CompactorModeRevision
-	cfg.AutoCompactionRetention = etcdCompactionRetention
-	cfg.UnsafeNoFsync = os.Getenv("DEVSTORE_ETCD_NO_FSYNC") == "1"
-	cfg.EnableGRPCGateway = false
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	return cfg
-}
-
-// waitMember waits until srv serves clients, fails, ctx ends, or 30 s pass.
-func waitMember(ctx context.Context, srv *embed.Etcd) error {
-	t := time.NewTimer(30 * time.Second)
-	defer t.Stop()
-	select {
-	case <-srv.Server.ReadyNotify():
-		return nil
-	case err := <-srv.Err():
-		return err
-	case <-srv.Server.StopNotify():
-		return errors.New("server stopped before it was ready")
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return errors.New("not ready after 30s")
-	}
+// memberArgs are devstored's arguments for member m.
+func memberArgs(m *etcdMember, initialCluster, state string) []string {
+	return []string{"etcd", "-name", m.name, "-dir", m.dir,
+		"-client-url", m.clientURL.String(), "-peer-url", m.peerURL.String(),
+		"-initial-cluster", initialCluster, "-state", state}
 }
 
 // waitEtcd checks that the cluster at endpoints answers a read within 10 s.
@@ -266,27 +227,34 @@ func (e *Etcd) Client() (*clientv3.Client, error) {
 }
 
 // Leader returns the index in Endpoints of the current leader of an
-// embedded cluster, asking the running members, or -1 if none of them
-// knows one. It returns ErrCannotRestart for an external cluster.
+// embedded cluster, asking each running member whether it leads (a second
+// at most each), or -1 if none says so. It returns ErrCannotRestart for an external cluster.
 func (e *Etcd) Leader() (int, error) {
 	if e.Kind != KindEmbeddedEtcd {
 		return -1, fmt.Errorf("leader of %s etcd: %w", e.Kind, ErrCannotRestart)
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	var running []int
 	for i, m := range e.members {
-		if m.srv == nil {
-			continue
+		if m.proc != nil {
+			running = append(running, i)
 		}
-		if m.srv.Server.Leader() == m.srv.Server.MemberID() {
+	}
+	e.mu.Unlock()
+
+	for _, i := range running {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := e.status.Status(ctx, e.Endpoints[i])
+		cancel()
+		if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
 			return i, nil
 		}
 	}
 	return -1, nil
 }
 
-// Kill stops member i abruptly, as in a crash: no leadership transfer, and
-// its clients' connections are cut. Its data stays, for Start. It is a
+// Kill ends member i's process with SIGKILL, as in a crash: no leadership
+// transfer, and its clients' connections are cut. Its data stays, for Start. It is a
 // no-op for a member already killed, and returns ErrCannotRestart for an
 // external cluster.
 func (e *Etcd) Kill(i int) error {
@@ -299,12 +267,9 @@ func (e *Etcd) Kill(i int) error {
 		return fmt.Errorf("devstore: no etcd member %d", i)
 	}
 	m := e.members[i]
-	if m.srv != nil {
-		// HardStop first: Close alone would hand leadership over
-		// gracefully, which is not what a crash does.
-		m.srv.Server.HardStop()
-		m.srv.Close()
-		m.srv = nil
+	if m.proc != nil {
+		m.proc.Kill()
+		m.proc = nil
 	}
 	return nil
 }
@@ -322,7 +287,7 @@ func (e *Etcd) Start(ctx context.Context, i int) error {
 		return fmt.Errorf("devstore: no etcd member %d", i)
 	}
 	e.mu.Lock()
-	running := e.members[i].srv != nil
+	running := e.members[i].proc != nil
 	e.mu.Unlock()
 	if running {
 		return nil
@@ -364,16 +329,16 @@ func (e *Etcd) startMember(ctx context.Context, i int) error {
 	}
 	e.mu.Unlock()
 
-	srv, err := embed.StartEtcd(etcdConfig(m, strings.Join(initial, ","), embed.ClusterStateFlagExisting))
+	p, err := storeproc.Start(ctx, e.logger, memberArgs(m, strings.Join(initial, ","), "existing")...)
 	if err != nil {
 		return fmt.Errorf("devstore: restart etcd member %s: %w", m.name, err)
 	}
-	if err := waitMember(ctx, srv); err != nil {
-		srv.Close()
+	if _, err := p.Ready(ctx); err != nil {
+		p.Kill()
 		return fmt.Errorf("devstore: restart etcd member %s: %w", m.name, err)
 	}
 	e.mu.Lock()
-	m.srv = srv
+	m.proc = p
 	e.mu.Unlock()
 	return nil
 }
@@ -389,6 +354,9 @@ func (e *Etcd) Close() error {
 	e.closed = true
 	clients := e.clients
 	e.clients = nil
+	if e.status != nil {
+		clients = append(clients, e.status)
+	}
 	e.mu.Unlock()
 
 	for _, c := range clients {
@@ -407,20 +375,18 @@ func (e *Etcd) Close() error {
 	return nil
 }
 
-// closeMembers stops every running member, all at once: a cluster member
-// stopping alone first waits to hand its leadership over.
+// closeMembers kills every running member, all at once: their data is
+// about to be removed, and a member stopping cleanly alone would first wait
+// to hand its leadership over.
 func (e *Etcd) closeMembers() {
 	var wg sync.WaitGroup
 	for _, m := range e.members {
-		if m.srv == nil {
+		if m.proc == nil {
 			continue
 		}
-		srv := m.srv
-		m.srv = nil
-		wg.Go(func() {
-			srv.Server.HardStop()
-			srv.Close()
-		})
+		p := m.proc
+		m.proc = nil
+		wg.Go(p.Kill)
 	}
 	wg.Wait()
 }

@@ -123,7 +123,7 @@ func (m *Mongo) Restart(ctx context.Context) error {
 	// Stop accepting, then cut the gate's connections: FerretDB would
 	// otherwise wait 3 seconds for its clients to leave. Clients connecting
 	// meanwhile wait in the gate until SetUpstream below.
-	m.ferret.cancel()
+	m.ferret.proc.Shutdown()
 	m.gate.CloseConns()
 	m.ferret.stop()
 	m.ferret = nil

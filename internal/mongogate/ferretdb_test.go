@@ -3,68 +3,31 @@ package mongogate
 import (
 	"context"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/FerretDB/FerretDB/ferretdb"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/stocklock/stocklock/internal/storeproc"
 )
 
-// ferretMu serializes ferretdb.New, which writes a package-level variable of
-// FerretDB (version.Get().Package) and would trip the race detector.
-var ferretMu sync.Mutex
-
-// startFerretDB runs an embedded FerretDB (SQLite in a temp dir) for one test
-// and returns its host:port. This package cannot use internal/devstore, which
-// builds on it, so it starts FerretDB itself.
+// startFerretDB runs FerretDB (SQLite in a temp dir) in a devstored
+// process for one test and returns its host:port. This package cannot use
+// internal/devstore, which builds on it, so it starts devstored itself.
 func startFerretDB(t *testing.T) string {
 	t.Helper()
 
-	ferretMu.Lock()
-	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
-		Handler:   "sqlite",
-		SQLiteURL: "file:" + t.TempDir() + "/",
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	})
-	ferretMu.Unlock()
+	p, err := storeproc.Start(t.Context(), slog.New(slog.NewTextHandler(os.Stderr, nil)), "ferretdb", "-dir", t.TempDir())
 	if err != nil {
-		t.Fatalf("ferretdb.New: %v", err)
+		t.Fatal(err)
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = f.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-
-	u, err := url.Parse(f.MongoDBURI())
+	t.Cleanup(p.Stop)
+	addrs, err := p.Ready(t.Context())
 	if err != nil {
-		t.Fatalf("parse FerretDB URI: %v", err)
+		t.Fatal(err)
 	}
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", u.Host, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return u.Host
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("FerretDB at %s does not answer: %v", u.Host, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return addrs[0]
 }
 
 // startGate runs a gate in front of upstream for one test.

@@ -550,8 +550,8 @@ func KillEtcdLeader(ctx context.Context, f *Ctx) (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An election may be under way (the members run in this process, on
-	// a busy machine): wait for a leader rather than give up.
+	// An election may be under way (on a busy machine): wait for a leader
+	// rather than give up.
 	leader := -1
 	for wait := time.Now().Add(5 * time.Second); leader < 0; {
 		if leader, err = f.Env.Etcd.Leader(); err != nil {

@@ -137,7 +137,7 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	e.storeLog = dlog
 	logger := slog.New(slog.NewTextHandler(dlog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	e.logf("starting MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate)...")
+	e.logf("starting MongoDB (MONGO_URI, else FerretDB behind the atomicity gate, in a devstored process that the first run builds: minutes on a cold build cache)...")
 	t0 := time.Now()
 	if e.Mongo, err = devstore.StartMongo(ctx, logger); err != nil {
 		return nil, fmt.Errorf("start MongoDB: %w", err)
@@ -232,8 +232,8 @@ func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) error {
 // startEtcd starts etcd: one member, or three for Options.EtcdCluster.
 func (e *Env) startEtcd(ctx context.Context, logger *slog.Logger) error {
 	var err error
-	// etcd runs in this process when embedded; the replicas are separate
-	// processes and reach it over loopback like any etcd.
+	// An embedded etcd runs in devstored processes; the replicas reach it
+	// over loopback like any etcd.
 	t0 := time.Now()
 	if e.opt.EtcdCluster {
 		// The leader-kill drill needs a leader to kill and a quorum that

@@ -1,0 +1,215 @@
+// Command devstored runs one embedded store for internal/devstore, in a
+// process of its own: FerretDB v1 on SQLite, or one etcd member. It is
+// started by internal/storeproc, not by hand.
+//
+//	devstored ferretdb -dir DIR
+//	devstored etcd -name NAME -dir DIR -client-url URL -peer-url URL \
+//	    -initial-cluster NAME=URL,... -state new|existing
+//
+// Once the store serves, devstored prints one line on stdout: "ready"
+// followed by FerretDB's host:port, or the member's client and peer
+// host:port (the kernel's choice where a URL asks for port 0). It stops
+// cleanly when its stdin closes or on SIGTERM or SIGINT; SIGKILL is a crash.
+//
+// The etcd member runs with a 10 ms heartbeat and a 100 ms election timeout
+// (its minimum lease TTL is 1 s), compacts to the last 10,000 revisions,
+// and fsyncs unless DEVSTORE_ETCD_NO_FSYNC=1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "devstored:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: devstored ferretdb|etcd [flags]")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// The parent holds stdin's other end: when it closes it, or dies, the
+	// store stops with it.
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+
+	switch args[0] {
+	case "ferretdb":
+		return runFerretDB(ctx, args[1:])
+	case "etcd":
+		return runEtcd(ctx, args[1:])
+	default:
+		return fmt.Errorf("unknown subcommand %q: want ferretdb or etcd", args[0])
+	}
+}
+
+func runFerretDB(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ferretdb", flag.ContinueOnError)
+	dir := fs.String("dir", "", "directory of the SQLite databases (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("ferretdb: -dir is required")
+	}
+
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener: ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		// At Warn, FerretDB logs every duplicate key reply, which lock
+		// contention produces by design.
+		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Handler: "sqlite",
+		// A directory, not mode=memory: in-memory SQLite deadlocks on
+		// updates, and a directory survives a restart.
+		SQLiteURL: "file:" + *dir + "/",
+	})
+	if err != nil {
+		return fmt.Errorf("ferretdb.New: %w", err)
+	}
+
+	// A FerretDB that is never Run panics when garbage collected, and
+	// MongoDBURI may deadlock before Run; so Run comes first, always.
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+
+	u, err := url.Parse(f.MongoDBURI())
+	if err != nil {
+		return fmt.Errorf("FerretDB URI: %w", err)
+	}
+	if err := waitTCP(ctx, u.Host, done); err != nil {
+		return fmt.Errorf("FerretDB on %s: %w", u.Host, err)
+	}
+	fmt.Println("ready", u.Host)
+
+	// Run returns once ctx ends, with every connection and the SQLite
+	// databases closed.
+	if err := <-done; err != nil && ctx.Err() == nil {
+		return fmt.Errorf("FerretDB: %w", err)
+	}
+	return nil
+}
+
+func runEtcd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
+	var (
+		name    = fs.String("name", "", "member name (required)")
+		dir     = fs.String("dir", "", "data directory (required)")
+		client  = fs.String("client-url", "http://127.0.0.1:0", "client URL to listen on and advertise")
+		peer    = fs.String("peer-url", "http://127.0.0.1:0", "peer URL to listen on and advertise")
+		initial = fs.String("initial-cluster", "", "NAME=PEER-URL,... of every member (default: this one alone)")
+		state   = fs.String("state", embed.ClusterStateFlagNew, "new, or existing for a member started again")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *dir == "" {
+		return errors.New("etcd: -name and -dir are required")
+	}
+	if *state != embed.ClusterStateFlagNew && *state != embed.ClusterStateFlagExisting {
+		return fmt.Errorf("etcd: -state %q: want new or existing", *state)
+	}
+	cu, err := url.Parse(*client)
+	if err != nil {
+		return fmt.Errorf("etcd: -client-url: %w", err)
+	}
+	pu, err := url.Parse(*peer)
+	if err != nil {
+		return fmt.Errorf("etcd: -peer-url: %w", err)
+	}
+	if *initial == "" {
+		*initial = *name + "=" + pu.String()
+	}
+
+	cfg := embed.NewConfig()
+	cfg.Name = *name
+	cfg.Dir = *dir
+	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	cfg.ListenPeerUrls = []url.URL{*pu}
+	cfg.AdvertisePeerUrls = []url.URL{*pu}
+	cfg.InitialCluster = *initial
+	cfg.InitialClusterToken = "devstore"
+	cfg.ClusterState = *state
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	// Without compaction a long load run fills the 2 GiB backend quota
+	// and the server turns read-only.
+	cfg.AutoCompactionMode = embed.CompactorModeRevision
+	cfg.AutoCompactionRetention = "10000"
+	cfg.UnsafeNoFsync = os.Getenv("DEVSTORE_ETCD_NO_FSYNC") == "1"
+	cfg.EnableGRPCGateway = false
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+
+	srv, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("etcd member %s: %w", *name, err)
+	}
+	defer func() {
+		// HardStop first: Close alone would hand leadership over
+		// gracefully and wait for it.
+		srv.Server.HardStop()
+		srv.Close()
+	}()
+
+	select {
+	case <-srv.Server.ReadyNotify():
+	case err := <-srv.Err():
+		return fmt.Errorf("etcd member %s: %w", *name, err)
+	case <-srv.Server.StopNotify():
+		return fmt.Errorf("etcd member %s stopped before it was ready", *name)
+	case <-ctx.Done():
+		return nil
+	}
+	fmt.Println("ready", srv.Clients[0].Addr().String(), srv.Peers[0].Addr().String())
+
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-srv.Err():
+		return fmt.Errorf("etcd member %s: %w", *name, err)
+	}
+}
+
+// waitTCP waits until addr accepts a connection, ctx ends, the server
+// returns (done) or 30 seconds pass.
+func waitTCP(ctx context.Context, addr string, done <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("port does not answer: %w (last error: %w)", ctx.Err(), err)
+		case err := <-done:
+			return fmt.Errorf("server stopped before answering: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
