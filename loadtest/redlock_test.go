@@ -14,8 +14,10 @@ func TestRedlockPartitionShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts five redis-servers under the clock shim and two replica processes")
 	}
+	// Not in parallel with the other drills, for the reason
+	// TestRedisClockShort gives: on a loaded machine the stale holder's
+	// refresh can fail early and hide the double grant from the polls.
 	requireTools(t, "gcc", "redis-server")
-	t.Parallel()
 	_, rep := runDrills(t, "--faults", "redlock-partition", "--strategies", "redlock", "--warmup", "0")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3", len(rep.Runs))

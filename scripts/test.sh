@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The project's test command: vet, then every test under the race detector.
+# The project's test command: every test under the race detector, with
+# every go vet analyzer run on the same build (-vet=all is `go vet ./...`
+# without compiling the code a second time, in another mode).
 #
 # Needs only Go. Servers come from internal/devstore: MONGO_URI and REDIS_ADDR
-# when set, otherwise an embedded FerretDB (behind the atomicity gate) and a
-# redis-server from PATH (or miniredis when there is none).
+# when set, otherwise FerretDB (behind the atomicity gate) and etcd in
+# devstored processes built from this module, and a redis-server from PATH
+# (or miniredis when there is none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== go vet ./..."
-go vet ./...
-
-echo "== go test -race ./..."
-go test -race -count=1 -timeout 25m "$@" ./...
+echo "== go test -race -vet=all ./..."
+go test -race -vet=all -count=1 -timeout 25m "$@" ./...
