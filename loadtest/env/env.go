@@ -366,7 +366,8 @@ func (e *Env) waitReady(ctx context.Context, procs []*replicaProc) error {
 	return nil
 }
 
-// build compiles ./services/stock of the module the harness runs in.
+// build compiles ./services/stock of the module the harness runs in, as the
+// image does (CGO_ENABLED=0, -trimpath).
 func (e *Env) build(ctx context.Context) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
@@ -380,8 +381,12 @@ func (e *Env) build(ctx context.Context) (string, error) {
 	t0 := time.Now()
 	bctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(bctx, "go", "build", "-o", bin, "./services/stock")
+	// The Dockerfile's build mode, which devstored and the tests' stock
+	// binaries use too: a cold build cache compiles the service's
+	// dependencies once for all of them.
+	cmd := exec.CommandContext(bctx, "go", "build", "-trimpath", "-o", bin, "./services/stock")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	ownGroup(cmd)
