@@ -112,12 +112,14 @@ func TestDashboardQueries(t *testing.T) {
 // but the demo ones, and returns their base URLs.
 func startReplicas(t *testing.T) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mg := devstore.MongoT(t)
 	rd := devstore.RedisT(t)
 	etcd := devstore.EtcdT(t)
+	// After the stores: the first to start on a cold build cache waits
+	// minutes for devstored to build.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var urls []string
 	for _, id := range []string{"deploy-a", "deploy-b"} {
 		cfg := server.DefaultConfig()

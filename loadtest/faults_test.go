@@ -214,15 +214,24 @@ func requireTools(t *testing.T, tools ...string) {
 	}
 }
 
-// checkDoubleGrant fails t unless a run saw two holders at once exactly
-// when want says it should.
+// checkDoubleGrant fails t unless a run showed a double grant exactly when
+// want says it should. Two holders seen at once by the /healthz polls are
+// one proof; a write the fence refused and an update lost without fencing
+// are the others, since only a second holder's writes produce them. On a
+// loaded machine the stale holder's refresh can fail before a poll sees
+// it, while its write still lands, so the polls alone would miss some.
 func checkDoubleGrant(t *testing.T, r report.Run, want bool) {
 	t.Helper()
-	if want && r.DoubleHeld == 0 {
-		t.Errorf("%s: no double grant seen", r.Fault)
+	fenced := r.Codes["503 fenced"]
+	seen := r.DoubleHeld > 0 || fenced > 0 || r.LostUpdates > 0
+	if want && !seen {
+		t.Errorf("%s: no double grant seen: no poll saw two holders, no write was fenced, no update lost", r.Fault)
 	}
+	// Where none should be, the polls are the judge: a holder stalled past
+	// its TTL on a loaded machine is fenced without any fault, and lost
+	// updates are checkSafeRun's to report.
 	if !want && r.DoubleHeld != 0 {
-		t.Errorf("%s: a double grant where none should be: %d polls", r.Fault, r.DoubleHeld)
+		t.Errorf("%s: a double grant where none should be: %d polls saw two holders", r.Fault, r.DoubleHeld)
 	}
 }
 
