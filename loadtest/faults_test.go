@@ -216,16 +216,15 @@ func requireTools(t *testing.T, tools ...string) {
 
 // checkDoubleGrant fails t unless a run showed a double grant exactly when
 // want says it should. Two holders seen at once by the /healthz polls are
-// one proof; a write the fence refused and an update lost without fencing
-// are the others, since only a second holder's writes produce them. On a
-// loaded machine the stale holder's refresh can fail before a poll sees
-// it, while its write still lands, so the polls alone would miss some.
+// one proof; an update lost without fencing is the other, since only a
+// second holder's write produces it. On a loaded machine the stale
+// holder's refresh can fail before a poll sees it, while its write still
+// lands, so the polls alone would miss some. A fenced write is no proof
+// here: a holder stalled past its TTL is fenced without any fault.
 func checkDoubleGrant(t *testing.T, r report.Run, want bool) {
 	t.Helper()
-	fenced := r.Codes["503 fenced"]
-	seen := r.DoubleHeld > 0 || fenced > 0 || r.LostUpdates > 0
-	if want && !seen {
-		t.Errorf("%s: no double grant seen: no poll saw two holders, no write was fenced, no update lost", r.Fault)
+	if want && r.DoubleHeld == 0 && r.LostUpdates == 0 {
+		t.Errorf("%s: no double grant seen: no poll saw two holders, no update lost", r.Fault)
 	}
 	// Where none should be, the polls are the judge: a holder stalled past
 	// its TTL on a loaded machine is fenced without any fault, and lost

@@ -20,7 +20,7 @@ import (
 )
 
 // KindEmbeddedEtcd is the Kind of an etcd server (or cluster) that devstore
-// runs inside this process.
+// runs in devstored processes.
 const KindEmbeddedEtcd = "embedded-etcd"
 
 // Etcd is a running etcd: the cluster at ETCD_ENDPOINTS, or members of an
@@ -163,6 +163,10 @@ func tryStartEtcd(ctx context.Context, logger *slog.Logger, dir string, n int) (
 		if err != nil {
 			e.closeMembers()
 			return nil, fmt.Errorf("devstore: etcd member %s: %w", m.name, err)
+		}
+		if len(addrs) != 2 {
+			e.closeMembers()
+			return nil, fmt.Errorf("devstore: etcd member %s reported %q, want client and peer addresses", m.name, addrs)
 		}
 		// Pin the ports the kernel chose, for Start after Kill.
 		m.clientURL.Host, m.peerURL.Host = addrs[0], addrs[1]
@@ -338,8 +342,12 @@ func (e *Etcd) startMember(ctx context.Context, i int) error {
 		return fmt.Errorf("devstore: restart etcd member %s: %w", m.name, err)
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		p.Kill()
+		return fmt.Errorf("devstore: restart etcd member %s: etcd closed meanwhile", m.name)
+	}
 	m.proc = p
-	e.mu.Unlock()
 	return nil
 }
 

@@ -23,6 +23,9 @@ func startFerret(ctx context.Context, dir string, logger *slog.Logger) (*ferret,
 		return nil, fmt.Errorf("devstore: %w", err)
 	}
 	addrs, err := p.Ready(ctx)
+	if err == nil && len(addrs) != 1 {
+		err = fmt.Errorf("devstored ferretdb reported %q, want one address", addrs)
+	}
 	if err != nil {
 		p.Kill()
 		return nil, fmt.Errorf("devstore: %w", err)

@@ -120,10 +120,10 @@ func (m *Mongo) Restart(ctx context.Context) error {
 	if m.ferret == nil {
 		return fmt.Errorf("devstore: restart FerretDB: already closed")
 	}
-	// Stop accepting, then cut the gate's connections: FerretDB would
+	// Point the gate nowhere, then cut its connections: FerretDB would
 	// otherwise wait 3 seconds for its clients to leave. Clients connecting
 	// meanwhile wait in the gate until SetUpstream below.
-	m.ferret.proc.Shutdown()
+	m.gate.SetUpstream("")
 	m.gate.CloseConns()
 	m.ferret.stop()
 	m.ferret = nil

@@ -16,6 +16,8 @@ package storeproc
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,6 +73,9 @@ func Start(ctx context.Context, logger *slog.Logger, args ...string) (*Proc, err
 		ready:  make(chan []string, 1),
 		exited: make(chan struct{}),
 	}
+	// Its own process group: a Ctrl-C at the terminal reaches the caller,
+	// which stops its stores in order, not the stores first.
+	ownGroup(p.cmd)
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("storeproc: devstored %s: %w", p.name, err)
 	}
@@ -92,6 +98,7 @@ func Start(ctx context.Context, logger *slog.Logger, args ...string) (*Proc, err
 		for sc.Scan() {
 			logger.Warn(sc.Text(), slog.String("devstored", p.name))
 		}
+		_, _ = io.Copy(io.Discard, stderr) // past a line too long to scan
 	})
 	go func() {
 		// Wait closes the pipes only after the process has exited and
@@ -115,6 +122,7 @@ func (p *Proc) readStdout(r io.Reader) {
 			}
 		}
 	}
+	_, _ = io.Copy(io.Discard, r) // past a line too long to scan
 }
 
 // Ready waits until devstored serves and returns the addresses it reported:
@@ -172,7 +180,7 @@ var (
 
 // Binary returns the path of devstored: $DEVSTORED if set, otherwise one
 // built with go build from the module in the working directory, into the
-// user's cache directory. The go command skips the link when that file is
+// user's cache directory (one per module directory and GOFLAGS). The go command skips the link when that file is
 // up to date, and a file lock keeps two processes from building at once.
 func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 	if p := os.Getenv("DEVSTORED"); p != "" {
@@ -184,11 +192,18 @@ func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 		return built, nil
 	}
 
+	// One binary per checkout and GOFLAGS: two checkouts, or two
+	// versions of devstored, never overwrite each other's.
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("storeproc: go env GOMOD (is Go on PATH?): %w", err)
+	}
+	key := sha256.Sum256([]byte(strings.TrimSpace(string(gomod)) + "\x00" + os.Getenv("GOFLAGS")))
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()
 	}
-	dir = filepath.Join(dir, "stocklock")
+	dir = filepath.Join(dir, "stocklock", "devstored-"+hex.EncodeToString(key[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("storeproc: %w", err)
 	}
@@ -199,6 +214,9 @@ func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 	defer unlock()
 
 	bin := filepath.Join(dir, "devstored")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
 	t0 := time.Now()
 	stop := progress(logger, t0)
 	// The Dockerfile's build mode, which the stock binary of the drill
@@ -206,6 +224,7 @@ func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 	// once for all of them.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, Package)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.WaitDelay = time.Second // compilers left behind must not hold the pipe
 	out, err := cmd.CombinedOutput()
 	stop()
 	if err != nil {
