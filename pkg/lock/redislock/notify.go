@@ -230,20 +230,27 @@ func (n *notifier) released(key string, token uint64) {
 	}
 }
 
-// subscribed signals a watcher on every key, and every queued waiter, when
-// the subscription is confirmed, at first or after a reconnection: a
-// release or grant published while it was not in place was lost, and a
-// waiter should not sleep out its backoff because of it (a queued waiter's
-// next attempt claims a grant it missed). A signal too many costs one
+// subscribed handles the confirmation of one of the subscription's two
+// parts, at first or after a reconnection: anything published while that
+// part was not in place was lost. The pattern's confirmation signals a
+// watcher on every key, so that no watcher misses a release; the grant
+// channel's wakes every queued waiter, whose next attempt claims a grant it
+// missed, so that none sleeps out its backoff. Each part signals only its
+// own, so that the other's confirmation, which may come later, does not
+// wake a watcher a second time for nothing. A signal too many costs one
 // attempt.
-func (n *notifier) subscribed() {
+func (n *notifier) subscribed(s *redis.Subscription) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, l := range n.keys {
-		l.signal()
-	}
-	for _, w := range n.waits {
-		w.deliver(0)
+	switch {
+	case s.Kind == "psubscribe" && s.Channel == n.pattern:
+		for _, l := range n.keys {
+			l.signal()
+		}
+	case s.Kind == "subscribe" && s.Channel == n.grantChannel:
+		for _, w := range n.waits {
+			w.deliver(0)
+		}
 	}
 }
 
@@ -341,7 +348,7 @@ func (n *notifier) receive(ctx context.Context, ps *redis.PubSub) error {
 					n.deliver(m.Channel, m.Payload)
 				}
 			case *redis.Subscription:
-				n.subscribed()
+				n.subscribed(m)
 			}
 		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
 			return redis.ErrClosed
