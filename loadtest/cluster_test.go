@@ -37,12 +37,7 @@ func TestRedisClusterConfig(t *testing.T) {
 	}
 }
 
-// The two drill tests are in this order, and this file's name sorts first,
-// because parallel tests start in the order they are declared: the
-// failover drills are the package's longest, and started first they do not
-// become its tail.
-
-// TestRedisFailoverShort is the short form of the redis-failover drills:
+// testRedisFailoverShort is the short form of the redis-failover drills:
 // on a local six-node Redis Cluster, the master serving the hot sku's
 // lock key is killed while a replica of the service holds the lock, and
 // its replica is promoted: one in sync, and one cut off and waiting for a
@@ -52,9 +47,8 @@ func TestRedisClusterConfig(t *testing.T) {
 // drill (not runDrills' 4 s): the resyncing drill waits for a grant its
 // replica lacks before it strikes, and the clients then need a few
 // seconds to find the new master.
-func TestRedisFailoverShort(t *testing.T) {
+func testRedisFailoverShort(t *testing.T) {
 	needCluster(t)
-	t.Parallel()
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s",

