@@ -49,15 +49,7 @@ func TestRedisClusterConfig(t *testing.T) {
 // seconds to find the new master.
 func testRedisFailoverShort(t *testing.T) {
 	needCluster(t)
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s",
-		"--duration", "8s", "--quiet", "--out", out, "--stock-bin", stockBinary(t)}, noEnv, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
-	}
-	rep := readReport(t, out)
+	_, rep := runHarness(t, "--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s", "--duration", "8s")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3 (in sync; resyncing, fencing on and off)", len(rep.Runs))
 	}

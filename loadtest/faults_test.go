@@ -114,13 +114,20 @@ func checkCrashAndPause(t *testing.T, rep report.Report) {
 	}
 }
 
-// runDrills runs the harness with args, 4 s per drill, requires exit 0 and
-// returns the output directory and the report it wrote.
+// runDrills runs the harness with args, 4 s per drill: see runHarness.
 func runDrills(t *testing.T, args ...string) (string, report.Report) {
+	t.Helper()
+	return runHarness(t, append(args, "--duration", "4s")...)
+}
+
+// runHarness runs the harness on the shared stock binary with args, quiet,
+// requires exit 0 and returns the output directory and the report it
+// wrote.
+func runHarness(t *testing.T, args ...string) (string, report.Report) {
 	t.Helper()
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), append(args, "--duration", "4s", "--quiet", "--out", out, "--stock-bin", stockBinary(t)), noEnv, &stdout, &stderr)
+	code := run(t.Context(), append(args, "--quiet", "--out", out, "--stock-bin", stockBinary(t)), noEnv, &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))

@@ -158,18 +158,34 @@ func tryStartEtcd(ctx context.Context, logger *slog.Logger, dir string, n int) (
 		}
 		m.proc = p
 	}
-	for _, m := range e.members {
-		addrs, err := m.proc.Ready(ctx)
-		if err != nil {
-			e.closeMembers()
-			return nil, fmt.Errorf("devstore: etcd member %s: %w", m.name, err)
-		}
-		if len(addrs) != 2 {
-			e.closeMembers()
-			return nil, fmt.Errorf("devstore: etcd member %s reported %q, want client and peer addresses", m.name, addrs)
-		}
+	// Wait for all at once: a member that exits (another process took a
+	// port chosen for it) fails the start at once, not after the ready
+	// timeout of a member that waits for it to form a quorum.
+	readyCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	addrs := make([][]string, n)
+	var wg sync.WaitGroup
+	for i, m := range e.members {
+		wg.Go(func() {
+			a, err := m.proc.Ready(readyCtx)
+			if err == nil && len(a) != 2 {
+				err = fmt.Errorf("reported %q, want client and peer addresses", a)
+			}
+			if err != nil {
+				cancel(fmt.Errorf("devstore: etcd member %s: %w", m.name, err))
+				return
+			}
+			addrs[i] = a
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(readyCtx); err != nil {
+		e.closeMembers()
+		return nil, err
+	}
+	for i, m := range e.members {
 		// Pin the ports the kernel chose, for Start after Kill.
-		m.clientURL.Host, m.peerURL.Host = addrs[0], addrs[1]
+		m.clientURL.Host, m.peerURL.Host = addrs[i][0], addrs[i][1]
 		e.Endpoints = append(e.Endpoints, m.clientURL.String())
 	}
 	status, err := clientv3.New(clientConfig(e.Endpoints))
