@@ -180,8 +180,9 @@ var (
 
 // Binary returns the path of devstored: $DEVSTORED if set, otherwise one
 // built with go build from the module in the working directory, into the
-// user's cache directory (one per module directory and GOFLAGS). The go command skips the link when that file is
-// up to date, and a file lock keeps two processes from building at once.
+// user's cache directory (one per module directory and GOFLAGS). The go
+// command skips the link when that file is up to date, and a file lock
+// keeps two processes from building at once.
 func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 	if p := os.Getenv("DEVSTORED"); p != "" {
 		return p, nil
