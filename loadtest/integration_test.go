@@ -13,6 +13,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // TestHarnessAgainstTwoReplicas runs the harness for real against two
@@ -55,7 +56,10 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		if r.Requests != 160 {
 			t.Errorf("%s: %d requests, want 160", name, r.Requests)
 		}
-		if len(r.ByReplica) != 2 {
+		// Both replicas get requests; without a cross-replica lease both
+		// sell. A lease strategy on a loaded machine may keep the lease
+		// on one replica for all 50 units, which is no fault.
+		if info, _ := inventory.Lookup(name); len(r.ByReplica) != 2 && (info.Lock == inventory.LockNone || info.Lock == inventory.LockLocal) {
 			t.Errorf("%s: sales by replica %v: both replicas must have sold", name, r.ByReplica)
 		}
 	}
