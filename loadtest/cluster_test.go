@@ -49,7 +49,7 @@ func TestRedisClusterConfig(t *testing.T) {
 // seconds to find the new master.
 func testRedisFailoverShort(t *testing.T) {
 	needCluster(t)
-	_, rep := runHarness(t, "--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s", "--duration", "8s")
+	_, rep, _ := runHarness(t, "--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s", "--duration", "8s")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3 (in sync; resyncing, fencing on and off)", len(rep.Runs))
 	}
@@ -82,15 +82,8 @@ func testRedisFailoverShort(t *testing.T) {
 func TestRedisClusterComparisonShort(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"--redis-cluster", "--strategies", "redis-lock", "--skus", "120", "--stock", "5",
-		"--duration", "3s", "--warmup", "1s", "--quiet", "--out", out, "--stock-bin", stockBinary(t)}, noEnv, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
-	}
-	rep := readReport(t, out)
+	_, rep, stdout := runHarness(t, "--redis-cluster", "--strategies", "redis-lock", "--skus", "120", "--stock", "5",
+		"--duration", "3s", "--warmup", "1s")
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(rep.Runs))
 	}
@@ -115,7 +108,7 @@ func TestRedisClusterComparisonShort(t *testing.T) {
 	if skus != 120 || sales != r.Orders {
 		t.Errorf("shards hold %d skus and %d sales; want 120 and the run's %d orders", skus, sales, r.Orders)
 	}
-	if !strings.Contains(stdout.String(), "3 of 3 shards sold") {
+	if !strings.Contains(stdout, "3 of 3 shards sold") {
 		t.Errorf("the terminal output does not show the load by master")
 	}
 }

@@ -117,22 +117,23 @@ func checkCrashAndPause(t *testing.T, rep report.Report) {
 // runDrills runs the harness with args, 4 s per drill: see runHarness.
 func runDrills(t *testing.T, args ...string) (string, report.Report) {
 	t.Helper()
-	return runHarness(t, append(args, "--duration", "4s")...)
+	dir, rep, _ := runHarness(t, append(args, "--duration", "4s")...)
+	return dir, rep
 }
 
 // runHarness runs the harness on the shared stock binary with args, quiet,
-// requires exit 0 and returns the output directory and the report it
-// wrote.
-func runHarness(t *testing.T, args ...string) (string, report.Report) {
+// requires exit 0 and returns the output directory, the report it wrote
+// and what it printed.
+func runHarness(t *testing.T, args ...string) (dir string, rep report.Report, stdout string) {
 	t.Helper()
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), append(args, "--quiet", "--out", out, "--stock-bin", stockBinary(t)), noEnv, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
+	dir = t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), append(args, "--quiet", "--out", dir, "--stock-bin", stockBinary(t)), noEnv, &out, &errOut)
+	t.Logf("stdout:\n%s", out.String())
 	if code != exitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(stderr.String(), 40))
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, lastLines(errOut.String(), 40))
 	}
-	return out, readReport(t, out)
+	return dir, readReport(t, dir), out.String()
 }
 
 // readReport reads the results.json a harness run wrote to dir.

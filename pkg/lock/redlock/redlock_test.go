@@ -48,10 +48,9 @@ func TestConformance(t *testing.T) {
 	prefix := testPrefix()
 	locktest.Run(t, locktest.Harness{
 		Backend: func(t *testing.T) lock.Backend { return newBackend(t, s.Addrs(), prefix) },
-		// A round waits for each server TimeoutFactor of the TTL: 30 ms
-		// with the suite's default 300 ms, which a loaded machine running
-		// the race detector missed once (a TryAcquire reached 1 of 5
-		// servers in time). 1 s gives each round 100 ms.
+		// A round waits for each server TimeoutFactor of the TTL: with the
+		// suite's default 300 ms that is 30 ms, too short for a loaded
+		// machine under the race detector; 1 s gives each round 100 ms.
 		TTL: time.Second,
 	})
 }
