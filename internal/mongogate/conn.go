@@ -12,7 +12,7 @@ import (
 )
 
 // writeDrainWarn is how often a connection whose client hung up says that
-// it is still waiting for the reply to the write it holds the mutex for.
+// it is still waiting for the reply to the write it holds a grant for.
 const writeDrainWarn = 30 * time.Second
 
 // proxyConn is one client connection and its own upstream connection.
@@ -20,8 +20,8 @@ const writeDrainWarn = 30 * time.Second
 // Requests and replies are pumped by two goroutines rather than in lock-step,
 // because a request does not always get exactly one reply: a moreToCome
 // request should get none (FerretDB sends one anyway), and an exhaust cursor
-// gets many. The request pump takes the gate's write mutex; the reply pump
-// releases it once the matching reply has reached the client.
+// gets many. The request pump takes a write's grant from the gate's
+// locks; the reply pump releases it once the matching reply is back.
 type proxyConn struct {
 	g                *Gate
 	client, upstream net.Conn
@@ -29,9 +29,9 @@ type proxyConn struct {
 
 	mu        sync.Mutex
 	closed    bool
-	holding   bool          // this connection holds g.writeMu
-	heldFor   int32         // requestID of the write whose reply releases g.writeMu
-	released  chan struct{} // closed when this connection gives g.writeMu back
+	held      *grant        // the grant of the write in flight, if any
+	heldFor   int32         // requestID of the write whose reply releases held
+	released  chan struct{} // closed when this connection releases held
 	noReplyTo map[int32]struct{}
 }
 
@@ -55,23 +55,24 @@ func (pc *proxyConn) run() {
 
 	pc.logEnd("client", pc.pumpRequests())
 	// A client that hangs up mid-write (the driver closes a connection
-	// whose operation's context was cancelled) must not release the mutex
-	// before FerretDB has finished that write, or the next write would run
-	// concurrently with it: exactly the lost update the gate exists to stop.
+	// whose operation's context was cancelled) must not release its grant
+	// before FerretDB has finished that write, or the next write to its
+	// documents would run concurrently with it: exactly the lost update the
+	// gate exists to stop.
 	pc.awaitHeldReply(done)
 	pc.close()
 	<-done
 }
 
-// awaitHeldReply waits, if this connection holds the write mutex, until the
-// reply to that write has come back from upstream or upstream has gone. It
-// never gives up: releasing the mutex while FerretDB may still apply the
-// write would let the next write run concurrently with it, the lost update
-// the gate exists to stop. A write that takes long is logged every
-// writeDrainWarn instead.
+// awaitHeldReply waits, if this connection holds a grant, until the reply
+// to its write has come back from upstream or upstream has gone. It never
+// gives up: releasing the grant while FerretDB may still apply the write
+// would let the next write to its documents run concurrently with it, the
+// lost update the gate exists to stop. A write that takes long is logged
+// every writeDrainWarn instead.
 func (pc *proxyConn) awaitHeldReply(upstreamDone <-chan struct{}) {
 	pc.mu.Lock()
-	holding, released := pc.holding, pc.released
+	holding, released := pc.held != nil, pc.released
 	pc.mu.Unlock()
 	if !holding {
 		return
@@ -85,14 +86,14 @@ func (pc *proxyConn) awaitHeldReply(upstreamDone <-chan struct{}) {
 		case <-upstreamDone:
 			return
 		case <-t.C:
-			pc.g.logger.Warn("still waiting for the reply to a write whose client hung up; the write mutex stays held",
+			pc.g.logger.Warn("still waiting for the reply to a write whose client hung up; its documents stay locked",
 				slog.Duration("waited", time.Since(start).Round(time.Second)))
 		}
 	}
 }
 
-// pumpRequests forwards client requests upstream, taking the write mutex
-// before a write command is forwarded.
+// pumpRequests forwards client requests upstream, taking a write's grant
+// before the write is forwarded.
 func (pc *proxyConn) pumpRequests() error {
 	r := bufio.NewReader(pc.client)
 
@@ -112,10 +113,13 @@ func (pc *proxyConn) pumpRequests() error {
 				// that is not expecting it.
 				pc.expectNoReply(m.requestID())
 			case info.isWrite():
-				if !pc.lockFor(m.requestID()) {
+				if !pc.lockFor(m.requestID(), info) {
 					return net.ErrClosed
 				}
 				pc.g.writes.Add(1)
+				if info.exclusive {
+					pc.g.exclusive.Add(1)
+				}
 			}
 		}
 
@@ -126,8 +130,7 @@ func (pc *proxyConn) pumpRequests() error {
 }
 
 // pumpReplies forwards upstream replies to the client, dropping replies to
-// moreToCome requests and releasing the write mutex after the reply to the
-// write that took it.
+// moreToCome requests and releasing a write's grant after its reply.
 func (pc *proxyConn) pumpReplies() error {
 	r := bufio.NewReader(pc.upstream)
 
@@ -143,8 +146,9 @@ func (pc *proxyConn) pumpReplies() error {
 		}
 
 		// With the reply read from upstream, FerretDB has finished this
-		// write, so another may start. Release before passing the reply on:
-		// a client that is slow to read must not hold up every writer.
+		// write, so another on its documents may start. Release before
+		// passing the reply on: a client that is slow to read must not hold
+		// up other writers.
 		pc.unlockFor(m.responseTo())
 
 		if _, err := pc.client.Write(m.raw); err != nil {
@@ -153,33 +157,38 @@ func (pc *proxyConn) pumpReplies() error {
 	}
 }
 
-// lockFor takes the gate's write mutex for the request requestID. It reports
-// false, without holding the mutex, if the connection was closed meanwhile.
-func (pc *proxyConn) lockFor(requestID int32) bool {
-	pc.g.writeMu.Lock()
+// lockFor takes the grant of the write requestID. It reports false, holding
+// nothing, if the connection was closed meanwhile.
+func (pc *proxyConn) lockFor(requestID int32, info opMsgInfo) bool {
+	g := pc.g.locks.lock(info.docs, info.exclusive)
 
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 
 	if pc.closed {
-		pc.g.writeMu.Unlock()
+		g.release()
 		return false
 	}
-	pc.holding, pc.heldFor, pc.released = true, requestID, make(chan struct{})
+	pc.held, pc.heldFor, pc.released = g, requestID, make(chan struct{})
 	return true
 }
 
-// unlockFor releases the gate's write mutex if this connection holds it for
-// the request answered by a reply with the given responseTo.
+// unlockFor releases the grant this connection holds if it is for the
+// request answered by a reply with the given responseTo.
 func (pc *proxyConn) unlockFor(responseTo int32) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 
-	if pc.holding && pc.heldFor == responseTo {
-		pc.holding = false
-		close(pc.released)
-		pc.g.writeMu.Unlock()
+	if pc.held != nil && pc.heldFor == responseTo {
+		pc.releaseLocked()
 	}
+}
+
+// releaseLocked releases the grant held; pc.mu must be held.
+func (pc *proxyConn) releaseLocked() {
+	pc.held.release()
+	pc.held = nil
+	close(pc.released)
 }
 
 func (pc *proxyConn) expectNoReply(requestID int32) {
@@ -200,17 +209,15 @@ func (pc *proxyConn) isNoReply(responseTo int32) bool {
 	return ok
 }
 
-// close closes both sides and releases the write mutex if this connection
-// holds it, so that a client or upstream dying mid-write cannot block every
-// other writer forever.
+// close closes both sides and releases the grant this connection holds,
+// so that a client or upstream dying mid-write cannot block other writers
+// forever.
 func (pc *proxyConn) close() {
 	pc.closeOnce.Do(func() {
 		pc.mu.Lock()
 		pc.closed = true
-		if pc.holding {
-			pc.holding = false
-			close(pc.released)
-			pc.g.writeMu.Unlock()
+		if pc.held != nil {
+			pc.releaseLocked()
 		}
 		pc.mu.Unlock()
 

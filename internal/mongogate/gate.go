@@ -7,16 +7,21 @@
 // lease at once, and conditional $inc updates are lost
 // (docs/embedded-store.md). A real MongoDB does not need the gate.
 //
-// The gate forwards every message unchanged, but holds one process-wide mutex
-// from forwarding a write command (insert, update, delete, findAndModify) until
-// its reply is back with the client. Writes through one gate are thus
-// serialized, which makes each of them atomic with respect to the others;
-// reads (find, aggregate, getMore, hello, ...) are never blocked. Clients that
-// bypass the gate, or a second gate on the same FerretDB, get no such
-// guarantee.
+// The gate forwards every message unchanged, but a write command (insert,
+// update, delete, findAndModify) waits, from before it is forwarded until
+// its reply is back, for every other write to the same documents: those
+// named by the same database, collection and _id. Writes to different
+// documents run at once. A write whose documents the gate cannot name from
+// the command (a filter without a plain _id, a multi-document update, an
+// insert without _id, anything it does not parse) runs alone, as do schema
+// commands (create, drop, createIndexes, ...). Each write is thus atomic
+// with respect to every other write to its document, which is all that
+// MongoDB promises; reads (find, aggregate, getMore, hello, ...) are never
+// blocked. Clients that bypass the gate, or a second gate on the same
+// FerretDB, get no such guarantee.
 //
 // Unacknowledged writes (OP_MSG with moreToCome, i.e. write concern w:0) are
-// forwarded without the mutex: the gate cannot know when they finish.
+// forwarded without waiting: the gate cannot know when they finish.
 package mongogate
 
 import (
@@ -38,9 +43,9 @@ type Gate struct {
 	ln     net.Listener
 	logger *slog.Logger
 
-	// writeMu serializes write commands across all connections: it is held
-	// from forwarding a write until its reply has been written to the client.
-	writeMu sync.Mutex
+	// locks orders write commands across all connections: a write's grant
+	// is held from forwarding it until its reply is back from upstream.
+	locks docLocks
 
 	mu       sync.Mutex
 	upstream string
@@ -50,8 +55,9 @@ type Gate struct {
 	wg sync.WaitGroup
 
 	// Counters for tests and debugging.
-	writes  atomic.Int64 // write commands forwarded under writeMu
-	dropped atomic.Int64 // replies to moreToCome requests dropped
+	writes    atomic.Int64 // write commands forwarded with a grant
+	exclusive atomic.Int64 // of those, the ones that ran alone
+	dropped   atomic.Int64 // replies to moreToCome requests dropped
 }
 
 // Start listens on a free loopback port and forwards every accepted connection

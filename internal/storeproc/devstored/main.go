@@ -84,7 +84,7 @@ func runFerretDB(ctx context.Context, args []string) error {
 		Handler: "sqlite",
 		// A directory, not mode=memory: in-memory SQLite deadlocks on
 		// updates, and a directory survives a restart.
-		SQLiteURL: "file:" + *dir + "/",
+		SQLiteURL: "file:" + *dir + "/?_pragma=synchronous(NORMAL)",
 	})
 	if err != nil {
 		return fmt.Errorf("ferretdb.New: %w", err)
