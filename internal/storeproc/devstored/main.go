@@ -11,6 +11,9 @@
 // host:port (the kernel's choice where a URL asks for port 0). It stops
 // cleanly when its stdin closes or on SIGTERM or SIGINT; SIGKILL is a crash.
 //
+// DEVSTORED_PPROF=host:port serves net/http/pprof there, to profile the
+// store under load (docs/embedded-store.md says how).
+//
 // The etcd member runs with a 10 ms heartbeat and a 100 ms election timeout
 // (its minimum lease TTL is 1 s), compacts to the last 10,000 revisions,
 // and fsyncs unless DEVSTORE_ETCD_NO_FSYNC=1.
@@ -24,6 +27,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // served only when DEVSTORED_PPROF is set
 	"net/url"
 	"os"
 	"os/signal"
@@ -55,6 +60,13 @@ func run(args []string) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
+	if addr := os.Getenv("DEVSTORED_PPROF"); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("DEVSTORED_PPROF: %w", err)
+		}
+		go func() { _ = http.Serve(ln, nil) }()
+	}
 
 	switch args[0] {
 	case "ferretdb":
@@ -83,7 +95,11 @@ func runFerretDB(ctx context.Context, args []string) error {
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 		Handler: "sqlite",
 		// A directory, not mode=memory: in-memory SQLite deadlocks on
-		// updates, and a directory survives a restart.
+		// updates, and a directory survives a restart. FerretDB sets WAL
+		// mode but leaves synchronous at FULL, an fsync per commit; with
+		// NORMAL a commit is durable across a process crash (a devstored
+		// restart keeps every acknowledged write) but not a power loss,
+		// which a temporary development store need not survive.
 		SQLiteURL: "file:" + *dir + "/?_pragma=synchronous(NORMAL)",
 	})
 	if err != nil {
