@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 const (
@@ -49,12 +50,18 @@ func ValidKey(key string) bool {
 // keyRecord is the reservation of an idempotency key, one document in the
 // idempotency collection:
 //
-//	{_id: "<sku>/<key>", sku, key, request: <fingerprint>, order_id, at, done}
+//	{_id: "<sku>/<key>", sku, key, request: <fingerprint>, order_id, at, freed}
 //
 // Inserting it is what admits one decrement per key: the _id is unique.
 // order_id is fixed before the decrement runs and becomes its order's id,
-// so the outcome of the first attempt can always be found: in the ledger,
-// or pending in the item.
+// so the outcome of the attempt can always be found: in the ledger, or
+// pending in the item. freed equal to order_id says that the attempt sold
+// nothing and the key may be taken again.
+//
+// Keys are kept for the retention, so this collection is large. Every
+// write to it on a decrement's path is an insert or names the document by
+// _id alone, which every store serves from the _id index (FerretDB v1
+// pushes no other filter down, and would read the whole collection).
 type keyRecord struct {
 	ID      string    `bson:"_id"`
 	SKU     string    `bson:"sku"`
@@ -62,9 +69,26 @@ type keyRecord struct {
 	Request string    `bson:"request"`
 	OrderID string    `bson:"order_id"`
 	At      time.Time `bson:"at"`
-	// Done is set once the order is in the ledger; until then RecoverKeys
-	// may have to settle the reservation.
-	Done bool `bson:"done,omitempty"`
+	Freed   string    `bson:"freed,omitempty"`
+}
+
+// free reports whether the key may be taken again: its attempt sold nothing.
+func (r keyRecord) free() bool { return r.Freed != "" && r.Freed == r.OrderID }
+
+// attempt is a keyed decrement in flight, one document in the attempts
+// collection:
+//
+//	{_id: <order id>, key_id: "<sku>/<key>", at}
+//
+// It is inserted before the key's reservation and deleted, by _id, once the
+// attempt is settled: its sale recorded, or the key freed. So the
+// collection holds only the attempts in flight and those whose replica
+// died, and recovery reads it whole instead of searching the keys. Whoever
+// deletes an attempt (its decrement, or recovery) settles it.
+type attempt struct {
+	OrderID string    `bson:"_id"`
+	KeyID   string    `bson:"key_id"`
+	At      time.Time `bson:"at"`
 }
 
 // fingerprint identifies a request for its key: sku, qty and match.
@@ -126,26 +150,38 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 }
 
 // reserve inserts the reservation of req's key, or reads the one that is
-// already there; mine tells which. A reservation that was dropped between
-// the insert and the read is inserted again.
+// already there; mine tells which. A key whose attempt sold nothing is
+// taken over, and a reservation that went away between the insert and the
+// read is inserted again.
 func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord, bool, error) {
 	for {
 		rec := keyRecord{
 			ID: req.SKU + "/" + req.Key, SKU: req.SKU, Key: req.Key, Request: fp,
 			OrderID: newOrderID(), At: time.Now().UTC().Truncate(time.Millisecond),
 		}
+		// The attempt first: from now until it is settled, recovery can
+		// find it, whatever happens to this replica.
 		cctx, cancel := s.commitContext(ctx)
-		_, err := s.keys.InsertOne(cctx, rec)
+		_, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At})
+		cancel()
+		if err != nil {
+			// If it landed, recovery finds no key reserved for it and
+			// deletes it.
+			return keyRecord{}, false, unreachable("record idempotency attempt", req.SKU, err)
+		}
+		cctx, cancel = s.commitContext(ctx)
+		_, err = s.keys.InsertOne(cctx, rec)
 		cancel()
 		if err == nil {
 			return rec, true, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
-			// The insert may have landed; drop it if it did, so that the
-			// key is not held until RecoverKeys abandons it.
-			s.dropReservation(ctx, rec)
+			// The reservation may have landed: free it if it did, so that
+			// the key is not held until recovery abandons it.
+			s.freeKey(ctx, rec, false)
 			return keyRecord{}, false, unreachable("reserve idempotency key", req.SKU, err)
 		}
+		s.endAttempt(ctx, rec)
 		var cur keyRecord
 		err = s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: rec.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
@@ -154,8 +190,41 @@ func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord,
 		if err != nil {
 			return keyRecord{}, false, unreachable("read idempotency key", req.SKU, err)
 		}
-		return cur, false, nil
+		if !cur.free() {
+			return cur, false, nil
+		}
+		if rec, ok, err := s.takeOver(ctx, cur, rec); err != nil || ok {
+			return rec, ok, err
+		}
 	}
+}
+
+// takeOver reserves a freed key for rec, if it is still the freed cur. It
+// replaces the document on a filter beyond _id, which FerretDB serves by
+// reading the whole collection; it runs only when a key is used again
+// after its attempt sold nothing.
+func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
+	cctx, cancel := s.commitContext(ctx)
+	_, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At})
+	cancel()
+	if err != nil {
+		return keyRecord{}, false, unreachable("record idempotency attempt", rec.SKU, err)
+	}
+	cctx, cancel = s.commitContext(ctx)
+	res, err := s.keys.ReplaceOne(cctx, bson.D{
+		{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}, {Key: "freed", Value: cur.OrderID},
+	}, rec)
+	cancel()
+	if err != nil {
+		s.freeKey(ctx, rec, false)
+		return keyRecord{}, false, unreachable("reserve idempotency key", rec.SKU, err)
+	}
+	if res.ModifiedCount == 0 {
+		// Another caller took it first.
+		s.endAttempt(ctx, rec)
+		return keyRecord{}, false, nil
+	}
+	return rec, true, nil
 }
 
 // decrementReserved runs the decrement of a key this call has reserved.
@@ -165,17 +234,17 @@ func (s *Store) decrementReserved(ctx context.Context, st Strategy, req Request,
 	switch {
 	case err == nil:
 		if sale.LedgerErr == nil {
-			s.markDone(ctx, rec)
+			s.endAttempt(ctx, rec)
 		}
 		return sale, false, nil
 	case errors.Is(err, ErrOutcomeUnknown):
-		// The stock may be taken; the reservation must stay, so that a
-		// retry finds the sale (pending or recorded) or, if there is none,
-		// RecoverKeys drops the key once the write can no longer land.
+		// The stock may be taken; the attempt must stay, so that a retry
+		// finds the sale (pending or recorded) or, if there is none,
+		// recovery frees the key once the write can no longer land.
 		return Sale{}, false, err
 	}
 	// Nothing was changed: free the key for a retry.
-	s.dropReservation(ctx, rec)
+	s.freeKey(ctx, rec, true)
 	return Sale{}, false, err
 }
 
@@ -211,29 +280,44 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (Sale, bool, error) 
 	return Sale{}, false, err
 }
 
-func (s *Store) markDone(ctx context.Context, rec keyRecord) {
+// endAttempt deletes rec's attempt: its outcome is settled. It reports
+// whether this call deleted it, which makes the caller the one that
+// settles it.
+func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	_, err := s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "done", Value: true}}}})
+	res, err := s.attempts.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.OrderID}})
 	if err != nil {
-		s.logger.WarnContext(ctx, "could not mark an idempotency key done; recovery will",
+		s.logger.WarnContext(ctx, "could not end an idempotency attempt; recovery will",
 			slog.String("sku", rec.SKU), slog.String("order_id", rec.OrderID), slog.Any("error", err))
+		return false
 	}
+	return res.DeletedCount == 1
 }
 
-// dropReservation deletes rec if it is still the reservation it was (the
-// same order id) and its sale is not known to be done, so that it never
-// drops a later caller's reservation or a settled one.
-func (s *Store) dropReservation(ctx context.Context, rec keyRecord) {
+// freeKey lets rec's key be taken again, its attempt having sold nothing.
+// With owned, the caller still holds the attempt, and frees the key only
+// if it is the one that ends it: the key is then certainly rec's, and is
+// marked free by _id alone. Without, the caller does not know whether its
+// reservation landed, and deletes it only if it is still rec's.
+func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	_, err := s.keys.DeleteOne(cctx, bson.D{
-		{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID},
-		{Key: "done", Value: bson.D{{Key: "$ne", Value: true}}},
-	})
+	var err error
+	if owned {
+		if !s.endAttempt(ctx, rec) {
+			return
+		}
+		_, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
+	} else {
+		_, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
+		if err == nil {
+			s.endAttempt(ctx, rec)
+		}
+	}
 	if err != nil {
-		s.logger.WarnContext(ctx, "could not drop the reservation of a failed decrement; retries with its key answer in progress until recovery drops it",
+		s.logger.WarnContext(ctx, "could not free the idempotency key of a failed decrement; retries with it answer in progress until recovery frees it",
 			slog.String("sku", rec.SKU), slog.String("order_id", rec.OrderID), slog.Any("error", err))
 	}
 }
@@ -241,47 +325,102 @@ func (s *Store) dropReservation(ctx context.Context, rec keyRecord) {
 // KeyRecovery counts what RecoverKeys did.
 type KeyRecovery struct {
 	Expired   int // keys older than the retention, forgotten
-	Settled   int // reservations whose sale was found, marked done
-	Abandoned int // reservations with no sale, dropped
+	Settled   int // attempts whose sale was found, ended
+	Abandoned int // attempts with no sale, their keys freed
 }
 
-// RecoverKeys forgets idempotency keys older than the key retention (the
-// TTL index does it too where the server has one), and settles the
-// reservations that are older than AbandonAfter and not done: a sale that
-// happened is marked done; a reservation with no sale, in the ledger or
-// pending, is dropped, so that its key may be used again. Running it on
-// several replicas at once is safe.
+// expireBatch bounds the keys one RecoverKeys looks at for expiry.
+const expireBatch = 100
+
+// RecoverKeys settles the attempts older than AbandonAfter that nobody
+// ended: an attempt whose sale happened is ended; one with no sale, in the
+// ledger or pending, frees its key, so that the key may be used again. It
+// reads only the attempts collection, which holds just the attempts in
+// flight and those whose replica died, never the retained keys.
+//
+// Where the server has no TTL index it also forgets keys older than the
+// retention: at most expireBatch a pass, from the oldest stored. Running
+// it on several replicas at once is safe.
 func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	var r KeyRecovery
 	now := time.Now()
-	res, err := s.keys.DeleteMany(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: now.Add(-s.keyRetention)}}}})
+	cur, err := s.attempts.Find(ctx, bson.D{})
 	if err != nil {
-		return r, fmt.Errorf("inventory: expire idempotency keys: %w", err)
+		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
 	}
-	r.Expired = int(res.DeletedCount)
-	cur, err := s.keys.Find(ctx, bson.D{
-		{Key: "at", Value: bson.D{{Key: "$lt", Value: now.Add(-s.abandonAfter)}}},
-		{Key: "done", Value: bson.D{{Key: "$ne", Value: true}}},
-	})
-	if err != nil {
-		return r, fmt.Errorf("inventory: find unsettled idempotency keys: %w", err)
+	var atts []attempt
+	if err := cur.All(ctx, &atts); err != nil {
+		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
 	}
-	var recs []keyRecord
-	if err := cur.All(ctx, &recs); err != nil {
-		return r, fmt.Errorf("inventory: find unsettled idempotency keys: %w", err)
-	}
-	for _, rec := range recs {
+	for _, a := range atts {
+		if !a.At.Before(now.Add(-s.abandonAfter)) {
+			continue
+		}
+		var rec keyRecord
+		err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: a.KeyID}}).Decode(&rec)
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return r, fmt.Errorf("inventory: read idempotency key %q: %w", a.KeyID, err)
+		}
+		if err != nil || rec.OrderID != a.OrderID || rec.free() {
+			// Its reservation never landed, or was freed: nothing to
+			// settle but the attempt itself.
+			s.endAttempt(ctx, keyRecord{SKU: rec.SKU, OrderID: a.OrderID})
+			continue
+		}
 		_, found, err := s.outcome(ctx, rec)
 		if err != nil {
 			return r, err
 		}
 		if found {
-			s.markDone(ctx, rec)
-			r.Settled++
+			if s.endAttempt(ctx, rec) {
+				r.Settled++
+			}
 			continue
 		}
-		s.dropReservation(ctx, rec)
+		s.freeKey(ctx, rec, true)
 		r.Abandoned++
 	}
-	return r, nil
+	if s.ttl.Load() {
+		return r, nil
+	}
+	n, err := s.expireKeys(ctx, now)
+	r.Expired = n
+	return r, err
+}
+
+// expireKeys forgets the keys past the retention among the expireBatch
+// oldest stored (a find with no filter reads them in insertion order, and
+// FerretDB serves it with a LIMIT), unless their attempt is still open.
+// Each delete is conditional on the key's order id, so that it never
+// forgets a key taken again meanwhile; FerretDB serves that filter by
+// reading the whole collection, so a pass with expired keys costs one such
+// read per key (docs/embedded-store.md).
+func (s *Store) expireKeys(ctx context.Context, now time.Time) (int, error) {
+	cur, err := s.keys.Find(ctx, bson.D{}, options.Find().SetLimit(expireBatch))
+	if err != nil {
+		return 0, fmt.Errorf("inventory: read the oldest idempotency keys: %w", err)
+	}
+	var recs []keyRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return 0, fmt.Errorf("inventory: read the oldest idempotency keys: %w", err)
+	}
+	n := 0
+	for _, rec := range recs {
+		if !rec.At.Before(now.Add(-s.keyRetention)) {
+			continue
+		}
+		err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err()
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return n, fmt.Errorf("inventory: read idempotency attempt: %w", err)
+		}
+		res, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
+		if err != nil {
+			return n, fmt.Errorf("inventory: expire idempotency key: %w", err)
+		}
+		n += int(res.DeletedCount)
+	}
+	return n, nil
 }

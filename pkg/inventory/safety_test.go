@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/stocklock/stocklock/pkg/lock"
 )
@@ -419,25 +420,32 @@ func TestRecoverKeys(t *testing.T) {
 	ctx := t.Context()
 	mustPut(t, a, "keys", 5)
 	old := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
-	insert := func(rec keyRecord) {
+	insert := func(coll *mongo.Collection, doc any) {
 		t.Helper()
-		if _, err := a.keys.InsertOne(ctx, rec); err != nil {
+		if _, err := coll.InsertOne(ctx, doc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A reservation whose replica died before its stock write.
-	insert(keyRecord{ID: "keys/abandoned", SKU: "keys", Key: "abandoned", Request: "x", OrderID: newOrderID(), At: old})
-	// A reservation whose sale is in the ledger but was never marked done.
+	abandoned := keyRecord{ID: "keys/abandoned", SKU: "keys", Key: "abandoned", Request: fingerprint(Request{SKU: "keys", Qty: 1}, "x"), OrderID: newOrderID(), At: old}
+	insert(a.attempts, attempt{OrderID: abandoned.OrderID, KeyID: abandoned.ID, At: old})
+	insert(a.keys, abandoned)
+	// A reservation whose sale is in the ledger but whose attempt was
+	// never ended.
 	sold, _, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.keys.UpdateOne(ctx, bson.D{{Key: "_id", Value: "keys/sold"}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "done", Value: false}, {Key: "at", Value: old}}}}); err != nil {
-		t.Fatal(err)
-	}
-	// A key past the retention.
-	insert(keyRecord{ID: "keys/ancient", SKU: "keys", Key: "ancient", Request: "x", OrderID: newOrderID(), At: old.Add(-2 * time.Hour), Done: true})
+	insert(a.attempts, attempt{OrderID: sold.OrderID, KeyID: "keys/sold", At: old})
+	// An attempt whose reservation never landed.
+	insert(a.attempts, attempt{OrderID: newOrderID(), KeyID: "keys/never", At: old})
+	// A key past the retention, and one whose attempt is younger than
+	// AbandonAfter's millisecond would suggest is left alone: its at is
+	// in the future.
+	insert(a.keys, keyRecord{ID: "keys/ancient", SKU: "keys", Key: "ancient", Request: "x", OrderID: newOrderID(), At: old.Add(-2 * time.Hour)})
+	young := keyRecord{ID: "keys/young", SKU: "keys", Key: "young", Request: "x", OrderID: newOrderID(), At: time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)}
+	insert(a.attempts, attempt{OrderID: young.OrderID, KeyID: young.ID, At: young.At})
+	insert(a.keys, young)
 
 	got, err := r.RecoverKeys(ctx)
 	if err != nil {
@@ -446,29 +454,41 @@ func TestRecoverKeys(t *testing.T) {
 	if got != (KeyRecovery{Expired: 1, Settled: 1, Abandoned: 1}) {
 		t.Fatalf("RecoverKeys = %+v, want one of each", got)
 	}
-	ids := map[string]bool{}
-	cur, err := a.keys.Find(ctx, bson.D{})
+	keys := map[string]keyRecord{}
+	for _, rec := range findAll[keyRecord](t, a.keys) {
+		keys[rec.ID] = rec
+	}
+	if len(keys) != 3 || keys["keys/sold"].free() || !keys["keys/abandoned"].free() || keys["keys/young"].free() {
+		t.Fatalf("keys left: %+v, want keys/sold, keys/abandoned freed, keys/young", keys)
+	}
+	if atts := findAll[attempt](t, a.attempts); len(atts) != 1 || atts[0].OrderID != young.OrderID {
+		t.Fatalf("attempts left: %+v, want only the young one", atts)
+	}
+	// The abandoned key is taken over; the sold one still replays.
+	again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x")
+	if err != nil || replayed || again.OrderID == abandoned.OrderID {
+		t.Fatalf("abandoned key reused: %+v, replayed %v, %v", again, replayed, err)
+	}
+	replay, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
+	if err != nil || !replayed || replay.OrderID != sold.OrderID {
+		t.Fatalf("sold key: %+v, replayed %v, %v", replay, replayed, err)
+	}
+	if again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x"); err != nil || !replayed || again.OrderID == abandoned.OrderID {
+		t.Fatalf("taken-over key: %+v, replayed %v, %v; want its new sale replayed", again, replayed, err)
+	}
+}
+
+func findAll[T any](t *testing.T, coll *mongo.Collection) []T {
+	t.Helper()
+	cur, err := coll.Find(t.Context(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []keyRecord
-	if err := cur.All(ctx, &recs); err != nil {
+	var all []T
+	if err := cur.All(t.Context(), &all); err != nil {
 		t.Fatal(err)
 	}
-	for _, rec := range recs {
-		ids[rec.ID] = rec.Done
-	}
-	if done, ok := ids["keys/sold"]; !ok || !done || len(ids) != 1 {
-		t.Fatalf("keys left: %v, want only keys/sold, done", ids)
-	}
-	// The abandoned key is free again; the sold one still replays.
-	if _, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x"); err != nil || replayed {
-		t.Fatalf("abandoned key reused: replayed %v, %v", replayed, err)
-	}
-	again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
-	if err != nil || !replayed || again.OrderID != sold.OrderID {
-		t.Fatalf("sold key: %+v, replayed %v, %v", again, replayed, err)
-	}
+	return all
 }
 
 // TestIdempotencyIndex: the idempotency collection has an index on its

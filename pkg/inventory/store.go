@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -18,6 +19,7 @@ const (
 	ItemsCollection       = "items"
 	OrdersCollection      = "orders"
 	IdempotencyCollection = "idempotency"
+	AttemptsCollection    = "idempotency_attempts"
 )
 
 // DefaultWriteTimeout bounds a write that is sent even though its caller
@@ -67,12 +69,16 @@ type StoreOptions struct {
 // Store reads and writes items and orders. It is safe for concurrent use.
 type Store struct {
 	items, orders, keys *mongo.Collection
-	replica             string
-	writeTimeout        time.Duration
-	keyRetention        time.Duration
-	abandonAfter        time.Duration
-	afterTake           func(Order)
-	logger              *slog.Logger
+	attempts            *mongo.Collection
+	// ttl is set once EnsureIndexes has made the server expire keys
+	// itself; until then RecoverKeys expires them.
+	ttl          atomic.Bool
+	replica      string
+	writeTimeout time.Duration
+	keyRetention time.Duration
+	abandonAfter time.Duration
+	afterTake    func(Order)
+	logger       *slog.Logger
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -105,6 +111,7 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		items:        db.Collection(ItemsCollection, co),
 		orders:       db.Collection(OrdersCollection, co),
 		keys:         db.Collection(IdempotencyCollection, co),
+		attempts:     db.Collection(AttemptsCollection, co),
 		replica:      opts.Replica,
 		writeTimeout: opts.WriteTimeout,
 		keyRetention: opts.KeyRetention,
@@ -134,6 +141,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		Options: options.Index().SetExpireAfterSeconds(int32(s.keyRetention / time.Second)),
 	})
 	var ce mongo.CommandError
+	ttl := err == nil
 	if errors.As(err, &ce) && ce.Name == "NotImplemented" {
 		s.logger.InfoContext(ctx, "the store has no TTL indexes: idempotency keys are swept by the periodic recovery only", slog.Any("error", err))
 		_, err = s.keys.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}})
@@ -141,6 +149,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inventory: create idempotency index: %w", err)
 	}
+	s.ttl.Store(ttl)
 	return nil
 }
 
