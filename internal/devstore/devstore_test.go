@@ -2,6 +2,9 @@ package devstore
 
 import (
 	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,5 +178,71 @@ func TestMongoRestart(t *testing.T) {
 	}
 	if res.ModifiedCount != 1 {
 		t.Errorf("ModifiedCount = %d, want 1", res.ModifiedCount)
+	}
+}
+
+// TestFerretDBBackends starts the embedded FerretDB on each backend this
+// machine has: each must serve through the gate, keep one-document
+// atomicity for concurrent conditional updates, and keep its data across a
+// restart.
+func TestFerretDBBackends(t *testing.T) {
+	t.Parallel()
+
+	for _, backend := range []string{BackendPostgreSQL, BackendSQLite} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			if backend == BackendPostgreSQL && !havePostgres() {
+				t.Skip("no postgres and initdb on PATH or in /usr/lib/postgresql: apt-get install postgresql")
+			}
+			ctx := t.Context()
+			m, err := startFerretDBOn(ctx, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), backend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := m.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			if m.Backend != backend {
+				t.Fatalf("Backend = %q, want %q", m.Backend, backend)
+			}
+			coll := mongoClient(t, m.URI).Database("devstore").Collection("backend")
+			if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "k"}, {Key: "n", Value: 20}}); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			var applied atomic.Int64
+			for range 8 {
+				wg.Go(func() {
+					for {
+						res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: "k"}, {Key: "n", Value: bson.D{{Key: "$gte", Value: 1}}}},
+							bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: -1}}}})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if res.ModifiedCount == 0 {
+							return
+						}
+						applied.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if applied.Load() != 20 {
+				t.Errorf("%d conditional decrements applied to a stock of 20", applied.Load())
+			}
+			if err := m.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				N int `bson:"n"`
+			}
+			fresh := mongoClient(t, m.URI).Database("devstore").Collection("backend")
+			if err := fresh.FindOne(ctx, bson.D{{Key: "_id", Value: "k"}}).Decode(&doc); err != nil || doc.N != 0 {
+				t.Fatalf("after Restart: n = %d, %v; want 0", doc.N, err)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/modules/mongodb"
 
 	"github.com/stocklock/stocklock/internal/mongogate"
+	"github.com/stocklock/stocklock/internal/storeproc"
 )
 
 // mongoImage is the MongoDB image used when a Docker engine is available.
@@ -19,8 +20,9 @@ const mongoImage = "mongo:7"
 
 // Mongo is a running MongoDB server, or FerretDB behind a gate.
 type Mongo struct {
-	URI  string // mongodb:// URI for clients; for FerretDB, the gate's
-	Kind string // KindExternal, KindTestcontainers or KindFerretDB
+	URI     string // mongodb:// URI for clients; for FerretDB, the gate's
+	Kind    string // KindExternal, KindTestcontainers or KindFerretDB
+	Backend string // FerretDB only: BackendPostgreSQL or BackendSQLite
 
 	logger    *slog.Logger
 	container *mongodb.MongoDBContainer
@@ -28,13 +30,16 @@ type Mongo struct {
 	// ferretdb only. mu guards ferret across Restart and Close.
 	gate   *mongogate.Gate
 	dir    string
+	pg     *storeproc.Proc // the PostgreSQL server, on that backend
+	pgAddr string
 	mu     sync.Mutex
 	ferret *ferret
 }
 
 // StartMongo returns the MongoDB at MONGO_URI if that is set; otherwise a
 // MongoDB container when a Docker engine answers; otherwise an embedded
-// FerretDB on SQLite in a temporary directory, behind a mongogate gate that
+// FerretDB on a private PostgreSQL server (or on SQLite, see
+// ferretBackend) in a temporary directory, behind a mongogate gate that
 // restores single-document atomicity. The caller must Close it. ctx bounds
 // only the start-up. A nil logger means slog.Default().
 func StartMongo(ctx context.Context, logger *slog.Logger) (*Mongo, error) {
@@ -72,37 +77,60 @@ func startContainer(ctx context.Context, logger *slog.Logger) (*Mongo, error) {
 }
 
 func startFerretDB(ctx context.Context, logger *slog.Logger) (*Mongo, error) {
-	start := time.Now()
+	backend, err := ferretBackend()
+	if err != nil {
+		return nil, err
+	}
+	return startFerretDBOn(ctx, logger, backend)
+}
 
+func startFerretDBOn(ctx context.Context, logger *slog.Logger, backend string) (*Mongo, error) {
+	start := time.Now()
 	dir, err := os.MkdirTemp("", "devstore-ferretdb-")
 	if err != nil {
 		return nil, fmt.Errorf("devstore: FerretDB dir: %w", err)
 	}
-
-	f, err := startFerret(ctx, dir, logger.With(slog.String("component", "ferretdb")))
-	if err != nil {
+	m := &Mongo{Kind: KindFerretDB, Backend: backend, logger: logger, dir: dir}
+	fail := func(err error) (*Mongo, error) {
+		m.stopServers()
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 
-	g, err := mongogate.Start(f.addr, logger)
+	if backend == BackendPostgreSQL {
+		m.pg, m.pgAddr, err = startPostgres(ctx, dir, logger.With(slog.String("component", "postgres")))
+		if err != nil {
+			return fail(err)
+		}
+	}
+	m.ferret, err = startFerret(ctx, backend, dir, m.pgAddr, logger.With(slog.String("component", "ferretdb")))
 	if err != nil {
-		f.stop()
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("devstore: %w", err)
+		return fail(err)
 	}
 
-	logger.Info("started embedded FerretDB behind mongogate (no Docker engine, MONGO_URI unset)",
-		slog.String("gate", g.Addr()), slog.String("ferretdb", f.addr), slog.Duration("took", time.Since(start)))
+	m.gate, err = mongogate.Start(m.ferret.addr, logger)
+	if err != nil {
+		return fail(fmt.Errorf("devstore: %w", err))
+	}
+	m.URI = "mongodb://" + m.gate.Addr() + "/"
 
-	return &Mongo{
-		URI:    "mongodb://" + g.Addr() + "/",
-		Kind:   KindFerretDB,
-		logger: logger,
-		gate:   g,
-		dir:    dir,
-		ferret: f,
-	}, nil
+	logger.Info("started embedded FerretDB behind mongogate (no Docker engine, MONGO_URI unset)",
+		slog.String("backend", backend), slog.String("gate", m.gate.Addr()), slog.String("ferretdb", m.ferret.addr),
+		slog.Duration("took", time.Since(start)))
+	return m, nil
+}
+
+// stopServers stops FerretDB, then its PostgreSQL server; m.mu must be
+// held, or m not yet shared.
+func (m *Mongo) stopServers() {
+	if m.ferret != nil {
+		m.ferret.stop()
+		m.ferret = nil
+	}
+	if m.pg != nil {
+		m.pg.Stop()
+		m.pg = nil
+	}
 }
 
 // Restart stops FerretDB and starts it again on the same data, keeping URI
@@ -129,7 +157,7 @@ func (m *Mongo) Restart(ctx context.Context) error {
 	m.ferret.stop()
 	m.ferret = nil
 
-	f, err := startFerret(ctx, m.dir, m.logger.With(slog.String("component", "ferretdb")))
+	f, err := startFerret(ctx, m.Backend, m.dir, m.pgAddr, m.logger.With(slog.String("component", "ferretdb")))
 	if err != nil {
 		return fmt.Errorf("devstore: restart FerretDB: %w", err)
 	}
@@ -154,10 +182,7 @@ func (m *Mongo) Close() error {
 
 		// Gate first: clients go away before the server they talk to.
 		err := m.gate.Close()
-		if m.ferret != nil {
-			m.ferret.stop()
-			m.ferret = nil
-		}
+		m.stopServers()
 		if rmErr := os.RemoveAll(m.dir); rmErr != nil && err == nil {
 			err = rmErr
 		}

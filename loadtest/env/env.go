@@ -137,14 +137,14 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	e.storeLog = dlog
 	logger := slog.New(slog.NewTextHandler(dlog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	e.logf("starting MongoDB (MONGO_URI, else FerretDB behind the atomicity gate, in a devstored process that the first run builds: minutes on a cold build cache)...")
+	e.logf("starting MongoDB (MONGO_URI, else FerretDB behind the per-document gate, in a devstored process that the first run builds: minutes on a cold build cache)...")
 	t0 := time.Now()
 	if e.Mongo, err = devstore.StartMongo(ctx, logger); err != nil {
 		return nil, fmt.Errorf("start MongoDB: %w", err)
 	}
 	switch e.Mongo.Kind {
 	case devstore.KindFerretDB:
-		e.Store = "embedded FerretDB v1 behind the atomicity gate (writes serialised: far slower than a real MongoDB)"
+		e.Store = "embedded FerretDB v1 on " + backendName(e.Mongo.Backend) + " behind the per-document gate (far slower than a real MongoDB)"
 	case devstore.KindExternal:
 		e.Store = "real MongoDB at " + redactURI(e.Mongo.URI) + " (MONGO_URI)"
 	case devstore.KindTestcontainers:
@@ -724,3 +724,14 @@ func (e *Env) Pause(i int) error { return stopProc(e.procs[i].cmd) }
 
 // Resume lets a paused replica run on (SIGCONT).
 func (e *Env) Resume(i int) error { return contProc(e.procs[i].cmd) }
+
+// backendName is how reports name the embedded FerretDB's backend.
+func backendName(b string) string {
+	switch b {
+	case devstore.BackendPostgreSQL:
+		return "PostgreSQL"
+	case devstore.BackendSQLite:
+		return "SQLite"
+	}
+	return b
+}

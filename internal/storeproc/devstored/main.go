@@ -1,13 +1,16 @@
 // Command devstored runs one embedded store for internal/devstore, in a
-// process of its own: FerretDB v1 on SQLite, or one etcd member. It is
-// started by internal/storeproc, not by hand.
+// process of its own: FerretDB v1 on SQLite or on PostgreSQL, a private
+// PostgreSQL server for it, or one etcd member. It is started by
+// internal/storeproc, not by hand.
 //
 //	devstored ferretdb -dir DIR
+//	devstored ferretdb -postgresql-url URL
+//	devstored postgres -dir DIR
 //	devstored etcd -name NAME -dir DIR -client-url URL -peer-url URL \
 //	    -initial-cluster NAME=URL,... -state new|existing
 //
 // Once the store serves, devstored prints one line on stdout: "ready"
-// followed by FerretDB's host:port, or the member's client and peer
+// followed by FerretDB's or PostgreSQL's host:port, or the member's client and peer
 // host:port (the kernel's choice where a URL asks for port 0). It stops
 // cleanly when its stdin closes or on SIGTERM or SIGINT; SIGKILL is a crash.
 //
@@ -32,6 +35,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -49,7 +53,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: devstored ferretdb|etcd [flags]")
+		return errors.New("usage: devstored ferretdb|postgres|etcd [flags]")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -71,29 +75,38 @@ func run(args []string) error {
 	switch args[0] {
 	case "ferretdb":
 		return runFerretDB(ctx, args[1:])
+	case "postgres":
+		return runPostgres(ctx, args[1:])
 	case "etcd":
 		return runEtcd(ctx, args[1:])
 	default:
-		return fmt.Errorf("unknown subcommand %q: want ferretdb or etcd", args[0])
+		return fmt.Errorf("unknown subcommand %q: want ferretdb, postgres or etcd", args[0])
 	}
 }
 
 func runFerretDB(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("ferretdb", flag.ContinueOnError)
-	dir := fs.String("dir", "", "directory of the SQLite databases (required)")
+	dir := fs.String("dir", "", "directory of the SQLite databases")
+	pgURL := fs.String("postgresql-url", "", "PostgreSQL URL: FerretDB's PostgreSQL backend instead of SQLite")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return errors.New("ferretdb: -dir is required")
+	if (*dir == "") == (*pgURL == "") {
+		return errors.New("ferretdb: want one of -dir and -postgresql-url")
+	}
+	handler := "sqlite"
+	if *pgURL != "" {
+		handler = "postgresql"
 	}
 
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener: ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
 		// At Warn, FerretDB logs every duplicate key reply, which lock
-		// contention produces by design.
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-		Handler: "sqlite",
+		// contention and idempotency keys produce by design; on
+		// PostgreSQL it logs them at Error too (dupKeyFilter).
+		Logger:        slog.New(dupKeyFilter{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})}),
+		Handler:       handler,
+		PostgreSQLURL: *pgURL,
 		// A directory, not mode=memory: in-memory SQLite deadlocks on
 		// updates, and a directory survives a restart. FerretDB sets WAL
 		// mode but leaves synchronous at FULL, an fsync per commit; with
@@ -228,4 +241,29 @@ func waitTCP(ctx context.Context, addr string, done <-chan error) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// dupKeyFilter drops the log records of PostgreSQL's unique violations
+// (SQLSTATE 23505): FerretDB answers them as duplicate key errors, which
+// its clients expect, yet its query logger reports each as an error.
+type dupKeyFilter struct{ slog.Handler }
+
+func (f dupKeyFilter) Handle(ctx context.Context, r slog.Record) error {
+	dup := false
+	r.Attrs(func(a slog.Attr) bool {
+		dup = a.Key == "err" && strings.Contains(a.Value.String(), "SQLSTATE 23505")
+		return !dup
+	})
+	if dup {
+		return nil
+	}
+	return f.Handler.Handle(ctx, r)
+}
+
+func (f dupKeyFilter) WithAttrs(as []slog.Attr) slog.Handler {
+	return dupKeyFilter{f.Handler.WithAttrs(as)}
+}
+
+func (f dupKeyFilter) WithGroup(name string) slog.Handler {
+	return dupKeyFilter{f.Handler.WithGroup(name)}
 }

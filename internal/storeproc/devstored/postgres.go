@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// pgReady is the line PostgreSQL logs once it accepts connections.
+const pgReady = "database system is ready to accept connections"
+
+// runPostgres runs a private PostgreSQL server for FerretDB's PostgreSQL
+// backend: initdb into dir/data on first use, then postgres on a free
+// loopback port with its socket in dir, tuned for a temporary store:
+// fsync, synchronous_commit and full_page_writes off (a commit survives a
+// FerretDB restart, not a power loss). PostgreSQL refuses to run as root,
+// so as root it runs as the postgres user (nobody if there is none), and
+// dir is handed to that user. The server dies with devstored, even by
+// SIGKILL (Pdeathsig).
+func runPostgres(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("postgres", flag.ContinueOnError)
+	dir := fs.String("dir", "", "directory of the cluster and its socket (required)")
+	bin := fs.String("bin", "", "directory of postgres and initdb (default: PATH)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("postgres: -dir is required")
+	}
+	// Pdeathsig fires when the thread that started the child exits: keep
+	// this goroutine on its thread for the life of the process.
+	runtime.LockOSThread()
+
+	cred, err := pgCredential(*dir)
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(*dir, "data")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		initdb := exec.CommandContext(ctx, filepath.Join(*bin, "initdb"), "--no-sync", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+		if out, err := initdb.CombinedOutput(); err != nil {
+			return fmt.Errorf("initdb: %w\n%s", err, out)
+		}
+	}
+
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(*bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", *dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "shared_buffers=64MB", "-c", "max_connections=200")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	exited := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		// The server's log is its stderr: errors pass on to devstored's,
+		// which storeproc logs; the rest is dropped.
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.Contains(line, pgReady):
+				select {
+				case <-ready:
+				default:
+					close(ready)
+				}
+			case strings.Contains(line, "terminating connection due to administrator command"):
+				// FerretDB's pool, cut by the shutdown that ends the store.
+			case strings.Contains(line, "FATAL") || strings.Contains(line, "PANIC"):
+				fmt.Fprintln(os.Stderr, line)
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+
+	select {
+	case <-ready:
+	case err := <-exited:
+		return fmt.Errorf("postgres exited before it was ready: %v", err)
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		return errors.New("postgres: not ready after 60s")
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return nil
+	}
+	fmt.Println("ready", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+
+	select {
+	case err := <-exited:
+		return fmt.Errorf("postgres exited: %v", err)
+	case <-ctx.Done():
+	}
+	// Fast shutdown: connections are cut, the server exits cleanly.
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	return nil
+}
+
+// pgCredential returns the user PostgreSQL runs as: nil (this process's)
+// unless this process is root, then the postgres user or nobody, who is
+// given dir.
+func pgCredential(dir string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		if u, err = user.Lookup("nobody"); err != nil {
+			return nil, fmt.Errorf("postgres refuses to run as root, and there is no postgres or nobody user: %w", err)
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("uid of %s: %w", u.Username, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("gid of %s: %w", u.Username, err)
+	}
+	err = filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(uid), int(gid))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hand %s to %s: %w", dir, u.Username, err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
