@@ -64,13 +64,17 @@ func idempotencyKey(c echo.Context) (string, *apiError) {
 // etag is an item version as an entity tag.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
-// ifMatch returns the version a PUT's If-Match header asks for, or nil
-// when it has none.
+// ifMatch returns the version a PUT's If-Match header asks for, nil when
+// it has none, or a 400 when it is malformed or given twice.
 func ifMatch(c echo.Context) (*int64, *apiError) {
-	v := c.Request().Header.Get("If-Match")
-	if v == "" {
+	vals := c.Request().Header.Values("If-Match")
+	switch {
+	case len(vals) == 0:
 		return nil, nil
+	case len(vals) > 1:
+		return nil, newError(http.StatusBadRequest, codeInvalidPrecondition, "If-Match given more than once: send one ETag")
 	}
+	v := vals[0]
 	n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`), 10, 64)
 	if err != nil || !strings.HasPrefix(v, `"`) || !strings.HasSuffix(v, `"`) || len(v) < 3 {
 		return nil, newError(http.StatusBadRequest, codeInvalidPrecondition,

@@ -124,6 +124,7 @@ func TestBadInput(t *testing.T) {
 		{"two idempotency keys", "POST", dec, jsonCT, `{"qty":1}`, 400, "invalid_idempotency_key", []string{"Idempotency-Key", "a", "Idempotency-Key", "b"}},
 		{"If-Match not a version", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 400, "invalid_precondition", []string{"If-Match", "abc"}},
 		{"If-Match unquoted", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 400, "invalid_precondition", []string{"If-Match", "1"}},
+		{"two If-Match", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 400, "invalid_precondition", []string{"If-Match", `"1"`, "If-Match", `"1"`}},
 		{"If-Match old version", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9}`, 412, "version_mismatch", []string{"If-Match", `"7"`}},
 		{"unknown sku", "POST", "/v1/items/no-such-sku/decrement", jsonCT, `{"qty":1}`, 404, "not_found", nil},
 		{"PUT negative stock", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":-1}`, 400, "invalid_stock", nil},
