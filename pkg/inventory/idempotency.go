@@ -159,18 +159,11 @@ func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord,
 			ID: req.SKU + "/" + req.Key, SKU: req.SKU, Key: req.Key, Request: fp,
 			OrderID: newOrderID(), At: time.Now().UTC().Truncate(time.Millisecond),
 		}
-		// The attempt first: from now until it is settled, recovery can
-		// find it, whatever happens to this replica.
-		cctx, cancel := s.commitContext(ctx)
-		_, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At})
-		cancel()
-		if err != nil {
-			// If it landed, recovery finds no key reserved for it and
-			// deletes it.
-			return keyRecord{}, false, unreachable("record idempotency attempt", req.SKU, err)
+		if err := s.beginAttempt(ctx, rec); err != nil {
+			return keyRecord{}, false, err
 		}
-		cctx, cancel = s.commitContext(ctx)
-		_, err = s.keys.InsertOne(cctx, rec)
+		cctx, cancel := s.commitContext(ctx)
+		_, err := s.keys.InsertOne(cctx, rec)
 		cancel()
 		if err == nil {
 			return rec, true, nil
@@ -204,13 +197,10 @@ func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord,
 // reading the whole collection; it runs only when a key is used again
 // after its attempt sold nothing.
 func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
-	cctx, cancel := s.commitContext(ctx)
-	_, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At})
-	cancel()
-	if err != nil {
-		return keyRecord{}, false, unreachable("record idempotency attempt", rec.SKU, err)
+	if err := s.beginAttempt(ctx, rec); err != nil {
+		return keyRecord{}, false, err
 	}
-	cctx, cancel = s.commitContext(ctx)
+	cctx, cancel := s.commitContext(ctx)
 	res, err := s.keys.ReplaceOne(cctx, bson.D{
 		{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}, {Key: "freed", Value: cur.OrderID},
 	}, rec)
@@ -278,6 +268,19 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (Sale, bool, error) 
 		return Sale{}, false, nil
 	}
 	return Sale{}, false, err
+}
+
+// beginAttempt records rec's attempt, before its reservation is written:
+// from then until it is settled, recovery can find it, whatever happens to
+// this replica. If the insert landed despite an error, recovery finds no
+// key reserved for it and deletes it.
+func (s *Store) beginAttempt(ctx context.Context, rec keyRecord) error {
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	if _, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At}); err != nil {
+		return unreachable("record idempotency attempt", rec.SKU, err)
+	}
+	return nil
 }
 
 // endAttempt deletes rec's attempt: its outcome is settled. It reports
