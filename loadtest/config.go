@@ -30,7 +30,7 @@ each, as if each had its own clients), and checks that no safe
 strategy oversells, loses an update or disagrees with its order ledger.
 
 With no --replicas it is the whole scenario in one command: it starts a
-MongoDB (MONGO_URI, else an embedded FerretDB behind the atomicity gate), a
+MongoDB (MONGO_URI, else an embedded FerretDB behind the per-document gate), a
 Redis (REDIS_ADDR, else redis-server from PATH, else miniredis) and an etcd
 (ETCD_ENDPOINTS, else an embedded etcd server), builds ./services/stock,
 starts --local-replicas replica processes (two by default) on free loopback

@@ -19,23 +19,24 @@
 //     no stand-in: the tests skip.
 //   - MongoDB (StartMongo, MongoT): the server at MONGO_URI; else a MongoDB
 //     container through testcontainers when a Docker engine answers; else an
-//     embedded FerretDB v1 on SQLite, behind a [mongogate] gate, which can be
-//     restarted.
+//     embedded FerretDB v1, on a private PostgreSQL server when postgres and
+//     initdb are installed, else on SQLite (DEVSTORE_FERRETDB chooses),
+//     behind a [mongogate] gate; FerretDB can be restarted.
 //   - etcd (StartEtcd, EtcdT, StartEtcdCluster): the cluster at
 //     ETCD_ENDPOINTS; else an embedded etcd server, one member or a cluster
 //     of n, on free loopback ports, with its data in a temporary directory;
 //     a member can be killed and started again, and the leader found.
 //
-// The embedded FerretDB and etcd members each run in a devstored process
-// ([storeproc]), built with go build from this module on first use (a
+// The embedded FerretDB, its PostgreSQL server and etcd members each run in
+// a devstored process ([storeproc]), built with go build from this module on first use (a
 // minute or more on a cold build cache) or taken from $DEVSTORED. The gate
 // runs in the caller's process.
 //
 // Why the gate: FerretDB v1 executes update and findAndModify as a query
 // followed by a separate write by _id, so concurrent conditional updates are
 // not atomic, which is exactly what a lock or a stock counter relies on. The
-// gate serializes write commands so the embedded fallback keeps MongoDB's
-// single-document atomicity. Clients must therefore use [Mongo.URI], never
+// gate makes writes to the same document wait for each other, so the
+// embedded fallback keeps MongoDB's single-document atomicity. Clients must therefore use [Mongo.URI], never
 // FerretDB's own address.
 //
 // External servers are shared: tests using them must pick unique keys,

@@ -7,7 +7,7 @@ import (
 )
 
 // newStore returns the server under test: MONGO_URI if set, else an
-// embedded FerretDB behind the atomicity gate (see internal/devstore).
+// embedded FerretDB behind the per-document gate (see internal/devstore).
 func newStore(tb testing.TB) *devstore.Mongo {
 	tb.Helper()
 	m := devstore.MongoT(tb)
