@@ -195,7 +195,7 @@ func (s *Store) soldTimed(ctx context.Context, o Order, remaining int64, attempt
 	sale := o.sale()
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if err := s.recordTimed(cctx, o, steps); err != nil {
+	if _, err := s.recordTimed(cctx, o, steps); err != nil {
 		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, err)
 		s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
 			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
@@ -208,16 +208,19 @@ func (s *Store) soldTimed(ctx context.Context, o Order, remaining int64, attempt
 // is idempotent: the replica that sold and any replica recovering the
 // sale may both record it, and the ledger keeps one order.
 func (s *Store) record(ctx context.Context, o Order) error {
-	return s.recordTimed(ctx, o, stepTimer{})
+	_, err := s.recordTimed(ctx, o, stepTimer{})
+	return err
 }
 
-// recordTimed is record, reporting its two steps to steps.
-func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) error {
+// recordTimed is record, reporting its two steps to steps. mine is false
+// when the ledger already held the order at this call's first try, so
+// that another caller recorded it (see retryInsert).
+func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) (mine bool, err error) {
 	start := time.Now()
-	err := s.insertOrder(ctx, o)
+	mine, err = s.insertOrder(ctx, o)
 	steps.since(StepLedger, start)
 	if err != nil {
-		return err
+		return false, err
 	}
 	start = time.Now()
 	_, err = s.items.UpdateOne(ctx,
@@ -230,7 +233,7 @@ func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) error
 		s.logger.WarnContext(ctx, "order recorded, but its pending entry could not be cleared",
 			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Any("error", err))
 	}
-	return nil
+	return mine, nil
 }
 
 // order returns the ledger's order id of sku, or ErrNotFound.
@@ -252,7 +255,9 @@ func (s *Store) order(ctx context.Context, sku, id string) (Order, error) {
 // failed. Every replica runs it at start-up and periodically; running it
 // on several replicas at once is safe, since recording is idempotent. The
 // grace only spares the duplicate work of recording orders whose replica is
-// about to record them itself. It returns the number of orders recorded.
+// about to record them itself. It returns the number of orders this call
+// put in the ledger: an order that the seller or another replica recorded
+// first has its pending entry cleared but is not counted.
 func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, error) {
 	cur, err := s.items.Find(ctx, bson.D{{Key: "pending", Value: bson.D{
 		{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}},
@@ -272,8 +277,12 @@ func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, e
 				continue
 			}
 			o.ID, o.SKU = id, it.SKU
-			if err := s.record(ctx, o); err != nil {
+			mine, err := s.recordTimed(ctx, o, stepTimer{})
+			if err != nil {
 				return n, fmt.Errorf("inventory: recover pending order %s of %q: %w", id, it.SKU, err)
+			}
+			if !mine {
+				continue
 			}
 			n++
 			s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
@@ -295,7 +304,7 @@ const orderInsertAttempts = 6
 // means recorded: the order's _id is fixed and random, so either an
 // earlier try landed and only its reply was lost, or a recovering replica
 // recorded the same pending order first.
-func (s *Store) insertOrder(ctx context.Context, o Order) error {
+func (s *Store) insertOrder(ctx context.Context, o Order) (mine bool, err error) {
 	return retryInsert(ctx, func(ctx context.Context) error {
 		_, err := s.orders.InsertOne(ctx, o)
 		return err
@@ -303,27 +312,28 @@ func (s *Store) insertOrder(ctx context.Context, o Order) error {
 }
 
 // retryInsert runs insert, an insert of one document with a fixed _id, as
-// insertOrder describes.
-func retryInsert(ctx context.Context, insert func(context.Context) error) error {
+// insertOrder describes. mine is false only for a duplicate key at the
+// first try, which says that someone else inserted the document; a
+// duplicate after a failed try may be that try's, and counts as mine.
+func retryInsert(ctx context.Context, insert func(context.Context) error) (mine bool, err error) {
 	pause := 50 * time.Millisecond
-	var err error
 	for attempt := 1; ; attempt++ {
 		err = insert(ctx)
 		switch {
 		case err == nil:
-			return nil
+			return true, nil
 		case mongo.IsDuplicateKeyError(err):
-			return nil
+			return attempt > 1, nil
 		case !transient(err):
-			return err
+			return false, err
 		case attempt >= orderInsertAttempts:
-			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+			return false, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
+			return false, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
 		case <-t.C:
 		}
 		pause *= 2

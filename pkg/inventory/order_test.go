@@ -73,7 +73,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 	for i := 1; i <= maxRestarts && !(insertMet && readMet); i++ {
 		// Open a pooled connection on each client, then cut them all.
 		sku := fmt.Sprintf("sku-%d", i)
-		if err := s.insertOrder(t.Context(), Order{ID: "warm-" + sku, SKU: "w", Qty: 1, Replica: "r"}); err != nil {
+		if _, err := s.insertOrder(t.Context(), Order{ID: "warm-" + sku, SKU: "w", Qty: 1, Replica: "r"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := rs.FencedRead(t.Context(), "fenced-sku", NameRedisLock, int64(10*i)); err != nil {
@@ -97,7 +97,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		}
 
 		o := Order{ID: "after-restart-" + sku, SKU: sku, Qty: 2, Replica: "r", Strategy: NameAtomic}
-		if err := s.insertOrder(t.Context(), o); err != nil {
+		if _, err := s.insertOrder(t.Context(), o); err != nil {
 			t.Fatalf("order insert after a restart: %v", err)
 		}
 		if writerFails.count("insert") > 0 {
@@ -162,23 +162,27 @@ func TestRetryInsert(t *testing.T) {
 		errs    []error // returned by the attempts in turn; nil: success
 		wantErr error
 		calls   int
+		mine    bool // the insert is known to be this call's
 	}{
-		{"first try", []error{nil}, nil, 1},
-		{"cut, then landed", []error{network, nil}, nil, 2},
-		{"cut, reply lost, then duplicate", []error{network, dup}, nil, 2},
-		{"duplicate at once: a recovering replica recorded it first", []error{dup}, nil, 1},
-		{"not transient: no retry", []error{denied}, denied, 1},
-		{"always cut: gives up", []error{network, network, network, network, network, network, network}, network, orderInsertAttempts},
+		{"first try", []error{nil}, nil, 1, true},
+		{"cut, then landed", []error{network, nil}, nil, 2, true},
+		{"cut, reply lost, then duplicate", []error{network, dup}, nil, 2, true},
+		{"duplicate at once: a recovering replica recorded it first", []error{dup}, nil, 1, false},
+		{"not transient: no retry", []error{denied}, denied, 1, false},
+		{"always cut: gives up", []error{network, network, network, network, network, network, network}, network, orderInsertAttempts, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			calls := 0
-			err := retryInsert(t.Context(), func(context.Context) error {
+			mine, err := retryInsert(t.Context(), func(context.Context) error {
 				calls++
 				return c.errs[calls-1]
 			})
 			if calls != c.calls {
 				t.Errorf("%d attempts, want %d", calls, c.calls)
+			}
+			if mine != c.mine {
+				t.Errorf("mine = %v, want %v", mine, c.mine)
 			}
 			if c.wantErr == nil && err != nil {
 				t.Errorf("error %v, want none", err)
@@ -191,7 +195,7 @@ func TestRetryInsert(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := retryInsert(ctx, func(context.Context) error { return network }); !errors.Is(err, context.Canceled) {
+	if _, err := retryInsert(ctx, func(context.Context) error { return network }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled while retrying: %v, want context.Canceled", err)
 	}
 }

@@ -297,6 +297,39 @@ func TestRecoverPendingGrace(t *testing.T) {
 	}
 }
 
+// TestRecoverPendingCountsOnlyItsOwn: a pending order that is already in
+// the ledger (its seller recorded it, but the unpend was lost) has its
+// entry cleared by recovery, which does not count it as recovered.
+func TestRecoverPendingCountsOnlyItsOwn(t *testing.T) {
+	a := testStore(t)
+	mustPut(t, a, "counted", 3)
+	for range 2 {
+		dieInside(t, a, func(dying *Store) {
+			_, _ = NewAtomic(dying).Decrement(context.Background(), Request{SKU: "counted", Qty: 1})
+		})
+	}
+	it := mustGet(t, a, "counted")
+	if len(it.Pending) != 2 {
+		t.Fatalf("%d pending orders, want 2", len(it.Pending))
+	}
+	for id, o := range it.Pending {
+		o.ID, o.SKU = id, "counted"
+		if _, err := a.orders.InsertOne(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if n, err := a.RecoverPending(t.Context(), 0); err != nil || n != 1 {
+		t.Fatalf("RecoverPending = %d, %v; want 1: one of the two was in the ledger already", n, err)
+	}
+	if it := mustGet(t, a, "counted"); len(it.Pending) != 0 {
+		t.Fatalf("still pending: %v", it.Pending)
+	}
+	if n := mustCount(t, a, "counted"); n != 2 {
+		t.Fatalf("orders = %d, want 2", n)
+	}
+}
+
 func TestDecrementOnce(t *testing.T) {
 	a := testStore(t)
 	b := replicaStore(t, a, StoreOptions{Replica: "b"})
