@@ -160,6 +160,17 @@ func (pc *proxyConn) pumpReplies() error {
 // lockFor takes the grant of the write requestID. It reports false, holding
 // nothing, if the connection was closed meanwhile.
 func (pc *proxyConn) lockFor(requestID int32, info opMsgInfo) bool {
+	// One write in flight per connection: a write pipelined behind another
+	// waits for the reply to the first, whose grant would otherwise be
+	// overwritten and never released. Only this connection's request pump
+	// sets held, so after the wait it is free.
+	pc.mu.Lock()
+	held, released := pc.held != nil, pc.released
+	pc.mu.Unlock()
+	if held {
+		<-released
+	}
+
 	g := pc.g.locks.lock(info.docs, info.exclusive)
 
 	pc.mu.Lock()

@@ -229,16 +229,16 @@ func targets(command string, body bsoncore.Document, seqs map[string][]bsoncore.
 			return nil, true
 		}
 		docs = []bsoncore.Document{q}
-		idIn = func(q bsoncore.Document) bsoncore.Value { return q.Lookup("_id") }
+		idIn = func(q bsoncore.Document) bsoncore.Value { return soleID(q) }
 	case strings.EqualFold(command, "insert"):
 		docs, ok = batch(body, seqs, "documents")
-		idIn = func(d bsoncore.Document) bsoncore.Value { return d.Lookup("_id") }
+		idIn = soleID
 	case strings.EqualFold(command, "update"):
 		docs, ok = batch(body, seqs, "updates")
-		idIn = func(u bsoncore.Document) bsoncore.Value { return u.Lookup("q", "_id") }
+		idIn = func(u bsoncore.Document) bsoncore.Value { return soleID(filter(u)) }
 	case strings.EqualFold(command, "delete"):
 		docs, ok = batch(body, seqs, "deletes")
-		idIn = func(d bsoncore.Document) bsoncore.Value { return d.Lookup("q", "_id") }
+		idIn = func(d bsoncore.Document) bsoncore.Value { return soleID(filter(d)) }
 	}
 	if !ok || len(docs) == 0 {
 		return nil, true
@@ -254,6 +254,33 @@ func targets(command string, body bsoncore.Document, seqs map[string][]bsoncore.
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), false
+}
+
+// filter returns the q document of an update or delete statement, or nil.
+func filter(stmt bsoncore.Document) bsoncore.Document {
+	q, _ := stmt.Lookup("q").DocumentOK()
+	return q
+}
+
+// soleID returns doc's _id, or an empty value (which names nothing) when
+// doc is not a document or has no _id or more than one: with two, the gate
+// and the server might each take another.
+func soleID(doc bsoncore.Document) bsoncore.Value {
+	elems, err := doc.Elements()
+	if err != nil {
+		return bsoncore.Value{}
+	}
+	var id bsoncore.Value
+	n := 0
+	for _, e := range elems {
+		if e.Key() == "_id" {
+			id, n = e.Value(), n+1
+		}
+	}
+	if n != 1 {
+		return bsoncore.Value{}
+	}
+	return id
 }
 
 // batch returns a write's documents from the body's array field name or the

@@ -181,6 +181,11 @@ func TestParseOpMsgTargets(t *testing.T) {
 			{Key: "query", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}}, {Key: "$db", Value: "d"}})),
 		exclusive: true,
 	}, {
+		name: "two _id keys in a filter",
+		raw: opMsgBytes(t, 0, bodySection(t, bson.D{{Key: "findAndModify", Value: "c"},
+			{Key: "query", Value: bson.D{{Key: "_id", Value: "a"}, {Key: "_id", Value: "b"}}}, {Key: "$db", Value: "d"}})),
+		exclusive: true,
+	}, {
 		name: "fractional double _id",
 		raw: opMsgBytes(t, 0, bodySection(t, bson.D{{Key: "findAndModify", Value: "c"},
 			{Key: "query", Value: bson.D{{Key: "_id", Value: 1.5}}}, {Key: "$db", Value: "d"}})),

@@ -81,10 +81,9 @@ func (r keyRecord) free() bool { return r.Freed != "" && r.Freed == r.OrderID }
 //	{_id: <order id>, key_id: "<sku>/<key>", at}
 //
 // It is inserted before the key's reservation and deleted, by _id, once the
-// attempt is settled: its sale recorded, or the key freed. So the
+// attempt is settled: its sale recorded, or its key freed. So the
 // collection holds only the attempts in flight and those whose replica
-// died, and recovery reads it whole instead of searching the keys. Whoever
-// deletes an attempt (its decrement, or recovery) settles it.
+// died, and recovery reads it whole instead of searching the keys.
 type attempt struct {
 	OrderID string    `bson:"_id"`
 	KeyID   string    `bson:"key_id"`
@@ -299,25 +298,35 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 }
 
 // freeKey lets rec's key be taken again, its attempt having sold nothing.
-// With owned, the caller still holds the attempt, and frees the key only
-// if it is the one that ends it: the key is then certainly rec's, and is
-// marked free by _id alone. Without, the caller does not know whether its
-// reservation landed, and deletes it only if it is still rec's.
+//
+// With owned, the caller knows the reservation landed. While rec's attempt
+// exists nobody else replaces, frees or expires the key, so the key is
+// marked free by _id alone, and the attempt is ended only after that: if
+// either write fails, the attempt stays and recovery frees the key later.
+// An attempt already gone was settled by recovery (the decrement outlived
+// AbandonAfter), which freed the key itself; it is left alone.
+//
+// Without owned, the caller does not know whether its reservation landed:
+// it deletes the key only if it is still rec's, and leaves the attempt to
+// recovery, which frees the key if the reservation lands after all.
 func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	var err error
 	if owned {
-		if !s.endAttempt(ctx, rec) {
+		err = s.attempts.FindOne(cctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err()
+		if errors.Is(err, mongo.ErrNoDocuments) {
 			return
 		}
-		_, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
-	} else {
-		_, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
+		if err == nil {
+			_, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
+		}
 		if err == nil {
 			s.endAttempt(ctx, rec)
 		}
+	} else {
+		_, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
 	}
 	if err != nil {
 		s.logger.WarnContext(ctx, "could not free the idempotency key of a failed decrement; retries with it answer in progress until recovery frees it",
@@ -391,9 +400,13 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	return r, err
 }
 
-// expireKeys forgets the keys past the retention among the expireBatch
-// oldest stored (a find with no filter reads them in insertion order, and
-// FerretDB serves it with a LIMIT), unless their attempt is still open.
+// expireKeys forgets the keys past the retention among the first
+// expireBatch stored (a find with no filter and a limit, which FerretDB
+// serves with a LIMIT), unless their attempt is still open. Storage order
+// is insertion order on SQLite, but not always on PostgreSQL, which reuses
+// the space of deleted rows: there, and above expireBatch keys a pass,
+// keys may outlive the retention on the embedded store, a temporary one.
+// A MongoDB expires them with the TTL index and never runs this.
 // Each delete is conditional on the key's order id, so that it never
 // forgets a key taken again meanwhile; FerretDB serves that filter by
 // reading the whole collection, so a pass with expired keys costs one such
