@@ -101,9 +101,11 @@ func runPostgres(ctx context.Context, args []string) error {
 		return fmt.Errorf("postgres exited before it was ready: %v", err)
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
+		<-exited
 		return errors.New("postgres: not ready after 60s")
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
+		<-exited
 		return nil
 	}
 	fmt.Println("ready", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -113,11 +115,14 @@ func runPostgres(ctx context.Context, args []string) error {
 		return fmt.Errorf("postgres exited: %v", err)
 	case <-ctx.Done():
 	}
-	// Fast shutdown: connections are cut, the server exits cleanly.
+	// Fast shutdown: connections are cut, the server exits cleanly. The
+	// wait is shorter than storeproc's for devstored itself, so that a
+	// server that hangs is killed and waited for here, not left to
+	// Pdeathsig while its directory is removed.
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(5 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
 	}
