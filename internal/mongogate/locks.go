@@ -26,7 +26,8 @@ type docLocks struct {
 
 type docLock struct {
 	sync.Mutex
-	refs int // writes holding or waiting for it
+	doc  string // its key in docLocks.docs
+	refs int    // writes holding or waiting for it
 }
 
 // grant is what one write holds; release gives it back. Its methods may
@@ -34,7 +35,6 @@ type docLock struct {
 type grant struct {
 	l         *docLocks
 	exclusive bool
-	docs      []string
 	held      []*docLock
 }
 
@@ -47,7 +47,7 @@ func (l *docLocks) lock(docs []string, exclusive bool) *grant {
 		return &grant{l: l, exclusive: true}
 	}
 	l.all.RLock()
-	g := &grant{l: l, docs: docs, held: make([]*docLock, len(docs))}
+	g := &grant{l: l, held: make([]*docLock, len(docs))}
 	l.mu.Lock()
 	if l.docs == nil {
 		l.docs = make(map[string]*docLock)
@@ -55,7 +55,7 @@ func (l *docLocks) lock(docs []string, exclusive bool) *grant {
 	for i, d := range docs {
 		dl := l.docs[d]
 		if dl == nil {
-			dl = &docLock{}
+			dl = &docLock{doc: d}
 			l.docs[d] = dl
 		}
 		dl.refs++
@@ -86,9 +86,9 @@ func (g *grant) release() {
 		dl.Unlock()
 	}
 	g.l.mu.Lock()
-	for i, dl := range g.held {
+	for _, dl := range g.held {
 		if dl.refs--; dl.refs == 0 {
-			delete(g.l.docs, g.docs[i])
+			delete(g.l.docs, dl.doc)
 		}
 	}
 	g.l.mu.Unlock()
