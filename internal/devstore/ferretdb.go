@@ -94,35 +94,34 @@ func startFerret(ctx context.Context, backend, dir, pgAddr string, logger *slog.
 		// The Unix socket in dir: a shorter round trip than loopback TCP.
 		args = []string{"ferretdb", "-postgresql-url", "postgres://postgres@/postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&pool_max_conns=64"}
 	}
-	p, err := storeproc.Start(ctx, logger, args...)
+	p, addr, err := startOne(ctx, logger, args...)
 	if err != nil {
-		return nil, fmt.Errorf("devstore: %w", err)
+		return nil, err
 	}
-	addrs, err := p.Ready(ctx)
-	if err == nil && len(addrs) != 1 {
-		err = fmt.Errorf("devstored ferretdb reported %q, want one address", addrs)
-	}
-	if err != nil {
-		p.Kill()
-		return nil, fmt.Errorf("devstore: %w", err)
-	}
-	return &ferret{addr: addrs[0], proc: p}, nil
+	return &ferret{addr: addr, proc: p}, nil
 }
 
 // stop shuts FerretDB down and waits for it, which closes every connection
 // and the SQLite databases, so the directory can be reopened or removed.
 func (f *ferret) stop() { f.proc.Stop() }
 
-// startPostgres runs a private PostgreSQL server with its cluster in dir,
-// in a devstored process, and returns it and its host:port.
-func startPostgres(ctx context.Context, dir string, logger *slog.Logger) (*storeproc.Proc, string, error) {
-	p, err := storeproc.Start(ctx, logger, "postgres", "-dir", dir, "-bin", pgBinDir())
+// startPostgres runs a private PostgreSQL server from the binaries in bin
+// (pgBinDir) with its cluster in dir, in a devstored process, and returns
+// it and its host:port.
+func startPostgres(ctx context.Context, dir, bin string, logger *slog.Logger) (*storeproc.Proc, string, error) {
+	return startOne(ctx, logger, "postgres", "-dir", dir, "-bin", bin)
+}
+
+// startOne starts a devstored process that serves one address, and waits
+// until it reports it.
+func startOne(ctx context.Context, logger *slog.Logger, args ...string) (*storeproc.Proc, string, error) {
+	p, err := storeproc.Start(ctx, logger, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("devstore: %w", err)
 	}
 	addrs, err := p.Ready(ctx)
 	if err == nil && len(addrs) != 1 {
-		err = fmt.Errorf("devstored postgres reported %q, want one address", addrs)
+		err = fmt.Errorf("devstored %s reported %q, want one address", args[0], addrs)
 	}
 	if err != nil {
 		p.Kill()

@@ -98,7 +98,7 @@ func startFerretDBOn(ctx context.Context, logger *slog.Logger, backend string) (
 	}
 
 	if backend == BackendPostgreSQL {
-		m.pg, m.pgAddr, err = startPostgres(ctx, dir, logger.With(slog.String("component", "postgres")))
+		m.pg, m.pgAddr, err = startPostgres(ctx, dir, pgBinDir(), logger.With(slog.String("component", "postgres")))
 		if err != nil {
 			return fail(err)
 		}
