@@ -309,14 +309,16 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 // Without owned, the caller does not know whether its reservation landed:
 // it deletes the key only if it is still rec's, and leaves the attempt to
 // recovery, which frees the key if the reservation lands after all.
-func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) {
+//
+// It reports whether this call freed the key.
+func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	var err error
 	if owned {
 		err = s.attempts.FindOne(cctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err()
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			return
+			return false
 		}
 		if err == nil {
 			_, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}},
@@ -326,19 +328,25 @@ func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) {
 			s.endAttempt(ctx, rec)
 		}
 	} else {
-		_, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
+		var res *mongo.DeleteResult
+		res, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
+		if err == nil && res.DeletedCount == 0 {
+			return false
+		}
 	}
 	if err != nil {
 		s.logger.WarnContext(ctx, "could not free the idempotency key of a failed decrement; retries with it answer in progress until recovery frees it",
 			slog.String("sku", rec.SKU), slog.String("order_id", rec.OrderID), slog.Any("error", err))
+		return false
 	}
+	return true
 }
 
 // KeyRecovery counts what RecoverKeys did.
 type KeyRecovery struct {
 	Expired   int // keys older than the retention, forgotten
 	Settled   int // attempts whose sale was found, ended
-	Abandoned int // attempts with no sale, their keys freed
+	Abandoned int // attempts with no sale whose keys this pass freed
 }
 
 // expireBatch bounds the keys one RecoverKeys looks at for expiry.
@@ -389,8 +397,9 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 			}
 			continue
 		}
-		s.freeKey(ctx, rec, true)
-		r.Abandoned++
+		if s.freeKey(ctx, rec, true) {
+			r.Abandoned++
+		}
 	}
 	if s.ttl.Load() {
 		return r, nil
