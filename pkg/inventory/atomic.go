@@ -41,7 +41,7 @@ func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
 	defer cancel()
 	var it Item
 	err := a.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}},
+		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o.ID)},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -req.Qty}, {Key: "version", Value: int64(1)}}},
 			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
@@ -49,10 +49,14 @@ func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		// Nothing changed. Say why: no such item, or not enough stock.
+		// Nothing changed. Say why: no such item, the attempt given up,
+		// or not enough stock.
 		cur, gerr := a.store.Get(ctx, req.SKU)
 		if gerr != nil {
 			return Sale{}, gerr
+		}
+		if _, ok := cur.Aborted[o.ID]; ok {
+			return Sale{}, abandoned("atomic decrement", o)
 		}
 		return Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)
 	}

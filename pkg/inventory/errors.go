@@ -47,6 +47,13 @@ var (
 	// by this call; asking again later returns that decrement's sale.
 	ErrInProgress = errors.New("inventory: a decrement with this idempotency key is in progress")
 
+	// ErrAbandoned means that recovery gave up this request's idempotency
+	// attempt before its stock write landed: its replica looked dead, or
+	// the attempt outlived StoreOptions.AbandonAfter. Giving it up fenced
+	// its order id out of the item, so the write was refused and nothing
+	// was changed; a retry with the same key takes the key over.
+	ErrAbandoned = errors.New("inventory: idempotency attempt abandoned before its stock write")
+
 	// ErrConflict means the optimistic strategy lost the compare-and-set on
 	// every one of its attempts.
 	ErrConflict = errors.New("inventory: too many concurrent writers")

@@ -88,13 +88,13 @@ func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, s
 		return err
 	}
 	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}, {Key: "version", Value: version}},
+		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}, {Key: "version", Value: version}, notAborted(o.ID)},
 		takeUpdate(stock, o))
 	if err != nil {
 		return unknownOutcome("fenced write", sku, err)
 	}
 	if res.MatchedCount == 0 {
-		return s.writeMiss(ctx, sku, fence, token, version)
+		return s.writeMiss(ctx, o, fence, token, version)
 	}
 	return nil
 }
@@ -114,10 +114,13 @@ func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int6
 	return fmt.Errorf("%w: %s %q with %s token %d (registered: %d)", ErrFenced, op, sku, fence, token, it.Fences[fence])
 }
 
-// writeMiss explains a fenced write that matched no document: the item is
-// gone, a newer token is registered, or another writer changed the item.
-func (s *Store) writeMiss(ctx context.Context, sku, fence string, token, version int64) error {
+// writeMiss explains a fenced write of o that matched no document: the
+// item is gone, the attempt was given up, a newer token is registered, or
+// another writer changed the item.
+func (s *Store) writeMiss(ctx context.Context, o Order, fence string, token, version int64) error {
+	sku := o.SKU
 	it, err := s.Get(ctx, sku)
+	_, aborted := it.Aborted[o.ID]
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return fmt.Errorf("%w: fenced write %q", ErrNotFound, sku)
@@ -125,6 +128,8 @@ func (s *Store) writeMiss(ctx context.Context, sku, fence string, token, version
 		// Either condition may have failed; ErrFenced is the one that says
 		// "a newer holder exists", the conservative reading.
 		return fmt.Errorf("%w: fenced write %q with token %d (and the item could not be read: %v)", ErrFenced, sku, token, err)
+	case aborted:
+		return abandoned("fenced write", o)
 	case it.Fences[fence] != token:
 		return fmt.Errorf("%w: fenced write %q with %s token %d (registered: %d)", ErrFenced, sku, fence, token, it.Fences[fence])
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -19,10 +20,11 @@ const (
 	// DefaultKeyRetention is how long an idempotency key is remembered.
 	DefaultKeyRetention = 24 * time.Hour
 
-	// DefaultAbandonAfter is how old a reservation with no sale must be
-	// before RecoverKeys drops it. It is well above the longest a decrement
-	// can run: the request budget, then up to two commits of
-	// DefaultWriteTimeout (the fenced read and the stock write).
+	// DefaultAbandonAfter is how old an attempt of a live replica must be
+	// before RecoverKeys gives it up (see StoreOptions.AbandonAfter). It is
+	// well above the longest a decrement can run: the request budget, then
+	// up to two commits of DefaultWriteTimeout (the fenced read and the
+	// stock write).
 	DefaultAbandonAfter = 5 * time.Minute
 
 	// MaxKeyLen is the longest idempotency key accepted, in bytes.
@@ -78,16 +80,25 @@ func (r keyRecord) free() bool { return r.Freed != "" && r.Freed == r.OrderID }
 // attempt is a keyed decrement in flight, one document in the attempts
 // collection:
 //
-//	{_id: <order id>, key_id: "<sku>/<key>", at}
+//	{_id: <order id>, key_id: "<sku>/<key>", at, instance}
 //
 // It is inserted before the key's reservation and deleted, by _id, once the
 // attempt is settled: its sale recorded, or its key freed. So the
 // collection holds only the attempts in flight and those whose replica
 // died, and recovery reads it whole instead of searching the keys.
+// instance is the Store that runs it (see Store.Heartbeat).
 type attempt struct {
-	OrderID string    `bson:"_id"`
-	KeyID   string    `bson:"key_id"`
-	At      time.Time `bson:"at"`
+	OrderID  string    `bson:"_id"`
+	KeyID    string    `bson:"key_id"`
+	At       time.Time `bson:"at"`
+	Instance string    `bson:"instance,omitempty"`
+}
+
+// sku is the sku of a's key: the key id up to its first slash, which no
+// sku contains.
+func (a attempt) sku() string {
+	sku, _, _ := strings.Cut(a.KeyID, "/")
+	return sku
 }
 
 // fingerprint identifies a request for its key: sku, qty and match.
@@ -107,7 +118,11 @@ func fingerprint(req Request, match string) string {
 //     returns the first call's sale, with replayed true, and sells nothing.
 //   - A call with the same key and another request returns ErrKeyReused.
 //   - A call that arrives while the first is still running waits for it
-//     for a while, then returns ErrInProgress.
+//     for a while, then returns ErrInProgress. If the first call's replica
+//     is dead (see Heartbeat), or the first call has run past
+//     AbandonAfter, it gives the first call up and decrements itself: the
+//     first call's stock write, should it come after all, is refused
+//     (ErrAbandoned), so that never both sell.
 //
 // Keys are remembered for the store's KeyRetention, counted from the first
 // call. req.OrderID must be empty: the reservation chooses it.
@@ -130,13 +145,34 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 			return Sale{}, false, err
 		}
 		if mine {
+			defer s.inFlight.remove(rec.OrderID)
 			return s.decrementReserved(ctx, st, req, rec)
 		}
 		if rec.Request != fp {
 			return Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", ErrKeyReused, req.Key, req.SKU)
 		}
-		if sale, found, err := s.outcome(ctx, rec); err != nil || found {
-			return sale, found, err
+		out, err := s.outcome(ctx, rec)
+		switch {
+		case err != nil:
+			return Sale{}, false, err
+		case out.sold:
+			return out.sale, true, nil
+		case out.aborted:
+			// Given up: no sale can come of it. Take the key over.
+			next, ok, err := s.takeOver(ctx, rec, s.newKeyRecord(req, fp))
+			if err != nil {
+				return Sale{}, false, err
+			}
+			if ok {
+				defer s.inFlight.remove(next.OrderID)
+				return s.decrementReserved(ctx, st, req, next)
+			}
+			continue
+		}
+		if gaveUp, err := s.giveUpIfOverdue(ctx, rec); err != nil {
+			return Sale{}, false, err
+		} else if gaveUp {
+			continue
 		}
 		if time.Now().Add(poll).After(giveUp) {
 			return Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", ErrInProgress, req.Key, req.SKU)
@@ -148,16 +184,23 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 	}
 }
 
+// newKeyRecord returns a fresh reservation of req's key, with a new order
+// id, stamped now.
+func (s *Store) newKeyRecord(req Request, fp string) keyRecord {
+	return keyRecord{
+		ID: req.SKU + "/" + req.Key, SKU: req.SKU, Key: req.Key, Request: fp,
+		OrderID: newOrderID(), At: time.Now().UTC().Truncate(time.Millisecond),
+	}
+}
+
 // reserve inserts the reservation of req's key, or reads the one that is
 // already there; mine tells which. A key whose attempt sold nothing is
 // taken over, and a reservation that went away between the insert and the
-// read is inserted again.
+// read is inserted again. A reservation that is mine is in s.inFlight
+// until the caller removes it.
 func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord, bool, error) {
 	for {
-		rec := keyRecord{
-			ID: req.SKU + "/" + req.Key, SKU: req.SKU, Key: req.Key, Request: fp,
-			OrderID: newOrderID(), At: time.Now().UTC().Truncate(time.Millisecond),
-		}
+		rec := s.newKeyRecord(req, fp)
 		if err := s.beginAttempt(ctx, rec); err != nil {
 			return keyRecord{}, false, err
 		}
@@ -169,11 +212,13 @@ func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord,
 		}
 		if !mongo.IsDuplicateKeyError(err) {
 			// The reservation may have landed: free it if it did, so that
-			// the key is not held until recovery abandons it.
+			// the key is not held until recovery gives it up.
 			s.freeKey(ctx, rec, false)
+			s.inFlight.remove(rec.OrderID)
 			return keyRecord{}, false, unreachable("reserve idempotency key", req.SKU, err)
 		}
 		s.endAttempt(ctx, rec)
+		s.inFlight.remove(rec.OrderID)
 		var cur keyRecord
 		err = s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: rec.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
@@ -185,32 +230,34 @@ func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord,
 		if !cur.free() {
 			return cur, false, nil
 		}
-		if rec, ok, err := s.takeOver(ctx, cur, rec); err != nil || ok {
+		if rec, ok, err := s.takeOver(ctx, cur, s.newKeyRecord(req, fp)); err != nil || ok {
 			return rec, ok, err
 		}
 	}
 }
 
-// takeOver reserves a freed key for rec, if it is still the freed cur. It
-// replaces the document on a filter beyond _id, which FerretDB serves by
-// reading the whole collection; it runs only when a key is used again
-// after its attempt sold nothing.
+// takeOver reserves the key of cur for rec, if cur still holds it: cur's
+// attempt sold nothing, and none of it can (its key was freed, or its
+// order id is aborted in the item). It replaces the document on a filter
+// beyond _id, which FerretDB serves by reading the whole collection; it
+// runs only when a key is used again after its attempt sold nothing. On
+// success rec is in s.inFlight until the caller removes it.
 func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
 	if err := s.beginAttempt(ctx, rec); err != nil {
 		return keyRecord{}, false, err
 	}
 	cctx, cancel := s.commitContext(ctx)
-	res, err := s.keys.ReplaceOne(cctx, bson.D{
-		{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}, {Key: "freed", Value: cur.OrderID},
-	}, rec)
+	res, err := s.keys.ReplaceOne(cctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}}, rec)
 	cancel()
 	if err != nil {
 		s.freeKey(ctx, rec, false)
+		s.inFlight.remove(rec.OrderID)
 		return keyRecord{}, false, unreachable("reserve idempotency key", rec.SKU, err)
 	}
 	if res.ModifiedCount == 0 {
 		// Another caller took it first.
 		s.endAttempt(ctx, rec)
+		s.inFlight.remove(rec.OrderID)
 		return keyRecord{}, false, nil
 	}
 	return rec, true, nil
@@ -228,8 +275,8 @@ func (s *Store) decrementReserved(ctx context.Context, st Strategy, req Request,
 		return sale, false, nil
 	case errors.Is(err, ErrOutcomeUnknown):
 		// The stock may be taken; the attempt must stay, so that a retry
-		// finds the sale (pending or recorded) or, if there is none,
-		// recovery frees the key once the write can no longer land.
+		// finds the sale (pending or recorded) or, if there is none, this
+		// replica's recovery gives it up: it is no longer in flight.
 		return Sale{}, false, err
 	}
 	// Nothing was changed: free the key for a retry.
@@ -237,15 +284,25 @@ func (s *Store) decrementReserved(ctx context.Context, st Strategy, req Request,
 	return Sale{}, false, err
 }
 
+// keyOutcome is what became of a reservation's attempt.
+type keyOutcome struct {
+	sale    Sale
+	sold    bool // the sale happened: pending in the item, or in the ledger
+	aborted bool // no sale, and none can come: its order id is aborted in the item
+}
+
 // outcome looks for the sale of a reservation: pending in the item (then it
-// records it now, as recovery would), or in the ledger. The order is
-// looked for in that order because recording moves it the other way
-// (ledger insert, then pending removed): an order that exists before the
-// look is seen by one of the two reads.
-func (s *Store) outcome(ctx context.Context, rec keyRecord) (Sale, bool, error) {
+// records it now, as recovery would), or in the ledger; failing both, it
+// reports whether the attempt was given up. The order is looked for in
+// that order because recording moves it the other way (ledger insert, then
+// pending removed): an order that exists before the look is seen by one of
+// the two reads. An attempt is given up only while its order is not
+// pending, so an abort seen in the first read with no order in the second
+// means that no sale came of it, nor can.
+func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) {
 	it, err := s.Get(ctx, rec.SKU)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Sale{}, false, err
+	if err != nil {
+		return keyOutcome{}, err
 	}
 	if p, ok := it.Pending[rec.OrderID]; ok {
 		p.ID, p.SKU = rec.OrderID, rec.SKU
@@ -257,26 +314,49 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (Sale, bool, error) 
 			// say so as the first answer would have.
 			sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", p.ID, p.SKU, err)
 		}
-		return sale, true, nil
+		return keyOutcome{sale: sale, sold: true}, nil
 	}
 	o, err := s.order(ctx, rec.SKU, rec.OrderID)
 	switch {
 	case err == nil:
-		return o.sale(), true, nil
+		return keyOutcome{sale: o.sale(), sold: true}, nil
 	case errors.Is(err, ErrNotFound):
-		return Sale{}, false, nil
+		_, aborted := it.Aborted[rec.OrderID]
+		return keyOutcome{aborted: aborted}, nil
 	}
-	return Sale{}, false, err
+	return keyOutcome{}, err
+}
+
+// giveUpIfOverdue gives up the attempt of rec, found with no sale yet, if
+// it is overdue (see overdue), and reports whether it did.
+func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error) {
+	var a attempt
+	err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Decode(&a)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return false, nil
+	case err != nil:
+		return false, unreachable("read idempotency attempt", rec.SKU, err)
+	case !s.overdue(a, time.Now()):
+		return false, nil
+	}
+	if _, _, err := s.settle(ctx, a); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // beginAttempt records rec's attempt, before its reservation is written:
 // from then until it is settled, recovery can find it, whatever happens to
-// this replica. If the insert landed despite an error, recovery finds no
-// key reserved for it and deletes it.
+// this replica. If the insert landed despite an error, recovery gives it
+// up. The attempt is in s.inFlight from now on, until the caller removes
+// it.
 func (s *Store) beginAttempt(ctx context.Context, rec keyRecord) error {
+	s.inFlight.add(rec.OrderID)
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if _, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At}); err != nil {
+	if _, err := s.attempts.InsertOne(cctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At, Instance: s.instance}); err != nil {
+		s.inFlight.remove(rec.OrderID)
 		return unreachable("record idempotency attempt", rec.SKU, err)
 	}
 	return nil
@@ -299,16 +379,16 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 
 // freeKey lets rec's key be taken again, its attempt having sold nothing.
 //
-// With owned, the caller knows the reservation landed. While rec's attempt
-// exists nobody else replaces, frees or expires the key, so the key is
-// marked free by _id alone, and the attempt is ended only after that: if
-// either write fails, the attempt stays and recovery frees the key later.
-// An attempt already gone was settled by recovery (the decrement outlived
-// AbandonAfter), which freed the key itself; it is left alone.
+// With owned, the caller knows the reservation landed and that its
+// decrement changed nothing. While rec's attempt exists nobody else
+// replaces or expires the key, so the key is marked free by _id alone, and
+// the attempt is ended only after that: if either write fails, the
+// attempt stays and recovery settles it. An attempt already gone was
+// settled by recovery, which freed the key itself; it is left alone.
 //
 // Without owned, the caller does not know whether its reservation landed:
 // it deletes the key only if it is still rec's, and leaves the attempt to
-// recovery, which frees the key if the reservation lands after all.
+// recovery, which gives it up if the reservation lands after all.
 //
 // It reports whether this call freed the key.
 func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
@@ -321,8 +401,7 @@ func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
 			return false
 		}
 		if err == nil {
-			_, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
+			err = s.markFreed(cctx, rec.ID, rec.OrderID)
 		}
 		if err == nil {
 			s.endAttempt(ctx, rec)
@@ -342,21 +421,131 @@ func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
 	return true
 }
 
+// markFreed sets the key keyID free for the attempt orderID, by _id alone
+// (see keyRecord). If another attempt has taken the key meanwhile, the
+// mark names an order id that is not the key's, and frees nothing.
+func (s *Store) markFreed(ctx context.Context, keyID, orderID string) error {
+	_, err := s.keys.UpdateOne(ctx, bson.D{{Key: "_id", Value: keyID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: orderID}}}})
+	return err
+}
+
 // KeyRecovery counts what RecoverKeys did.
 type KeyRecovery struct {
 	Expired   int // keys older than the retention, forgotten
 	Settled   int // attempts whose sale was found, ended
-	Abandoned int // attempts with no sale whose keys this pass freed
+	Abandoned int // attempts with no sale, given up: their keys freed, their order ids aborted
 }
 
 // expireBatch bounds the keys one RecoverKeys looks at for expiry.
 const expireBatch = 100
 
-// RecoverKeys settles the attempts older than AbandonAfter that nobody
-// ended: an attempt whose sale happened is ended; one with no sale, in the
-// ledger or pending, frees its key, so that the key may be used again. It
-// reads only the attempts collection, which holds just the attempts in
-// flight and those whose replica died, never the retained keys.
+// overdue reports whether attempt a, not yet settled, may be given up now.
+// It decides only when: giving up is safe at any time (see settle).
+//
+//   - An attempt of this store that is not in flight is over: its request
+//     returned without settling it (its outcome was unknown, or a write
+//     that would have settled it failed).
+//   - An attempt of a store whose heartbeat has stood still for DeadAfter,
+//     as this store saw it, is taken for dead.
+//   - Any other attempt is given up once older than AbandonAfter, by its
+//     stamp and this process's clock; a clock that is wrong makes that
+//     happen sooner or later, never unsafely.
+func (s *Store) overdue(a attempt, now time.Time) bool {
+	switch {
+	case a.Instance == s.instance:
+		return !s.inFlight.has(a.OrderID)
+	case a.Instance != "" && s.live.dead(a.Instance, now, s.deadAfter):
+		return true
+	}
+	return a.At.Before(now.Add(-s.abandonAfter))
+}
+
+// settle ends attempt a, giving it up unless its sale happened. It first
+// fences a's order id out of the item: it sets aborted.<order id>, only if
+// the order is not pending there. Every stock write requires that field
+// absent, in the same single-document update that takes the stock, so
+// from then on no sale of a can land, however late its replica sends it.
+// Then it looks for the sale: pending in the item (it records it), or in
+// the ledger (recorded before the fence: recording inserts the order
+// before it clears the pending entry). A sale found in the ledger before
+// the fence is settled without one. With neither, no sale came of a nor
+// can, and a's key is freed.
+//
+// An attempt whose item does not exist is left alone: there is nothing to
+// fence, and a write could land on an item created later; a retry of its
+// key answers ErrNotFound meanwhile.
+//
+// ended reports whether this call ended the attempt (and so should count
+// it); sold whether a sale came of it.
+func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err error) {
+	sku := a.sku()
+	// A sale already in the ledger needs no fence.
+	switch _, err := s.order(ctx, sku, a.OrderID); {
+	case err == nil:
+		return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
+	case !errors.Is(err, ErrNotFound):
+		return false, false, err
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	res, err := s.items.UpdateOne(cctx,
+		bson.D{{Key: "_id", Value: sku}, {Key: pendingPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(a.OrderID), Value: time.Now().UTC().Truncate(time.Millisecond)}}}})
+	if err != nil {
+		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
+	}
+	if res.MatchedCount == 0 {
+		it, err := s.Get(ctx, sku)
+		if errors.Is(err, ErrNotFound) {
+			return false, false, nil
+		}
+		if err != nil {
+			return false, false, err
+		}
+		p, ok := it.Pending[a.OrderID]
+		if !ok {
+			// Recorded between the two reads: the next pass finds it in
+			// the ledger.
+			return false, false, nil
+		}
+		p.ID, p.SKU = a.OrderID, sku
+		if err := s.record(cctx, p); err != nil {
+			return false, false, fmt.Errorf("inventory: record order %s of %q: %w", a.OrderID, sku, err)
+		}
+		sold = true
+	} else {
+		_, err := s.order(ctx, sku, a.OrderID)
+		switch {
+		case err == nil:
+			sold = true
+		case !errors.Is(err, ErrNotFound):
+			return false, false, err
+		}
+	}
+	if !sold {
+		var rec keyRecord
+		err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: a.KeyID}}).Decode(&rec)
+		switch {
+		case err == nil && rec.OrderID == a.OrderID && !rec.free():
+			if err := s.markFreed(cctx, a.KeyID, a.OrderID); err != nil {
+				return false, false, fmt.Errorf("inventory: free idempotency key %q: %w", a.KeyID, err)
+			}
+		case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
+			return false, false, fmt.Errorf("inventory: read idempotency key %q: %w", a.KeyID, err)
+		}
+	}
+	return sold, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
+}
+
+// RecoverKeys settles the idempotency attempts that are overdue (see
+// overdue): an attempt whose sale happened is ended; one with no sale is
+// given up, and its key freed, so that a retry may sell. Giving up never
+// rests on a clock: it fences the attempt's order id out of the item, so
+// that a stock write of the attempt that comes later is refused
+// (ErrAbandoned). It reads only the attempts collection, which holds just
+// the attempts in flight and those whose replica died, never the retained
+// keys, and it deletes the heartbeats of dead stores with no attempt left.
 //
 // Where the server has no TTL index it also forgets keys older than the
 // retention: at most expireBatch a pass, from the oldest stored. Running
@@ -372,35 +561,26 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	if err := cur.All(ctx, &atts); err != nil {
 		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
 	}
+	withAttempts := map[string]bool{}
 	for _, a := range atts {
-		if !a.At.Before(now.Add(-s.abandonAfter)) {
+		if !s.overdue(a, now) {
+			withAttempts[a.Instance] = true
 			continue
 		}
-		var rec keyRecord
-		err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: a.KeyID}}).Decode(&rec)
-		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-			return r, fmt.Errorf("inventory: read idempotency key %q: %w", a.KeyID, err)
-		}
-		if err != nil || rec.OrderID != a.OrderID || rec.free() {
-			// Its reservation never landed, or was freed: nothing to
-			// settle but the attempt itself.
-			s.endAttempt(ctx, keyRecord{SKU: rec.SKU, OrderID: a.OrderID})
-			continue
-		}
-		_, found, err := s.outcome(ctx, rec)
+		sold, ended, err := s.settle(ctx, a)
 		if err != nil {
 			return r, err
 		}
-		if found {
-			if s.endAttempt(ctx, rec) {
-				r.Settled++
-			}
-			continue
-		}
-		if s.freeKey(ctx, rec, true) {
+		switch {
+		case !ended:
+			withAttempts[a.Instance] = true
+		case sold:
+			r.Settled++
+		default:
 			r.Abandoned++
 		}
 	}
+	s.forgetDead(ctx, now, withAttempts)
 	if s.ttl.Load() {
 		return r, nil
 	}

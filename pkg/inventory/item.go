@@ -3,6 +3,9 @@ package inventory
 import (
 	"fmt"
 	"regexp"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Item is one sku's stock, as stored.
@@ -19,6 +22,11 @@ type Item struct {
 	// taken and its order are one fact; recording the order removes it
 	// (see Store.RecoverPending).
 	Pending map[string]Order `bson:"pending,omitempty" json:"pending,omitempty"`
+	// Aborted holds, by order id, the keyed attempts that recovery gave
+	// up before their stock write landed, with when it did. No stock write
+	// for an order id in it is accepted (see Store.RecoverKeys). The
+	// entries are kept: a paused replica may send its write at any time.
+	Aborted map[string]time.Time `bson:"aborted,omitempty" json:"aborted,omitempty"`
 }
 
 // MaxSKULen is the longest sku accepted, in bytes.
@@ -46,4 +54,14 @@ func checkQty(qty int64) error {
 		return fmt.Errorf("%w: qty %d must be positive", ErrInvalid, qty)
 	}
 	return nil
+}
+
+// abortedPath is the item field that marks order id as given up.
+func abortedPath(id string) string { return "aborted." + id }
+
+// notAborted is the condition every stock write carries: the order it
+// records has not been given up. With it, giving up an attempt and its
+// write landing are decided by one document, whatever the clocks say.
+func notAborted(id string) bson.E {
+	return bson.E{Key: abortedPath(id), Value: bson.D{{Key: "$exists", Value: false}}}
 }

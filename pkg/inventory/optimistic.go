@@ -70,6 +70,9 @@ func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
 		if err != nil {
 			return Sale{}, err
 		}
+		if _, ok := it.Aborted[req.OrderID]; ok && req.OrderID != "" {
+			return Sale{}, abandoned("optimistic decrement", Order{ID: req.OrderID, SKU: req.SKU})
+		}
 		if it.Stock < req.Qty {
 			return Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
 		}
@@ -99,7 +102,7 @@ func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, or
 	cctx, cancel := o.store.commitContext(ctx)
 	defer cancel()
 	res, err := o.store.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: order.SKU}, {Key: "version", Value: version}},
+		bson.D{{Key: "_id", Value: order.SKU}, {Key: "version", Value: version}, notAborted(order.ID)},
 		takeUpdate(stock, order))
 	if err != nil {
 		return false, unknownOutcome(fmt.Sprintf("compare-and-set at version %d of", version), order.SKU, err)

@@ -470,8 +470,10 @@ func TestRecoverKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	insert(a.attempts, attempt{OrderID: sold.OrderID, KeyID: "keys/sold", At: old})
-	// An attempt whose reservation never landed.
-	insert(a.attempts, attempt{OrderID: newOrderID(), KeyID: "keys/never", At: old})
+	// An attempt whose reservation has not landed (and may yet, from a
+	// paused replica).
+	never := newOrderID()
+	insert(a.attempts, attempt{OrderID: never, KeyID: "keys/never", At: old})
 	// A key past the retention, and one whose attempt is younger than
 	// AbandonAfter's millisecond would suggest is left alone: its at is
 	// in the future.
@@ -484,8 +486,16 @@ func TestRecoverKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != (KeyRecovery{Expired: 1, Settled: 1, Abandoned: 1}) {
-		t.Fatalf("RecoverKeys = %+v, want one of each", got)
+	if got != (KeyRecovery{Expired: 1, Settled: 1, Abandoned: 2}) {
+		t.Fatalf("RecoverKeys = %+v, want one expired, one settled, two given up", got)
+	}
+	// The two given up are fenced out of the item; the sold one is not.
+	it := mustGet(t, a, "keys")
+	if _, ok := it.Aborted[abandoned.OrderID]; !ok || len(it.Aborted) != 2 {
+		t.Fatalf("aborted = %v, want the abandoned attempt and the one that never landed", it.Aborted)
+	}
+	if _, ok := it.Aborted[never]; !ok {
+		t.Fatalf("aborted = %v, want %s among them", it.Aborted, never)
 	}
 	keys := map[string]keyRecord{}
 	for _, rec := range findAll[keyRecord](t, a.keys) {

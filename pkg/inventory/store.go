@@ -20,6 +20,7 @@ const (
 	OrdersCollection      = "orders"
 	IdempotencyCollection = "idempotency"
 	AttemptsCollection    = "idempotency_attempts"
+	HeartbeatsCollection  = "heartbeats"
 )
 
 // DefaultWriteTimeout bounds a write that is sent even though its caller
@@ -50,12 +51,20 @@ type StoreOptions struct {
 	// decrement began (see DecrementOnce). Default DefaultKeyRetention.
 	KeyRetention time.Duration
 
-	// AbandonAfter is how old the reservation of an idempotency key must
-	// be before RecoverKeys may drop it when no sale came of it (its
-	// replica died before its stock write, or the write never applied). It
-	// must exceed the longest a decrement can run, its commit included.
-	// Default DefaultAbandonAfter.
+	// AbandonAfter is how old an idempotency attempt of a replica that
+	// still beats (or never did, see Store.Heartbeat) must be before
+	// RecoverKeys gives it up. Giving up is safe at any time: it fences
+	// the attempt's order id out of the item, so its stock write, if it
+	// comes later, is refused. It decides only when a slow request is
+	// failed so that a retry may sell; it should exceed the longest a
+	// decrement can run. Default DefaultAbandonAfter.
 	AbandonAfter time.Duration
+
+	// DeadAfter is how long another store's heartbeat must stand still,
+	// timed by this process's clock, before this store takes that store
+	// for dead and gives up its idempotency attempts at once (see
+	// Store.Heartbeat). Default DefaultDeadAfter.
+	DeadAfter time.Duration
 
 	// AfterTake, when set, runs right after a stock write that took stock
 	// and before its order is recorded: a hook for tests and fault drills
@@ -69,7 +78,7 @@ type StoreOptions struct {
 // Store reads and writes items and orders. It is safe for concurrent use.
 type Store struct {
 	items, orders, keys *mongo.Collection
-	attempts            *mongo.Collection
+	attempts, beats     *mongo.Collection
 	// ttl is set once EnsureIndexes has made the server expire keys
 	// itself; until then RecoverKeys expires them.
 	ttl          atomic.Bool
@@ -77,8 +86,14 @@ type Store struct {
 	writeTimeout time.Duration
 	keyRetention time.Duration
 	abandonAfter time.Duration
-	afterTake    func(Order)
-	logger       *slog.Logger
+	deadAfter    time.Duration
+	// instance names this Store in its heartbeats and attempts; it is
+	// random, so that a restarted replica is a new instance.
+	instance  string
+	live      liveness
+	inFlight  inFlight
+	afterTake func(Order)
+	logger    *slog.Logger
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -103,6 +118,9 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if opts.AbandonAfter <= 0 {
 		opts.AbandonAfter = DefaultAbandonAfter
 	}
+	if opts.DeadAfter <= 0 {
+		opts.DeadAfter = DefaultDeadAfter
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -112,10 +130,13 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		orders:       db.Collection(OrdersCollection, co),
 		keys:         db.Collection(IdempotencyCollection, co),
 		attempts:     db.Collection(AttemptsCollection, co),
+		beats:        db.Collection(HeartbeatsCollection, co),
 		replica:      opts.Replica,
 		writeTimeout: opts.WriteTimeout,
 		keyRetention: opts.KeyRetention,
 		abandonAfter: opts.AbandonAfter,
+		deadAfter:    opts.DeadAfter,
+		instance:     newOrderID(),
 		afterTake:    opts.AfterTake,
 		logger:       opts.Logger,
 	}, nil
@@ -242,14 +263,25 @@ func takeUpdate(stock int64, o Order) bson.D {
 // It is kept as naive as the code it teaches, but bumps the version and
 // records the pending order like every stock write.
 func (s *Store) setStock(ctx context.Context, stock int64, o Order) error {
-	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}}, takeUpdate(stock, o))
+	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}, notAborted(o.ID)}, takeUpdate(stock, o))
 	if err != nil {
 		return unknownOutcome("write", o.SKU, err)
 	}
 	if res.MatchedCount == 0 {
+		if it, err := s.Get(ctx, o.SKU); err == nil {
+			if _, ok := it.Aborted[o.ID]; ok {
+				return abandoned("write", o)
+			}
+		}
 		return fmt.Errorf("%w: write %q", ErrNotFound, o.SKU)
 	}
 	return nil
+}
+
+// abandoned is the error of a stock write of o refused because recovery
+// gave o's attempt up first.
+func abandoned(op string, o Order) error {
+	return fmt.Errorf("%w: %s %q of order %s", ErrAbandoned, op, o.SKU, o.ID)
 }
 
 // unknownOutcome wraps the error of a stock write that got no definite

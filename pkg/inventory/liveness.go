@@ -1,0 +1,170 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// DefaultDeadAfter is how long another store's heartbeat must stand still
+// before this store takes it for dead (see StoreOptions.DeadAfter).
+const DefaultDeadAfter = 5 * time.Second
+
+// heartbeat is one Store's sign of life, one document in the heartbeats
+// collection:
+//
+//	{_id: <instance>, replica, beat, at}
+//
+// instance is random per Store, so a restarted replica is a new instance.
+// beat counts the Store's Heartbeat calls. Other stores judge liveness by
+// whether beat changes, timed by their own clock; at is the writer's
+// clock, kept only for people to read.
+type heartbeat struct {
+	Instance string    `bson:"_id"`
+	Replica  string    `bson:"replica"`
+	Beat     int64     `bson:"beat"`
+	At       time.Time `bson:"at"`
+}
+
+// liveness is what one store has seen of the others' heartbeats.
+type liveness struct {
+	mu   sync.Mutex
+	seen map[string]*beatSeen // by instance
+}
+
+type beatSeen struct {
+	beat  int64
+	since time.Time // when this store first read beat, by its own clock
+	told  bool      // observe has counted this instance as dead
+}
+
+// observe records the heartbeats read at now, forgets the instances whose
+// document is gone, and returns how many instances other than self it
+// finds dead for the first time.
+func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Duration, self string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]*beatSeen{}
+	}
+	present := make(map[string]bool, len(hbs))
+	for _, hb := range hbs {
+		present[hb.Instance] = true
+		if b := l.seen[hb.Instance]; b == nil || b.beat != hb.Beat {
+			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: now}
+		}
+	}
+	died := 0
+	for id, b := range l.seen {
+		switch {
+		case !present[id]:
+			delete(l.seen, id)
+		case id != self && !b.told && now.Sub(b.since) >= deadAfter:
+			b.told = true
+			died++
+		}
+	}
+	return died
+}
+
+// dead reports whether instance's heartbeat has stood still for deadAfter
+// as this store saw it. An instance never seen beating is not dead: its
+// attempts wait for AbandonAfter.
+func (l *liveness) dead(instance string, now time.Time, deadAfter time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.seen[instance]
+	return b != nil && now.Sub(b.since) >= deadAfter
+}
+
+// deadBeats returns the instances other than self taken for dead, with the
+// beat each was last seen at.
+func (l *liveness) deadBeats(now time.Time, deadAfter time.Duration, self string) map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int64{}
+	for id, b := range l.seen {
+		if id != self && now.Sub(b.since) >= deadAfter {
+			out[id] = b.beat
+		}
+	}
+	return out
+}
+
+// Heartbeat tells the other stores on the database that this one is alive,
+// and reads their heartbeats. It returns how many stores it has just found
+// dead: their heartbeat has stood still for DeadAfter, timed by this
+// process's clock. Their idempotency attempts may then be given up at once
+// (RecoverKeys does), instead of after AbandonAfter.
+//
+// Call it every DeadAfter/5 or so while the store serves DecrementOnce: a
+// store that stops calling it is taken for dead, and its keyed requests in
+// flight are given up, which is safe (their stock writes are then refused)
+// but fails them. A store that never calls it is never taken for dead.
+func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
+	_, err = s.beats.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.instance}},
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "beat", Value: int64(1)}}},
+			{Key: "$set", Value: bson.D{{Key: "replica", Value: s.replica}, {Key: "at", Value: time.Now().UTC()}}},
+		}, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return 0, fmt.Errorf("inventory: heartbeat of %s: %w", s.replica, err)
+	}
+	cur, err := s.beats.Find(ctx, bson.D{})
+	if err != nil {
+		return 0, fmt.Errorf("inventory: read heartbeats: %w", err)
+	}
+	var hbs []heartbeat
+	if err := cur.All(ctx, &hbs); err != nil {
+		return 0, fmt.Errorf("inventory: read heartbeats: %w", err)
+	}
+	return s.live.observe(time.Now(), hbs, s.deadAfter, s.instance), nil
+}
+
+// forgetDead deletes the heartbeats of dead instances that have no
+// attempt left, if they still stand where they were seen: a paused
+// instance that wakes beats again and is alive anew.
+func (s *Store) forgetDead(ctx context.Context, now time.Time, withAttempts map[string]bool) {
+	for id, beat := range s.live.deadBeats(now, s.deadAfter, s.instance) {
+		if withAttempts[id] {
+			continue
+		}
+		if _, err := s.beats.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "beat", Value: beat}}); err != nil {
+			s.logger.WarnContext(ctx, "could not delete a dead replica's heartbeat; the next recovery will", "instance", id, "error", err)
+		}
+	}
+}
+
+// inFlight is the set of this store's idempotency attempts whose request
+// is still running: any other attempt of this instance is over, and may be
+// settled at once.
+type inFlight struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (f *inFlight) add(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ids == nil {
+		f.ids = map[string]struct{}{}
+	}
+	f.ids[id] = struct{}{}
+}
+
+func (f *inFlight) remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ids, id)
+}
+
+func (f *inFlight) has(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.ids[id]
+	return ok
+}
