@@ -58,6 +58,7 @@ const (
 var RefusedCodes = []string{
 	"lock_unavailable", "lease_lost", "fenced", "conflict", "stale_read", "timeout",
 	"store_unavailable", "strategy_unavailable", "idempotency_in_progress", "shutting_down",
+	"attempt_abandoned",
 }
 
 // Classify maps an answer to a decrement to its Outcome: status 0 means no

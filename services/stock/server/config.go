@@ -49,6 +49,7 @@ type Config struct {
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight reads; decrements and PUTs are always waited for (see WriteBudget)
 	RecoveryEvery   time.Duration // how often the replica records other replicas' pending orders and settles idempotency keys
 	RecoveryGrace   time.Duration // how old a pending order must be before recovery records it
+	DeadAfter       time.Duration // how long another replica's heartbeat must stand still before its keyed requests in flight are given up
 	KeyRetention    time.Duration // how long an Idempotency-Key is remembered
 	LogFormat       string        // json or text
 	LogLevel        string        // debug, info, warn or error
@@ -80,6 +81,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		RecoveryEvery:   5 * time.Second,
 		RecoveryGrace:   5 * time.Second,
+		DeadAfter:       inventory.DefaultDeadAfter,
 		KeyRetention:    inventory.DefaultKeyRetention,
 		LogFormat:       "json",
 		LogLevel:        "info",
@@ -123,6 +125,7 @@ func (c *Config) settings() []setting {
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
 		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
 		{"recovery-grace", "RECOVERY_GRACE", "how old a pending order must be before recovery records it (younger ones are left to the replica that sold them)", (*durationValue)(&c.RecoveryGrace)},
+		{"heartbeat-timeout", "HEARTBEAT_TIMEOUT", "how long another replica's heartbeat (sent every fifth of this) must stand still before this replica takes it for dead and gives up its Idempotency-Key requests in flight, so that their retries can sell; giving up is fenced, so a replica that was only paused cannot sell them too", (*durationValue)(&c.DeadAfter)},
 		{"idempotency-retention", "IDEMPOTENCY_RETENTION", "how long an Idempotency-Key is remembered, at least 24h", (*durationValue)(&c.KeyRetention)},
 		{"log-format", "LOG_FORMAT", "log format: json or text", (*stringValue)(&c.LogFormat)},
 		{"log-level", "LOG_LEVEL", "log level: debug, info, warn or error", (*stringValue)(&c.LogLevel)},
@@ -304,6 +307,9 @@ func (c Config) problems() []error {
 	}
 	if c.RecoveryGrace < 0 || c.RecoveryGrace > time.Hour {
 		bad("recovery-grace", "RECOVERY_GRACE", "%v: want 0 up to 1h (default 5s)", c.RecoveryGrace)
+	}
+	if c.DeadAfter < 500*time.Millisecond || c.DeadAfter > time.Hour {
+		bad("heartbeat-timeout", "HEARTBEAT_TIMEOUT", "%v: want 500ms up to 1h (default %v)", c.DeadAfter, inventory.DefaultDeadAfter)
 	}
 	if c.KeyRetention < inventory.DefaultKeyRetention {
 		bad("idempotency-retention", "IDEMPOTENCY_RETENTION", "%v: keys must be kept at least %v, so that a client's retries within a day are recognised", c.KeyRetention, inventory.DefaultKeyRetention)

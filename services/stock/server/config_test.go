@@ -35,7 +35,7 @@ func TestParseConfig(t *testing.T) {
 		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
 		"REDLOCK_ADDRS":  "r1:6379, r2:6379,r3:6379",
 		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
-		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h",
+		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h", "HEARTBEAT_TIMEOUT": "2s",
 		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
 		RedlockAddrs:  []string{"r1:6379", "r2:6379", "r3:6379"},
 		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
-		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour,
+		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour, DeadAfter: 2 * time.Second,
 		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -125,8 +125,8 @@ func TestParseConfigErrors(t *testing.T) {
 				`ETCD_ENDPOINTS: "e:2379/x": want a client URL`, `ETCD_ENDPOINTS: "http://e:2379/v3": a client URL has no path`}},
 		{"fault drill knobs out of range", []string{"--clock-offset=2h", "--lock-skew=-1s", "--write-stall=-5ms"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"--clock-offset / CLOCK_OFFSET: 2h0m0s: want between -1h and 1h", "--lock-skew / LOCK_SKEW: -1s: want 0 up to 1h", "--write-stall / WRITE_STALL: -5ms"}},
-		{"recovery and key retention out of range", []string{"--recovery-interval=0s", "--recovery-grace=-1s", "--idempotency-retention=1h"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
-			[]string{"--recovery-interval / RECOVERY_INTERVAL: 0s", "--recovery-grace / RECOVERY_GRACE: -1s", "--idempotency-retention / IDEMPOTENCY_RETENTION: 1h0m0s: keys must be kept at least 24h"}},
+		{"recovery and key retention out of range", []string{"--recovery-interval=0s", "--recovery-grace=-1s", "--idempotency-retention=1h", "--heartbeat-timeout=100ms"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--recovery-interval / RECOVERY_INTERVAL: 0s", "--recovery-grace / RECOVERY_GRACE: -1s", "--idempotency-retention / IDEMPOTENCY_RETENTION: 1h0m0s: keys must be kept at least 24h", "--heartbeat-timeout / HEARTBEAT_TIMEOUT: 100ms"}},
 		{"a Redis and a Redis Cluster", []string{"--redis-cluster-addrs=n1:7000,n2:7001"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"--redis-cluster-addrs / REDIS_CLUSTER_ADDRS: set together with --redis-addr / REDIS_ADDR"}},
 		{"bad cluster addresses", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_CLUSTER_ADDRS": "n1:7000,n2"},

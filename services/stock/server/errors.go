@@ -46,6 +46,7 @@ const (
 	codeInvalidKey          = "invalid_idempotency_key"
 	codeKeyReused           = "idempotency_key_reused"
 	codeKeyInProgress       = "idempotency_in_progress"
+	codeAttemptAbandoned    = "attempt_abandoned"
 	codeTimeout             = "timeout"
 	codeNotReady            = "not_ready"
 	codeOutcomeUnknown      = "outcome_unknown"
@@ -109,6 +110,8 @@ func decrementError(err error) (*apiError, string) {
 	case errors.Is(err, inventory.ErrInProgress):
 		e := newError(http.StatusConflict, codeKeyInProgress, "a request with this Idempotency-Key is still in progress; nothing was changed by this one: ask again shortly to get its sale")
 		return e, "in_progress"
+	case errors.Is(err, inventory.ErrAbandoned):
+		return unavailable(codeAttemptAbandoned, "this request's Idempotency-Key attempt was given up (its replica looked dead, or it ran too long) before its stock write, which was refused; nothing was sold by it: retry with the same key", err), "abandoned"
 	case errors.Is(err, inventory.ErrConflict):
 		return unavailable(codeConflict, "the stock kept changing under every compare-and-set attempt; nothing was written", err), "conflict"
 	case errors.Is(err, inventory.ErrOutcomeUnknown):

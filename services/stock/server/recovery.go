@@ -11,7 +11,10 @@ import (
 // whose replica died between its stock write and its ledger write, and
 // settles idempotency keys (see inventory.Store.RecoverPending and
 // RecoverKeys). Every replica runs it; running it on several at once is
-// safe.
+// safe. Between runs the replica beats every fifth of DeadAfter (see
+// inventory.Store.Heartbeat), and settles the keys at once when a beat
+// finds another replica dead, so that a retry of a dead replica's request
+// sells within DeadAfter and a beat, not a recovery interval later.
 func (s *Server) startRecovery(ctx context.Context) {
 	ctx, s.stopRecovery = context.WithCancel(context.WithoutCancel(ctx))
 	s.recovered = make(chan struct{})
@@ -19,15 +22,37 @@ func (s *Server) startRecovery(ctx context.Context) {
 		defer close(s.recovered)
 		t := time.NewTicker(s.cfg.RecoveryEvery)
 		defer t.Stop()
+		beat := time.NewTicker(s.cfg.DeadAfter / 5)
+		defer beat.Stop()
 		for {
 			s.runRecovery(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
+			for due := false; !due; {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					due = true
+				case <-beat.C:
+					if s.beat(ctx) {
+						s.recoverKeys(ctx)
+					}
+				}
 			}
 		}
 	}()
+}
+
+// beat sends this replica's heartbeat and reports whether it found
+// another replica dead.
+func (s *Server) beat(ctx context.Context) bool {
+	died, err := s.store.Heartbeat(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.logger.Warn("heartbeat failed; the other replicas take this one for dead if it goes on failing", slog.Any("error", err))
+	}
+	if died > 0 {
+		s.logger.Warn("found replicas dead: their heartbeat stood still", slog.Int("replicas", died), slog.Duration("heartbeat_timeout", s.cfg.DeadAfter))
+	}
+	return died > 0
 }
 
 func (s *Server) runRecovery(ctx context.Context) {
@@ -36,6 +61,10 @@ func (s *Server) runRecovery(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("recovery of pending orders failed; retrying at the next interval", slog.Any("error", err))
 	}
+	s.recoverKeys(ctx)
+}
+
+func (s *Server) recoverKeys(ctx context.Context) {
 	keys, err := s.store.RecoverKeys(ctx)
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("recovery of idempotency keys failed; retrying at the next interval", slog.Any("error", err))

@@ -143,14 +143,21 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	db := s.mongo.Database(cfg.DB)
 	s.store, err = inventory.NewStore(db, inventory.StoreOptions{
 		Replica: cfg.Replica, WriteConcern: wc, KeyRetention: cfg.KeyRetention, AfterTake: cfg.afterTake, Logger: logger,
-		// A reservation is dropped as abandoned only long after any
-		// decrement of this replica could still be running.
+		// An attempt of a replica that still beats is given up only long
+		// after any of its decrements could still be running; a dead
+		// replica's are given up after DeadAfter.
 		AbandonAfter: max(inventory.DefaultAbandonAfter, 2*cfg.WriteBudget()),
+		DeadAfter:    cfg.DeadAfter,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := s.store.EnsureIndexes(pctx); err != nil {
+		return nil, err
+	}
+	// Beat once before serving: an attempt of this replica is then never
+	// of an instance the others have not seen.
+	if _, err := s.store.Heartbeat(pctx); err != nil {
 		return nil, err
 	}
 	if err := s.buildStrategies(db, wc); err != nil {
