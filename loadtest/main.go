@@ -14,7 +14,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -67,6 +69,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout)
 		_ = report.WriteText(stdout, *rep)
 		fmt.Fprintln(stdout)
+	}
+	if rep != nil && cfg.KeyedDrill {
+		return finishKeyed(ctx, rep, stdout, stderr, err, began)
 	}
 	if rep != nil {
 		rep.WallSeconds = time.Since(began).Seconds()
@@ -187,4 +192,47 @@ func docsDir() string {
 		return abs
 	}
 	return ""
+}
+
+// finishKeyed prints and writes the keyed drill's runs and returns the
+// exit status: an anomaly if any run sold a purchase other than once.
+func finishKeyed(ctx context.Context, rep *report.Report, stdout, stderr io.Writer, runErr error, began time.Time) int {
+	rep.WallSeconds = time.Since(began).Seconds()
+	ok := runErr == nil
+	for _, r := range rep.Keyed {
+		ok = ok && r.OK()
+	}
+	rep.OK = ok
+	if len(rep.Keyed) > 0 {
+		fmt.Fprintln(stdout)
+		_ = report.WriteKeyedTable(stdout, rep.Keyed)
+		fmt.Fprintln(stdout)
+		var md bytes.Buffer
+		_ = report.WriteKeyedMarkdown(&md, rep.Keyed)
+		js, _ := json.MarshalIndent(rep, "", "  ")
+		for name, b := range map[string][]byte{report.MarkdownFile: md.Bytes(), report.JSONFile: js} {
+			if err := os.WriteFile(filepath.Join(rep.OutDir, name), b, 0o644); err != nil {
+				fmt.Fprintf(stderr, "loadtest: writing the reports: %v\n", err)
+			}
+		}
+		fmt.Fprintf(stdout, "Reports in %s: %s, %s\n", rep.OutDir, report.MarkdownFile, report.JSONFile)
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "loadtest: interrupted; everything it started has been stopped")
+		} else {
+			fmt.Fprintf(stderr, "loadtest: %v\n", runErr)
+		}
+	}
+	for _, r := range rep.Keyed {
+		if !r.OK() {
+			fmt.Fprintf(stdout, "FAIL: a keyed purchase did not sell exactly once (%.1fs).\n", rep.WallSeconds)
+			return exitAnomaly
+		}
+	}
+	if runErr != nil {
+		return exitError
+	}
+	fmt.Fprintf(stdout, "PASS: every keyed purchase sold exactly once, through a kill -9 and a freeze (%.1fs).\n", rep.WallSeconds)
+	return exitOK
 }

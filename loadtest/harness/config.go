@@ -52,6 +52,9 @@ type Config struct {
 	Repeat     int           // runs of every drill
 	FaultTTL   time.Duration // the replicas' lock TTL in fault drills
 	WriteStall time.Duration // the replicas' --write-stall in fault drills
+	// KeyedDrill runs the keyed drill instead (see runKeyed), Repeat
+	// times, on replicas with the fault drills' lock TTL.
+	KeyedDrill bool
 
 	// History and its check (every run).
 	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
@@ -296,7 +299,15 @@ func (c Config) checkFaults(bad problem) {
 	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
 		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
 	}
-	if len(c.Faults) == 0 {
+	if c.KeyedDrill {
+		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 || c.Capacity {
+			bad("--keyed-drill runs alone: drop --faults, --mixed, --retries and --capacity")
+		}
+		if len(c.Replicas) > 0 || c.LocalReplicas != 2 {
+			bad("--keyed-drill needs the two replicas the harness starts: drop --replicas and --local-replicas")
+		}
+	}
+	if len(c.Faults) == 0 && !c.KeyedDrill {
 		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
 			if c.Explicit[f] {
 				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)

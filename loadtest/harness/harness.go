@@ -182,6 +182,9 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 	case cfg.Capacity:
 		rep.Settings.CapacityLimit = cfg.capacityLimit()
 		rep.Runs, err = h.runCapacity(ctx)
+	case cfg.KeyedDrill:
+		rep.Settings.Repeat, rep.Settings.FaultTTL = cfg.Repeat, cfg.FaultTTL.String()
+		rep.Keyed, err = h.runKeyed(ctx)
 	case len(cfg.Faults) > 0:
 		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
 		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
@@ -221,7 +224,7 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 // in outDir and its progress lines to log.
 func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	flags := []string{"--rmw-delay", cfg.RMWDelay.String()}
-	if len(cfg.Faults) > 0 {
+	if len(cfg.Faults) > 0 || cfg.KeyedDrill {
 		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
 	}
 	return env.Options{

@@ -190,6 +190,9 @@ type Report struct {
 	Replicas []string `json:"replicas"`
 	Settings Settings `json:"settings"`
 	Runs     []Run    `json:"runs"`
+	// Keyed holds the runs of the keyed drill (--keyed-drill), which has
+	// no Runs.
+	Keyed []KeyedRun `json:"keyed,omitempty"`
 	// OK is true when no safe strategy showed an anomaly.
 	OK bool `json:"ok"`
 }

@@ -234,3 +234,37 @@ func TestOwnAttemptSettlesAtOnce(t *testing.T) {
 		t.Fatalf("recovery once over: %+v, %v; want it given up", got, err)
 	}
 }
+
+// TestRestartSettlesItsPredecessor: a replica killed with a keyed request
+// in flight and started again settles that request at its first recovery,
+// without waiting DeadAfter: the earlier instance of its own name is dead.
+// Another replica's instance, just as stale, waits DeadAfter.
+func TestRestartSettlesItsPredecessor(t *testing.T) {
+	base := testStore(t)
+	ctx := t.Context()
+	mustPut(t, base, "restart", 5)
+	before := replicaStore(t, base, StoreOptions{Replica: "a"})
+	other := replicaStore(t, base, StoreOptions{Replica: "b"})
+	for _, s := range []*Store{before, other} {
+		if _, err := s.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _, _ = s.DecrementOnce(context.Background(), dies{NewAtomic(s)}, Request{SKU: "restart", Qty: 1, Key: "K-" + s.replica}, "")
+		}()
+		<-done
+	}
+	after := replicaStore(t, base, StoreOptions{Replica: "a", AbandonAfter: time.Hour})
+	if _, err := after.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := after.RecoverKeys(ctx)
+	if err != nil || got.Abandoned != 1 {
+		t.Fatalf("first recovery after the restart: %+v, %v; want the predecessor's attempt given up, b's left", got, err)
+	}
+	if _, _, err := after.DecrementOnce(ctx, NewAtomic(after), Request{SKU: "restart", Qty: 1, Key: "K-a"}, ""); err != nil {
+		t.Fatalf("retry of the predecessor's key: %v", err)
+	}
+}

@@ -300,7 +300,7 @@ type keyOutcome struct {
 // pending, so an abort seen in the first read with no order in the second
 // means that no sale came of it, nor can.
 func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) {
-	it, err := s.Get(ctx, rec.SKU)
+	it, err := s.getCommitted(ctx, rec.SKU)
 	if err != nil {
 		return keyOutcome{}, err
 	}
@@ -496,7 +496,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
 	}
 	if res.MatchedCount == 0 {
-		it, err := s.Get(ctx, sku)
+		it, err := s.getCommitted(ctx, sku)
 		if errors.Is(err, ErrNotFound) {
 			return false, false, nil
 		}

@@ -45,17 +45,27 @@ type beatSeen struct {
 // observe records the heartbeats read at now, forgets the instances whose
 // document is gone, and returns how many instances other than self it
 // finds dead for the first time.
-func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Duration, self string) int {
+//
+// At the first observation, the other instances of this store's own
+// replica name are dead at once: they are this replica before a restart
+// (replica names are unique, one process each), and nothing of theirs is
+// in flight any more.
+func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Duration, self heartbeat) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.seen == nil {
+	first := l.seen == nil
+	if first {
 		l.seen = map[string]*beatSeen{}
 	}
 	present := make(map[string]bool, len(hbs))
 	for _, hb := range hbs {
 		present[hb.Instance] = true
 		if b := l.seen[hb.Instance]; b == nil || b.beat != hb.Beat {
-			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: now}
+			since := now
+			if first && hb.Replica == self.Replica && hb.Instance != self.Instance {
+				since = now.Add(-deadAfter)
+			}
+			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: since}
 		}
 	}
 	died := 0
@@ -63,7 +73,7 @@ func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Durati
 		switch {
 		case !present[id]:
 			delete(l.seen, id)
-		case id != self && !b.told && now.Sub(b.since) >= deadAfter:
+		case id != self.Instance && !b.told && now.Sub(b.since) >= deadAfter:
 			b.told = true
 			died++
 		}
@@ -105,6 +115,11 @@ func (l *liveness) deadBeats(now time.Time, deadAfter time.Duration, self string
 // store that stops calling it is taken for dead, and its keyed requests in
 // flight are given up, which is safe (their stock writes are then refused)
 // but fails them. A store that never calls it is never taken for dead.
+// The first call takes the earlier instances of this store's own replica
+// name for dead at once: a restarted replica settles what its previous
+// process left in flight without waiting DeadAfter. So two processes must
+// not share a replica name, or the start of one fails the other's keyed
+// requests in flight (safely: a retry sells).
 func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
 	_, err = s.beats.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.instance}},
 		bson.D{
@@ -122,7 +137,7 @@ func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
 	if err := cur.All(ctx, &hbs); err != nil {
 		return 0, fmt.Errorf("inventory: read heartbeats: %w", err)
 	}
-	return s.live.observe(time.Now(), hbs, s.deadAfter, s.instance), nil
+	return s.live.observe(time.Now(), hbs, s.deadAfter, heartbeat{Instance: s.instance, Replica: s.replica}), nil
 }
 
 // forgetDead deletes the heartbeats of dead instances that have no

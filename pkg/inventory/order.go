@@ -236,10 +236,12 @@ func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) (mine
 	return mine, nil
 }
 
-// order returns the ledger's order id of sku, or ErrNotFound.
+// order returns the ledger's order id of sku, or ErrNotFound. It reads
+// with majority read concern (see committedOrders): its callers replay
+// the order, or settle an attempt by it.
 func (s *Store) order(ctx context.Context, sku, id string) (Order, error) {
 	var o Order
-	err := s.orders.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&o)
+	err := s.committedOrders.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return Order{}, fmt.Errorf("%w: order %s of %q", ErrNotFound, id, sku)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -79,6 +80,10 @@ type StoreOptions struct {
 type Store struct {
 	items, orders, keys *mongo.Collection
 	attempts, beats     *mongo.Collection
+	// committedItems and committedOrders read with majority read concern
+	// when writes are majority: a replay must not answer with a sale that
+	// a failover can roll back. They are items and orders otherwise.
+	committedItems, committedOrders *mongo.Collection
 	// ttl is set once EnsureIndexes has made the server expire keys
 	// itself; until then RecoverKeys expires them.
 	ttl          atomic.Bool
@@ -125,20 +130,26 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		opts.Logger = slog.Default()
 	}
 	co := options.Collection().SetWriteConcern(wc)
+	committed := options.Collection().SetWriteConcern(wc)
+	if wc.W == "majority" {
+		committed.SetReadConcern(readconcern.Majority())
+	}
 	return &Store{
-		items:        db.Collection(ItemsCollection, co),
-		orders:       db.Collection(OrdersCollection, co),
-		keys:         db.Collection(IdempotencyCollection, co),
-		attempts:     db.Collection(AttemptsCollection, co),
-		beats:        db.Collection(HeartbeatsCollection, co),
-		replica:      opts.Replica,
-		writeTimeout: opts.WriteTimeout,
-		keyRetention: opts.KeyRetention,
-		abandonAfter: opts.AbandonAfter,
-		deadAfter:    opts.DeadAfter,
-		instance:     newOrderID(),
-		afterTake:    opts.AfterTake,
-		logger:       opts.Logger,
+		committedItems:  db.Collection(ItemsCollection, committed),
+		committedOrders: db.Collection(OrdersCollection, committed),
+		items:           db.Collection(ItemsCollection, co),
+		orders:          db.Collection(OrdersCollection, co),
+		keys:            db.Collection(IdempotencyCollection, co),
+		attempts:        db.Collection(AttemptsCollection, co),
+		beats:           db.Collection(HeartbeatsCollection, co),
+		replica:         opts.Replica,
+		writeTimeout:    opts.WriteTimeout,
+		keyRetention:    opts.KeyRetention,
+		abandonAfter:    opts.AbandonAfter,
+		deadAfter:       opts.DeadAfter,
+		instance:        newOrderID(),
+		afterTake:       opts.AfterTake,
+		logger:          opts.Logger,
 	}, nil
 }
 
@@ -162,6 +173,21 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		Options: options.Index().SetExpireAfterSeconds(int32(s.keyRetention / time.Second)),
 	})
 	var ce mongo.CommandError
+	if errors.As(err, &ce) && (ce.Code == codeIndexOptionsConflict || ce.Code == codeIndexKeySpecsConflict) {
+		// The index exists with another retention (a changed
+		// --idempotency-retention, or replicas that differ): change it
+		// in place, as the latest replica to start asks.
+		err = s.keys.Database().RunCommand(ctx, bson.D{
+			{Key: "collMod", Value: IdempotencyCollection},
+			{Key: "index", Value: bson.D{
+				{Key: "keyPattern", Value: bson.D{{Key: "at", Value: 1}}},
+				{Key: "expireAfterSeconds", Value: int32(s.keyRetention / time.Second)},
+			}},
+		}).Err()
+		if err == nil {
+			s.logger.InfoContext(ctx, "changed the idempotency keys' TTL index to the key retention", slog.Duration("retention", s.keyRetention))
+		}
+	}
 	ttl := err == nil
 	if errors.As(err, &ce) && ce.Name == "NotImplemented" {
 		s.logger.InfoContext(ctx, "the store has no TTL indexes: idempotency keys are swept by the periodic recovery only", slog.Any("error", err))
@@ -173,6 +199,12 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	s.ttl.Store(ttl)
 	return nil
 }
+
+// MongoDB's codes for an index that exists with other options.
+const (
+	codeIndexOptionsConflict  = 85
+	codeIndexKeySpecsConflict = 86
+)
 
 // Put sets the stock of sku, creating the item if needed, and bumps its
 // version. It never touches the fences or the pending orders: a holder
@@ -234,11 +266,20 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 
 // Get returns the item, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, sku string) (Item, error) {
+	return s.get(ctx, s.items, sku)
+}
+
+// getCommitted is Get with majority read concern (see committedItems).
+func (s *Store) getCommitted(ctx context.Context, sku string) (Item, error) {
+	return s.get(ctx, s.committedItems, sku)
+}
+
+func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (Item, error) {
 	if err := checkSKU(sku); err != nil {
 		return Item{}, err
 	}
 	var it Item
-	err := s.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
+	err := items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return Item{}, fmt.Errorf("%w: get %q", ErrNotFound, sku)
 	}

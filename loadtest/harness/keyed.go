@@ -1,0 +1,312 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// The keyed drill's shape. Purchases start evenly over keyedWindow; the
+// first replica is killed -9 keyedKill into it and restarted a second
+// later; the second replica is frozen once the first is back, for its
+// heartbeat timeout and two seconds more (so also past the lock TTL).
+const (
+	keyedPerStrategy = 40
+	keyedWindow      = 16 * time.Second
+	keyedKill        = 3 * time.Second
+	keyedDown        = time.Second
+	keyedFreeze      = inventory.DefaultDeadAfter + 2*time.Second
+	keyedAttempt     = 3 * time.Second  // one attempt's own timeout
+	keyedGiveUp      = 90 * time.Second // a purchase stops trying after this
+)
+
+// runKeyed runs the keyed drill --repeat times: every safe strategy of the
+// config sells keyedPerStrategy purchases (or --requests), each with an
+// Idempotency-Key of its own, on a sku of its own. A purchase is retried
+// with the same key, alternating between the two replicas, after every
+// answer that is not a sale or sold_out (a timeout, a cut connection, a
+// 5xx, 409 idempotency_in_progress), until it sells. It checks that every
+// purchase sold exactly once: units taken = purchases sold = orders in
+// the ledger, and no key with two orders; and it measures how long each
+// purchase took to settle.
+func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
+	if h.Env == nil || h.Env.Len() < 2 {
+		return nil, errors.New("--keyed-drill needs two replicas the harness starts (--local-replicas 2)")
+	}
+	var strategies []string
+	for _, s := range h.cfg.Strategies {
+		if verdict.SafeAll([]string{s}) {
+			strategies = append(strategies, s)
+		}
+	}
+	if len(strategies) == 0 {
+		return nil, errors.New("--keyed-drill: no safe strategy among --strategies")
+	}
+	per := keyedPerStrategy
+	if h.cfg.Requests > 0 {
+		per = h.cfg.Requests
+	}
+	if err := h.warmup(ctx); err != nil {
+		return nil, err
+	}
+	var runs []report.KeyedRun
+	for rep := 1; rep <= h.cfg.Repeat; rep++ {
+		h.logf("[%d/%d] keyed drill: %d purchases each of %s, kill -9 of replica %s, then a %s freeze of replica %s",
+			rep, h.cfg.Repeat, per, joinComma(strategies), h.Env.ID(0), keyedFreeze, h.Env.ID(1))
+		run, err := h.keyedOnce(ctx, rep, strategies, per)
+		if err != nil {
+			return runs, err
+		}
+		verdictText := "every purchase sold exactly once"
+		if !run.OK() {
+			verdictText = fmt.Sprintf("FAILED: %v", run.Problems)
+		}
+		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs); %s",
+			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, verdictText)
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+// purchase is one keyed purchase of the drill.
+type purchase struct {
+	sku, strategy, key string
+	first              int // the replica of its first attempt
+}
+
+// purchaseResult is what became of a purchase.
+type purchaseResult struct {
+	sold     bool
+	settle   time.Duration
+	attempts int
+	answers  map[string]int
+}
+
+func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, per int) (report.KeyedRun, error) {
+	run := report.KeyedRun{Repeat: rep, Strategies: strategies, Answers: map[string]int{}}
+	bases := h.Env.Bases()
+	stock := per + per/2 // room to show a double sale as units taken
+	var skus []string
+	for _, st := range strategies {
+		sku := fmt.Sprintf("%s-keyed%d-%s", h.prefix, rep, st)
+		if err := h.api.SetStock(ctx, bases[0], sku, stock); err != nil {
+			return run, fmt.Errorf("keyed drill: set the stock of %s: %w", sku, err)
+		}
+		skus = append(skus, sku)
+	}
+	var ps []purchase
+	for i := range per {
+		for j, st := range strategies {
+			ps = append(ps, purchase{sku: skus[j], strategy: st, key: fmt.Sprintf("%s-k%d-%d-%s", h.prefix, rep, i, st), first: (i + j) % 2})
+		}
+	}
+	run.Purchases = len(ps)
+
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+	began := time.Now()
+	faults := make(chan []string, 1)
+	go func() { faults <- h.keyedFaults(ctx, began) }()
+
+	results := make([]purchaseResult, len(ps))
+	var wg sync.WaitGroup
+	pace := keyedWindow / time.Duration(len(ps))
+	for i, p := range ps {
+		if err := drill.Sleep(ctx, time.Until(began.Add(time.Duration(i)*pace))); err != nil {
+			break
+		}
+		wg.Go(func() { results[i] = h.buy(ctx, client, bases, p) })
+	}
+	wg.Wait()
+	run.Faults = <-faults
+	if err := ctx.Err(); err != nil {
+		return run, context.Cause(ctx)
+	}
+
+	var settles []float64
+	for _, r := range results {
+		run.Attempts += r.attempts
+		for k, n := range r.answers {
+			run.Answers[k] += n
+		}
+		if r.sold {
+			run.Sold++
+			settles = append(settles, r.settle.Seconds())
+		} else {
+			run.Unfinished++
+		}
+	}
+	sort.Float64s(settles)
+	run.SettleP50, run.SettleP99 = quantile(settles, 0.5), quantile(settles, 0.99)
+	if len(settles) > 0 {
+		run.SettleMax = settles[len(settles)-1]
+	}
+
+	if _, err := h.waitDrained(ctx, bases[0], skus); err != nil {
+		return run, err
+	}
+	for _, sku := range skus {
+		it, err := h.api.GetItem(ctx, bases[0], sku)
+		if err != nil {
+			return run, fmt.Errorf("keyed drill: read %s: %w", sku, err)
+		}
+		run.UnitsTaken += stock - it.Stock
+		run.Pending += len(it.Pending)
+		orders, err := h.api.Orders(ctx, bases[0], sku, time.Time{})
+		if err != nil {
+			return run, fmt.Errorf("keyed drill: read the ledger of %s: %w", sku, err)
+		}
+		run.LedgerOrders += len(orders)
+		perKey := map[string]int{}
+		for _, o := range orders {
+			perKey[o.Key]++
+		}
+		for _, n := range perKey {
+			if n > 1 {
+				run.KeysTwice++
+			}
+		}
+	}
+	switch {
+	case run.Unfinished > 0:
+		run.Problems = append(run.Problems, fmt.Sprintf("%d purchases never sold", run.Unfinished))
+	}
+	if run.UnitsTaken != run.Sold {
+		run.Problems = append(run.Problems, fmt.Sprintf("units taken %d, purchases sold %d", run.UnitsTaken, run.Sold))
+	}
+	if run.LedgerOrders != run.UnitsTaken {
+		run.Problems = append(run.Problems, fmt.Sprintf("ledger orders %d, units taken %d", run.LedgerOrders, run.UnitsTaken))
+	}
+	if run.KeysTwice > 0 {
+		run.Problems = append(run.Problems, fmt.Sprintf("%d keys with more than one order", run.KeysTwice))
+	}
+	if run.Pending > 0 {
+		run.Problems = append(run.Problems, fmt.Sprintf("%d orders still pending", run.Pending))
+	}
+	return run, nil
+}
+
+// keyedFaults kills the first replica keyedKill after began and restarts it
+// keyedDown later; once it is ready, it freezes the second one for
+// keyedFreeze. It returns what it did, with times from began.
+func (h *Harness) keyedFaults(ctx context.Context, began time.Time) []string {
+	var notes []string
+	note := func(format string, a ...any) {
+		notes = append(notes, fmt.Sprintf("%5.1fs ", time.Since(began).Seconds())+fmt.Sprintf(format, a...))
+		h.logf("  %s", notes[len(notes)-1])
+	}
+	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
+		return notes
+	}
+	a, b := h.Env.ID(0), h.Env.ID(1)
+	if err := h.Env.Kill(0); err != nil {
+		note("kill -9 of replica %s failed: %v", a, err)
+		return notes
+	}
+	note("kill -9 replica %s", a)
+	if drill.Sleep(ctx, keyedDown) != nil {
+		return notes
+	}
+	if err := h.Env.Restart(ctx, 0); err != nil {
+		note("restart of replica %s failed: %v", a, err)
+		return notes
+	}
+	note("replica %s restarted and ready", a)
+	if err := h.Env.Pause(1); err != nil {
+		note("SIGSTOP of replica %s failed: %v", b, err)
+		return notes
+	}
+	note("SIGSTOP replica %s", b)
+	// Whatever happens, the replica must not stay stopped.
+	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
+	if err := h.Env.Resume(1); err != nil {
+		note("SIGCONT of replica %s failed: %v", b, err)
+		return notes
+	}
+	note("SIGCONT replica %s, after %s", b, keyedFreeze)
+	return notes
+}
+
+// buy sends one purchase until it sells, sells out or keyedGiveUp passes,
+// switching replicas after every answer that is not final.
+func (h *Harness) buy(ctx context.Context, client *http.Client, bases []string, p purchase) purchaseResult {
+	r := purchaseResult{answers: map[string]int{}}
+	body, _ := json.Marshal(map[string]any{"qty": 1, "strategy": p.strategy})
+	start := time.Now()
+	target := p.first
+	pause := 100 * time.Millisecond
+	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
+		r.attempts++
+		status, code := h.attempt(ctx, client, bases[target], p, body)
+		switch {
+		case status == http.StatusOK:
+			r.sold, r.settle = true, time.Since(start)
+			return r
+		case status == http.StatusConflict && code == "sold_out":
+			r.answers["409 sold_out"]++
+			return r
+		case status == 0:
+			r.answers["no answer"]++
+		default:
+			r.answers[fmt.Sprintf("%d %s", status, code)]++
+		}
+		target = (target + 1) % len(bases)
+		if drill.Sleep(ctx, pause) != nil {
+			break
+		}
+		pause = min(2*pause, time.Second)
+	}
+	return r
+}
+
+// attempt sends one try of p to base and returns the status (0: no answer
+// within keyedAttempt) and the error code.
+func (h *Harness) attempt(ctx context.Context, client *http.Client, base string, p purchase, body []byte) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, keyedAttempt)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/items/"+p.sku+"/decrement", bytes.NewReader(body))
+	if err != nil {
+		return 0, ""
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", p.key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return 0, ""
+	}
+	var a struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(b, &a)
+	return resp.StatusCode, a.Error
+}
+
+// quantile returns the q quantile of sorted values (nearest rank), 0 for
+// none.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func joinComma(s []string) string { return strings.Join(s, ", ") }

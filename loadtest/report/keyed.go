@@ -1,0 +1,94 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// KeyedRun is one run of the keyed drill (--keyed-drill): purchases with an
+// Idempotency-Key each, retried across two replicas until they sell, while
+// one replica is killed -9 and restarted and the other is frozen (SIGSTOP)
+// past its lock TTL and its heartbeat timeout.
+type KeyedRun struct {
+	Repeat     int      `json:"repeat"`
+	Strategies []string `json:"strategies"`
+	Faults     []string `json:"faults"` // what was done, when, in order
+
+	Purchases  int `json:"purchases"`
+	Sold       int `json:"sold"`       // purchases that got a sale
+	Unfinished int `json:"unfinished"` // purchases still without a sale when the drill gave up on them
+	Attempts   int `json:"attempts"`   // every request sent, first tries included
+
+	UnitsTaken   int `json:"units_taken"`   // stock before minus stock after, over the drill's skus
+	LedgerOrders int `json:"ledger_orders"` // orders in the ledger of those skus
+	KeysTwice    int `json:"keys_twice"`    // keys with more than one order
+	Pending      int `json:"pending"`       // units taken whose order never reached the ledger
+
+	// Settling: from a purchase's first request to its sale, in seconds.
+	SettleP50 float64 `json:"settle_p50_s"`
+	SettleP99 float64 `json:"settle_p99_s"`
+	SettleMax float64 `json:"settle_max_s"`
+
+	// Answers counts every answer that was not a sale, by status and
+	// code ("409 idempotency_in_progress", "transport", ...).
+	Answers map[string]int `json:"answers"`
+
+	Problems []string `json:"problems,omitempty"`
+}
+
+// OK reports whether the run kept every promise: each purchase sold once.
+func (r KeyedRun) OK() bool { return len(r.Problems) == 0 }
+
+// WriteKeyedTable writes one line per run.
+func WriteKeyedTable(w io.Writer, runs []KeyedRun) error {
+	rows := [][]string{{"run", "purchases", "sold", "unfinished", "units taken", "ledger", "keys sold twice", "settle p50", "p99", "max", "attempts", "verdict"}}
+	for _, r := range runs {
+		v := "exactly once"
+		if !r.OK() {
+			v = "FAILED: " + strings.Join(r.Problems, "; ")
+		}
+		rows = append(rows, []string{
+			fmt.Sprint(r.Repeat), fmt.Sprint(r.Purchases), fmt.Sprint(r.Sold), fmt.Sprint(r.Unfinished),
+			fmt.Sprint(r.UnitsTaken), fmt.Sprint(r.LedgerOrders), fmt.Sprint(r.KeysTwice),
+			fmt.Sprintf("%.2fs", r.SettleP50), fmt.Sprintf("%.2fs", r.SettleP99), fmt.Sprintf("%.2fs", r.SettleMax),
+			fmt.Sprint(r.Attempts), v,
+		})
+	}
+	return writeAligned(w, rows, func(col int) bool { return col == 11 })
+}
+
+// WriteKeyedMarkdown writes the runs as a Markdown table, then what was
+// done in each and the answers that were not sales.
+func WriteKeyedMarkdown(w io.Writer, runs []KeyedRun) error {
+	var b strings.Builder
+	b.WriteString("# Keyed purchases through a kill -9 and a freeze\n\n")
+	b.WriteString("| run | purchases | sold | unfinished | units taken | ledger | keys sold twice | settle p50 | p99 | max | attempts |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | %.2f s | %d |\n",
+			r.Repeat, r.Purchases, r.Sold, r.Unfinished, r.UnitsTaken, r.LedgerOrders, r.KeysTwice,
+			r.SettleP50, r.SettleP99, r.SettleMax, r.Attempts)
+	}
+	for _, r := range runs {
+		fmt.Fprintf(&b, "\n## Run %d (%s)\n\n", r.Repeat, strings.Join(r.Strategies, ", "))
+		for _, f := range r.Faults {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+		if len(r.Answers) > 0 {
+			b.WriteString("\nAnswers other than a sale: ")
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(r.Answers)) {
+				parts = append(parts, fmt.Sprintf("%s × %d", k, r.Answers[k]))
+			}
+			b.WriteString(strings.Join(parts, ", ") + ".\n")
+		}
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "\n**Problem:** %s\n", p)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
