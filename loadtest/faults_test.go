@@ -30,6 +30,8 @@ func TestFaultConfig(t *testing.T) {
 		{[]string{"--faults", "crash", "--fault-ttl", "1500ms"}, "whole seconds"},
 		{[]string{"--faults", "crash", "--duration", "2s"}, "needs at least 3 × --fault-ttl"},
 		{[]string{"--faults", "crash", "--replicas", "http://127.0.0.1:1"}, "--faults needs the replicas the harness starts"},
+		{[]string{"--keyed-drill", "--faults", "crash"}, "--keyed-drill runs alone"},
+		{[]string{"--keyed-drill", "--local-replicas", "3"}, "--keyed-drill needs the two replicas the harness starts"},
 	}
 	for _, b := range bad {
 		_, err := ParseConfig(b.args, noEnv, &bytes.Buffer{})
@@ -261,5 +263,31 @@ func checkSafeRun(t *testing.T, r report.Run) {
 	}
 	if r.Tokens == nil || !r.Tokens.OK {
 		t.Errorf("%s: tokens %+v", r.Fault, r.Tokens)
+	}
+}
+
+// TestKeyedDrillShort is the keyed drill with two strategies and a few
+// purchases: keyed purchases retried across two replica processes while
+// one is killed -9 and restarted and the other frozen past its heartbeat
+// timeout. Every purchase must sell exactly once, and the report must say
+// what was done and how long the purchases took to settle.
+func TestKeyedDrillShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the service and starts the stores and two replica processes")
+	}
+	t.Parallel()
+	_, rep, stdout := runHarness(t, "--keyed-drill", "--strategies", "atomic,redis-lock", "--requests", "12", "--warmup", "500ms")
+	if len(rep.Keyed) != 1 {
+		t.Fatalf("keyed runs: %+v, want one", rep.Keyed)
+	}
+	r := rep.Keyed[0]
+	if !r.OK() || r.Purchases != 24 || r.Sold != 24 || r.UnitsTaken != 24 || r.LedgerOrders != 24 || r.KeysTwice != 0 {
+		t.Errorf("keyed run: %+v; want 24 purchases, each sold once", r)
+	}
+	if len(r.Faults) != 4 || !strings.Contains(r.Faults[0], "kill -9") || !strings.Contains(r.Faults[2], "SIGSTOP") {
+		t.Errorf("faults done: %q; want the kill, the restart, the freeze and the thaw", r.Faults)
+	}
+	if r.SettleMax <= 0 || r.SettleMax < r.SettleP50 || !strings.Contains(stdout, "settle p50") {
+		t.Errorf("settle times p50 %.2fs, max %.2fs; stdout:\n%s", r.SettleP50, r.SettleMax, stdout)
 	}
 }

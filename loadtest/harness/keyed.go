@@ -20,14 +20,16 @@ import (
 )
 
 // The keyed drill's shape. Purchases start evenly over keyedWindow; the
-// first replica is killed -9 keyedKill into it and restarted a second
-// later; the second replica is frozen once the first is back, for its
-// heartbeat timeout and two seconds more (so also past the lock TTL).
+// first replica is killed -9 keyedKill into it and restarted keyedDown
+// later; the second replica is frozen keyedFreezeAt into it, when the
+// purchases the kill caught have settled, for its heartbeat timeout and
+// two seconds more (so also past the lock TTL).
 const (
 	keyedPerStrategy = 40
-	keyedWindow      = 16 * time.Second
+	keyedWindow      = 20 * time.Second
 	keyedKill        = 3 * time.Second
 	keyedDown        = time.Second
+	keyedFreezeAt    = 10 * time.Second
 	keyedFreeze      = inventory.DefaultDeadAfter + 2*time.Second
 	keyedAttempt     = 3 * time.Second  // one attempt's own timeout
 	keyedGiveUp      = 90 * time.Second // a purchase stops trying after this
@@ -74,8 +76,8 @@ func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
 		if !run.OK() {
 			verdictText = fmt.Sprintf("FAILED: %v", run.Problems)
 		}
-		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs); %s",
-			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, verdictText)
+		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs), %.2fs after the kill, %.2fs after the freeze; %s",
+			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, run.AfterKillMax, run.AfterFreezeMax, verdictText)
 		runs = append(runs, run)
 	}
 	return runs, nil
@@ -93,7 +95,15 @@ type purchaseResult struct {
 	settle   time.Duration
 	attempts int
 	answers  map[string]int
+	// sent and soldAt are when its first attempt went out and when its
+	// sale came back; unanswered that its first attempt got no answer.
+	sent, soldAt time.Time
+	unanswered   bool
 }
+
+// faultTimes are when the drill killed the first replica and froze the
+// second; zero if it did not.
+type faultTimes struct{ kill, freeze time.Time }
 
 func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, per int) (report.KeyedRun, error) {
 	run := report.KeyedRun{Repeat: rep, Strategies: strategies, Answers: map[string]int{}}
@@ -118,8 +128,9 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
 	began := time.Now()
+	var ft faultTimes
 	faults := make(chan []string, 1)
-	go func() { faults <- h.keyedFaults(ctx, began) }()
+	go func() { faults <- h.keyedFaults(ctx, began, &ft) }()
 
 	results := make([]purchaseResult, len(ps))
 	var wg sync.WaitGroup
@@ -137,7 +148,18 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	}
 
 	var settles []float64
-	for _, r := range results {
+	for i, r := range results {
+		// Caught by a fault: the first attempt went to the victim before
+		// the fault and got no answer. How long after the fault it sold
+		// is how long the fault kept it from settling.
+		caught := func(victim int, at time.Time) float64 {
+			if !r.sold || !r.unanswered || at.IsZero() || ps[i].first != victim || !r.sent.Before(at) {
+				return 0
+			}
+			return r.soldAt.Sub(at).Seconds()
+		}
+		run.AfterKillMax = max(run.AfterKillMax, caught(0, ft.kill))
+		run.AfterFreezeMax = max(run.AfterFreezeMax, caught(1, ft.freeze))
 		run.Attempts += r.attempts
 		for k, n := range r.answers {
 			run.Answers[k] += n
@@ -202,7 +224,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 // keyedFaults kills the first replica keyedKill after began and restarts it
 // keyedDown later; once it is ready, it freezes the second one for
 // keyedFreeze. It returns what it did, with times from began.
-func (h *Harness) keyedFaults(ctx context.Context, began time.Time) []string {
+func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
 	var notes []string
 	note := func(format string, a ...any) {
 		notes = append(notes, fmt.Sprintf("%5.1fs ", time.Since(began).Seconds())+fmt.Sprintf(format, a...))
@@ -212,11 +234,13 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time) []string {
 		return notes
 	}
 	a, b := h.Env.ID(0), h.Env.ID(1)
+	how := h.waitHolding(ctx, 0)
+	ft.kill = time.Now()
 	if err := h.Env.Kill(0); err != nil {
 		note("kill -9 of replica %s failed: %v", a, err)
 		return notes
 	}
-	note("kill -9 replica %s", a)
+	note("kill -9 replica %s (%s)", a, how)
 	if drill.Sleep(ctx, keyedDown) != nil {
 		return notes
 	}
@@ -225,11 +249,16 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time) []string {
 		return notes
 	}
 	note("replica %s restarted and ready", a)
+	if drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
+		return notes
+	}
+	how = h.waitHolding(ctx, 1)
+	ft.freeze = time.Now()
 	if err := h.Env.Pause(1); err != nil {
 		note("SIGSTOP of replica %s failed: %v", b, err)
 		return notes
 	}
-	note("SIGSTOP replica %s", b)
+	note("SIGSTOP replica %s (%s)", b, how)
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
 	if err := h.Env.Resume(1); err != nil {
@@ -238,6 +267,33 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time) []string {
 	}
 	note("SIGCONT replica %s, after %s", b, keyedFreeze)
 	return notes
+}
+
+// waitHolding polls replica i's /healthz for up to two seconds until it
+// holds a lock, and so has a keyed request in flight between its
+// reservation and its stock write, for the fault to strand. It says what
+// it saw.
+func (h *Harness) waitHolding(ctx context.Context, i int) string {
+	base := h.Env.Bases()[i]
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		var body struct {
+			LocksHeld map[string]int `json:"locks_held"`
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := h.probe.Do(cctx, http.MethodGet, base+"/healthz", nil, &body)
+		cancel()
+		n := 0
+		for _, c := range body.LocksHeld {
+			n += c
+		}
+		if err == nil && n > 0 {
+			return fmt.Sprintf("holding %d locks", n)
+		}
+		if drill.Sleep(ctx, 5*time.Millisecond) != nil {
+			break
+		}
+	}
+	return "no lock held within 2s"
 }
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
@@ -251,9 +307,13 @@ func (h *Harness) buy(ctx context.Context, client *http.Client, bases []string, 
 	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
 		r.attempts++
 		status, code := h.attempt(ctx, client, bases[target], p, body)
+		if r.attempts == 1 {
+			r.sent, r.unanswered = start, status == 0
+		}
 		switch {
 		case status == http.StatusOK:
-			r.sold, r.settle = true, time.Since(start)
+			r.sold, r.soldAt = true, time.Now()
+			r.settle = r.soldAt.Sub(start)
 			return r
 		case status == http.StatusConflict && code == "sold_out":
 			r.answers["409 sold_out"]++
