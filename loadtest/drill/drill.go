@@ -57,6 +57,10 @@ var Catalogue = []Fault{
 	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
 	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
 	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key while a replica holds the lock, and promote its replica at once: in sync, and resyncing (fencing on, then off); not in all", FailoverRedisMaster, failoverDrills},
+	{LockPartition, "cut the lock holder off from its lock store (Redis, etcd, MongoDB) for twice the lock TTL, then heal (Toxiproxy)", PartitionLockStore, lockPartitionDrills},
+	{StorePartition, "cut a replica off from MongoDB for 3s under load, then heal: writes in flight lose their answers (Toxiproxy)", PartitionStore, networkDrills("mongo partition", PartitionStore)},
+	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, networkDrills("store latency", SlowLinks)},
+	{Resets, "close each of a replica's store connections after every 8 KiB of replies, for 4s (Toxiproxy)", ResetLinks, networkDrills("connection resets", ResetLinks)},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 
@@ -113,6 +117,7 @@ var aliases = map[string]func() []string{
 	// replicas on a Redis Cluster, must be named.
 	"all":           func() []string { return slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover }) },
 	"store-restart": func() []string { return []string{RedisRestart, MongoRestart} },
+	"network":       func() []string { return slices.Clone(networkFaults) },
 }
 
 // Parse reads a comma-separated list of faults and aliases (all,
@@ -135,7 +140,7 @@ func Parse(s string) ([]string, error) {
 		} else if slices.Contains(names, name) {
 			group = []string{name}
 		} else {
-			return nil, fmt.Errorf("unknown fault %q (known: %s, store-restart, all)", name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("unknown fault %q (known: %s, store-restart, network, all)", name, strings.Join(names, ", "))
 		}
 		for _, n := range group {
 			if !slices.Contains(out, n) {

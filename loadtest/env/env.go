@@ -60,6 +60,10 @@ type Options struct {
 	// Flags go to every replica, after --addr and --demo; a drill's own
 	// flags (Configure) come after them and win.
 	Flags []string
+	// Network puts every replica's links to MongoDB, Redis and etcd
+	// behind proxies of its own (Toxiproxy, in this process), for the
+	// network drills (Partition, Slow, CutAfter, Heal).
+	Network bool
 	// Redlock starts RedlockServers independent redis-servers (with the
 	// clock shim when gcc is there; miniredis without redis-server) and
 	// gives every replica their REDLOCK_ADDRS.
@@ -81,6 +85,7 @@ type Env struct {
 	// or fail over its nodes.
 	Cluster *devstore.RedisCluster
 	redlock *redlockStores // the servers of Options.Redlock; see RedlockServer
+	net     *network       // the proxies of Options.Network
 	tmpDir  string
 	bin     string
 	mu      sync.Mutex // guards procs against Bases and Close
@@ -168,6 +173,11 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 		if err := e.startRedlock(ctx, logger); err != nil {
 			return nil, err
 		}
+	}
+
+	if opt.Network {
+		e.net = newNetwork()
+		e.logf("  network: every replica reaches the stores through proxies of its own (Toxiproxy %s, in this process)", toxiproxyVersion)
 	}
 
 	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
@@ -467,15 +477,25 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	p.cmd = exec.Command(bin, args...)
 	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
 	// a replica given both refuses to start.
+	mongoURI, redisAddr, etcd := e.Mongo.URI, "", e.Etcd.Endpoints
+	if e.Redis != nil {
+		redisAddr = e.Redis.Addr
+	}
+	if e.net != nil {
+		if mongoURI, redisAddr, etcd, err = e.proxyEnv(id); err != nil {
+			p.logFile.Close()
+			return nil, err
+		}
+	}
 	redisEnv := []string{"REDIS_CLUSTER_ADDRS="}
 	if e.Cluster != nil {
 		redisEnv = []string{"REDIS_ADDR=", "REDIS_CLUSTER_ADDRS=" + strings.Join(e.Cluster.Addrs, ",")}
 	} else {
-		redisEnv = append(redisEnv, "REDIS_ADDR="+e.Redis.Addr)
+		redisEnv = append(redisEnv, "REDIS_ADDR="+redisAddr)
 	}
 	p.cmd.Env = append(append(os.Environ(), redisEnv...),
-		"MONGO_URI="+e.Mongo.URI,
-		"ETCD_ENDPOINTS="+strings.Join(e.Etcd.Endpoints, ","),
+		"MONGO_URI="+mongoURI,
+		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
 		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
@@ -544,6 +564,9 @@ func (e *Env) Close() {
 		wg.Wait()
 		if len(e.procs) > 0 {
 			e.logf("stopped the replicas")
+		}
+		if e.net != nil {
+			e.net.close()
 		}
 		if e.Etcd != nil {
 			if err := e.Etcd.Close(); err != nil {

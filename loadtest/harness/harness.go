@@ -231,7 +231,7 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
 		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
 		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags, RedisCluster: cfg.UsesRedisCluster(),
-		Redlock: cfg.UsesRedlock(),
+		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults),
 	}
 }
 

@@ -1,0 +1,207 @@
+package env
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// toxiproxyVersion is the Toxiproxy the network drills run (the module's
+// Version variable says "git" outside its own release builds).
+const toxiproxyVersion = "v2.5.0"
+
+// Link names one of a replica's links to its stores.
+type Link string
+
+// The links a network drill can strike.
+const (
+	LinkMongo Link = "mongo"
+	LinkRedis Link = "redis"
+	LinkEtcd  Link = "etcd"
+)
+
+// Links are every link a replica has.
+var Links = []Link{LinkMongo, LinkRedis, LinkEtcd}
+
+// network runs Toxiproxy in this process: with Options.Network, each
+// replica reaches MongoDB, Redis and etcd through proxies of its own, so
+// that a drill can cut, slow or reset one replica's links and not the
+// others'. A replica restarted keeps its proxies (and their ports).
+type network struct {
+	server *toxiproxy.ApiServer
+	mu     sync.Mutex
+	byID   map[string]map[Link]*toxiproxy.Proxy
+}
+
+func newNetwork() *network {
+	return &network{
+		server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
+		byID:   map[string]map[Link]*toxiproxy.Proxy{},
+	}
+}
+
+// proxy returns the address replica id reaches upstream at through link,
+// starting the proxy the first time.
+func (n *network) proxy(id string, link Link, upstream string) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.byID[id] == nil {
+		n.byID[id] = map[Link]*toxiproxy.Proxy{}
+	}
+	if p := n.byID[id][link]; p != nil {
+		return p.Listen, nil
+	}
+	p := toxiproxy.NewProxy(n.server, id+"-"+string(link), "127.0.0.1:0", upstream)
+	if err := n.server.Collection.Add(p, true); err != nil {
+		return "", fmt.Errorf("toxiproxy %s: %w", p.Name, err)
+	}
+	n.byID[id][link] = p
+	return p.Listen, nil
+}
+
+// proxies returns replica id's proxies of links (all when none given).
+func (n *network) proxies(id string, links []Link) ([]*toxiproxy.Proxy, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(links) == 0 {
+		links = Links
+	}
+	var out []*toxiproxy.Proxy
+	for _, l := range links {
+		if p := n.byID[id][l]; p != nil {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: replica %s has no proxied link among %v", ErrUnsupported, id, links)
+	}
+	return out, nil
+}
+
+func (n *network) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ps := range n.byID {
+		for _, p := range ps {
+			p.Stop()
+		}
+	}
+}
+
+// addToxic adds one toxic, in both directions unless stream says which.
+func addToxic(p *toxiproxy.Proxy, name, kind, stream string, attrs string) error {
+	streams := []string{"upstream", "downstream"}
+	if stream != "" {
+		streams = []string{stream}
+	}
+	for _, s := range streams {
+		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+s, kind, s, attrs)
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			return fmt.Errorf("toxiproxy %s: add %s: %w", p.Name, kind, err)
+		}
+	}
+	return nil
+}
+
+// proxyEnv rewrites the stores' addresses in a replica's environment to
+// its proxies. It refuses stores it cannot proxy: a Redis Cluster (its
+// nodes announce their own addresses) and a MongoDB URI of several hosts.
+func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
+	if e.Cluster != nil {
+		return "", "", nil, fmt.Errorf("%w: network drills on a Redis Cluster", ErrUnsupported)
+	}
+	u, err := url.Parse(e.Mongo.URI)
+	if err != nil || strings.Contains(u.Host, ",") || u.Scheme != "mongodb" {
+		return "", "", nil, fmt.Errorf("%w: network drills need a MongoDB URI of one host (mongodb://host:port)", ErrUnsupported)
+	}
+	if u.Host, err = e.net.proxy(id, LinkMongo, u.Host); err != nil {
+		return "", "", nil, err
+	}
+	q := u.Query()
+	// The proxy is not the server's advertised address: talk to it as
+	// the one server there is.
+	q.Set("directConnection", "true")
+	u.RawQuery = q.Encode()
+	if redisAddr, err = e.net.proxy(id, LinkRedis, e.Redis.Addr); err != nil {
+		return "", "", nil, err
+	}
+	for _, ep := range e.Etcd.Endpoints {
+		eu, err := url.Parse(ep)
+		if err != nil || len(e.Etcd.Endpoints) > 1 {
+			return "", "", nil, fmt.Errorf("%w: network drills need one etcd endpoint", ErrUnsupported)
+		}
+		if eu.Host, err = e.net.proxy(id, LinkEtcd, eu.Host); err != nil {
+			return "", "", nil, err
+		}
+		etcd = append(etcd, eu.String())
+	}
+	return u.String(), redisAddr, etcd, nil
+}
+
+// Partition cuts replica i's links (all when none given): nothing passes
+// either way, and connections, old and new, hang, as behind a partition
+// that drops packets. Heal ends it.
+func (e *Env) Partition(i int, links ...Link) error {
+	return e.withToxic(i, links, "partition", "timeout", "", `{"timeout":0}`)
+}
+
+// Slow adds latency, with jitter, to everything replica i sends and
+// receives on its links (all when none given), until Heal.
+func (e *Env) Slow(i int, latency, jitter time.Duration, links ...Link) error {
+	return e.withToxic(i, links, "latency", "latency", "downstream",
+		fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+}
+
+// CutAfter closes each of replica i's connections on its links (all when
+// none given) once bytes have come back on it, until Heal: under load,
+// connections die mid-reply at a steady rate.
+func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
+	return e.withToxic(i, links, "cut", "limit_data", "downstream", fmt.Sprintf(`{"bytes":%d}`, bytes))
+}
+
+// Heal removes every toxic from replica i's links and resets the
+// connections that were open through them: data a partition dropped is
+// gone (TCP would have sent it again), so a connection that crossed the
+// fault is closed rather than left out of step.
+func (e *Env) Heal(ctx context.Context, i int) error {
+	if e.net == nil {
+		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
+	}
+	ps, err := e.net.proxies(e.procs[i].id, nil)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range ps {
+		p.Toxics.ResetToxics(ctx)
+		p.Stop()
+		if err := p.Start(); err != nil {
+			errs = append(errs, fmt.Errorf("toxiproxy %s: restart: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
+	if e.net == nil {
+		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
+	}
+	ps, err := e.net.proxies(e.procs[i].id, links)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if err := addToxic(p, name, kind, stream, attrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
