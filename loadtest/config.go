@@ -172,7 +172,11 @@ built from this module on first use) and GOFLAGS for the builds.
 	}
 	// The replicas' own request timeout grows with the fault TTL (see
 	// faultBaseline); the harness must wait longer than they work.
-	if (len(c.Faults) > 0 || c.KeyedDrill) && !c.Explicit["timeout"] {
+	if c.Soak > 0 && !c.Explicit["stock"] {
+		// Enough stock that a segment sells under load to its end.
+		c.Stock = max(2000, c.Rate*int(harness.SoakSegment(c.Soak)/time.Second)*2)
+	}
+	if (len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0) && !c.Explicit["timeout"] {
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
 	}
 	if c.Capacity {
@@ -280,6 +284,7 @@ func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {
 	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). --faults redis-failover implies it (see docs/redis-cluster.md)")
 	fs.StringVar(&l.faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(drill.Names(), ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
 	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "with --faults or --keyed-drill: run every drill this many times; the report aggregates them")
+	fs.DurationVar(&c.Soak, "soak", 0, "instead of the comparison: steady mixed load of every safe strategy of --strategies for this long (at least 30s), in one-minute segments (a third of a shorter soak), each a mixed run judged as usual with a fault of the catalogue striking it (crash, store-partition, latency, pause, resets, mongo-restart, redis-restart in turn); samples each replica's memory, goroutines, open files and sockets every 5s, fails if one grows without bound, and draws them in soak.svg (see docs/faults.md#soak)")
 	fs.BoolVar(&c.KeyedDrill, "keyed-drill", false, "instead of the comparison: purchases with an Idempotency-Key each (40 per safe strategy of --strategies, or --requests), retried across the two replicas until they sell, while replica a is killed -9 and restarted and replica b is frozen past its lock TTL and heartbeat timeout; checks that each sold exactly once and reports how long purchases took to settle (see docs/every-writer.md)")
 	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
 	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")

@@ -337,3 +337,40 @@ func TestNetworkDrillsShort(t *testing.T) {
 		t.Errorf("runs by fault: %v, want %v", seen, want)
 	}
 }
+
+// TestSoakShort is the 60-second form of the soak: mixed load of two
+// strategies through two replicas in three segments, each struck by the
+// next fault of the soak's cycle, with every replica's resources sampled.
+// Every segment must keep the books, and no resource may grow without
+// bound.
+func TestSoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the service and starts the stores and two replica processes")
+	}
+	t.Parallel()
+	dir, rep, stdout := runHarness(t, "--soak", "60s", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
+	if len(rep.Runs) != 3 {
+		t.Fatalf("segments: %d, want 3", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" || r.Sold == 0 {
+			t.Errorf("segment under %s: sold %d, oversold %d, lost %d, ledger %d, verdict %s; %v", r.Fault, r.Sold, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Verdict, r.Problems)
+		}
+	}
+	if rep.Soak == nil || len(rep.Soak.Problems) != 0 {
+		t.Fatalf("soak: %+v, want samples and no growth", rep.Soak)
+	}
+	byReplica := map[string]int{}
+	for _, s := range rep.Soak.Samples {
+		byReplica[s.Replica]++
+		if s.RSS <= 0 || s.Goroutines <= 0 || s.FDs <= 0 {
+			t.Errorf("sample %+v: a resource not read", s)
+		}
+	}
+	if byReplica["a"] < 5 || byReplica["b"] < 5 {
+		t.Errorf("samples by replica: %v, want several of each", byReplica)
+	}
+	if _, err := os.Stat(filepath.Join(dir, report.SoakChartFile)); err != nil || !strings.Contains(stdout, "grew without bound") {
+		t.Errorf("soak chart: %v; stdout:\n%s", err, stdout)
+	}
+}

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// A safe strategy's anomaly is the finding that matters most: it
 	// decides the status even if the harness broke down afterwards.
 	if rep != nil {
-		if ok, _ := harness.Summarize(rep.Runs); !ok {
+		if ok, _ := harness.Summarize(rep.Runs); !ok || (rep.Soak != nil && len(rep.Soak.Problems) > 0) {
 			return exitAnomaly
 		}
 	}
@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, runErr error) {
 	dir := rep.OutDir
 	ok, lines := harness.Summarize(rep.Runs)
-	rep.OK = ok && runErr == nil
+	rep.OK = ok && runErr == nil && (rep.Soak == nil || len(rep.Soak.Problems) == 0)
 	if len(rep.Runs) == 0 {
 		_ = os.Remove(dir) // nothing measured; removes the directory only if empty
 		return
@@ -114,6 +114,17 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	paths, err := report.WriteFiles(dir, *rep)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: writing the reports: %v\n", err)
+	}
+	if rep.Soak != nil {
+		_ = report.WriteSoakTable(stdout, *rep.Soak)
+		fmt.Fprintln(stdout)
+		p := filepath.Join(dir, report.SoakChartFile)
+		if f, err := os.Create(p); err == nil {
+			if err := report.WriteSoakSVG(f, *rep.Soak); err == nil {
+				paths = append(paths, p)
+			}
+			_ = f.Close()
+		}
 	}
 	var plots []string
 	for _, r := range rep.Runs {
@@ -150,6 +161,8 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	switch {
 	case runErr != nil:
 		fmt.Fprintf(stdout, "Incomplete run (%d of %d strategies) after %.1fs.\n", len(rep.Runs), len(cfg.Strategies), rep.WallSeconds)
+	case rep.Soak != nil && len(rep.Soak.Problems) > 0:
+		fmt.Fprintf(stdout, "FAIL: a replica's resources grew without bound during the soak (%.1fs).\n", rep.WallSeconds)
 	case rep.OK:
 		fmt.Fprintf(stdout, "PASS: no safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable (%.1fs).\n", rep.WallSeconds)
 	default:

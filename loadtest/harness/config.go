@@ -55,6 +55,9 @@ type Config struct {
 	// KeyedDrill runs the keyed drill instead (see runKeyed), Repeat
 	// times, on replicas with the fault drills' lock TTL.
 	KeyedDrill bool
+	// Soak runs steady mixed load for this long, a fault every segment
+	// (see runSoak); 0: no soak.
+	Soak time.Duration
 
 	// History and its check (every run).
 	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
@@ -307,7 +310,21 @@ func (c Config) checkFaults(bad problem) {
 			bad("--keyed-drill needs the two replicas the harness starts: drop --replicas and --local-replicas")
 		}
 	}
-	if len(c.Faults) == 0 && !c.KeyedDrill {
+	if c.Soak != 0 {
+		if c.Soak < 30*time.Second || c.Soak > 24*time.Hour {
+			bad("--soak %s: must be between 30s and 24h", c.Soak)
+		}
+		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 || c.Capacity || c.KeyedDrill {
+			bad("--soak runs alone: drop --faults, --mixed, --retries, --capacity and --keyed-drill")
+		}
+		if len(c.Replicas) > 0 || c.LocalReplicas < 2 {
+			bad("--soak needs at least two replicas the harness starts (it kills, pauses and cuts them off): drop --replicas")
+		}
+		if c.Explicit["requests"] || c.Explicit["duration"] {
+			bad("--soak sets each segment's duration itself: drop --requests and --duration")
+		}
+	}
+	if len(c.Faults) == 0 && !c.KeyedDrill && c.Soak == 0 {
 		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
 			if c.Explicit[f] {
 				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)

@@ -182,6 +182,9 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 	case cfg.Capacity:
 		rep.Settings.CapacityLimit = cfg.capacityLimit()
 		rep.Runs, err = h.runCapacity(ctx)
+	case cfg.Soak > 0:
+		rep.Settings.FaultTTL = cfg.FaultTTL.String()
+		rep.Runs, rep.Soak, err = h.runSoak(ctx)
 	case cfg.KeyedDrill:
 		rep.Settings.Repeat, rep.Settings.FaultTTL = cfg.Repeat, cfg.FaultTTL.String()
 		rep.Keyed, err = h.runKeyed(ctx)
@@ -224,14 +227,14 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 // in outDir and its progress lines to log.
 func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	flags := []string{"--rmw-delay", cfg.RMWDelay.String()}
-	if len(cfg.Faults) > 0 || cfg.KeyedDrill {
+	if len(cfg.Faults) > 0 || cfg.KeyedDrill || cfg.Soak > 0 {
 		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
 	}
 	return env.Options{
 		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
 		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
 		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags, RedisCluster: cfg.UsesRedisCluster(),
-		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults),
+		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults) || cfg.Soak > 0,
 	}
 }
 

@@ -193,6 +193,8 @@ type Report struct {
 	// Keyed holds the runs of the keyed drill (--keyed-drill), which has
 	// no Runs.
 	Keyed []KeyedRun `json:"keyed,omitempty"`
+	// Soak holds a soak's samples (--soak); its segments are Runs.
+	Soak *Soak `json:"soak,omitempty"`
 	// OK is true when no safe strategy showed an anomaly.
 	OK bool `json:"ok"`
 }

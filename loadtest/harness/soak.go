@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// soakFaults are the faults a soak cycles through, one per segment: every
+// one that strikes a mixed run (a lock-store partition needs one lock).
+var soakFaults = []string{drill.Crash, drill.StorePartition, drill.Latency, drill.Pause, drill.Resets, drill.MongoRestart, drill.RedisRestart}
+
+// soakSampleEvery is how often a soak samples the replicas.
+const soakSampleEvery = 5 * time.Second
+
+// SoakSegment is the length of a soak's segments for a soak of d: a
+// minute, or a third of a shorter soak.
+func SoakSegment(d time.Duration) time.Duration { return min(time.Minute, d/3) }
+
+// runSoak runs steady mixed load, every safe strategy of the config on the
+// same skus, for cfg.Soak, in segments of SoakSegment: each segment is one
+// mixed run, judged like any other (history, totals, ledger), with the
+// next fault of soakFaults striking a quarter into it. Meanwhile it
+// samples every replica's memory, goroutines, open files and sockets, and
+// judges their growth (see report.JudgeSoak).
+func (h *Harness) runSoak(ctx context.Context) ([]report.Run, *report.Soak, error) {
+	var safe []string
+	for _, s := range h.cfg.Strategies {
+		if verdict.SafeAll([]string{s}) {
+			safe = append(safe, s)
+		}
+	}
+	h.cfg.Strategies = safe
+	seg := SoakSegment(h.cfg.Soak)
+	h.cfg.Duration = seg
+	soak := &report.Soak{Duration: h.cfg.Soak.String(), Segment: seg.String(), Strategies: safe, SampleEvery: soakSampleEvery.String()}
+	if err := h.warmup(ctx); err != nil {
+		return nil, soak, err
+	}
+	began := time.Now()
+	sctx, stopSampling := context.WithCancel(ctx)
+	var sampled sync.WaitGroup
+	sampled.Go(func() { h.sample(sctx, began, soak) })
+	defer func() {
+		stopSampling()
+		sampled.Wait()
+		soak.Problems = report.JudgeSoak(soak.Samples)
+	}()
+
+	var runs []report.Run
+	n := int(h.cfg.Soak / seg)
+	for i := range n {
+		name := soakFaults[i%len(soakFaults)]
+		f, _ := drill.Lookup(name)
+		d := drill.Drill{Label: name, Strategy: mixedRun, Inject: f.Inject}
+		h.logf("[soak %d/%d, %s of %s] mixed %s under %s", i+1, n, time.Since(began).Round(time.Second), h.cfg.Soak, strings.Join(safe, ", "), name)
+		run, err := h.runStrategy(ctx, mixedRun, &faultSpec{drill: d, repeat: i + 1})
+		if err != nil {
+			return runs, soak, err
+		}
+		h.logf("  → sold %d, oversold %d, lost updates %d, ledger mismatch %d; %s", run.Sold, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Verdict)
+		runs = append(runs, run)
+	}
+	return runs, soak, nil
+}
+
+// sample reads every replica's metrics every soakSampleEvery until ctx
+// ends.
+func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak) {
+	t := time.NewTicker(soakSampleEvery)
+	defer t.Stop()
+	for {
+		for i, base := range h.Env.Bases() {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			text, err := h.probe.Metrics(cctx, base)
+			cancel()
+			if err != nil {
+				continue // down (a crash drill): no sample
+			}
+			s := report.SoakSample{Replica: h.Env.ID(i), At: time.Since(began).Seconds()}
+			s.RSS = metricValue(text, "process_resident_memory_bytes") / (1 << 20)
+			s.Goroutines = metricValue(text, "go_goroutines")
+			s.FDs = metricValue(text, "process_open_fds")
+			s.Started = metricValue(text, "process_start_time_seconds")
+			s.Sockets = countSockets(h.Env.Pid(i))
+			soak.Samples = append(soak.Samples, s)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// metricValue is the value of an unlabelled series in Prometheus text, 0
+// when it is missing.
+func metricValue(text []byte, name string) float64 {
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// countSockets counts the sockets among pid's open files (Linux; -1
+// where /proc cannot tell).
+func countSockets(pid int) float64 {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return float64(n)
+}

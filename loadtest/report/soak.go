@@ -1,0 +1,187 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// SoakChartFile is the soak's picture of the replicas' resources.
+const SoakChartFile = "soak.svg"
+
+// Soak is what a soak (--soak) sampled, beside its segments' runs.
+type Soak struct {
+	Duration    string       `json:"duration"`
+	Segment     string       `json:"segment"`
+	SampleEvery string       `json:"sample_every"`
+	Strategies  []string     `json:"strategies"`
+	Samples     []SoakSample `json:"samples"`
+	// Problems are the resources that grew without bound (see
+	// JudgeSoak); empty when none did.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// SoakSample is one replica's resources at one moment of a soak.
+type SoakSample struct {
+	Replica    string  `json:"replica"`
+	At         float64 `json:"at_s"`    // seconds into the soak
+	Started    float64 `json:"started"` // the process's start time: a new one after a crash drill
+	RSS        float64 `json:"rss_mib"`
+	Goroutines float64 `json:"goroutines"`
+	FDs        float64 `json:"open_fds"`
+	Sockets    float64 `json:"sockets"` // open sockets: HTTP clients and store connections; -1 unknown
+}
+
+// soakLimits are the growth JudgeSoak tolerates for each resource between
+// the second and the last quarter of one process's samples: both a share
+// and an absolute slack must be exceeded.
+var soakLimits = []struct {
+	name  string
+	get   func(SoakSample) float64
+	share float64
+	slack float64
+}{
+	{"RSS (MiB)", func(s SoakSample) float64 { return s.RSS }, 0.5, 64},
+	{"goroutines", func(s SoakSample) float64 { return s.Goroutines }, 0.5, 200},
+	{"open files", func(s SoakSample) float64 { return s.FDs }, 0.5, 100},
+	{"sockets", func(s SoakSample) float64 { return s.Sockets }, 0.5, 100},
+}
+
+// JudgeSoak looks at each process's samples (a replica restarted by a
+// crash drill is a new process) that span at least 8 samples, and reports
+// a resource as growing without bound when the median of its last quarter
+// exceeds the median of its second quarter (the first is warm-up) by more
+// than half and by more than a fixed slack (64 MiB, 200 goroutines, 100
+// files or sockets). Growth that levels off passes; growth that continues
+// through the soak does not.
+func JudgeSoak(samples []SoakSample) []string {
+	type proc struct {
+		replica string
+		started float64
+	}
+	byProc := map[proc][]SoakSample{}
+	for _, s := range samples {
+		k := proc{s.Replica, s.Started}
+		byProc[k] = append(byProc[k], s)
+	}
+	keys := make([]proc, 0, len(byProc))
+	for k := range byProc {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].replica < keys[j].replica || keys[i].replica == keys[j].replica && keys[i].started < keys[j].started
+	})
+	var problems []string
+	for _, k := range keys {
+		ss := byProc[k]
+		if len(ss) < 8 {
+			continue
+		}
+		q := len(ss) / 4
+		for _, l := range soakLimits {
+			early, late := median(ss[q:2*q], l.get), median(ss[len(ss)-q:], l.get)
+			if early < 0 || late < 0 {
+				continue
+			}
+			if late > early*(1+l.share) && late-early > l.slack {
+				problems = append(problems, fmt.Sprintf("replica %s (process of %.0fs samples): %s grew from %.0f to %.0f",
+					k.replica, ss[len(ss)-1].At-ss[0].At, l.name, early, late))
+			}
+		}
+	}
+	return problems
+}
+
+func median(ss []SoakSample, get func(SoakSample) float64) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = get(s)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// WriteSoakTable writes each replica's first and last samples and the
+// highest of each resource, and the verdict on growth.
+func WriteSoakTable(w io.Writer, soak Soak) error {
+	rows := [][]string{{"replica", "samples", "RSS MiB first/last/max", "goroutines first/last/max", "open files first/last/max", "sockets first/last/max", "restarts"}}
+	for _, id := range soakReplicas(soak.Samples) {
+		var ss []SoakSample
+		starts := map[float64]bool{}
+		for _, s := range soak.Samples {
+			if s.Replica == id {
+				ss = append(ss, s)
+				starts[s.Started] = true
+			}
+		}
+		cell := func(get func(SoakSample) float64) string {
+			hi := math.Inf(-1)
+			for _, s := range ss {
+				hi = max(hi, get(s))
+			}
+			return fmt.Sprintf("%.0f / %.0f / %.0f", get(ss[0]), get(ss[len(ss)-1]), hi)
+		}
+		rows = append(rows, []string{id, fmt.Sprint(len(ss)), cell(soakLimits[0].get), cell(soakLimits[1].get), cell(soakLimits[2].get), cell(soakLimits[3].get), fmt.Sprint(len(starts) - 1)})
+	}
+	if err := writeAligned(w, rows, func(int) bool { return false }); err != nil {
+		return err
+	}
+	verdict := "no resource grew without bound (rule: docs/faults.md#soak)"
+	if len(soak.Problems) > 0 {
+		verdict = "GREW WITHOUT BOUND: " + strings.Join(soak.Problems, "; ")
+	}
+	_, err := fmt.Fprintln(w, verdict)
+	return err
+}
+
+func soakReplicas(samples []SoakSample) []string {
+	var ids []string
+	for _, s := range samples {
+		if !slices.Contains(ids, s.Replica) {
+			ids = append(ids, s.Replica)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// WriteSoakSVG draws each resource over the soak, a line per replica, in
+// four panels.
+func WriteSoakSVG(w io.Writer, soak Soak) error {
+	const pw, ph, pad = 460, 200, 50
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, 2*(pw+pad)+pad, 2*(ph+pad)+pad+20)
+	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="13">Soak %s: replicas' resources (mixed load, a fault every %s)</text>`, pad, esc(soak.Duration), esc(soak.Segment))
+	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
+	end := 1.0
+	for _, s := range soak.Samples {
+		end = max(end, s.At)
+	}
+	for pi, l := range soakLimits {
+		x0, y0 := pad+(pi%2)*(pw+pad), 30+pad/2+(pi/2)*(ph+pad)
+		top := 1.0
+		for _, s := range soak.Samples {
+			top = max(top, l.get(s))
+		}
+		top = niceCeil(top)
+		axes(&b, x0, y0, pw, ph, end, top, "seconds", l.name)
+		for ri, id := range soakReplicas(soak.Samples) {
+			var pts []string
+			for _, s := range soak.Samples {
+				if s.Replica != id || l.get(s) < 0 {
+					continue
+				}
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", float64(x0)+s.At/end*pw, float64(y0+ph)-l.get(s)/top*ph))
+			}
+			c := colors[ri%len(colors)]
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, c, strings.Join(pts, " "))
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(id))
+		}
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
