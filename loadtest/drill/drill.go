@@ -113,9 +113,13 @@ func Lookup(name string) (Fault, bool) {
 
 // aliases name groups of faults.
 var aliases = map[string]func() []string{
-	// all runs on one redis-server: redis-failover, which needs the
-	// replicas on a Redis Cluster, must be named.
-	"all":           func() []string { return slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover }) },
+	// all runs on one redis-server, with the replicas reaching the stores
+	// directly: redis-failover, which needs the replicas on a Redis
+	// Cluster, and the network faults, which put proxies between them,
+	// must be named (network names the four).
+	"all": func() []string {
+		return slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(networkFaults, n) })
+	},
 	"store-restart": func() []string { return []string{RedisRestart, MongoRestart} },
 	"network":       func() []string { return slices.Clone(networkFaults) },
 }

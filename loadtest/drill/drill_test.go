@@ -11,8 +11,11 @@ import (
 )
 
 func TestParseFaults(t *testing.T) {
-	// all runs on one redis-server: redis-failover needs the cluster.
-	withoutFailover := slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover })
+	// all runs on one redis-server with direct links: redis-failover
+	// needs the cluster, the network faults the proxies.
+	network := []string{LockPartition, StorePartition, Latency, Resets}
+	withoutFailover := slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(network, n) })
+	withFailover := slices.DeleteFunc(Names(), func(n string) bool { return slices.Contains(network, n) })
 	cases := []struct {
 		in   string
 		want []string
@@ -24,7 +27,9 @@ func TestParseFaults(t *testing.T) {
 		{"store-restart", []string{"redis-restart", "mongo-restart"}, ""},
 		{"all", withoutFailover, ""},
 		{"crash,all,crash", withoutFailover, ""},
-		{"all,redis-failover", Names(), ""},
+		{"all,redis-failover", withFailover, ""},
+		{"network", network, ""},
+		{"all,network,redis-failover", Names(), ""},
 		{"crash,meteor", nil, `unknown fault "meteor"`},
 	}
 	for _, c := range cases {
@@ -55,7 +60,9 @@ func TestPlan(t *testing.T) {
 	want := []string{"crash/redis-lock", "crash/atomic", "pause/redis-lock", "pause/atomic", "pause, fencing off/redis-lock",
 		"redis restart/redis-lock", "mongo restart/redis-lock", "mongo restart/atomic", "clock b +2s/redis-lock",
 		"redis clock +10s/redis-lock", "redis clock +10s, fencing off/redis-lock", "redis clock -30s/redis-lock",
-		"redis failover/redis-lock", "redis failover, replica resyncing/redis-lock", "redis failover, replica resyncing, fencing off/redis-lock"}
+		"redis failover/redis-lock", "redis failover, replica resyncing/redis-lock", "redis failover, replica resyncing, fencing off/redis-lock",
+		"lock store partition/redis-lock", "mongo partition/redis-lock", "mongo partition/atomic", "store latency/redis-lock", "store latency/atomic",
+		"connection resets/redis-lock", "connection resets/atomic"}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan:\n got %v\nwant %v", got, want)
 	}

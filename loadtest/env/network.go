@@ -205,3 +205,7 @@ func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) e
 	}
 	return nil
 }
+
+// Networked reports whether the replicas reach the stores through proxies
+// (Options.Network), so that the network faults can strike.
+func (e *Env) Networked() bool { return e.net != nil }

@@ -53,7 +53,7 @@ type Options struct {
 
 // The faults the page can strike a running attack with: those whose
 // victim is whatever holds the lock at that moment, or a store.
-var pageFaults = []string{drill.Crash, drill.Pause, drill.RedisRestart, drill.MongoRestart}
+var pageFaults = []string{drill.Crash, drill.Pause, drill.RedisRestart, drill.MongoRestart, drill.StorePartition, drill.Latency, drill.Resets}
 
 // Server is the live page and the runs it drives. Create it with Start.
 type Server struct {
@@ -109,6 +109,10 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if len(opt.Base.Replicas) == 0 {
 		eo := harness.EnvOptions(opt.Base, s.outDir, opt.Log)
 		eo.Flags = append(eo.Flags, LiveFlags(opt.Base.FaultTTL)...)
+		// The network faults' buttons need the replicas' store links
+		// behind proxies.
+		eo.Network = !eo.RedisCluster
+
 		e, err := env.Start(ctx, eo)
 		if err != nil {
 			return nil, err
@@ -215,6 +219,9 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	var faults []faultInfo
 	if s.env != nil {
 		for _, name := range pageFaults {
+			if drill.NeedsNetwork([]string{name}) && !s.env.Networked() {
+				continue
+			}
 			f, _ := drill.Lookup(name)
 			faults = append(faults, faultInfo{Name: f.Name, Doc: f.Doc})
 		}
