@@ -10,6 +10,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -167,10 +168,11 @@ func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
 	return e.withToxic(i, links, "cut", "limit_data", "downstream", fmt.Sprintf(`{"bytes":%d}`, bytes))
 }
 
-// Heal removes every toxic from replica i's links and resets the
-// connections that were open through them: data a partition dropped is
-// gone (TCP would have sent it again), so a connection that crossed the
-// fault is closed rather than left out of step.
+// Heal removes every toxic from replica i's links. A link that was
+// partitioned also has its connections reset: data the partition dropped
+// is gone (TCP would have sent it again), so a connection that crossed the
+// partition is closed rather than left out of step. Latency loses nothing,
+// and its connections are left alone.
 func (e *Env) Heal(ctx context.Context, i int) error {
 	if e.net == nil {
 		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
@@ -181,7 +183,16 @@ func (e *Env) Heal(ctx context.Context, i int) error {
 	}
 	var errs []error
 	for _, p := range ps {
+		dropped := false
+		for _, t := range p.Toxics.GetToxicArray() {
+			if w, ok := t.(*toxics.ToxicWrapper); ok && w.Type == "timeout" {
+				dropped = true
+			}
+		}
 		p.Toxics.ResetToxics(ctx)
+		if !dropped {
+			continue
+		}
 		p.Stop()
 		if err := p.Start(); err != nil {
 			errs = append(errs, fmt.Errorf("toxiproxy %s: restart: %w", p.Name, err))

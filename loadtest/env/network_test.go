@@ -1,0 +1,103 @@
+package env
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo starts a TCP server that sends back what it reads.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip sends a line on c and reads it back, within a second.
+func roundTrip(c net.Conn, r *bufio.Reader) error {
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	_, err := r.ReadString('\n')
+	return err
+}
+
+// TestNetworkFaults: through a replica's proxy, a partition stops traffic
+// and its heal closes the connections that crossed it (new ones work); a
+// latency's heal leaves the connections open.
+func TestNetworkFaults(t *testing.T) {
+	e := &Env{net: newNetwork(), procs: []*replicaProc{{id: "a"}}}
+	t.Cleanup(e.net.close)
+	addr, err := e.net.proxy("a", LinkRedis, echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	c, r := dial()
+	if err := roundTrip(c, r); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+
+	if err := e.Slow(0, 50*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, r); err != nil {
+		t.Fatalf("under latency: %v", err)
+	}
+	if err := e.Heal(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, r); err != nil {
+		t.Fatalf("after the latency healed, the connection: %v; want it kept", err)
+	}
+
+	if err := e.Partition(0, LinkRedis); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, r); err == nil {
+		t.Fatal("a round trip crossed the partition")
+	}
+	if err := e.Heal(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := r.ReadString('\n'); err == nil || isTimeout(err) {
+		t.Fatalf("after the partition healed, the old connection: %v; want it closed", err)
+	}
+	c2, r2 := dial()
+	if err := roundTrip(c2, r2); err != nil {
+		t.Fatalf("a new connection after the heal: %v", err)
+	}
+	if err := e.Partition(0, LinkMongo); err == nil {
+		t.Fatal("a partition of a link the replica does not have: no error")
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
