@@ -328,7 +328,7 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 }
 
 // giveUpIfOverdue gives up the attempt of rec, found with no sale yet, if
-// it is overdue (see overdue), and reports whether it did.
+// it is overdue (see overdue), and reports whether that settled anything.
 func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error) {
 	var a attempt
 	err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Decode(&a)
@@ -340,10 +340,13 @@ func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error
 	case !s.overdue(a, time.Now()):
 		return false, nil
 	}
-	if _, _, err := s.settle(ctx, a); err != nil {
+	sold, ended, err := s.settle(ctx, a)
+	if err != nil {
 		return false, err
 	}
-	return true, nil
+	// Settled by this call, or found sold: look again at once. Otherwise
+	// (no item yet, an order recorded between two reads) wait as usual.
+	return sold || ended, nil
 }
 
 // beginAttempt records rec's attempt, before its reservation is written:
@@ -455,7 +458,7 @@ func (s *Store) overdue(a attempt, now time.Time) bool {
 	switch {
 	case a.Instance == s.instance:
 		return !s.inFlight.has(a.OrderID)
-	case a.Instance != "" && s.live.dead(a.Instance, now, s.deadAfter):
+	case a.Instance != "" && s.live.dead(a.Instance, s.deadAfter):
 		return true
 	}
 	return a.At.Before(now.Add(-s.abandonAfter))
@@ -511,7 +514,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		}
 		p.ID, p.SKU = a.OrderID, sku
 		if err := s.record(cctx, p); err != nil {
-			return false, false, fmt.Errorf("inventory: record order %s of %q: %w", a.OrderID, sku, err)
+			return false, false, unreachable("record order "+a.OrderID+" of", sku, err)
 		}
 		sold = true
 	} else {
@@ -529,10 +532,10 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		switch {
 		case err == nil && rec.OrderID == a.OrderID && !rec.free():
 			if err := s.markFreed(cctx, a.KeyID, a.OrderID); err != nil {
-				return false, false, fmt.Errorf("inventory: free idempotency key %q: %w", a.KeyID, err)
+				return false, false, unreachable("free idempotency key "+a.KeyID+" of", sku, err)
 			}
 		case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
-			return false, false, fmt.Errorf("inventory: read idempotency key %q: %w", a.KeyID, err)
+			return false, false, unreachable("read idempotency key "+a.KeyID+" of", sku, err)
 		}
 	}
 	return sold, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
@@ -562,6 +565,7 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
 	}
 	withAttempts := map[string]bool{}
+	var errs []error
 	for _, a := range atts {
 		if !s.overdue(a, now) {
 			withAttempts[a.Instance] = true
@@ -569,7 +573,11 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 		}
 		sold, ended, err := s.settle(ctx, a)
 		if err != nil {
-			return r, err
+			// One attempt that cannot be settled now must not hold up
+			// the others: try it again at the next pass.
+			withAttempts[a.Instance] = true
+			errs = append(errs, err)
+			continue
 		}
 		switch {
 		case !ended:
@@ -580,13 +588,13 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 			r.Abandoned++
 		}
 	}
-	s.forgetDead(ctx, now, withAttempts)
+	s.forgetDead(ctx, withAttempts)
 	if s.ttl.Load() {
-		return r, nil
+		return r, errors.Join(errs...)
 	}
 	n, err := s.expireKeys(ctx, now)
 	r.Expired = n
-	return r, err
+	return r, errors.Join(append(errs, err)...)
 }
 
 // expireKeys forgets the keys past the retention among the first

@@ -31,9 +31,16 @@ type heartbeat struct {
 }
 
 // liveness is what one store has seen of the others' heartbeats.
+//
+// An instance is dead when its beat stood still between two of this
+// store's own readings at least deadAfter apart: the judgement rests on
+// readings, not on the time now. A store whose own readings stalled (a
+// long recovery pass, a slow store, a pause) has seen nothing stand still
+// since, and takes nobody for dead until it reads the heartbeats again.
 type liveness struct {
 	mu   sync.Mutex
 	seen map[string]*beatSeen // by instance
+	last time.Time            // this store's latest reading
 }
 
 type beatSeen struct {
@@ -57,6 +64,7 @@ func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Durati
 	if first {
 		l.seen = map[string]*beatSeen{}
 	}
+	l.last = now
 	present := make(map[string]bool, len(hbs))
 	for _, hb := range hbs {
 		present[hb.Instance] = true
@@ -81,24 +89,24 @@ func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Durati
 	return died
 }
 
-// dead reports whether instance's heartbeat has stood still for deadAfter
-// as this store saw it. An instance never seen beating is not dead: its
-// attempts wait for AbandonAfter.
-func (l *liveness) dead(instance string, now time.Time, deadAfter time.Duration) bool {
+// dead reports whether instance's heartbeat stood still for deadAfter
+// between this store's readings. An instance never seen beating is not
+// dead: its attempts wait for AbandonAfter.
+func (l *liveness) dead(instance string, deadAfter time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.seen[instance]
-	return b != nil && now.Sub(b.since) >= deadAfter
+	return b != nil && l.last.Sub(b.since) >= deadAfter
 }
 
 // deadBeats returns the instances other than self taken for dead, with the
 // beat each was last seen at.
-func (l *liveness) deadBeats(now time.Time, deadAfter time.Duration, self string) map[string]int64 {
+func (l *liveness) deadBeats(deadAfter time.Duration, self string) map[string]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[string]int64{}
 	for id, b := range l.seen {
-		if id != self && now.Sub(b.since) >= deadAfter {
+		if id != self && l.last.Sub(b.since) >= deadAfter {
 			out[id] = b.beat
 		}
 	}
@@ -143,8 +151,8 @@ func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
 // forgetDead deletes the heartbeats of dead instances that have no
 // attempt left, if they still stand where they were seen: a paused
 // instance that wakes beats again and is alive anew.
-func (s *Store) forgetDead(ctx context.Context, now time.Time, withAttempts map[string]bool) {
-	for id, beat := range s.live.deadBeats(now, s.deadAfter, s.instance) {
+func (s *Store) forgetDead(ctx context.Context, withAttempts map[string]bool) {
+	for id, beat := range s.live.deadBeats(s.deadAfter, s.instance) {
 		if withAttempts[id] {
 			continue
 		}

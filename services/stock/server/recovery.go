@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -11,34 +12,44 @@ import (
 // whose replica died between its stock write and its ledger write, and
 // settles idempotency keys (see inventory.Store.RecoverPending and
 // RecoverKeys). Every replica runs it; running it on several at once is
-// safe. Between runs the replica beats every fifth of DeadAfter (see
+// safe. Beside it, in a goroutine of its own so that a slow recovery pass
+// never silences it, the replica beats every fifth of DeadAfter (see
 // inventory.Store.Heartbeat), and settles the keys at once when a beat
 // finds another replica dead, so that a retry of a dead replica's request
 // sells within DeadAfter and a beat, not a recovery interval later.
 func (s *Server) startRecovery(ctx context.Context) {
 	ctx, s.stopRecovery = context.WithCancel(context.WithoutCancel(ctx))
 	s.recovered = make(chan struct{})
-	go func() {
-		defer close(s.recovered)
+	var loops sync.WaitGroup
+	loops.Go(func() {
 		t := time.NewTicker(s.cfg.RecoveryEvery)
 		defer t.Stop()
-		beat := time.NewTicker(s.cfg.DeadAfter / 5)
-		defer beat.Stop()
 		for {
 			s.runRecovery(ctx)
-			for due := false; !due; {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					due = true
-				case <-beat.C:
-					if s.beat(ctx) {
-						s.recoverKeys(ctx)
-					}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	loops.Go(func() {
+		t := time.NewTicker(s.cfg.DeadAfter / 5)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if s.beat(ctx) {
+					s.recoverKeys(ctx)
 				}
 			}
 		}
+	})
+	go func() {
+		loops.Wait()
+		close(s.recovered)
 	}()
 }
 
