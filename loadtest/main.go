@@ -116,8 +116,16 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 		fmt.Fprintf(stderr, "loadtest: writing the reports: %v\n", err)
 	}
 	if rep.Soak != nil {
-		_ = report.WriteSoakTable(stdout, *rep.Soak)
+		var table bytes.Buffer
+		_ = report.WriteSoakTable(&table, *rep.Soak)
+		_, _ = stdout.Write(table.Bytes())
 		fmt.Fprintln(stdout)
+		// The soak's resources go under the segments' table in the
+		// Markdown report.
+		if f, err := os.OpenFile(filepath.Join(dir, report.MarkdownFile), os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintf(f, "\n## Soak: the replicas' resources\n\n```\n%s```\n\n![soak](%s)\n", table.String(), report.SoakChartFile)
+			_ = f.Close()
+		}
 		p := filepath.Join(dir, report.SoakChartFile)
 		if f, err := os.Create(p); err == nil {
 			if err := report.WriteSoakSVG(f, *rep.Soak); err == nil {

@@ -183,7 +183,7 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 		rep.Settings.CapacityLimit = cfg.capacityLimit()
 		rep.Runs, err = h.runCapacity(ctx)
 	case cfg.Soak > 0:
-		rep.Settings.FaultTTL = cfg.FaultTTL.String()
+		rep.Settings.FaultTTL, rep.Settings.Duration = cfg.FaultTTL.String(), SoakSegment(cfg.Soak).String()
 		rep.Runs, rep.Soak, err = h.runSoak(ctx)
 	case cfg.KeyedDrill:
 		rep.Settings.Repeat, rep.Settings.FaultTTL = cfg.Repeat, cfg.FaultTTL.String()
