@@ -64,6 +64,9 @@ type Options struct {
 	// behind proxies of its own (Toxiproxy, in this process), for the
 	// network drills (Partition, Slow, CutAfter, Heal).
 	Network bool
+	// NetworkIfPossible is Network where the stores allow it (see
+	// Networked), and direct links otherwise.
+	NetworkIfPossible bool
 	// Redlock starts RedlockServers independent redis-servers (with the
 	// clock shim when gcc is there; miniredis without redis-server) and
 	// gives every replica their REDLOCK_ADDRS.
@@ -175,7 +178,17 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 		}
 	}
 
+	if opt.NetworkIfPossible && !opt.Network {
+		if err := e.canProxy(); err != nil {
+			e.logf("  network: direct links (%v)", err)
+		} else {
+			opt.Network = true
+		}
+	}
 	if opt.Network {
+		if err := e.canProxy(); err != nil {
+			return nil, err
+		}
 		e.net = newNetwork()
 		e.logf("  network: every replica reaches the stores through proxies of its own (Toxiproxy %s, in this process)", toxiproxyVersion)
 	}

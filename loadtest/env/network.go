@@ -2,7 +2,6 @@ package env
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -116,13 +114,10 @@ func addToxic(p *toxiproxy.Proxy, name, kind, stream string, attrs string) error
 // its proxies. It refuses stores it cannot proxy: a Redis Cluster (its
 // nodes announce their own addresses) and a MongoDB URI of several hosts.
 func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
-	if e.Cluster != nil {
-		return "", "", nil, fmt.Errorf("%w: network drills on a Redis Cluster", ErrUnsupported)
+	if err := e.canProxy(); err != nil {
+		return "", "", nil, err
 	}
-	u, err := url.Parse(e.Mongo.URI)
-	if err != nil || strings.Contains(u.Host, ",") || u.Scheme != "mongodb" {
-		return "", "", nil, fmt.Errorf("%w: network drills need a MongoDB URI of one host (mongodb://host:port)", ErrUnsupported)
-	}
+	u, _ := url.Parse(e.Mongo.URI)
 	if u.Host, err = e.net.proxy(id, LinkMongo, u.Host); err != nil {
 		return "", "", nil, err
 	}
@@ -135,16 +130,33 @@ func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, er
 		return "", "", nil, err
 	}
 	for _, ep := range e.Etcd.Endpoints {
-		eu, err := url.Parse(ep)
-		if err != nil || len(e.Etcd.Endpoints) > 1 {
-			return "", "", nil, fmt.Errorf("%w: network drills need one etcd endpoint", ErrUnsupported)
-		}
+		eu, _ := url.Parse(ep)
 		if eu.Host, err = e.net.proxy(id, LinkEtcd, eu.Host); err != nil {
 			return "", "", nil, err
 		}
 		etcd = append(etcd, eu.String())
 	}
 	return u.String(), redisAddr, etcd, nil
+}
+
+// canProxy says why the stores cannot be put behind proxies, nil when
+// they can: a Redis Cluster (its nodes announce their own addresses), a
+// MongoDB URI of several hosts, several etcd endpoints.
+func (e *Env) canProxy() error {
+	if e.Cluster != nil {
+		return fmt.Errorf("%w: network drills on a Redis Cluster", ErrUnsupported)
+	}
+	u, err := url.Parse(e.Mongo.URI)
+	if err != nil || strings.Contains(u.Host, ",") || u.Scheme != "mongodb" {
+		return fmt.Errorf("%w: network drills need a MongoDB URI of one host (mongodb://host:port)", ErrUnsupported)
+	}
+	for _, ep := range e.Etcd.Endpoints {
+		eu, err := url.Parse(ep)
+		if err != nil || eu.Host == "" || len(e.Etcd.Endpoints) > 1 {
+			return fmt.Errorf("%w: network drills need one etcd endpoint of the form http://host:port", ErrUnsupported)
+		}
+	}
+	return nil
 }
 
 // Partition cuts replica i's links (all when none given): nothing passes
@@ -168,11 +180,11 @@ func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
 	return e.withToxic(i, links, "cut", "limit_data", "downstream", fmt.Sprintf(`{"bytes":%d}`, bytes))
 }
 
-// Heal removes every toxic from replica i's links. A link that was
-// partitioned also has its connections reset: data the partition dropped
-// is gone (TCP would have sent it again), so a connection that crossed the
-// partition is closed rather than left out of step. Latency loses nothing,
-// and its connections are left alone.
+// Heal removes every toxic from replica i's links. Removing a partition
+// (Toxiproxy's timeout toxic) also closes the connections that crossed
+// it: the bytes it held back are gone (TCP would have sent them again), so
+// those connections are out of step. Latency loses nothing, and its
+// connections stay open.
 func (e *Env) Heal(ctx context.Context, i int) error {
 	if e.net == nil {
 		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
@@ -181,24 +193,10 @@ func (e *Env) Heal(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
 	for _, p := range ps {
-		dropped := false
-		for _, t := range p.Toxics.GetToxicArray() {
-			if w, ok := t.(*toxics.ToxicWrapper); ok && w.Type == "timeout" {
-				dropped = true
-			}
-		}
 		p.Toxics.ResetToxics(ctx)
-		if !dropped {
-			continue
-		}
-		p.Stop()
-		if err := p.Start(); err != nil {
-			errs = append(errs, fmt.Errorf("toxiproxy %s: restart: %w", p.Name, err))
-		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
@@ -211,6 +209,10 @@ func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) e
 	}
 	for _, p := range ps {
 		if err := addToxic(p, name, kind, stream, attrs); err != nil {
+			// No half-struck fault: take back what was added.
+			for _, q := range ps {
+				q.Toxics.ResetToxics(context.Background())
+			}
 			return err
 		}
 	}
@@ -220,3 +222,21 @@ func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) e
 // Networked reports whether the replicas reach the stores through proxies
 // (Options.Network), so that the network faults can strike.
 func (e *Env) Networked() bool { return e.net != nil }
+
+// Proc is one replica as Procs sees it.
+type Proc struct {
+	ID, Base string
+	Pid      int
+}
+
+// Procs returns every replica's id, base URL and pid, read together under
+// the lock that a restart takes: safe while drills restart replicas.
+func (e *Env) Procs() []Proc {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Proc, len(e.procs))
+	for i, p := range e.procs {
+		out[i] = Proc{ID: p.id, Base: p.base, Pid: p.cmd.Process.Pid}
+	}
+	return out
+}

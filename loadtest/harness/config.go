@@ -311,8 +311,8 @@ func (c Config) checkFaults(bad problem) {
 		}
 	}
 	if c.Soak != 0 {
-		if c.Soak < 30*time.Second || c.Soak > 24*time.Hour {
-			bad("--soak %s: must be between 30s and 24h", c.Soak)
+		if c.Soak < time.Minute || c.Soak > 24*time.Hour {
+			bad("--soak %s: must be between 1m and 24h (a shorter one samples too little to judge)", c.Soak)
 		}
 		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 || c.Capacity || c.KeyedDrill {
 			bad("--soak runs alone: drop --faults, --mixed, --retries, --capacity and --keyed-drill")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -102,8 +103,11 @@ type purchaseResult struct {
 }
 
 // faultTimes are when the drill killed the first replica and froze the
-// second; zero if it did not.
-type faultTimes struct{ kill, freeze time.Time }
+// second (zero if it did not), and what failed if something did.
+type faultTimes struct {
+	kill, freeze time.Time
+	failed       string
+}
 
 func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, per int) (report.KeyedRun, error) {
 	run := report.KeyedRun{Repeat: rep, Strategies: strategies, Answers: map[string]int{}}
@@ -145,6 +149,9 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	run.Faults = <-faults
 	if err := ctx.Err(); err != nil {
 		return run, context.Cause(ctx)
+	}
+	if ft.failed != "" {
+		run.Problems = append(run.Problems, "the faults were not all done: "+ft.failed)
 	}
 
 	var settles []float64
@@ -235,9 +242,13 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	}
 	a, b := h.Env.ID(0), h.Env.ID(1)
 	how := h.waitHolding(ctx, 0)
+	if ctx.Err() != nil {
+		return notes
+	}
 	ft.kill = time.Now()
 	if err := h.Env.Kill(0); err != nil {
 		note("kill -9 of replica %s failed: %v", a, err)
+		ft.failed = notes[len(notes)-1]
 		return notes
 	}
 	note("kill -9 replica %s (%s)", a, how)
@@ -246,6 +257,7 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	}
 	if err := h.Env.Restart(ctx, 0); err != nil {
 		note("restart of replica %s failed: %v", a, err)
+		ft.failed = notes[len(notes)-1]
 		return notes
 	}
 	note("replica %s restarted and ready", a)
@@ -253,9 +265,13 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		return notes
 	}
 	how = h.waitHolding(ctx, 1)
+	if ctx.Err() != nil {
+		return notes
+	}
 	ft.freeze = time.Now()
 	if err := h.Env.Pause(1); err != nil {
 		note("SIGSTOP of replica %s failed: %v", b, err)
+		ft.failed = notes[len(notes)-1]
 		return notes
 	}
 	note("SIGSTOP replica %s (%s)", b, how)
@@ -263,6 +279,7 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
 	if err := h.Env.Resume(1); err != nil {
 		note("SIGCONT of replica %s failed: %v", b, err)
+		ft.failed = notes[len(notes)-1]
 		return notes
 	}
 	note("SIGCONT replica %s, after %s", b, keyedFreeze)
@@ -365,7 +382,7 @@ func quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(q*float64(len(sorted))+0.5) - 1
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 

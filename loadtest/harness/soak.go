@@ -80,19 +80,19 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 	t := time.NewTicker(soakSampleEvery)
 	defer t.Stop()
 	for {
-		for i, base := range h.Env.Bases() {
+		for _, p := range h.Env.Procs() {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			text, err := h.probe.Metrics(cctx, base)
+			text, err := h.probe.Metrics(cctx, p.Base)
 			cancel()
 			if err != nil {
 				continue // down (a crash drill): no sample
 			}
-			s := report.SoakSample{Replica: h.Env.ID(i), At: time.Since(began).Seconds()}
+			s := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}
 			s.RSS = metricValue(text, "process_resident_memory_bytes") / (1 << 20)
 			s.Goroutines = metricValue(text, "go_goroutines")
 			s.FDs = metricValue(text, "process_open_fds")
 			s.Started = metricValue(text, "process_start_time_seconds")
-			s.Sockets = countSockets(h.Env.Pid(i))
+			s.Sockets = countSockets(p.Pid)
 			soak.Samples = append(soak.Samples, s)
 		}
 		select {

@@ -111,7 +111,7 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 		eo.Flags = append(eo.Flags, LiveFlags(opt.Base.FaultTTL)...)
 		// The network faults' buttons need the replicas' store links
 		// behind proxies.
-		eo.Network = !eo.RedisCluster
+		eo.NetworkIfPossible = true
 
 		e, err := env.Start(ctx, eo)
 		if err != nil {

@@ -75,11 +75,13 @@ func JudgeSoak(samples []SoakSample) []string {
 		return keys[i].replica < keys[j].replica || keys[i].replica == keys[j].replica && keys[i].started < keys[j].started
 	})
 	var problems []string
+	judged := 0
 	for _, k := range keys {
 		ss := byProc[k]
 		if len(ss) < 8 {
 			continue
 		}
+		judged++
 		q := len(ss) / 4
 		for _, l := range soakLimits {
 			early, late := median(ss[q:2*q], l.get), median(ss[len(ss)-q:], l.get)
@@ -91,6 +93,9 @@ func JudgeSoak(samples []SoakSample) []string {
 					k.replica, ss[len(ss)-1].At-ss[0].At, l.name, early, late))
 			}
 		}
+	}
+	if judged == 0 {
+		problems = append(problems, "no process was sampled 8 times: nothing could be judged (soak longer)")
 	}
 	return problems
 }

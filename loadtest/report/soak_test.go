@@ -19,7 +19,9 @@ func series(n int, started float64, f func(i int) SoakSample) []SoakSample {
 }
 
 func TestJudgeSoak(t *testing.T) {
-	flat := func(i int) SoakSample { return SoakSample{RSS: 80 + float64(i%3), Goroutines: 120, FDs: 40, Sockets: 30} }
+	flat := func(i int) SoakSample {
+		return SoakSample{RSS: 80 + float64(i%3), Goroutines: 120, FDs: 40, Sockets: 30}
+	}
 	if p := JudgeSoak(series(40, 1, flat)); len(p) != 0 {
 		t.Errorf("flat resources: %v, want no problem", p)
 	}
@@ -31,7 +33,9 @@ func TestJudgeSoak(t *testing.T) {
 		t.Errorf("growth that levels off: %v, want no problem", p)
 	}
 	// A goroutine leak: 20 more every sample, to the end.
-	leak := func(i int) SoakSample { return SoakSample{RSS: 80, Goroutines: 120 + 20*float64(i), FDs: 40, Sockets: 30} }
+	leak := func(i int) SoakSample {
+		return SoakSample{RSS: 80, Goroutines: 120 + 20*float64(i), FDs: 40, Sockets: 30}
+	}
 	p := JudgeSoak(series(40, 1, leak))
 	if len(p) != 1 || !strings.Contains(p[0], "goroutines") {
 		t.Errorf("a goroutine leak: %v, want it named", p)
@@ -41,6 +45,10 @@ func TestJudgeSoak(t *testing.T) {
 	restarted := append(series(20, 1, flat), series(5, 2, func(int) SoakSample { return SoakSample{RSS: 500, Goroutines: 900, FDs: 300, Sockets: 200} })...)
 	if p := JudgeSoak(restarted); len(p) != 0 {
 		t.Errorf("a restart: %v, want no problem", p)
+	}
+	// Too few samples to judge is not a pass.
+	if p := JudgeSoak(series(6, 1, flat)); len(p) != 1 || !strings.Contains(p[0], "nothing could be judged") {
+		t.Errorf("6 samples: %v, want a problem", p)
 	}
 	var b bytes.Buffer
 	if err := WriteSoakSVG(&b, Soak{Duration: "3m20s", Segment: "1m", Samples: series(40, 1, leak)}); err != nil || !strings.Contains(b.String(), "<polyline") {
