@@ -237,6 +237,12 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		notes = append(notes, fmt.Sprintf("%5.1fs ", time.Since(began).Seconds())+fmt.Sprintf(format, a...))
 		h.logf("  %s", notes[len(notes)-1])
 	}
+	// failed notes a fault that could not be done, and marks the run.
+	failed := func(format string, a ...any) []string {
+		note(format, a...)
+		ft.failed = notes[len(notes)-1]
+		return notes
+	}
 	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
 		return notes
 	}
@@ -247,18 +253,14 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	}
 	ft.kill = time.Now()
 	if err := h.Env.Kill(0); err != nil {
-		note("kill -9 of replica %s failed: %v", a, err)
-		ft.failed = notes[len(notes)-1]
-		return notes
+		return failed("kill -9 of replica %s failed: %v", a, err)
 	}
 	note("kill -9 replica %s (%s)", a, how)
 	if drill.Sleep(ctx, keyedDown) != nil {
 		return notes
 	}
 	if err := h.Env.Restart(ctx, 0); err != nil {
-		note("restart of replica %s failed: %v", a, err)
-		ft.failed = notes[len(notes)-1]
-		return notes
+		return failed("restart of replica %s failed: %v", a, err)
 	}
 	note("replica %s restarted and ready", a)
 	if drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
@@ -270,17 +272,13 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	}
 	ft.freeze = time.Now()
 	if err := h.Env.Pause(1); err != nil {
-		note("SIGSTOP of replica %s failed: %v", b, err)
-		ft.failed = notes[len(notes)-1]
-		return notes
+		return failed("SIGSTOP of replica %s failed: %v", b, err)
 	}
 	note("SIGSTOP replica %s (%s)", b, how)
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
 	if err := h.Env.Resume(1); err != nil {
-		note("SIGCONT of replica %s failed: %v", b, err)
-		ft.failed = notes[len(notes)-1]
-		return notes
+		return failed("SIGCONT of replica %s failed: %v", b, err)
 	}
 	note("SIGCONT replica %s, after %s", b, keyedFreeze)
 	return notes

@@ -81,7 +81,7 @@ func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Durati
 		switch {
 		case !present[id]:
 			delete(l.seen, id)
-		case id != self.Instance && !b.told && now.Sub(b.since) >= deadAfter:
+		case id != self.Instance && !b.told && l.stoodStill(b, deadAfter):
 			b.told = true
 			died++
 		}
@@ -96,7 +96,13 @@ func (l *liveness) dead(instance string, deadAfter time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.seen[instance]
-	return b != nil && l.last.Sub(b.since) >= deadAfter
+	return b != nil && l.stoodStill(b, deadAfter)
+}
+
+// stoodStill reports whether b's beat stood still for deadAfter up to
+// this store's latest reading. l.mu must be held.
+func (l *liveness) stoodStill(b *beatSeen, deadAfter time.Duration) bool {
+	return l.last.Sub(b.since) >= deadAfter
 }
 
 // deadBeats returns the instances other than self taken for dead, with the
@@ -106,7 +112,7 @@ func (l *liveness) deadBeats(deadAfter time.Duration, self string) map[string]in
 	defer l.mu.Unlock()
 	out := map[string]int64{}
 	for id, b := range l.seen {
-		if id != self && l.last.Sub(b.since) >= deadAfter {
+		if id != self && l.stoodStill(b, deadAfter) {
 			out[id] = b.beat
 		}
 	}
