@@ -23,7 +23,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -113,9 +113,9 @@ func TestDashboardQueries(t *testing.T) {
 func startReplicas(t *testing.T) []string {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mg := devstore.MongoT(t)
-	rd := devstore.RedisT(t)
-	etcd := devstore.EtcdT(t)
+	mg := devstoretest.Mongo(t)
+	rd := devstoretest.Redis(t)
+	etcd := devstoretest.Etcd(t)
 	// After the stores: the first to start on a cold build cache waits
 	// minutes for devstored to build.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -1,4 +1,4 @@
-package devstore
+package devstore_test
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
 // serverSkew returns how far the server's TIME is ahead of this process's
@@ -24,12 +27,12 @@ func serverSkew(t *testing.T, c *redis.Client) time.Duration {
 // TestClockShim moves a real redis-server's clock forward and back, and
 // checks what TIME and key expiry make of it.
 func TestClockShim(t *testing.T) {
-	r := RedisClockT(t)
+	r := devstoretest.RedisClock(t)
 	ctx := t.Context()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { _ = c.Close() })
 
-	if s := serverSkew(t, c); s.Abs() > clockTolerance {
+	if s := serverSkew(t, c); s.Abs() > devstore.ClockTolerance {
 		t.Fatalf("without an offset the server's clock is %v off", s)
 	}
 
@@ -43,7 +46,7 @@ func TestClockShim(t *testing.T) {
 	if err := r.SetClockOffset(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if s := serverSkew(t, c); (s - 20*time.Second).Abs() > clockTolerance {
+	if s := serverSkew(t, c); (s - 20*time.Second).Abs() > devstore.ClockTolerance {
 		t.Errorf("after +20s the server's clock is %v ahead, want about 20s", s)
 	}
 	if n, err := c.Exists(ctx, "fwd").Result(); err != nil || n != 0 {
@@ -61,7 +64,7 @@ func TestClockShim(t *testing.T) {
 	if err := r.SetClockOffset(-30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if s := serverSkew(t, c); (s + 30*time.Second).Abs() > clockTolerance {
+	if s := serverSkew(t, c); (s + 30*time.Second).Abs() > devstore.ClockTolerance {
 		t.Errorf("after -30s the server's clock is %v ahead, want about -30s", s)
 	}
 	if err := c.Set(ctx, "new", "v", 10*time.Second).Err(); err != nil {
@@ -80,7 +83,7 @@ func TestClockShim(t *testing.T) {
 	if err := r.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s := serverSkew(t, c); (s + 30*time.Second).Abs() > clockTolerance {
+	if s := serverSkew(t, c); (s + 30*time.Second).Abs() > devstore.ClockTolerance {
 		t.Errorf("after a restart the server's clock is %v ahead, want about -30s", s)
 	}
 	if err := r.SetClockOffset(0); err != nil {
@@ -91,26 +94,18 @@ func TestClockShim(t *testing.T) {
 // TestClockShimNeedsGCC checks the reason given when the shim cannot be
 // built, and that a server without it refuses SetClockOffset.
 func TestClockShimNeedsGCC(t *testing.T) {
-	shimBuild.Lock()
-	built := shimBuild.path
-	shimBuild.path = ""
-	shimBuild.Unlock()
-	t.Cleanup(func() {
-		shimBuild.Lock()
-		shimBuild.path = built
-		shimBuild.Unlock()
-	})
+	t.Cleanup(devstore.ForgetClockShim())
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("PATH", t.TempDir())
-	_, err := ClockShim(t.Context(), testLogger(t))
-	if !errors.Is(err, ErrNoClockShim) {
+	_, err := devstore.ClockShim(t.Context(), devstoretest.Logger(t))
+	if !errors.Is(err, devstore.ErrNoClockShim) {
 		t.Fatalf("ClockShim without gcc = %v, want ErrNoClockShim", err)
 	}
 	t.Logf("reason: %v", err)
 
-	r := &Redis{Kind: KindMiniredis, Addr: "127.0.0.1:1"}
-	if err := r.SetClockOffset(time.Second); !errors.Is(err, ErrNoClockShim) {
+	r := &devstore.Redis{Kind: devstore.KindMiniredis, Addr: "127.0.0.1:1"}
+	if err := r.SetClockOffset(time.Second); !errors.Is(err, devstore.ErrNoClockShim) {
 		t.Errorf("SetClockOffset without the shim = %v, want ErrNoClockShim", err)
 	}
 }
@@ -118,7 +113,7 @@ func TestClockShimNeedsGCC(t *testing.T) {
 // TestRedisServers starts independent servers, moves one's clock, and stops
 // and starts one.
 func TestRedisServers(t *testing.T) {
-	s := RedisServersT(t, 3)
+	s := devstoretest.RedisServers(t, 3)
 	ctx := t.Context()
 	if len(s.Addrs()) != 3 {
 		t.Fatalf("%d servers, want 3", len(s.Addrs()))
@@ -142,10 +137,10 @@ func TestRedisServers(t *testing.T) {
 		if err := s.Servers[1].SetClockOffset(5 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if sk := serverSkew(t, clients[1]); (sk - 5*time.Second).Abs() > clockTolerance {
+		if sk := serverSkew(t, clients[1]); (sk - 5*time.Second).Abs() > devstore.ClockTolerance {
 			t.Errorf("server 1 is %v ahead, want about 5s", sk)
 		}
-		if sk := serverSkew(t, clients[0]); sk.Abs() > clockTolerance {
+		if sk := serverSkew(t, clients[0]); sk.Abs() > devstore.ClockTolerance {
 			t.Errorf("server 0 is %v ahead after server 1's clock moved, want about 0", sk)
 		}
 	} else {

@@ -1,4 +1,4 @@
-package devstore
+package devstore_test
 
 import (
 	"errors"
@@ -12,6 +12,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
 func redisClient(t *testing.T, addr string) *redis.Client {
@@ -36,7 +39,7 @@ func mongoClient(t *testing.T, uri string) *mongo.Client {
 func TestRedisRestart(t *testing.T) {
 	t.Parallel()
 
-	r := RedisT(t)
+	r := devstoretest.Redis(t)
 	rdb := redisClient(t, r.Addr)
 	ctx := t.Context()
 	t.Logf("Redis kind %s at %s", r.Kind, r.Addr)
@@ -45,8 +48,8 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatalf("SET: %v", err)
 	}
 
-	if r.Kind != KindRedisServer {
-		if err := r.Restart(ctx); !errors.Is(err, ErrCannotRestart) {
+	if r.Kind != devstore.KindRedisServer {
+		if err := r.Restart(ctx); !errors.Is(err, devstore.ErrCannotRestart) {
 			t.Errorf("Restart of %s: got %v, want ErrCannotRestart", r.Kind, err)
 		}
 		return
@@ -80,14 +83,14 @@ func TestRedisRestart(t *testing.T) {
 }
 
 func TestRedisExternal(t *testing.T) {
-	own := RedisT(t)
+	own := devstoretest.Redis(t)
 	t.Setenv("REDIS_ADDR", own.Addr)
 
-	r := RedisT(t)
-	if r.Kind != KindExternal || r.Addr != own.Addr {
-		t.Fatalf("got kind %s at %s, want %s at %s", r.Kind, r.Addr, KindExternal, own.Addr)
+	r := devstoretest.Redis(t)
+	if r.Kind != devstore.KindExternal || r.Addr != own.Addr {
+		t.Fatalf("got kind %s at %s, want %s at %s", r.Kind, r.Addr, devstore.KindExternal, own.Addr)
 	}
-	if err := r.Restart(t.Context()); !errors.Is(err, ErrCannotRestart) {
+	if err := r.Restart(t.Context()); !errors.Is(err, devstore.ErrCannotRestart) {
 		t.Errorf("Restart: got %v, want ErrCannotRestart", err)
 	}
 }
@@ -96,9 +99,9 @@ func TestRedisMiniredisFallback(t *testing.T) {
 	t.Setenv("REDIS_ADDR", "")
 	t.Setenv("PATH", t.TempDir()) // no redis-server to be found
 
-	r := RedisT(t)
-	if r.Kind != KindMiniredis {
-		t.Fatalf("kind = %s, want %s", r.Kind, KindMiniredis)
+	r := devstoretest.Redis(t)
+	if r.Kind != devstore.KindMiniredis {
+		t.Fatalf("kind = %s, want %s", r.Kind, devstore.KindMiniredis)
 	}
 
 	rdb := redisClient(t, r.Addr)
@@ -113,7 +116,7 @@ func TestRedisMiniredisFallback(t *testing.T) {
 		t.Errorf("GET after TTL: got %v, want redis.Nil", err)
 	}
 
-	if err := r.Restart(ctx); !errors.Is(err, ErrCannotRestart) {
+	if err := r.Restart(ctx); !errors.Is(err, devstore.ErrCannotRestart) {
 		t.Errorf("Restart: got %v, want ErrCannotRestart", err)
 	}
 }
@@ -121,7 +124,7 @@ func TestRedisMiniredisFallback(t *testing.T) {
 func TestMongoRestart(t *testing.T) {
 	t.Parallel()
 
-	m := MongoT(t)
+	m := devstoretest.Mongo(t)
 	client := mongoClient(t, m.URI)
 	ctx := t.Context()
 	t.Logf("MongoDB kind %s at %s", m.Kind, m.URI)
@@ -135,8 +138,8 @@ func TestMongoRestart(t *testing.T) {
 		t.Fatalf("insert: %v", err)
 	}
 
-	if m.Kind != KindFerretDB {
-		if err := m.Restart(ctx); !errors.Is(err, ErrCannotRestart) {
+	if m.Kind != devstore.KindFerretDB {
+		if err := m.Restart(ctx); !errors.Is(err, devstore.ErrCannotRestart) {
 			t.Errorf("Restart of %s: got %v, want ErrCannotRestart", m.Kind, err)
 		}
 		return
@@ -188,14 +191,14 @@ func TestMongoRestart(t *testing.T) {
 func TestFerretDBBackends(t *testing.T) {
 	t.Parallel()
 
-	for _, backend := range []string{BackendPostgreSQL, BackendSQLite} {
+	for _, backend := range []string{devstore.BackendPostgreSQL, devstore.BackendSQLite} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			if backend == BackendPostgreSQL && !havePostgres() {
+			if backend == devstore.BackendPostgreSQL && !devstore.HavePostgres() {
 				t.Skip("no postgres and initdb on PATH or in /usr/lib/postgresql: apt-get install postgresql")
 			}
 			ctx := t.Context()
-			m, err := startFerretDBOn(ctx, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), backend)
+			m, err := devstore.StartFerretDBOn(ctx, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), backend)
 			if err != nil {
 				t.Fatal(err)
 			}

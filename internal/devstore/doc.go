@@ -4,25 +4,25 @@
 //
 // Fallback order, best first:
 //
-//   - Redis (StartRedis, RedisT): the server at REDIS_ADDR; else a private
+//   - Redis (StartRedis): the server at REDIS_ADDR; else a private
 //     redis-server from PATH on a free loopback port, without persistence;
 //     else miniredis, an in-process stand-in that implements most commands
 //     but is not Redis (a warning is logged). A private redis-server can be
 //     stopped, started and restarted. StartRedisClock runs one whose clock
 //     can be set off (ClockShim), and StartRedisServers several independent
 //     ones.
-//   - Redis Cluster (StartRedisCluster, RedisClusterT): the cluster at
+//   - Redis Cluster (StartRedisCluster): the cluster at
 //     REDIS_CLUSTER_ADDRS; else three masters and three replicas of
 //     redis-server from PATH on free loopback ports, without persistence,
 //     joined with redis-cli --cluster create; its nodes can be killed,
 //     stopped, started again and failed over. Without redis-server there is
 //     no stand-in: the tests skip.
-//   - MongoDB (StartMongo, MongoT): the server at MONGO_URI; else a MongoDB
+//   - MongoDB (StartMongo): the server at MONGO_URI; else a MongoDB
 //     container through testcontainers when a Docker engine answers; else an
 //     embedded FerretDB v1, on a private PostgreSQL server when postgres and
 //     initdb are installed, else on SQLite (DEVSTORE_FERRETDB chooses),
 //     behind a [mongogate] gate; FerretDB can be restarted.
-//   - etcd (StartEtcd, EtcdT, StartEtcdCluster): the cluster at
+//   - etcd (StartEtcd, StartEtcdCluster): the cluster at
 //     ETCD_ENDPOINTS; else an embedded etcd server, one member or a cluster
 //     of n, on free loopback ports, with its data in a temporary directory;
 //     a member can be killed and started again, and the leader found.
@@ -39,12 +39,16 @@
 // embedded fallback keeps MongoDB's single-document atomicity. Clients must therefore use [Mongo.URI], never
 // FerretDB's own address.
 //
+// Tests take these servers through [devstoretest], which closes them when
+// the test ends; this package does not import testing.
+//
 // External servers are shared: tests using them must pick unique keys,
 // databases or collections. Servers started here are private to their caller
 // and lose their data at Close.
 //
 // [mongogate]: github.com/stocklock/stocklock/internal/mongogate
 // [storeproc]: github.com/stocklock/stocklock/internal/storeproc
+// [devstoretest]: github.com/stocklock/stocklock/internal/devstore/devstoretest
 package devstore
 
 import "errors"

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -413,34 +412,4 @@ func (e *Etcd) closeMembers() {
 		wg.Go(p.Kill)
 	}
 	wg.Wait()
-}
-
-// EtcdT returns an etcd for one test: the one at ETCD_ENDPOINTS, shared
-// with other tests, or a private embedded server that is closed in
-// t.Cleanup. It fails the test if none can be started.
-func EtcdT(t testing.TB) *Etcd {
-	t.Helper()
-
-	e, err := StartEtcd(t.Context(), testLogger(t))
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close etcd: %v", err)
-		}
-	})
-	return e
-}
-
-// EtcdClientT returns a client of e that is closed in t.Cleanup.
-func EtcdClientT(t testing.TB, e *Etcd) *clientv3.Client {
-	t.Helper()
-
-	c, err := e.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }

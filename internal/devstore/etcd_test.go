@@ -1,4 +1,4 @@
-package devstore
+package devstore_test
 
 import (
 	"context"
@@ -7,18 +7,21 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
 func TestEtcdEmbedded(t *testing.T) {
 	t.Setenv("ETCD_ENDPOINTS", "")
 	start := time.Now()
-	e, err := StartEtcd(t.Context(), testLogger(t))
+	e, err := devstore.StartEtcd(t.Context(), devstoretest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("embedded etcd at %v ready in %v", e.Endpoints, time.Since(start))
-	if e.Kind != KindEmbeddedEtcd || len(e.Endpoints) != 1 {
-		t.Fatalf("kind %s, endpoints %v; want one %s member", e.Kind, e.Endpoints, KindEmbeddedEtcd)
+	if e.Kind != devstore.KindEmbeddedEtcd || len(e.Endpoints) != 1 {
+		t.Fatalf("kind %s, endpoints %v; want one %s member", e.Kind, e.Endpoints, devstore.KindEmbeddedEtcd)
 	}
 	c, err := e.Client()
 	if err != nil {
@@ -68,20 +71,20 @@ func TestEtcdEmbedded(t *testing.T) {
 
 func TestEtcdExternal(t *testing.T) {
 	t.Setenv("ETCD_ENDPOINTS", "")
-	own := EtcdT(t)
+	own := devstoretest.Etcd(t)
 	t.Setenv("ETCD_ENDPOINTS", own.Endpoints[0])
 
-	e := EtcdT(t)
-	if e.Kind != KindExternal || len(e.Endpoints) != 1 || e.Endpoints[0] != own.Endpoints[0] {
-		t.Fatalf("got %s at %v, want %s at %v", e.Kind, e.Endpoints, KindExternal, own.Endpoints)
+	e := devstoretest.Etcd(t)
+	if e.Kind != devstore.KindExternal || len(e.Endpoints) != 1 || e.Endpoints[0] != own.Endpoints[0] {
+		t.Fatalf("got %s at %v, want %s at %v", e.Kind, e.Endpoints, devstore.KindExternal, own.Endpoints)
 	}
-	if err := e.Restart(t.Context()); !errors.Is(err, ErrCannotRestart) {
+	if err := e.Restart(t.Context()); !errors.Is(err, devstore.ErrCannotRestart) {
 		t.Errorf("Restart: got %v, want ErrCannotRestart", err)
 	}
-	if err := e.Kill(0); !errors.Is(err, ErrCannotRestart) {
+	if err := e.Kill(0); !errors.Is(err, devstore.ErrCannotRestart) {
 		t.Errorf("Kill: got %v, want ErrCannotRestart", err)
 	}
-	c := EtcdClientT(t, e)
+	c := devstoretest.EtcdClient(t, e)
 	if _, err := c.Put(t.Context(), "external", "1"); err != nil {
 		t.Fatalf("put through the external endpoints: %v", err)
 	}
@@ -89,7 +92,7 @@ func TestEtcdExternal(t *testing.T) {
 	t.Setenv("ETCD_ENDPOINTS", "http://127.0.0.1:1")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := StartEtcd(ctx, testLogger(t)); err == nil {
+	if _, err := devstore.StartEtcd(ctx, devstoretest.Logger(t)); err == nil {
 		t.Error("StartEtcd with a dead ETCD_ENDPOINTS succeeded")
 	}
 }
@@ -102,7 +105,7 @@ func TestEtcdClusterKillLeader(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	e, err := StartEtcdCluster(ctx, testLogger(t), 3)
+	e, err := devstore.StartEtcdCluster(ctx, devstoretest.Logger(t), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +117,7 @@ func TestEtcdClusterKillLeader(t *testing.T) {
 	if len(e.Endpoints) != 3 {
 		t.Fatalf("endpoints %v, want 3", e.Endpoints)
 	}
-	c := EtcdClientT(t, e)
+	c := devstoretest.EtcdClient(t, e)
 	if _, err := c.Put(ctx, "k", "before"); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +153,7 @@ func TestEtcdClusterKillLeader(t *testing.T) {
 	}
 	// The restarted member has caught up: a serializable read from it
 	// alone sees the write made while it was down.
-	one, err := clientv3.New(clientConfig([]string{e.Endpoints[leader]}))
+	one, err := clientv3.New(devstore.ClientConfig([]string{e.Endpoints[leader]}))
 	if err != nil {
 		t.Fatal(err)
 	}

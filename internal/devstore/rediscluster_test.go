@@ -1,4 +1,4 @@
-package devstore
+package devstore_test
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
 // TestRedisCluster starts a cluster (or takes REDIS_CLUSTER_ADDRS), writes
@@ -13,7 +16,7 @@ import (
 // kill, and checks that the client keeps working and the killed node
 // rejoins.
 func TestRedisCluster(t *testing.T) {
-	c := RedisClusterT(t)
+	c := devstoretest.RedisCluster(t)
 	ctx := t.Context()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
 	t.Cleanup(func() { _ = cc.Close() })
@@ -22,7 +25,7 @@ func TestRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Kind == KindRedisServer && (len(c.Addrs) != 6 || len(masters) != 3) {
+	if c.Kind == devstore.KindRedisServer && (len(c.Addrs) != 6 || len(masters) != 3) {
 		t.Fatalf("%d nodes, masters %v; want 6 nodes, 3 masters", len(c.Addrs), masters)
 	}
 	// Keys spread over every master.
@@ -45,8 +48,8 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("keys landed on %d of %d masters", len(seen), len(masters))
 	}
 
-	if c.Kind != KindRedisServer {
-		if err := c.Kill(c.Addrs[0]); !errors.Is(err, ErrCannotRestart) {
+	if c.Kind != devstore.KindRedisServer {
+		if err := c.Kill(c.Addrs[0]); !errors.Is(err, devstore.ErrCannotRestart) {
 			t.Errorf("Kill on an external cluster = %v, want ErrCannotRestart", err)
 		}
 		return
@@ -87,7 +90,7 @@ func TestRedisCluster(t *testing.T) {
 	if v, err := after.Get(ctx, key).Result(); err != nil || v != "kept" {
 		t.Errorf("GET after a kill = %q, %v; want kept", v, err)
 	}
-	if _, err := c.Replica(ctx, promoted2); !errors.Is(err, ErrNoReplica) {
+	if _, err := c.Replica(ctx, promoted2); !errors.Is(err, devstore.ErrNoReplica) {
 		t.Errorf("Replica of a master whose replica is down = %v, want ErrNoReplica", err)
 	}
 	if err := c.StartNode(ctx, promoted); err != nil {
@@ -101,7 +104,7 @@ func TestRedisCluster(t *testing.T) {
 func TestRedisClusterSkipsWithoutRedisServer(t *testing.T) {
 	t.Setenv("REDIS_CLUSTER_ADDRS", "")
 	t.Setenv("PATH", t.TempDir())
-	if _, err := StartRedisCluster(t.Context(), testLogger(t)); !errors.Is(err, ErrNoRedisServer) {
+	if _, err := devstore.StartRedisCluster(t.Context(), devstoretest.Logger(t)); !errors.Is(err, devstore.ErrNoRedisServer) {
 		t.Fatalf("StartRedisCluster without redis-server = %v, want ErrNoRedisServer", err)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
 // mongoURI is the one MongoDB the package's tests share, each in a database
@@ -22,23 +20,7 @@ import (
 var mongoURI string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// Ten minutes: on a cold build cache the first store to start waits
-	// for devstored to build.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mg, err := devstore.StartMongo(ctx, logger)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start MongoDB:", err)
-		return 1
-	}
-	defer mg.Close()
-	mongoURI = mg.URI
-	return m.Run()
+	devstoretest.Main(m, devstoretest.SharedMongo, func(s devstoretest.Shared) { mongoURI = s.MongoURI })
 }
 
 // testDB returns a database of the test's own through a client of its own.

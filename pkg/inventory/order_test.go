@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
 // TestOrderInsertSurvivesRestart restarts a MongoDB-compatible server
@@ -29,7 +30,7 @@ import (
 // when its command failed on the network, restarting again (at most
 // maxRestarts times) until both have.
 func TestOrderInsertSurvivesRestart(t *testing.T) {
-	mg := devstore.MongoT(t) // a server of its own: the restart must not hit other tests
+	mg := devstoretest.Mongo(t) // a server of its own: the restart must not hit other tests
 	if mg.Kind != devstore.KindFerretDB {
 		t.Skipf("needs a server the test can restart; this one is %s", mg.Kind)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -22,9 +22,9 @@ import (
 // etcd, and returns their base URLs. They are shut down in t.Cleanup.
 func Replicas(t testing.TB, adminToken string, rmwDelay time.Duration) []string {
 	t.Helper()
-	mongo := devstore.MongoT(t)
-	redis := devstore.RedisT(t)
-	etcd := devstore.EtcdT(t) // before the replicas: closed after them
+	mongo := devstoretest.Mongo(t)
+	redis := devstoretest.Redis(t)
+	etcd := devstoretest.Etcd(t) // before the replicas: closed after them
 	t.Logf("MongoDB: %s, Redis: %s, etcd: %s", mongo.Kind, redis.Kind, etcd.Kind)
 
 	// A database of its own, in case MONGO_URI is a shared server.

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/etcdlock"
 	"github.com/stocklock/stocklock/pkg/lock/locktest"
@@ -43,14 +44,14 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 }
 
 func TestConformance(t *testing.T) {
-	srv := devstore.EtcdT(t)
+	srv := devstoretest.Etcd(t)
 	t.Logf("etcd: %s at %v", srv.Kind, srv.Endpoints)
 	prefix := testPrefix()
 	locktest.Run(t, locktest.Harness{
 		Backend: func(t *testing.T) lock.Backend {
 			// Each call is a separate "process": its own client, spare
 			// leases and watches.
-			return newBackend(t, devstore.EtcdClientT(t, srv), etcdlock.WithKeyPrefix(prefix))
+			return newBackend(t, devstoretest.EtcdClient(t, srv), etcdlock.WithKeyPrefix(prefix))
 		},
 		TTL: time.Second,
 	})
@@ -68,8 +69,8 @@ func TestNewRejectsBadArguments(t *testing.T) {
 // TestTTLWholeSeconds: etcd leases are whole seconds, so a TTL under one
 // second or with a fraction is rejected before any request.
 func TestTTLWholeSeconds(t *testing.T) {
-	srv := devstore.EtcdT(t)
-	c := devstore.EtcdClientT(t, srv)
+	srv := devstoretest.Etcd(t)
+	c := devstoretest.EtcdClient(t, srv)
 	b := newBackend(t, c, etcdlock.WithKeyPrefix(testPrefix()))
 	if got := b.MinTTL(); got != time.Second {
 		t.Errorf("MinTTL = %v, want 1s", got)
@@ -105,8 +106,8 @@ func TestTTLWholeSeconds(t *testing.T) {
 // TestTokenIsRevision: a fresh grant's token is the lock key's create
 // revision; a same-owner re-grant's is its new mod revision.
 func TestTokenIsRevision(t *testing.T) {
-	srv := devstore.EtcdT(t)
-	c := devstore.EtcdClientT(t, srv)
+	srv := devstoretest.Etcd(t)
+	c := devstoretest.EtcdClient(t, srv)
 	b := newBackend(t, c, etcdlock.WithKeyPrefix(testPrefix()))
 	ctx := ctxFor(t, time.Minute)
 	k := "token-" + randHex(4)
@@ -170,8 +171,8 @@ func TestTokenIsRevision(t *testing.T) {
 // TestSpareLeases: a released lock's lease is kept and used by the next
 // grant, renewed rather than granted again.
 func TestSpareLeases(t *testing.T) {
-	srv := devstore.EtcdT(t)
-	c := devstore.EtcdClientT(t, srv)
+	srv := devstoretest.Etcd(t)
+	c := devstoretest.EtcdClient(t, srv)
 	b := newBackend(t, c, etcdlock.WithKeyPrefix(testPrefix()))
 	ctx := ctxFor(t, time.Minute)
 	k := "spare-" + randHex(4)
@@ -246,14 +247,14 @@ func TestSpareLeases(t *testing.T) {
 // key at once when the holder releases it, or when the holder's lease
 // expires: the watch on the key's deletion wakes it.
 func TestWaiterWokenByWatch(t *testing.T) {
-	srv := devstore.EtcdT(t)
+	srv := devstoretest.Etcd(t)
 	prefix := testPrefix()
-	holderL, err := lock.New(newBackend(t, devstore.EtcdClientT(t, srv), etcdlock.WithKeyPrefix(prefix)))
+	holderL, err := lock.New(newBackend(t, devstoretest.EtcdClient(t, srv), etcdlock.WithKeyPrefix(prefix)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	hour := lock.RetryPolicy{Min: time.Hour, Max: time.Hour}
-	waiterL, err := lock.New(newBackend(t, devstore.EtcdClientT(t, srv), etcdlock.WithKeyPrefix(prefix)), lock.WithRetry(hour))
+	waiterL, err := lock.New(newBackend(t, devstoretest.EtcdClient(t, srv), etcdlock.WithKeyPrefix(prefix)), lock.WithRetry(hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,11 +310,11 @@ func TestWaiterWokenByWatch(t *testing.T) {
 // it) and saw it granted to another owner refuses with a read, not a
 // transaction: the store's revision does not move.
 func TestRefusalWhileWatching(t *testing.T) {
-	srv := devstore.EtcdT(t)
-	c := devstore.EtcdClientT(t, srv)
+	srv := devstoretest.Etcd(t)
+	c := devstoretest.EtcdClient(t, srv)
 	prefix := testPrefix()
 	holder := newBackend(t, c, etcdlock.WithKeyPrefix(prefix))
-	waiter := newBackend(t, devstore.EtcdClientT(t, srv), etcdlock.WithKeyPrefix(prefix))
+	waiter := newBackend(t, devstoretest.EtcdClient(t, srv), etcdlock.WithKeyPrefix(prefix))
 	ctx := ctxFor(t, time.Minute)
 	k := "refusal-" + randHex(4)
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
@@ -17,7 +17,7 @@ import (
 // step (a free key, a takeover after expiry, a re-grant to the same owner, a
 // handoff to a queued waiter) must carry strictly increasing tokens.
 func TestTokensAcrossBackwardClockStep(t *testing.T) {
-	srv := devstore.RedisClockT(t)
+	srv := devstoretest.RedisClock(t)
 	c := newClient(t, srv.Addr)
 	b := newBackend(t, c, redislock.WithKeyPrefix(testPrefix(t, srv.Addr)))
 	ctx := ctxFor(t, 30*time.Second)
@@ -109,7 +109,7 @@ func TestTokensAcrossBackwardClockStep(t *testing.T) {
 // the clock passes the old tokens; the old holder's writes are not
 // accepted twice, but progress stops.
 func TestTokensAfterRestartBehindClock(t *testing.T) {
-	srv := devstore.RedisClockT(t)
+	srv := devstoretest.RedisClock(t)
 	b := newBackend(t, newClient(t, srv.Addr))
 	ctx := ctxFor(t, 30*time.Second)
 

@@ -9,17 +9,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/locktest"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
-// clusterT returns a Redis Cluster for the test (see devstore.RedisClusterT:
+// clusterT returns a Redis Cluster for the test (see devstoretest.RedisCluster:
 // skipped without redis-server) and a key prefix whose keys are deleted
 // from every master afterwards.
 func clusterT(t *testing.T) (*devstore.RedisCluster, string) {
 	t.Helper()
-	srv := devstore.RedisClusterT(t)
+	srv := devstoretest.RedisCluster(t)
 	prefix := "stocklock-test:" + randHex(4) + ":"
 	t.Cleanup(func() {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: srv.Addrs})

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
@@ -28,7 +28,7 @@ func queued(t *testing.T, ctx context.Context, w lock.Waiter, stay time.Duration
 // place lapses, so it is never handed the key. The live waiter behind it
 // gets the key, and after that the key is free for anyone.
 func TestHandoffSkipsCrashedWaiter(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	prefix := testPrefix(t, srv.Addr)
 	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
 	live := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
@@ -80,7 +80,7 @@ func TestHandoffSkipsCrashedWaiter(t *testing.T) {
 // the key, at its next fallback attempt, and it is the grant the release
 // made, not a fresh one.
 func TestLostHandoffMessageIsClaimed(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	prefix := testPrefix(t, srv.Addr)
 	c := newClient(t, srv.Addr)
 	holderB := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
@@ -148,7 +148,7 @@ func TestLostHandoffMessageIsClaimed(t *testing.T) {
 // TestLeaveFreesUntakenGrant: a waiter that gives up after the key was
 // handed to it, but before it took the grant, frees the key on leaving.
 func TestLeaveFreesUntakenGrant(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	prefix := testPrefix(t, srv.Addr)
 	b := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
 	other := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
@@ -183,7 +183,7 @@ func TestLeaveFreesUntakenGrant(t *testing.T) {
 // rolled back, as a restore would. The tokens, in grant order, must
 // strictly increase.
 func TestTokensIncreaseAcrossHandoffs(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	prefix := testPrefix(t, srv.Addr)
 	c := newClient(t, srv.Addr)
 	ctx := ctxFor(t, time.Minute)
@@ -252,7 +252,7 @@ func TestTokensIncreaseAcrossHandoffs(t *testing.T) {
 // throughout, and once everyone is done the key is free: no grant was
 // left with a waiter that had gone.
 func TestGivingUpLeavesNothing(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	prefix := testPrefix(t, srv.Addr)
 	ctx := ctxFor(t, time.Minute)
 	const backends, perBackend, rounds = 3, 4, 60

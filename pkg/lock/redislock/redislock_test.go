@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/locktest"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
@@ -77,7 +78,7 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 }
 
 func TestConformance(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	t.Logf("Redis: %s at %s", srv.Kind, srv.Addr)
 	prefix := testPrefix(t, srv.Addr)
 	locktest.Run(t, locktest.Harness{Backend: func(t *testing.T) lock.Backend {
@@ -120,7 +121,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 // TestTTLIsMilliseconds checks that the lease is set with PX: a TTL that is
 // not a whole number of seconds must not be rounded to one.
 func TestTTLIsMilliseconds(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	c := newClient(t, srv.Addr)
 	prefix := testPrefix(t, srv.Addr)
 	b := newBackend(t, c, redislock.WithKeyPrefix(prefix))
@@ -170,7 +171,7 @@ func TestTTLIsMilliseconds(t *testing.T) {
 // TestTokensSurviveRestart restarts a Redis without persistence, which loses
 // every key including the fence counters: tokens must still increase.
 func TestTokensSurviveRestart(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	if srv.Kind != devstore.KindRedisServer {
 		t.Skipf("needs a redis-server started by devstore, have %s", srv.Kind)
 	}
@@ -207,7 +208,7 @@ func TestTokensSurviveRestart(t *testing.T) {
 // TestTokensSurviveStaleCounter rolls the fence counter back, as a restore
 // from an older snapshot or a failover to a lagging replica would.
 func TestTokensSurviveStaleCounter(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	c := newClient(t, srv.Addr)
 	prefix := testPrefix(t, srv.Addr)
 	b := newBackend(t, c, redislock.WithKeyPrefix(prefix))
@@ -237,7 +238,7 @@ func TestTokensSurviveStaleCounter(t *testing.T) {
 }
 
 func TestOwnerWithColons(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	b := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(testPrefix(t, srv.Addr)))
 	ctx := ctxFor(t, 10*time.Second)
 
@@ -301,7 +302,7 @@ func waitGrantSubscribed(t *testing.T, c *redis.Client, prefix string, n int) {
 }
 
 func TestWatchReportsRelease(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	prefix := testPrefix(t, srv.Addr)
 	watchC := newClient(t, srv.Addr)
 	watcher := newBackend(t, watchC, redislock.WithKeyPrefix(prefix))
@@ -350,7 +351,7 @@ func TestWatchReportsRelease(t *testing.T) {
 // none while another's signal is pending; a watcher that never reads must
 // not keep the ones behind it from being signalled for long.
 func TestStuckWatcherDoesNotBlockOthers(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	b := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(testPrefix(t, srv.Addr)))
 	ctx := ctxFor(t, 10*time.Second)
 
@@ -386,7 +387,7 @@ func TestStuckWatcherDoesNotBlockOthers(t *testing.T) {
 // TestPublishOnlyWhenWaitedFor checks that a release sends a message (which
 // every backend receives) only when another backend waits for the key.
 func TestPublishOnlyWhenWaitedFor(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	c := newClient(t, srv.Addr)
 	prefix := testPrefix(t, srv.Addr)
 	b := newBackend(t, c, redislock.WithKeyPrefix(prefix))
@@ -453,7 +454,7 @@ func TestPublishOnlyWhenWaitedFor(t *testing.T) {
 // TestReleaseWakesWaiter gives the waiter a 10 s backoff: if it acquires
 // promptly after the release, the notification woke it.
 func TestReleaseWakesWaiter(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	for _, tc := range []struct {
 		name        string
 		sameBackend bool // local wake-up instead of pub/sub
@@ -529,7 +530,7 @@ func goroutinesSettle(t *testing.T, n int) {
 }
 
 func TestNoGoroutineLeak(t *testing.T) {
-	srv := devstore.RedisT(t)
+	srv := devstoretest.Redis(t)
 	t.Run("Close", func(t *testing.T) {
 		before := runtime.NumGoroutine()
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr})

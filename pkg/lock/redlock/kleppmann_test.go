@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
@@ -21,7 +21,7 @@ import (
 // majorities share server 2, whose fence survived the jump, so B's token is
 // higher than A's and a fenced store refuses A's late write.
 func TestKleppmannClockJump(t *testing.T) {
-	s := devstore.RedisServersT(t, 5)
+	s := devstoretest.RedisServers(t, 5)
 	if s.NoClock != nil {
 		t.Skipf("the servers' clocks cannot be moved: %v", s.NoClock)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/locktest"
 	"github.com/stocklock/stocklock/pkg/lock/redlock"
@@ -44,7 +44,7 @@ func newBackend(t testing.TB, addrs []string, prefix string) *redlock.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	s := devstore.RedisServersT(t, 5)
+	s := devstoretest.RedisServers(t, 5)
 	prefix := testPrefix()
 	locktest.Run(t, locktest.Harness{
 		Backend: func(t *testing.T) lock.Backend { return newBackend(t, s.Addrs(), prefix) },
@@ -68,7 +68,7 @@ func TestNew(t *testing.T) {
 // refreshed and released; with three down nothing is, and the outcome is
 // reported as unknown (ErrNoQuorum), not as a refusal.
 func TestMajority(t *testing.T) {
-	s := devstore.RedisServersT(t, 5)
+	s := devstoretest.RedisServers(t, 5)
 	b := newBackend(t, s.Addrs(), testPrefix())
 	ctx := t.Context()
 	// Each server gets TimeoutFactor (0.1) of the TTL to answer. With 1 s,

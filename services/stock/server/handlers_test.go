@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
@@ -180,9 +181,9 @@ func TestBadInput(t *testing.T) {
 
 func TestAPI(t *testing.T) {
 	cfg := testConfig(t, "r1")
-	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints // every strategy, etcd-lock too
-	cfg.RedlockAddrs = miniRedlock(t)               // and redlock
-	cfg.Demo = true                                 // unsafe and local too
+	cfg.EtcdEndpoints = devstoretest.Etcd(t).Endpoints // every strategy, etcd-lock too
+	cfg.RedlockAddrs = miniRedlock(t)                  // and redlock
+	cfg.Demo = true                                    // unsafe and local too
 	s := newServer(t, cfg)
 	h := s.Handler()
 
@@ -271,7 +272,7 @@ func TestAPI(t *testing.T) {
 // An etcd that stops answering makes the replica not ready, as MongoDB and
 // Redis do: the etcd-lock strategy could grant nothing.
 func TestReadyzEtcdDown(t *testing.T) {
-	etcd := devstore.EtcdT(t)
+	etcd := devstoretest.Etcd(t)
 	if etcd.Kind != devstore.KindEmbeddedEtcd {
 		t.Skip("ETCD_ENDPOINTS is a shared etcd: not stopping it")
 	}

@@ -19,7 +19,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock/etcdlock"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
@@ -41,7 +41,7 @@ import (
 func TestLeaseLost(t *testing.T) {
 	const initial = 5
 
-	etcd := devstore.EtcdT(t)
+	etcd := devstoretest.Etcd(t)
 	var cfg server.Config
 	rep := startReplicas(t, 1, func(c *server.Config) {
 		c.EtcdEndpoints = etcd.Endpoints
@@ -75,7 +75,7 @@ func TestLeaseLost(t *testing.T) {
 		_ = mc.Disconnect(ctx)
 	})
 	locks := mc.Database(cfg.DB).Collection(server.LocksCollection)
-	etcdClient := devstore.EtcdClientT(t, etcd)
+	etcdClient := devstoretest.EtcdClient(t, etcd)
 
 	// ownedByReplica reports whether a lock owner is one of this replica's
 	// (owners are the replica name, a dash and a random suffix), so that a

@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -19,29 +16,9 @@ import (
 var mongoURI, redisAddr string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// Ten minutes: on a cold build cache the first store to start waits
-	// for devstored to build.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mg, err := devstore.StartMongo(ctx, logger)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start MongoDB:", err)
-		return 1
-	}
-	defer mg.Close()
-	rd, err := devstore.StartRedis(ctx, logger)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start Redis:", err)
-		return 1
-	}
-	defer rd.Close()
-	mongoURI, redisAddr = mg.URI, rd.Addr
-	return m.Run()
+	devstoretest.Main(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
+		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
+	})
 }
 
 // testAdminToken is every test replica's admin token.

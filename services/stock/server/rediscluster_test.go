@@ -8,14 +8,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
 // TestRedisClusterReplica: a replica configured with a Redis Cluster instead
 // of one Redis serves redis-lock, fenced, and reports the cluster ready.
 func TestRedisClusterReplica(t *testing.T) {
-	cluster := devstore.RedisClusterT(t)
+	cluster := devstoretest.RedisCluster(t)
 	cfg := testConfig(t, "rc")
 	cfg.RedisAddr = ""
 	cfg.RedisCluster = cluster.Addrs

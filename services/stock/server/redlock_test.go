@@ -8,7 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -36,7 +36,7 @@ func miniRedlock(t *testing.T) []string {
 // sell with the redlock strategy and keep the books straight, and sell on
 // with two of the five stopped (a majority is left).
 func TestRedlockReplicas(t *testing.T) {
-	servers := devstore.RedisServersT(t, 5)
+	servers := devstoretest.RedisServers(t, 5)
 	reps := startReplicas(t, 2, func(c *server.Config) { c.RedlockAddrs = servers.Addrs() })
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * concurrency}}
 	t.Cleanup(client.CloseIdleConnections)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -270,7 +270,7 @@ func TestTwoReplicas(t *testing.T) {
 	t.Run("correct", func(t *testing.T) {
 		// etcd and the redlock servers only here: the broken strategies do
 		// not use them. TestRedlockReplicas runs redlock on real servers.
-		etcd, redlocks := devstore.EtcdT(t), miniRedlock(t)
+		etcd, redlocks := devstoretest.Etcd(t), miniRedlock(t)
 		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints, c.RedlockAddrs = etcd.Endpoints, redlocks })
 		safe := registryNames(true)
 		for _, strategy := range safe {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -340,7 +340,7 @@ func TestNoAdminToken(t *testing.T) {
 // and the redlock servers it serves them all (TestAPI).
 func TestRegistryServed(t *testing.T) {
 	cfg := testConfig(t, "r1")
-	cfg.EtcdEndpoints = devstore.EtcdT(t).Endpoints
+	cfg.EtcdEndpoints = devstoretest.Etcd(t).Endpoints
 	cfg.RedlockAddrs = miniRedlock(t)
 	h := newServer(t, cfg).Handler()
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/reg", jsonCT, `{"stock":100}`); rec.Code != 200 {
