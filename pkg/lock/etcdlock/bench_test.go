@@ -13,7 +13,6 @@ package etcdlock_test
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,29 +25,19 @@ import (
 	"github.com/stocklock/stocklock/pkg/lock/locktest"
 )
 
-var bench struct {
-	once sync.Once
-	srv  *devstore.Etcd
-	err  error
-}
+var benchServer locktest.Server[*devstore.Etcd]
 
 // benchEtcd returns the etcd every benchmark of the run shares.
 func benchEtcd(b *testing.B) *devstore.Etcd {
 	b.Helper()
-	bench.once.Do(func() {
-		bench.srv, bench.err = devstore.StartEtcd(context.Background(), nil)
+	return benchServer.Get(b, func() (*devstore.Etcd, error) {
+		return devstore.StartEtcd(context.Background(), nil)
 	})
-	if bench.err != nil {
-		b.Fatalf("start etcd: %v", bench.err)
-	}
-	return bench.srv
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bench.srv != nil {
-		_ = bench.srv.Close()
-	}
+	benchServer.Close()
 	os.Exit(code)
 }
 
@@ -122,37 +111,19 @@ func BenchmarkUncontended(b *testing.B) {
 }
 
 // BenchmarkContended runs 8 goroutines taking one key in turn, each
-// holding it for a read-increment-write of a shared counter. "8-clients"
-// gives each goroutine its own client (and lock), like 8 processes;
-// "one-client" is 8 goroutines of one process sharing a client and, for
-// ours, one Backend (concurrency.Mutex needs a session per
-// goroutine).
+// holding it for a read-increment-write of a shared counter, BENCH_ROUNDS
+// times (default 1) interleaved (locktest.Compare). "8-clients" gives each
+// goroutine its own client (and lock), like 8 processes; "one-client" is 8
+// goroutines of one process sharing a client and, for ours, one Backend
+// (concurrency.Mutex needs a session per goroutine).
 func BenchmarkContended(b *testing.B) {
+	var cs []locktest.Contender
 	for _, impl := range implementations() {
-		for _, oneClient := range []bool{false, true} {
-			name := impl.name + "/8-clients"
-			if oneClient {
-				name = impl.name + "/one-client"
-			}
-			b.Run(name, func(b *testing.B) {
-				key := "contended-" + randHex(4)
-				ms := make([]locktest.Mutex, contenders)
-				var c *clientv3.Client
-				for i := range ms {
-					switch {
-					case !oneClient:
-						ms[i] = impl.new(b, key, benchClient(b))
-					case i == 0:
-						c = benchClient(b)
-						ms[i] = impl.new(b, key, c)
-					case impl.shared:
-						ms[i] = ms[0]
-					default:
-						ms[i] = impl.new(b, key, c)
-					}
-				}
-				locktest.BenchContended(b, ms)
-			})
-		}
+		cs = append(cs, locktest.Contender{Name: impl.name, Mutexes: func(b *testing.B, key string, n int, oneClient bool) []locktest.Mutex {
+			return locktest.Contenders(n, oneClient, impl.shared,
+				func() *clientv3.Client { return benchClient(b) },
+				func(c *clientv3.Client) locktest.Mutex { return impl.new(b, key, c) })
+		}})
 	}
+	locktest.Compare(b, cs, contenders, locktest.Rounds(), nil)
 }

@@ -42,7 +42,7 @@ func (m LockerMutex) Acquire(ctx context.Context) (func(context.Context) error, 
 // p50-wait-ms, p99-wait-ms, cpu-ms/lock (the CPU of the whole process,
 // an embedded server included) and allocs/op, the allocations per lock
 // cycle of the whole process.
-func BenchUncontended(b *testing.B, m Mutex) {
+func BenchUncontended(b *testing.B, m Mutex) Metrics {
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
 	var waits []time.Duration
@@ -59,7 +59,7 @@ func BenchUncontended(b *testing.B, m Mutex) {
 			b.Fatal(err)
 		}
 	}
-	report(b, time.Since(start), cpuTime()-cpu0, waits)
+	return report(b, time.Since(start), cpuTime()-cpu0, waits)
 }
 
 // BenchContended runs one goroutine per element of ms (the same Mutex may
@@ -67,8 +67,9 @@ func BenchUncontended(b *testing.B, m Mutex) {
 // turn b.N times in all, each holding it for an unsynchronised increment of
 // a shared counter. It fails the benchmark if two holders are ever inside at
 // once or the counter comes out wrong. Besides BenchUncontended's metrics it
-// reports fifo-violations when the grants carry a queue order.
-func BenchContended(b *testing.B, ms []Mutex) {
+// reports fifo-violations when the grants carry a queue order. It returns
+// the metrics it reported.
+func BenchContended(b *testing.B, ms []Mutex) Metrics {
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
 	var (
@@ -127,22 +128,34 @@ func BenchContended(b *testing.B, ms []Mutex) {
 	if counter != b.N {
 		b.Fatalf("counter = %d after %d lock cycles: two goroutines held the lock at once", counter, b.N)
 	}
-	report(b, elapsed, cpu, slices.Concat(waits...))
+	m := report(b, elapsed, cpu, slices.Concat(waits...))
 	if lastOrder != 0 {
-		b.ReportMetric(float64(violations), "fifo-violations")
+		m.report(b, "fifo-violations", float64(violations))
 	}
+	return m
 }
 
-func report(b *testing.B, elapsed, cpu time.Duration, waits []time.Duration) {
+// Metrics are the figures of one benchmark run, by unit as
+// testing.B.ReportMetric names them.
+type Metrics map[string]float64
+
+func (m Metrics) report(b *testing.B, unit string, v float64) {
+	m[unit] = v
+	b.ReportMetric(v, unit)
+}
+
+func report(b *testing.B, elapsed, cpu time.Duration, waits []time.Duration) Metrics {
+	m := Metrics{}
 	if len(waits) == 0 {
-		return
+		return m
 	}
 	slices.Sort(waits)
 	pct := func(p float64) float64 {
 		return float64(waits[int(p*float64(len(waits)-1))]) / float64(time.Millisecond)
 	}
-	b.ReportMetric(float64(len(waits))/elapsed.Seconds(), "locks/s")
-	b.ReportMetric(pct(0.50), "p50-wait-ms")
-	b.ReportMetric(pct(0.99), "p99-wait-ms")
-	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(len(waits)), "cpu-ms/lock")
+	m.report(b, "locks/s", float64(len(waits))/elapsed.Seconds())
+	m.report(b, "p50-wait-ms", pct(0.50))
+	m.report(b, "p99-wait-ms", pct(0.99))
+	m.report(b, "cpu-ms/lock", float64(cpu)/float64(time.Millisecond)/float64(len(waits)))
+	return m
 }

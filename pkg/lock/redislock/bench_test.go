@@ -3,21 +3,22 @@ package redislock_test
 // Benchmarks against the peers github.com/bsm/redislock and
 // github.com/go-redsync/redsync/v4, all on the same redis-server in one run:
 //
-//	go test -run '^$' -bench Contended -benchtime 2s -count 3 ./pkg/lock/redislock
+//	go test -run '^$' -bench Contended -benchtime 2s ./pkg/lock/redislock
+//	scripts/bench-redislock.sh    # pinned to separate cores, 5 rounds
 //
 // Each run reports throughput (locks/s), the wait of each Acquire from its
 // call to its grant (p50-wait-ms, p99-wait-ms), the benchmark process's CPU
 // (cpu-ms/lock) and allocations (allocs/op) per lock, and the server's side
-// (reportServer).
+// (serverProbe): its CPU, the commands it ran and the round trips.
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,30 +34,22 @@ import (
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
-var bench struct {
-	once sync.Once
-	srv  *devstore.Redis
-	err  error
-}
+var benchServer locktest.Server[*devstore.Redis]
 
 // benchRedis returns the redis-server every benchmark of the run shares, so
-// that all contenders are measured against the same server.
+// that all contenders are measured against the same server: the one at
+// REDIS_ADDR if that is set (scripts/bench-redislock.sh starts one pinned
+// to its own core), else one started for the run.
 func benchRedis(b *testing.B) *devstore.Redis {
 	b.Helper()
-	bench.once.Do(func() {
-		bench.srv, bench.err = devstore.StartRedis(context.Background(), nil)
+	return benchServer.Get(b, func() (*devstore.Redis, error) {
+		return devstore.StartRedis(context.Background(), nil)
 	})
-	if bench.err != nil {
-		b.Fatalf("start Redis: %v", bench.err)
-	}
-	return bench.srv
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bench.srv != nil {
-		_ = bench.srv.Close()
-	}
+	benchServer.Close()
 	os.Exit(code)
 }
 
@@ -164,120 +157,142 @@ func benchLocker(b *testing.B, c *redis.Client) *lock.Locker {
 	return l
 }
 
-// factory returns a contender's mutex on key, with a client of its own.
-type factory func(b *testing.B, key string) locktest.Mutex
+// mutexFor returns a contender's mutex on key, over client c.
+type mutexFor func(b *testing.B, c *redis.Client, key string) locktest.Mutex
 
-func implementations() []struct {
-	name string
-	new  factory
-} {
-	return []struct {
-		name string
-		new  factory
-	}{
-		{"stocklock", func(b *testing.B, key string) locktest.Mutex {
-			return locktest.LockerMutex{Locker: benchLocker(b, benchClient(b)), Key: key}
-		}},
-		{"stocklock-backend", func(b *testing.B, key string) locktest.Mutex {
-			// The backend alone, one attempt per acquire, no Locker: its
-			// own cost, without the Locker's owner, queue place and
-			// Lease. Used for the uncontended case only.
-			return backendOnly{benchBackend(b, benchClient(b)), key}
-		}},
-		{"bsm-redislock", func(b *testing.B, key string) locktest.Mutex {
-			return bsmLock{bsm.New(benchClient(b)), key}
-		}},
-		{"redsync", func(b *testing.B, key string) locktest.Mutex {
-			return redsyncLock{redsync.New(redsyncgoredis.NewPool(benchClient(b))), key}
-		}},
+var (
+	stocklockMutex mutexFor = func(b *testing.B, c *redis.Client, key string) locktest.Mutex {
+		return locktest.LockerMutex{Locker: benchLocker(b, c), Key: key}
 	}
-}
+	// The backend alone, one attempt per acquire, no Locker: its own
+	// cost, without the Locker's owner, queue place and Lease. Used for
+	// the uncontended case only.
+	backendMutex mutexFor = func(b *testing.B, c *redis.Client, key string) locktest.Mutex {
+		return backendOnly{benchBackend(b, c), key}
+	}
+	bsmMutex mutexFor = func(b *testing.B, c *redis.Client, key string) locktest.Mutex {
+		return bsmLock{bsm.New(c), key}
+	}
+	redsyncMutex mutexFor = func(b *testing.B, c *redis.Client, key string) locktest.Mutex {
+		return redsyncLock{redsync.New(redsyncgoredis.NewPool(c)), key}
+	}
+)
 
 // BenchmarkUncontended measures one goroutine taking and releasing a free key.
 func BenchmarkUncontended(b *testing.B) {
-	for _, impl := range implementations() {
+	for _, impl := range []struct {
+		name string
+		new  mutexFor
+	}{
+		{"stocklock", stocklockMutex},
+		{"stocklock-backend", backendMutex},
+		{"bsm-redislock", bsmMutex},
+		{"redsync", redsyncMutex},
+	} {
 		b.Run(impl.name, func(b *testing.B) {
-			m := impl.new(b, "bench:uncontended:"+randHex(4))
-			s0 := serverStats(b)
+			m := impl.new(b, benchClient(b), "bench:uncontended:"+randHex(4))
+			after := serverProbe(b)
 			locktest.BenchUncontended(b, m)
-			reportServer(b, s0, serverStats(b))
+			for unit, v := range after() {
+				if !strings.Contains(unit, "=") {
+					b.ReportMetric(v, unit)
+				}
+			}
 		})
 	}
 }
 
 // BenchmarkContended runs 8 goroutines taking one key in turn, each holding
-// it for a read-increment-write of a shared counter. "one-client" is 8
-// goroutines of one process sharing a client (and, for stocklock, one
-// Backend); "8-clients" gives each goroutine its own, like 8 processes.
+// it for a read-increment-write of a shared counter, for stocklock and its
+// two peers, BENCH_ROUNDS times (default 1) interleaved (locktest.Compare).
+// "one-client" is 8 goroutines of one process sharing a client (and, for
+// stocklock, one Backend and Locker); "8-clients" gives each goroutine its
+// own, like 8 processes.
 func BenchmarkContended(b *testing.B) {
-	for _, impl := range implementations() {
-		if impl.name == "stocklock-backend" {
-			continue // a single attempt does not wait
-		}
-		for _, shared := range []bool{true, false} {
-			name := impl.name + "/8-clients"
-			if shared {
-				name = impl.name + "/one-client"
-			}
-			b.Run(name, func(b *testing.B) {
-				key := "bench:contended:" + randHex(4)
-				ms := make([]locktest.Mutex, contenders)
-				for i := range ms {
-					if shared && i > 0 {
-						ms[i] = ms[0]
-					} else {
-						ms[i] = impl.new(b, key)
-					}
-				}
-				s0 := serverStats(b)
-				locktest.BenchContended(b, ms)
-				reportServer(b, s0, serverStats(b))
-			})
-		}
+	contender := func(name string, new mutexFor) locktest.Contender {
+		return locktest.Contender{Name: name, Mutexes: func(b *testing.B, key string, n int, oneClient bool) []locktest.Mutex {
+			return locktest.Contenders(n, oneClient, true,
+				func() *redis.Client { return benchClient(b) },
+				func(c *redis.Client) locktest.Mutex { return new(b, c, key) })
+		}}
 	}
+	locktest.Compare(b, []locktest.Contender{
+		contender("stocklock", stocklockMutex),
+		contender("bsm-redislock", bsmMutex),
+		contender("redsync", redsyncMutex),
+	}, contenders, locktest.Rounds(), serverProbe)
 }
 
 // stats is what the server has done so far, as INFO reports it: its CPU
-// time (user and system) and the commands it has processed, those a script
-// calls included; and the round trips the benchmark's clients have made.
+// time (user and system) and the calls of each command (INFO
+// commandstats, which counts those a script makes); and the round trips
+// the benchmark's clients have made.
 type stats struct {
 	cpu        time.Duration
-	commands   int64
+	calls      map[string]int64
 	roundTrips int64
 }
+
+// notACall lists the commands that do no work of a lock cycle: the
+// scripts themselves (their calls are counted one by one), and what
+// clients send when they connect and the benchmark when it measures.
+var notACall = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "script", "info", "hello",
+	"client", "ping", "select", "auth", "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "command"}
 
 func serverStats(b *testing.B) stats {
 	c := redis.NewClient(&redis.Options{Addr: benchRedis(b).Addr})
 	defer c.Close()
-	info, err := c.Info(context.Background(), "cpu", "stats").Result()
+	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
 	if err != nil {
 		b.Fatalf("INFO: %v", err)
 	}
-	s := stats{roundTrips: roundTrips.Load()}
+	s := stats{calls: map[string]int64{}, roundTrips: roundTrips.Load()}
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
 			continue
 		}
-		switch k {
-		case "used_cpu_sys", "used_cpu_user":
+		switch {
+		case k == "used_cpu_sys" || k == "used_cpu_user":
 			f, _ := strconv.ParseFloat(v, 64)
 			s.cpu += time.Duration(f * float64(time.Second))
-		case "total_commands_processed":
-			s.commands, _ = strconv.ParseInt(v, 10, 64)
+		case strings.HasPrefix(k, "cmdstat_"):
+			// cmdstat_get:calls=3,usec=... (cmdstat_client|setinfo for
+			// a subcommand)
+			name, _, _ := strings.Cut(strings.TrimPrefix(k, "cmdstat_"), "|")
+			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			s.calls[name] += n
 		}
 	}
 	return s
 }
 
-// reportServer reports the server's share of a lock cycle:
-// server-cpu-ms/lock; server-cmds/lock, the commands it ran, each command a
-// script calls counted (and the measurement's own INFO, noise at these
-// b.N); and round-trips/lock, the requests the clients sent (a script is
-// one).
-func reportServer(b *testing.B, before, after stats) {
-	n := float64(b.N)
-	b.ReportMetric(float64(after.cpu-before.cpu)/float64(time.Millisecond)/n, "server-cpu-ms/lock")
-	b.ReportMetric(float64(after.commands-before.commands)/n, "server-cmds/lock")
-	b.ReportMetric(float64(after.roundTrips-before.roundTrips)/n, "round-trips/lock")
+// serverProbe measures the server's share of a lock cycle:
+// server-cpu-ms/lock; server-calls/lock, the commands the server ran for
+// the locks, each call a script makes counted and the scripts themselves
+// not (see notACall), and how many of each command
+// ("calls=get/lock"...); and round-trips/lock, the requests the clients
+// sent (a script is one).
+func serverProbe(b *testing.B) func() locktest.Metrics {
+	before := serverStats(b)
+	return func() locktest.Metrics {
+		after := serverStats(b)
+		n := float64(b.N)
+		m := locktest.Metrics{
+			"server-cpu-ms/lock": float64(after.cpu-before.cpu) / float64(time.Millisecond) / n,
+			"round-trips/lock":   float64(after.roundTrips-before.roundTrips) / n,
+		}
+		var all int64
+		for name, calls := range after.calls {
+			d := calls - before.calls[name]
+			if d == 0 || slices.Contains(notACall, name) {
+				continue
+			}
+			all += d
+			m["calls="+name+"/lock"] = float64(d) / n
+		}
+		m["server-calls/lock"] = float64(all) / n
+		return m
+	}
 }
