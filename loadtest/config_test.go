@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/loadtest/verdict"
-	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // testAdminToken is the admin token of the replicas the tests start
@@ -34,7 +33,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	if len(c.Replicas) != 0 || c.LocalReplicas != 2 {
 		t.Errorf("default replicas %v, local replicas %d: want none, start two", c.Replicas, c.LocalReplicas)
 	}
-	if !slices.Equal(c.Strategies, verdict.Strategies) {
+	if !slices.Equal(c.Strategies, strategy.Names()) {
 		t.Errorf("strategies %v", c.Strategies)
 	}
 	if c.Rate <= 0 || c.Duration <= 0 || c.Stock <= 0 || c.Qty != 1 || c.SKUs != 1 || c.MaxWorkers < c.Workers || c.RMWDelay <= 0 {
@@ -185,14 +184,6 @@ func TestHelp(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "--rate") {
 		t.Errorf("bad flag message: %s", stderr.String())
-	}
-}
-
-// The harness's list of strategies must follow the service's: a strategy
-// the service adds must be run, and judged, by default.
-func TestStrategiesMatchService(t *testing.T) {
-	if !slices.Equal(verdict.Strategies, inventory.Names()) {
-		t.Fatalf("loadtest/verdict.Strategies %v, service offers %v: update verdict.Strategies (and its safe set)", verdict.Strategies, inventory.Names())
 	}
 }
 

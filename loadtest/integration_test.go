@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // TestHarnessAgainstTwoReplicas runs the harness for real against two
@@ -59,7 +60,7 @@ func TestHarnessAgainstTwoReplicas(t *testing.T) {
 		// Both replicas get requests; without a cross-replica lease both
 		// sell. A lease strategy on a loaded machine may keep the lease
 		// on one replica for all 50 units, which is no fault.
-		if info, _ := inventory.Lookup(name); len(r.ByReplica) != 2 && (info.Lock == inventory.LockNone || info.Lock == inventory.LockLocal) {
+		if info, _ := strategy.Lookup(name); len(r.ByReplica) != 2 && (info.Lock == strategy.LockNone || info.Lock == strategy.LockLocal) {
 			t.Errorf("%s: sales by replica %v: both replicas must have sold", name, r.ByReplica)
 		}
 	}

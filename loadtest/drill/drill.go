@@ -14,11 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/stockapi"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // The faults, by name.
@@ -161,21 +162,21 @@ func NeedsEtcdCluster(faults []string) bool { return slices.Contains(faults, Lea
 
 // LockStrategies are the strategies that hold a lease (and so can be caught
 // holding it); the others have no critical section to land in.
-var LockStrategies = registryNames(func(in inventory.Info) bool { return in.Lock != inventory.LockNone })
+var LockStrategies = registryNames(func(in strategy.Info) bool { return in.Lock != strategy.LockNone })
 
 // FencedStrategies are the lock strategies whose tokens order grants across
 // replicas, so that their writes are fenced.
-var FencedStrategies = registryNames(func(in inventory.Info) bool { return in.Lock != inventory.LockNone && in.Fenced })
+var FencedStrategies = registryNames(func(in strategy.Info) bool { return in.Lock != strategy.LockNone && in.Fenced })
 
 // safeStrategies are the strategies that must keep the books straight
 // under every fault.
-var safeStrategies = registryNames(func(in inventory.Info) bool { return in.Safe })
+var safeStrategies = registryNames(func(in strategy.Info) bool { return in.Safe })
 
 // registryNames returns the names of the registry's strategies that keep
 // says to keep, in registry order.
-func registryNames(keep func(inventory.Info) bool) []string {
+func registryNames(keep func(strategy.Info) bool) []string {
 	var names []string
-	for _, in := range inventory.Registry() {
+	for _, in := range strategy.All() {
 		if keep(in) {
 			names = append(names, in.Name)
 		}
@@ -288,7 +289,7 @@ func Plan(faults, strategies []string) []Drill {
 // does not make them any worse, they oversell anyway).
 func crashDrills() []Drill {
 	var ds []Drill
-	for _, s := range inventory.Names() {
+	for _, s := range strategy.Names() {
 		ds = append(ds, Drill{Label: "crash", Strategy: s, Inject: CrashHolder})
 	}
 	return ds

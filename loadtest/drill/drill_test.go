@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 func TestParseFaults(t *testing.T) {
@@ -73,7 +74,7 @@ func TestPlan(t *testing.T) {
 // skew shifts replica b alone.
 func TestDrillFlagsForNReplicas(t *testing.T) {
 	for n := 2; n <= env.MaxReplicas; n++ {
-		for _, d := range Plan(Names(), inventory.Names()) {
+		for _, d := range Plan(Names(), strategy.Names()) {
 			flags := d.Flags.PerReplica(n)
 			if len(flags) != n {
 				t.Fatalf("%s/%s, %d replicas: flags for %d", d.Label, d.Strategy, n, len(flags))

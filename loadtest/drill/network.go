@@ -6,8 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // The network faults: they strike one replica's links to its stores,
@@ -39,8 +40,8 @@ func NeedsNetwork(faults []string) bool {
 
 // lockLink is the store link a strategy's lock lives behind, "" for none
 // the env proxies (local, redlock's own servers).
-func lockLink(strategy string) env.Link {
-	in, ok := inventory.Lookup(strategy)
+func lockLink(name string) env.Link {
+	in, ok := strategy.Lookup(name)
 	if !ok {
 		return ""
 	}

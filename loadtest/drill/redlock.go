@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
@@ -30,9 +32,9 @@ func redlockDrills() []Drill {
 	stall := []string{"--write-stall=1500ms"}
 	off := append([]string{"--fencing=false"}, stall...)
 	return []Drill{
-		{Label: "redlock partition + clock +10s", Strategy: inventory.NameRedlock, Flags: Flags{All: stall}, Inject: PartitionRedlock(clockJump)},
-		{Label: "redlock partition + clock +10s, fencing off", Strategy: inventory.NameRedlock, Demo: true, Flags: Flags{All: off}, Inject: PartitionRedlock(clockJump)},
-		{Label: "redlock 2 of 5 stopped", Strategy: inventory.NameRedlock, Flags: Flags{All: stall}, Inject: PartitionRedlock(0)},
+		{Label: "redlock partition + clock +10s", Strategy: strategy.Redlock, Flags: Flags{All: stall}, Inject: PartitionRedlock(clockJump)},
+		{Label: "redlock partition + clock +10s, fencing off", Strategy: strategy.Redlock, Demo: true, Flags: Flags{All: off}, Inject: PartitionRedlock(clockJump)},
+		{Label: "redlock 2 of 5 stopped", Strategy: strategy.Redlock, Flags: Flags{All: stall}, Inject: PartitionRedlock(0)},
 	}
 }
 

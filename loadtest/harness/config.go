@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/loadtest/verdict"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // Config is every knob of a harness run.
@@ -107,7 +107,7 @@ const (
 // strategy of the registry.
 func DefaultConfig() Config {
 	return Config{
-		Strategies:      inventory.Names(),
+		Strategies:      strategy.Names(),
 		Rate:            100,
 		Duration:        8 * time.Second,
 		Stock:           100,
@@ -439,7 +439,7 @@ func ParseReplicas(s string) ([]string, error) {
 // checked against the registry.
 func ParseStrategies(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "all" {
-		return append([]string(nil), verdict.Strategies...), nil
+		return strategy.Names(), nil
 	}
 	var out []string
 	seen := map[string]bool{}
@@ -448,8 +448,8 @@ func ParseStrategies(s string) ([]string, error) {
 		if name == "" {
 			continue
 		}
-		if !verdict.Known(name) {
-			return nil, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(verdict.Strategies, ", "))
+		if !strategy.Known(name) {
+			return nil, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(strategy.Names(), ", "))
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("%q is listed twice", name)

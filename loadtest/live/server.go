@@ -25,11 +25,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 //go:embed static
@@ -213,7 +214,7 @@ const maxWriteStall = 2 * time.Second
 
 func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	var strategies []strategyInfo
-	for _, in := range inventory.Registry() {
+	for _, in := range strategy.All() {
 		strategies = append(strategies, strategyInfo{Name: in.Name, Safe: in.Safe, Lock: in.Lock, Doc: in.Doc})
 	}
 	var faults []faultInfo

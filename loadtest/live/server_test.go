@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 const adminToken = "live-test-admin-token"
@@ -101,8 +102,8 @@ func TestAPIRefusesBadInput(t *testing.T) {
 	for _, in := range st.Strategies {
 		names = append(names, in.Name)
 	}
-	if st.Running || !slices.Equal(names, inventory.Names()) {
-		t.Errorf("state after refusals: running %v, strategies %v; want idle and the registry's %v", st.Running, names, inventory.Names())
+	if st.Running || !slices.Equal(names, strategy.Names()) {
+		t.Errorf("state after refusals: running %v, strategies %v; want idle and the registry's %v", st.Running, names, strategy.Names())
 	}
 }
 

@@ -12,34 +12,14 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
-
-// Strategies lists every decrement strategy the stock service offers, from
-// its registry, in the order the harness runs them by default: the unsafe
-// ones first.
-var Strategies = inventory.Names()
-
-// Known reports whether s is a strategy the service offers.
-func Known(s string) bool {
-	_, ok := inventory.Lookup(s)
-	return ok
-}
-
-// Safe reports whether strategy s claims to sell every unit at most once:
-// it must never oversell, lose an update or disagree with the ledger. The
-// unsafe ones (no lock; an in-process mutex, useless across replicas) are
-// expected to.
-func Safe(s string) bool {
-	in, ok := inventory.Lookup(s)
-	return ok && in.Safe
-}
 
 // SafeAll reports whether every strategy of a mixed run is safe, so that
 // the mix must be too.
 func SafeAll(ss []string) bool {
 	for _, s := range ss {
-		if !Safe(s) {
+		if !strategy.IsSafe(s) {
 			return false
 		}
 	}
@@ -346,8 +326,8 @@ const (
 )
 
 // Judge gives the verdict on a run of strategy.
-func Judge(strategy string, r Result) Outcome {
-	return Decide(Safe(strategy), r.Anomalous())
+func Judge(name string, r Result) Outcome {
+	return Decide(strategy.IsSafe(name), r.Anomalous())
 }
 
 // Decide gives the verdict on a run that is safe or not and showed an

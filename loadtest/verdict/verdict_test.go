@@ -3,6 +3,8 @@ package verdict
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 func orders(sku string, n int) []Order {
@@ -168,14 +170,19 @@ func TestStraySKU(t *testing.T) {
 	}
 }
 
-func TestStrategies(t *testing.T) {
-	for _, s := range Strategies {
-		if !Known(s) {
-			t.Fatal(s)
+func TestSafeAll(t *testing.T) {
+	for _, c := range []struct {
+		mix  []string
+		want bool
+	}{
+		{[]string{strategy.Atomic, strategy.MongoLease}, true},
+		{[]string{strategy.Atomic, strategy.Local}, false},
+		{[]string{"nope"}, false},
+		{nil, false},
+	} {
+		if got := SafeAll(c.mix); got != c.want {
+			t.Errorf("SafeAll(%v) = %v, want %v", c.mix, got, c.want)
 		}
-	}
-	if Known("nope") || Safe("unsafe") || Safe("local") || !Safe("atomic") || !Safe("mongo-lease") || !Safe("etcd-lock") {
-		t.Fatal("strategy table wrong")
 	}
 }
 

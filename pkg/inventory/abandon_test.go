@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -34,7 +36,7 @@ func (h *held) Decrement(ctx context.Context, req Request) (Sale, error) {
 // one locker, as replicas share one lock service.
 func keyedStrategies(t *testing.T, s *Store, locks lockServices) []Strategy {
 	t.Helper()
-	locked, err := NewLocked(s, LockedConfig{Name: NameRedisLock, Locker: locks[NameRedisLock], Fencing: true})
+	locked, err := NewLocked(s, LockedConfig{Name: strategy.RedisLock, Locker: locks[strategy.RedisLock], Fencing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestDeadReplicaKeySettles(t *testing.T) {
 		}
 	}
 	// The dead replica's attempt is fenced out, should it wake after all.
-	late := dying.newOrder(Request{SKU: "dead", Qty: 1, OrderID: lost.OrderID, Key: "K"}, NameUnsafe, 0)
+	late := dying.newOrder(Request{SKU: "dead", Qty: 1, OrderID: lost.OrderID, Key: "K"}, strategy.Unsafe, 0)
 	if err := dying.setStock(ctx, 0, late); !errors.Is(err, ErrAbandoned) {
 		t.Fatalf("the dead replica's late write: %v, want ErrAbandoned", err)
 	}

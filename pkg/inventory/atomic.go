@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -25,8 +27,8 @@ type Atomic struct {
 // NewAtomic returns the lock-free conditional-update strategy.
 func NewAtomic(store *Store) *Atomic { return &Atomic{store: store} }
 
-// Name returns NameAtomic.
-func (a *Atomic) Name() string { return NameAtomic }
+// Name returns strategy.Atomic.
+func (a *Atomic) Name() string { return strategy.Atomic }
 
 // Decrement implements Strategy.
 func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
@@ -36,7 +38,7 @@ func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
 	if err := ctx.Err(); err != nil {
 		return Sale{}, context.Cause(ctx)
 	}
-	o := a.store.newOrder(req, NameAtomic, 0)
+	o := a.store.newOrder(req, strategy.Atomic, 0)
 	cctx, cancel := a.store.commitContext(ctx)
 	defer cancel()
 	var it Item
@@ -66,6 +68,4 @@ func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
 	return a.store.sold(ctx, o, it.Stock, 1), nil
 }
 
-// atomicInfo registers Atomic (see Registry).
-var atomicInfo = Info{Name: NameAtomic, Safe: true, Doc: "optimistic-vs-atomic.md",
-	Build: func(d Deps) (Strategy, error) { return NewAtomic(d.Store), nil }}
+var _ = addBuilder(strategy.Atomic, func(d Deps) (Strategy, error) { return NewAtomic(d.Store), nil })

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
@@ -16,7 +18,7 @@ import (
 func TestFencedStaleHolder(t *testing.T) {
 	s := testStore(t)
 	ctx := t.Context()
-	const sku, fence = "fenced", NameMongoLease
+	const sku, fence = "fenced", strategy.MongoLease
 	mustPut(t, s, sku, 10)
 	// No renewal, so that A's lease runs out as a paused holder's would.
 	locker := localLocker(t, lock.WithTTL(lock.MinTTL), lock.WithRenewal(0))
@@ -74,7 +76,7 @@ func TestFencedStaleHolder(t *testing.T) {
 		t.Fatalf("after B's write: %+v", it)
 	}
 	// Fences of different locks are independent.
-	if _, err := s.FencedRead(ctx, sku, NameRedisLock, 1); err != nil {
+	if _, err := s.FencedRead(ctx, sku, strategy.RedisLock, 1); err != nil {
 		t.Fatalf("first read under another lock: %v", err)
 	}
 	if err := s.FencedWrite(ctx, fence, tokB, 1, 1, s.newOrder(Request{SKU: "missing", Qty: 1}, fence, tokB)); !errors.Is(err, ErrNotFound) {
@@ -117,7 +119,7 @@ func TestLockedFencingSwitch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := LockedConfig{Name: NameRedisLock, Locker: locker, Fencing: fencing}
+			cfg := LockedConfig{Name: strategy.RedisLock, Locker: locker, Fencing: fencing}
 			older, err := NewLocked(s, cfg)
 			if err != nil {
 				t.Fatal(err)

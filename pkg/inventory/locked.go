@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
@@ -32,8 +34,8 @@ func (nopObserver) LockHeld(string, int)                   {}
 
 // LockedConfig configures a Locked strategy.
 type LockedConfig struct {
-	// Name is the strategy's name (NameLocal, NameMongoLease,
-	// NameRedisLock, NameEtcdLock, ...); it also names the item's fence
+	// Name is the strategy's name (strategy.Local, strategy.MongoLease,
+	// strategy.RedisLock, strategy.EtcdLock, ...); it also names the item's fence
 	// for this lock.
 	Name string
 
@@ -388,15 +390,9 @@ func (l *Locked) Close() {
 	}
 }
 
-// lockedInfo is the Info of a read-modify-write under a lease of lockSvc,
-// fenced by its tokens.
-func lockedInfo(name, lockSvc, doc string) Info {
-	in := Info{Name: name, Safe: true, Lock: lockSvc, Fenced: true, Doc: doc}
-	in.Build = func(d Deps) (Strategy, error) { return buildLocked(in, d) }
-	return in
-}
-
-func buildLocked(in Info, d Deps) (Strategy, error) {
+// buildLocked makes the read-modify-write under a lease of in's lock
+// service, fenced by its tokens when in is Fenced.
+func buildLocked(in strategy.Info, d Deps) (Strategy, error) {
 	l, err := d.locker(in)
 	if err != nil {
 		return nil, err
@@ -406,12 +402,3 @@ func buildLocked(in Info, d Deps) (Strategy, error) {
 		Delay: d.Delay, Stall: d.Stall, Observer: d.Observer, Logger: d.Logger,
 	})
 }
-
-// localInfo: the same read-modify-write under an in-process lock. Its
-// tokens count from 1 in every process, so they order nothing across
-// replicas: fencing with them would reject one replica's writes forever.
-var localInfo = func() Info {
-	in := Info{Name: NameLocal, Safe: false, Lock: LockLocal, Fenced: false, Doc: "lost-update.md"}
-	in.Build = func(d Deps) (Strategy, error) { return buildLocked(in, d) }
-	return in
-}()

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -52,8 +54,8 @@ func NewOptimistic(store *Store, attempts int, delay time.Duration) *Optimistic 
 	return &Optimistic{store: store, delay: delay, attempts: attempts}
 }
 
-// Name returns NameOptimistic.
-func (o *Optimistic) Name() string { return NameOptimistic }
+// Name returns strategy.Optimistic.
+func (o *Optimistic) Name() string { return strategy.Optimistic }
 
 // Decrement implements Strategy.
 func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
@@ -80,7 +82,7 @@ func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
 			return Sale{}, err
 		}
 		remaining := it.Stock - req.Qty
-		order := o.store.newOrder(req, NameOptimistic, 0)
+		order := o.store.newOrder(req, strategy.Optimistic, 0)
 		order.Remaining = &remaining
 		if n > 0 {
 			order.Attempts = n + 1
@@ -122,6 +124,6 @@ func casBackoff(n int) time.Duration {
 	return rand.N(ceil + 1)
 }
 
-// optimisticInfo registers Optimistic (see Registry).
-var optimisticInfo = Info{Name: NameOptimistic, Safe: true, Doc: "optimistic-vs-atomic.md",
-	Build: func(d Deps) (Strategy, error) { return NewOptimistic(d.Store, d.CASAttempts, d.Delay), nil }}
+var _ = addBuilder(strategy.Optimistic, func(d Deps) (Strategy, error) {
+	return NewOptimistic(d.Store, d.CASAttempts, d.Delay), nil
+})

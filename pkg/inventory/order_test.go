@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -77,7 +79,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		if _, err := s.insertOrder(t.Context(), Order{ID: "warm-" + sku, SKU: "w", Qty: 1, Replica: "r"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rs.FencedRead(t.Context(), "fenced-sku", NameRedisLock, int64(10*i)); err != nil {
+		if _, err := rs.FencedRead(t.Context(), "fenced-sku", strategy.RedisLock, int64(10*i)); err != nil {
 			t.Fatal(err)
 		}
 		writerFails.reset()
@@ -89,7 +91,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		// A fenced read sold nothing (it writes only the token): on a cut
 		// connection it must say "unavailable, try again", not look like
 		// a bug. (A plain read would not show it: the driver retries reads.)
-		_, err := rs.FencedRead(t.Context(), "fenced-sku", NameRedisLock, int64(10*i+1))
+		_, err := rs.FencedRead(t.Context(), "fenced-sku", strategy.RedisLock, int64(10*i+1))
 		if readerFails.count("findAndModify") > 0 {
 			readMet = true
 			if !errors.Is(err, ErrStoreUnavailable) {
@@ -97,7 +99,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 			}
 		}
 
-		o := Order{ID: "after-restart-" + sku, SKU: sku, Qty: 2, Replica: "r", Strategy: NameAtomic}
+		o := Order{ID: "after-restart-" + sku, SKU: sku, Qty: 2, Replica: "r", Strategy: strategy.Atomic}
 		if _, err := s.insertOrder(t.Context(), o); err != nil {
 			t.Fatalf("order insert after a restart: %v", err)
 		}

@@ -6,44 +6,14 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
-
-// Lock services a strategy can take its leases from.
-const (
-	LockNone    = ""        // no lock
-	LockLocal   = "local"   // in-process (pkg/lock/locallock)
-	LockMongo   = "mongo"   // MongoDB lease (pkg/lock/mongolock)
-	LockRedis   = "redis"   // Redis lock (pkg/lock/redislock)
-	LockEtcd    = "etcd"    // etcd lease (pkg/lock/etcdlock)
-	LockRedlock = "redlock" // Redlock: a majority of independent redis-servers (pkg/lock/redlock)
-)
-
-// Info describes one strategy for every program that offers, runs or
-// judges it: the service, the load harness, its verdicts and its drills.
-// The registry (Registry) is the one list of strategies.
-type Info struct {
-	Name string
-	// Safe reports whether the strategy never sells a unit twice across
-	// replicas. An unsafe strategy is offered only in demo mode.
-	Safe bool
-	// Lock is the lock service the strategy takes a lease from, LockNone
-	// for none.
-	Lock string
-	// Fenced reports whether the strategy's writes carry its lease's
-	// token (when fencing is on): the lock's tokens must be comparable
-	// across replicas.
-	Fenced bool
-	// Doc is the docs page that teaches it, relative to docs/.
-	Doc string
-	// Build makes the strategy from what a replica has.
-	Build func(Deps) (Strategy, error)
-}
 
 // Deps is what a replica hands the strategies it builds.
 type Deps struct {
 	Store *Store
 	// Lockers holds a Locker per lock service the replica has; a strategy
-	// whose Lock is missing cannot be built.
+	// whose lock service is missing cannot be built.
 	Lockers map[string]*lock.Locker
 	// Fencing turns fencing on for the strategies that are Fenced.
 	Fencing bool
@@ -57,38 +27,31 @@ type Deps struct {
 	Logger      *slog.Logger
 }
 
-// registry lists every strategy, in teaching order: the two that fail
-// first. Adding a strategy is its file, with its Info, and one entry here.
-var registry = []Info{
-	unsafeInfo, localInfo, lockedInfo(NameMongoLease, LockMongo, "mongo-lease.md"),
-	lockedInfo(NameRedisLock, LockRedis, "redis-lock.md"), lockedInfo(NameEtcdLock, LockEtcd, "etcd-lock.md"),
-	lockedInfo(NameRedlock, LockRedlock, "redlock.md"), optimisticInfo, atomicInfo,
+// builders holds the constructors of the strategies that take no lease,
+// each added by its own file. Every strategy with a lock service is a
+// Locked under that service's Locker, built the same way (buildLocked).
+var builders = map[string]func(Deps) (Strategy, error){}
+
+// addBuilder registers the constructor of the lock-free strategy name.
+func addBuilder(name string, build func(Deps) (Strategy, error)) bool {
+	builders[name] = build
+	return true
 }
 
-// Registry returns every strategy, in teaching order.
-func Registry() []Info { return append([]Info(nil), registry...) }
-
-// Lookup returns the strategy called name.
-func Lookup(name string) (Info, bool) {
-	for _, in := range registry {
-		if in.Name == name {
-			return in, true
-		}
+// Build makes the strategy in describes (an entry of the registry in
+// pkg/strategy) from what a replica has.
+func Build(in strategy.Info, d Deps) (Strategy, error) {
+	if build := builders[in.Name]; build != nil {
+		return build(d)
 	}
-	return Info{}, false
-}
-
-// Names returns the names of all strategies, in teaching order.
-func Names() []string {
-	names := make([]string, len(registry))
-	for i, in := range registry {
-		names[i] = in.Name
+	if in.Locks() {
+		return buildLocked(in, d)
 	}
-	return names
+	return nil, fmt.Errorf("%w: strategy %s takes no lock and has no constructor in pkg/inventory", ErrInvalid, in.Name)
 }
 
 // locker returns the Locker of in's lock service, or an error naming it.
-func (d Deps) locker(in Info) (*lock.Locker, error) {
+func (d Deps) locker(in strategy.Info) (*lock.Locker, error) {
 	l := d.Lockers[in.Lock]
 	if l == nil {
 		return nil, fmt.Errorf("%w: strategy %s needs a %s lock, and none is configured", ErrInvalid, in.Name, in.Lock)

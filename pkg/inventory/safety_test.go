@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -35,7 +37,7 @@ func replicaStore(t *testing.T, s *Store, opts StoreOptions) *Store {
 type lockServices map[string]*lock.Locker
 
 func newLockServices(t *testing.T) lockServices {
-	return lockServices{NameMongoLease: localLocker(t), NameRedisLock: localLocker(t)}
+	return lockServices{strategy.MongoLease: localLocker(t), strategy.RedisLock: localLocker(t)}
 }
 
 // safeStrategies returns every safe strategy over s: the two lock
@@ -43,7 +45,7 @@ func newLockServices(t *testing.T) lockServices {
 func safeStrategies(t *testing.T, s *Store, locks lockServices) []Strategy {
 	t.Helper()
 	var out []Strategy
-	for _, name := range []string{NameMongoLease, NameRedisLock} {
+	for _, name := range []string{strategy.MongoLease, strategy.RedisLock} {
 		st, err := NewLocked(s, LockedConfig{Name: name, Locker: locks[name], Fencing: true})
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +135,7 @@ func TestMixedWritersOneSKU(t *testing.T) {
 func TestPutRacesLockHolder(t *testing.T) {
 	s := testStore(t)
 	mustPut(t, s, "reset", 5)
-	st, err := NewLocked(s, LockedConfig{Name: NameRedisLock, Locker: localLocker(t), Fencing: true})
+	st, err := NewLocked(s, LockedConfig{Name: strategy.RedisLock, Locker: localLocker(t), Fencing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func TestPutIf(t *testing.T) {
 func TestLeaseExpiredBeforeWatchdog(t *testing.T) {
 	s := testStore(t)
 	mustPut(t, s, "late", 5)
-	st, err := NewLocked(s, LockedConfig{Name: NameMongoLease, Locker: localLocker(t), Fencing: true})
+	st, err := NewLocked(s, LockedConfig{Name: strategy.MongoLease, Locker: localLocker(t), Fencing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +389,7 @@ func TestDecrementOnceConcurrent(t *testing.T) {
 	b := replicaStore(t, a, StoreOptions{Replica: "b"})
 	mustPut(t, a, "burst", 10)
 	mk := func(s *Store) Strategy {
-		st, err := NewLocked(s, LockedConfig{Name: NameRedisLock, Locker: localLocker(t), Fencing: true, Delay: 50 * time.Millisecond})
+		st, err := NewLocked(s, LockedConfig{Name: strategy.RedisLock, Locker: localLocker(t), Fencing: true, Delay: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 func TestPutGet(t *testing.T) {
@@ -20,14 +22,14 @@ func TestPutGet(t *testing.T) {
 	if it.SKU != "A-1" || it.Stock != 10 || it.Version != 1 {
 		t.Fatalf("Put returned %+v", it)
 	}
-	if _, err := s.FencedRead(ctx, "A-1", NameRedisLock, 7); err != nil {
+	if _, err := s.FencedRead(ctx, "A-1", strategy.RedisLock, 7); err != nil {
 		t.Fatal(err)
 	}
 	it, err = s.Put(ctx, "A-1", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it.Stock != 3 || it.Version != 2 || it.Fences[NameRedisLock] != 7 {
+	if it.Stock != 3 || it.Version != 2 || it.Fences[strategy.RedisLock] != 7 {
 		t.Fatalf("second Put returned %+v; want stock 3, version 2 and the fence kept", it)
 	}
 	if got := mustGet(t, s, "A-1"); got.Stock != 3 || got.Version != 2 {
@@ -60,7 +62,7 @@ func TestOrders(t *testing.T) {
 		}
 	}
 	all := allOrders(t, s, "sku", time.Time{})
-	if len(all) != 3 || all[0].ID != first.OrderID || all[0].Replica != "test" || all[0].Strategy != NameAtomic || !all[0].At.Equal(first.At) {
+	if len(all) != 3 || all[0].ID != first.OrderID || all[0].Replica != "test" || all[0].Strategy != strategy.Atomic || !all[0].At.Equal(first.At) {
 		t.Fatalf("Orders = %+v; first sale %+v", all, first)
 	}
 	later := allOrders(t, s, "sku", all[2].At.Add(time.Millisecond))

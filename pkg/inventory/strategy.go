@@ -7,18 +7,6 @@ import (
 	"time"
 )
 
-// Names of the strategies, in teaching order: the two that fail first.
-const (
-	NameUnsafe     = "unsafe"
-	NameLocal      = "local"
-	NameMongoLease = "mongo-lease"
-	NameRedisLock  = "redis-lock"
-	NameEtcdLock   = "etcd-lock"
-	NameRedlock    = "redlock"
-	NameOptimistic = "optimistic"
-	NameAtomic     = "atomic"
-)
-
 // Strategy is one way to take qty units of a sku's stock.
 //
 // Decrement returns the Sale when the stock was taken, and an error (see

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/locallock"
 )
@@ -16,7 +18,7 @@ import (
 // service's two-replica test).
 func strategies(t *testing.T, s *Store) []Strategy {
 	t.Helper()
-	local, err := NewLocked(s, LockedConfig{Name: NameLocal, Locker: localLocker(t)})
+	local, err := NewLocked(s, LockedConfig{Name: strategy.Local, Locker: localLocker(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestLockUnavailable(t *testing.T) {
 	s := testStore(t)
 	mustPut(t, s, "busy", 5)
 	locker := localLocker(t)
-	st, err := NewLocked(s, LockedConfig{Name: NameLocal, Locker: locker, Wait: 20 * time.Millisecond})
+	st, err := NewLocked(s, LockedConfig{Name: strategy.Local, Locker: locker, Wait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,7 @@ func TestLeaseLostBeforeWrite(t *testing.T) {
 	// No renewal: the lease expires after its TTL, as it would for a
 	// holder whose renewals cannot get through.
 	st, err := NewLocked(s, LockedConfig{
-		Name: NameMongoLease, Fencing: true,
+		Name: strategy.MongoLease, Fencing: true,
 		Locker: localLocker(t, lock.WithTTL(lock.MinTTL), lock.WithRenewal(0)),
 	})
 	if err != nil {
@@ -197,7 +199,7 @@ func TestLeaseLostErrorChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewLocked(s, LockedConfig{Name: NameRedisLock, Fencing: true, Locker: locker})
+	st, err := NewLocked(s, LockedConfig{Name: strategy.RedisLock, Fencing: true, Locker: locker})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 	s := testStore(t)
 	mustPut(t, s, "shut", 5)
 	locker := localLocker(t)
-	st, err := NewLocked(s, LockedConfig{Name: NameMongoLease, Fencing: true, Locker: locker})
+	st, err := NewLocked(s, LockedConfig{Name: strategy.MongoLease, Fencing: true, Locker: locker})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package inventory
 import (
 	"context"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Unsafe is the read-modify-write with no protection at all: read the
@@ -21,8 +23,8 @@ func NewUnsafe(store *Store, delay time.Duration) *Unsafe {
 	return &Unsafe{store: store, delay: delay}
 }
 
-// Name returns NameUnsafe.
-func (u *Unsafe) Name() string { return NameUnsafe }
+// Name returns strategy.Unsafe.
+func (u *Unsafe) Name() string { return strategy.Unsafe }
 
 // Decrement implements Strategy, incorrectly under concurrency.
 func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
@@ -40,7 +42,7 @@ func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
 		return Sale{}, err
 	}
 	remaining := it.Stock - req.Qty
-	o := u.store.newOrder(req, NameUnsafe, 0)
+	o := u.store.newOrder(req, strategy.Unsafe, 0)
 	o.Remaining = &remaining
 	cctx, cancel := u.store.commitContext(ctx)
 	defer cancel()
@@ -50,6 +52,4 @@ func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
 	return u.store.sold(ctx, o, remaining, 1), nil
 }
 
-// unsafeInfo registers Unsafe (see Registry).
-var unsafeInfo = Info{Name: NameUnsafe, Safe: false, Doc: "lost-update.md",
-	Build: func(d Deps) (Strategy, error) { return NewUnsafe(d.Store, d.Delay), nil }}
+var _ = addBuilder(strategy.Unsafe, func(d Deps) (Strategy, error) { return NewUnsafe(d.Store, d.Delay), nil })

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -65,7 +67,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	base := "http://" + addr
 	waitReady(t, base)
 
-	strategies := []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic}
+	strategies := []string{strategy.RedisLock, strategy.Atomic, strategy.Optimistic}
 	for _, st := range strategies {
 		req, _ := http.NewRequest(http.MethodPut, base+"/v1/items/term-"+st, bytes.NewBufferString(`{"stock":50}`))
 		req.Header.Set("Content-Type", "application/json")

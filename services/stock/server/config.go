@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
@@ -57,6 +60,10 @@ type Config struct {
 	// afterTake is inventory.StoreOptions.AfterTake, for tests that stop a
 	// request between its stock write and its ledger write.
 	afterTake func(inventory.Order)
+	// wrapHandler, if set, wraps the API's and the internal listener's
+	// handlers: the tests check every request and answer against the
+	// OpenAPI document with it.
+	wrapHandler func(http.Handler) http.Handler
 }
 
 // DefaultConfig returns the defaults that flags and environment override.
@@ -72,7 +79,7 @@ func DefaultConfig() Config {
 		LockTTL:         lock.DefaultTTL,
 		LockWait:        inventory.DefaultLockWait,
 		LockSkew:        mongolock.DefaultSkew,
-		Strategy:        inventory.NameMongoLease,
+		Strategy:        strategy.MongoLease,
 		WriteConcern:    "majority",
 		MaxQty:          100,
 		Fencing:         true,
@@ -114,7 +121,7 @@ func (c *Config) settings() []setting {
 		{"lock-wait", "LOCK_WAIT", "how long a decrement waits for its lock before 503 lock_unavailable", (*durationValue)(&c.LockWait)},
 		{"lock-skew", "LOCK_SKEW", "mongo-lease: clock-skew allowance, how far past its expiresAt (by this replica's clock) a lease must be before this replica takes it over; must cover the largest clock difference between replicas", (*durationValue)(&c.LockSkew)},
 		{"clock-offset", "CLOCK_OFFSET", "fault drill: shift this replica's lease clock by this much (for example 2s or -2s); mongo-lease stamps and judges expiry with it, the Redis and etcd TTLs run on their servers' clocks and ignore it", (*durationValue)(&c.ClockOffset)},
-		{"strategy", "STRATEGY", "strategy of a decrement that names none: " + strings.Join(inventory.Names(), ", "), (*stringValue)(&c.Strategy)},
+		{"strategy", "STRATEGY", "strategy of a decrement that names none: " + strings.Join(strategy.Names(), ", "), (*stringValue)(&c.Strategy)},
 		{"rmw-delay", "RMW_DELAY", "teaching knob: sleep between read and write, to widen races", (*durationValue)(&c.RMWDelay)},
 		{"write-stall", "WRITE_STALL", "fault drill: lock strategies sleep this long after their last lease check, just before the stock write, deaf to the lease (a stand-in for a GC pause); only the fence can stop the write that follows", (*durationValue)(&c.WriteStall)},
 		{"write-concern", "WRITE_CONCERN", `write concern of stock and order writes: "majority" or a node count`, (*stringValue)(&c.WriteConcern)},
@@ -274,12 +281,10 @@ func (c Config) problems() []error {
 	if c.ClockOffset < -time.Hour || c.ClockOffset > time.Hour {
 		bad("clock-offset", "CLOCK_OFFSET", "%v: want between -1h and 1h (0, the default, leaves the clock alone)", c.ClockOffset)
 	}
-	if in, ok := inventory.Lookup(c.Strategy); !ok {
-		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(inventory.Names(), ", "))
-	} else if in.Lock == inventory.LockEtcd && len(c.EtcdEndpoints) == 0 {
-		bad("strategy", "STRATEGY", "%s needs an etcd: set --etcd-endpoints / ETCD_ENDPOINTS, or pick another strategy", c.Strategy)
-	} else if in.Lock == inventory.LockRedlock && len(c.RedlockAddrs) == 0 {
-		bad("strategy", "STRATEGY", "%s needs its redis-servers: set --redlock-addrs / REDLOCK_ADDRS, or pick another strategy", c.Strategy)
+	if in, ok := strategy.Lookup(c.Strategy); !ok {
+		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(strategy.Names(), ", "))
+	} else if in.Locks() && !configured(c, in.Lock) {
+		bad("strategy", "STRATEGY", "%s needs its %s lock service: set %s, or pick another strategy", c.Strategy, in.Lock, lockServices[in.Lock].Needs)
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
 		bad("rmw-delay", "RMW_DELAY", "%v: want 0 (the default) up to 1m", c.RMWDelay)
@@ -328,8 +333,8 @@ const minAdminToken = 16
 
 // demoOnly reports whether strategy is one only demo mode offers: one that
 // oversells across replicas.
-func demoOnly(strategy string) bool {
-	in, ok := inventory.Lookup(strategy)
+func demoOnly(name string) bool {
+	in, ok := strategy.Lookup(name)
 	return ok && !in.Safe
 }
 

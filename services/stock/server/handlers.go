@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
@@ -181,14 +183,14 @@ func (s *Server) getItem(c echo.Context) error {
 // this replica does not offer: an unsafe one outside demo mode (403), or
 // one whose lock service is not configured (503, yet without Retry-After:
 // asking this replica again will not help until it is reconfigured).
-func strategyNotOffered(info inventory.Info) error {
+func strategyNotOffered(info strategy.Info) error {
 	var e *apiError
 	if !info.Safe {
 		e = newError(http.StatusForbidden, codeStrategyDisabled,
 			fmt.Sprintf("strategy %q oversells across replicas and is offered only by replicas started with --demo / DEMO=true; nothing was changed", info.Name))
 	} else {
 		e = newError(http.StatusServiceUnavailable, codeStrategyUnavailable,
-			fmt.Sprintf("strategy %q is not configured on this replica (it needs %s); nothing was changed", info.Name, lockNeeds[info.Lock]))
+			fmt.Sprintf("strategy %q is not configured on this replica (it needs %s); nothing was changed", info.Name, lockServices[info.Lock].Needs))
 	}
 	e.Strategy = info.Name
 	return e
@@ -219,11 +221,11 @@ func (s *Server) decrement(c echo.Context) error {
 		name = s.cfg.Strategy
 	}
 	st, ok := s.strategies[name]
-	if info, known := inventory.Lookup(name); !ok && known {
+	if info, known := strategy.Lookup(name); !ok && known {
 		return strategyNotOffered(info)
 	}
 	if !ok {
-		e := newError(http.StatusBadRequest, codeUnknownStrategy, fmt.Sprintf("unknown strategy %q: want one of %v", name, inventory.Names()))
+		e := newError(http.StatusBadRequest, codeUnknownStrategy, fmt.Sprintf("unknown strategy %q: want one of %v", name, strategy.Names()))
 		e.Strategy = name
 		return e
 	}

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // call sends one request to h and decodes the JSON answer. header is
@@ -187,7 +188,7 @@ func TestAPI(t *testing.T) {
 	s := newServer(t, cfg)
 	h := s.Handler()
 
-	initial := len(inventory.Names()) + 4 // one unit per strategy, two by default, and 2 left
+	initial := len(strategy.Names()) + 4 // one unit per strategy, two by default, and 2 left
 	rec, item := call(t, h, http.MethodPut, "/v1/items/api-1", "application/json; charset=utf-8", fmt.Sprintf(`{"stock": %d}`, initial))
 	if rec.Code != 200 || item["sku"] != "api-1" || item["stock"] != float64(initial) || item["version"] != 1.0 || item["replica"] != "r1" {
 		t.Fatalf("PUT: %d %v", rec.Code, item)
@@ -197,7 +198,7 @@ func TestAPI(t *testing.T) {
 	}
 
 	want := int64(initial)
-	for _, name := range inventory.Names() {
+	for _, name := range strategy.Names() {
 		rec, sale := call(t, h, http.MethodPost, "/v1/items/api-1/decrement", jsonCT, `{"qty": 1, "strategy": "`+name+`"}`)
 		want--
 		if rec.Code != 200 || sale["remaining"] != float64(want) || sale["strategy"] != name || sale["replica"] != "r1" ||
@@ -208,7 +209,7 @@ func TestAPI(t *testing.T) {
 			t.Errorf("order id %q", id)
 		}
 		fence, _ := sale["fence"].(float64)
-		if in, _ := inventory.Lookup(name); in.Fenced != (fence > 0) {
+		if in, _ := strategy.Lookup(name); in.Fenced != (fence > 0) {
 			t.Errorf("%s: fence %v", name, fence)
 		}
 	}
@@ -223,11 +224,11 @@ func TestAPI(t *testing.T) {
 
 	rec, item = call(t, h, http.MethodGet, "/v1/items/api-1", "", "")
 	fences, _ := item["fences"].(map[string]any)
-	if rec.Code != 200 || item["stock"] != 2.0 || fences[inventory.NameMongoLease] == nil || fences[inventory.NameRedisLock] == nil || fences[inventory.NameEtcdLock] == nil || fences[inventory.NameRedlock] == nil {
+	if rec.Code != 200 || item["stock"] != 2.0 || fences[strategy.MongoLease] == nil || fences[strategy.RedisLock] == nil || fences[strategy.EtcdLock] == nil || fences[strategy.Redlock] == nil {
 		t.Fatalf("GET: %d %v", rec.Code, item)
 	}
 	rec, orders := call(t, h, http.MethodGet, "/v1/items/api-1/orders", "", "")
-	if rec.Code != 200 || orders["count"] != float64(len(inventory.Names())+1) {
+	if rec.Code != 200 || orders["count"] != float64(len(strategy.Names())+1) {
 		t.Fatalf("orders: %d %v", rec.Code, orders)
 	}
 	list, _ := orders["orders"].([]any)

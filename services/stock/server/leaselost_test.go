@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -92,7 +94,7 @@ func TestLeaseLost(t *testing.T) {
 			// A Redis failover to a replica that never saw the grant, or an
 			// eviction: the lease key is gone. The fence counter stays, as
 			// it would with persistence.
-			strategy: inventory.NameRedisLock,
+			strategy: strategy.RedisLock,
 			loseLease: func(t *testing.T, ctx context.Context, key string) {
 				rk := redislock.DefaultKeyPrefix + "{" + key + "}"
 				v, err := rdb.Get(ctx, rk).Result()
@@ -112,7 +114,7 @@ func TestLeaseLost(t *testing.T) {
 			// Another owner took the key over, as a contender whose clock
 			// runs ahead would: new owner, next token. The document itself
 			// stays (mongolock's tokens live in it; see its package doc).
-			strategy: inventory.NameMongoLease,
+			strategy: strategy.MongoLease,
 			loseLease: func(t *testing.T, ctx context.Context, key string) {
 				var cur struct {
 					Owner string `bson:"owner"`
@@ -139,7 +141,7 @@ func TestLeaseLost(t *testing.T) {
 			// The etcd lease the key rides on ends (revoked here, as an
 			// operator or an expiry on the server would end it), and etcd
 			// deletes the key with it.
-			strategy: inventory.NameEtcdLock,
+			strategy: strategy.EtcdLock,
 			loseLease: func(t *testing.T, ctx context.Context, key string) {
 				// The etcd key, from a backend with the replica's
 				// per-database prefix (as server.New builds it).

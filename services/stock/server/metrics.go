@@ -6,12 +6,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
@@ -106,12 +107,12 @@ func newMetrics() *metrics {
 	m.saleSteps = newSaleSteps(m.registry)
 	// Show every strategy's series from the start, at zero, so that a
 	// dashboard or a test can tell "none" from "not exported".
-	for _, name := range inventory.Names() {
+	for _, name := range strategy.Names() {
 		m.ledgerFailed.WithLabelValues(name)
 		m.replays.WithLabelValues(name)
 	}
-	for _, in := range inventory.Registry() {
-		if in.Lock == inventory.LockNone {
+	for _, in := range strategy.All() {
+		if in.Lock == strategy.LockNone {
 			continue
 		}
 		name := in.Name

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
-	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -41,7 +42,7 @@ func TestRedlockReplicas(t *testing.T) {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * concurrency}}
 	t.Cleanup(client.CloseIdleConnections)
 
-	out, stock, orders := race(t, client, reps, inventory.NameRedlock, requests)
+	out, stock, orders := race(t, client, reps, strategy.Redlock, requests)
 	checkBooks(t, out, initialStock, stock, orders)
 	if out.sold == 0 {
 		t.Fatalf("nothing sold with redlock: %v", out.statuses)
@@ -54,7 +55,7 @@ func TestRedlockReplicas(t *testing.T) {
 	}
 	sku := "redlock-minority-down"
 	put(t, client, reps[0], sku, 10)
-	out = hammer(t, client, reps, sku, []string{inventory.NameRedlock}, 20, 4)
+	out = hammer(t, client, reps, sku, []string{strategy.Redlock}, 20, 4)
 	stock, orders = ledger(t, client, reps[1], sku)
 	t.Logf("two of five servers stopped: sold %d, answers %v, stock left %d", out.sold, out.statuses, stock)
 	checkBooks(t, out, 10, stock, orders)

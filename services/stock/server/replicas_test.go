@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
@@ -185,7 +187,7 @@ const (
 // registryNames returns the registry's safe (or unsafe) strategies.
 func registryNames(safe bool) []string {
 	var names []string
-	for _, in := range inventory.Registry() {
+	for _, in := range strategy.All() {
 		if in.Safe == safe {
 			names = append(names, in.Name)
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/services/stock/server"
@@ -158,7 +160,7 @@ func TestReplicaDiesBetweenStockAndLedger(t *testing.T) {
 			})
 		}
 	})
-	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic} {
+	for _, strategy := range []string{strategy.RedisLock, strategy.Atomic} {
 		t.Run(strategy, func(t *testing.T) {
 			sku := "die-" + strategy
 			const stock = 30
@@ -215,7 +217,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	readerCfg.Replica = "reader"
 	reader := newServer(t, readerCfg).Handler()
 
-	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic} {
+	for _, strategy := range []string{strategy.RedisLock, strategy.Atomic, strategy.Optimistic} {
 		put(t, client, rep, "stop-"+strategy, 50)
 	}
 	type answer struct {
@@ -226,7 +228,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	answers := make(chan answer, 64)
 	var wg sync.WaitGroup
 	for i := range 24 {
-		strategy := []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic}[i%3]
+		strategy := []string{strategy.RedisLock, strategy.Atomic, strategy.Optimistic}[i%3]
 		wg.Go(func() {
 			sku := "stop-" + strategy
 			resp, err := client.Post(rep.url+"/v1/items/"+sku+"/decrement", "application/json",
@@ -265,7 +267,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	if statuses[200] == 0 {
 		t.Fatal("no sale completed: the shutdown came before any decrement was admitted")
 	}
-	for _, strategy := range []string{inventory.NameRedisLock, inventory.NameAtomic, inventory.NameOptimistic} {
+	for _, strategy := range []string{strategy.RedisLock, strategy.Atomic, strategy.Optimistic} {
 		sku := "stop-" + strategy
 		_, item := call(t, reader, http.MethodGet, "/v1/items/"+sku, "", "")
 		_, list := call(t, reader, http.MethodGet, "/v1/items/"+sku+"/orders?limit=1000", "", "")
@@ -346,7 +348,7 @@ func TestRegistryServed(t *testing.T) {
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/reg", jsonCT, `{"stock":100}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)
 	}
-	for _, in := range inventory.Registry() {
+	for _, in := range strategy.All() {
 		rec, body := call(t, h, http.MethodPost, "/v1/items/reg/decrement", jsonCT, `{"qty":1,"strategy":"`+in.Name+`"}`)
 		want := http.StatusOK
 		if !in.Safe {

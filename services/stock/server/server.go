@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,11 +29,6 @@ import (
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
-	"github.com/stocklock/stocklock/pkg/lock/etcdlock"
-	"github.com/stocklock/stocklock/pkg/lock/locallock"
-	"github.com/stocklock/stocklock/pkg/lock/mongolock"
-	"github.com/stocklock/stocklock/pkg/lock/redislock"
-	"github.com/stocklock/stocklock/pkg/lock/redlock"
 )
 
 // LocksCollection is the collection of the mongo-lease strategy's leases,
@@ -47,20 +44,21 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 
-	mongo      *mongo.Client
-	redis      redis.UniversalClient // a *redis.ClusterClient with --redis-cluster-addrs
-	redisLocks *redislock.Backend
-	etcd       *clientv3.Client // nil unless --etcd-endpoints is set
-	etcdLocks  *etcdlock.Backend
-	redlocks   []redis.UniversalClient // one per --redlock-addrs server; nil without them
+	mongo    *mongo.Client
+	redis    redis.UniversalClient   // a *redis.ClusterClient with --redis-cluster-addrs
+	etcd     *clientv3.Client        // nil unless --etcd-endpoints is set
+	redlocks []redis.UniversalClient // one per --redlock-addrs server; nil without them
+	backends []lock.Backend          // the lock services' backends, closed before the clients
 
 	store      *inventory.Store
 	strategies map[string]inventory.Strategy
 	locked     []*inventory.Locked
 
 	metrics      *metrics
-	echo         *echo.Echo // the API, and health and metrics unless InternalAddr is set
-	internal     *echo.Echo // health and metrics; the same as echo unless InternalAddr is set
+	echo         *echo.Echo   // the API, and health and metrics unless InternalAddr is set
+	internal     *echo.Echo   // health and metrics; the same as echo unless InternalAddr is set
+	handler      http.Handler // echo, wrapped by Config.wrapHandler if set
+	internalH    http.Handler // internal, wrapped by Config.wrapHandler if set
 	http         *http.Server
 	internalHTTP *http.Server
 	ready        readyCache
@@ -165,8 +163,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	}
 	s.echo, s.internal = s.routes()
 	s.startRecovery(ctx)
-	s.http = s.httpServer(ctx, s.echo)
-	s.internalHTTP = s.httpServer(ctx, s.internal)
+	s.handler, s.internalH = s.echo, s.internal
+	if cfg.wrapHandler != nil {
+		s.handler, s.internalH = cfg.wrapHandler(s.echo), cfg.wrapHandler(s.internal)
+	}
+	s.http = s.httpServer(ctx, s.handler)
+	s.internalHTTP = s.httpServer(ctx, s.internalH)
 	logger.Info("replica ready",
 		slog.String("db", cfg.DB), slog.String("redis", redisAt), slog.Any("etcd", cfg.EtcdEndpoints), slog.Any("redlock", cfg.RedlockAddrs), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
@@ -178,12 +180,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if !cfg.Fencing {
 		logger.Warn("fencing is OFF: a lock holder that stalls past its TTL can overwrite a newer holder's write (teaching mode)")
 	}
-	if len(s.redlocks) == 0 {
-		logger.Info("redlock is unavailable: no --redlock-addrs / REDLOCK_ADDRS")
+	for _, svc := range strategy.LockServices() {
+		if !configured(cfg, svc.Name) {
+			logger.Info("lock service not configured: its strategies answer 503 strategy_unavailable",
+				slog.String("lock_service", svc.Name), slog.Any("strategies", strategy.Using(svc.Name)), slog.String("needs", lockServices[svc.Name].Needs))
+		}
 	}
-	if s.etcd == nil {
-		logger.Info("etcd-lock is unavailable: no --etcd-endpoints / ETCD_ENDPOINTS")
-	} else if ttl := EtcdLockTTL(cfg.LockTTL); ttl != cfg.LockTTL {
+	if ttl := EtcdLockTTL(cfg.LockTTL); s.etcd != nil && ttl != cfg.LockTTL {
 		logger.Info("etcd-lock leases are whole seconds: lock TTL rounded up", slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("etcd_lock_ttl", ttl))
 	}
 	return s, nil
@@ -204,11 +207,11 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		Observer: s.metrics, Logger: s.logger,
 	}
 	s.strategies = map[string]inventory.Strategy{}
-	for _, in := range inventory.Registry() {
-		if (!in.Safe && !cfg.Demo) || (in.Lock != inventory.LockNone && lockers[in.Lock] == nil) {
+	for _, in := range strategy.All() {
+		if (!in.Safe && !cfg.Demo) || (in.Locks() && lockers[in.Lock] == nil) {
 			continue
 		}
-		st, err := in.Build(deps)
+		st, err := inventory.Build(in, deps)
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
@@ -220,72 +223,27 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	return nil
 }
 
-// buildLockers returns a Locker per lock service this replica has: local,
-// MongoDB and Redis always, etcd with etcd endpoints, Redlock with its
-// servers. Each reports its
-// lock events to the metrics under the strategy that uses it.
+// buildLockers returns a Locker per lock service this replica has (see
+// lockServices). Each reports its lock events to the metrics under the
+// strategy that uses it.
 func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern) (map[string]*lock.Locker, error) {
 	cfg := s.cfg
-	opts := func(svc string, more ...lock.Option) []lock.Option {
-		return append([]lock.Option{lock.WithTTL(cfg.LockTTL), lock.WithOwnerPrefix(cfg.Replica),
-			lock.WithObserver(s.metrics.lockObserver(strategyOfLock(svc)))}, more...)
-	}
+	deps := LockDeps{Config: cfg, DB: db, WriteConcern: wc, Redis: s.redis, Etcd: s.etcd, Redlock: s.redlocks}
 	lockers := map[string]*lock.Locker{}
-	var err error
-	// Each Server has its own in-process lock table, as a separate process
-	// would: two replicas in one test process must not share it.
-	if lockers[inventory.LockLocal], err = lock.New(locallock.New(), opts(inventory.LockLocal)...); err != nil {
-		return nil, fmt.Errorf("server: local locker: %w", err)
-	}
-	mongoOpts := []mongolock.Option{mongolock.WithWriteConcern(wc), mongolock.WithSkew(cfg.LockSkew)}
-	if cfg.ClockOffset != 0 {
-		// A fault drill: this replica's wall clock runs ahead or behind the
-		// others'. Only mongo-lease reads it: its expiresAt is a client
-		// timestamp compared by clients, while Redis and etcd count a TTL
-		// down on their own servers.
-		offset := cfg.ClockOffset
-		mongoOpts = append(mongoOpts, mongolock.WithClock(func() time.Time { return time.Now().Add(offset) }))
-	}
-	mongoBackend, err := mongolock.New(db.Collection(LocksCollection), mongoOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("server: mongo-lease backend: %w", err)
-	}
-	if lockers[inventory.LockMongo], err = lock.New(mongoBackend, opts(inventory.LockMongo)...); err != nil {
-		return nil, fmt.Errorf("server: mongo-lease locker (check --lock-ttl / LOCK_TTL): %w", err)
-	}
-	if s.redisLocks, err = redislock.New(s.redis); err != nil {
-		return nil, fmt.Errorf("server: redis-lock backend: %w", err)
-	}
-	if lockers[inventory.LockRedis], err = lock.New(s.redisLocks, opts(inventory.LockRedis)...); err != nil {
-		return nil, fmt.Errorf("server: redis-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
-	}
-	if len(s.redlocks) > 0 {
-		// Keys per database, as etcd-lock's are.
-		backend, err := redlock.New(s.redlocks, redlock.WithKeyPrefix(redlock.DefaultKeyPrefix+cfg.DB+"/"))
+	for _, svc := range strategy.LockServices() {
+		if !configured(cfg, svc.Name) {
+			continue
+		}
+		backend, more, err := lockServices[svc.Name].Backend(deps)
 		if err != nil {
-			return nil, fmt.Errorf("server: redlock backend: %w", err)
+			return nil, fmt.Errorf("server: %s lock backend: %w", svc.Name, err)
 		}
-		if lockers[inventory.LockRedlock], err = lock.New(backend, opts(inventory.LockRedlock)...); err != nil {
-			return nil, fmt.Errorf("server: redlock locker (check --lock-ttl / LOCK_TTL): %w", err)
+		s.backends = append(s.backends, backend)
+		opts := append([]lock.Option{lock.WithTTL(cfg.LockTTL), lock.WithOwnerPrefix(cfg.Replica),
+			lock.WithObserver(s.metrics.lockObserver(strategyOfLock(svc.Name)))}, more...)
+		if lockers[svc.Name], err = lock.New(backend, opts...); err != nil {
+			return nil, fmt.Errorf("server: %s locker (check --lock-ttl / LOCK_TTL): %w", svc.Name, err)
 		}
-	}
-	if s.etcd == nil {
-		return lockers, nil
-	}
-	// Keys per database, as mongo-lease's leases are (they live in the
-	// database's locks collection): replicas of different databases on one
-	// etcd never wait for each other. The TTL is rounded up to whole
-	// seconds, etcd's grain; the backend refuses anything else. The token
-	// is an etcd revision, shared by the whole cluster and only growing: it
-	// orders the grants of every replica, so the writes can be fenced with
-	// it like the other two leases'.
-	if s.etcdLocks, err = etcdlock.New(s.etcd, etcdlock.WithKeyPrefix(etcdlock.DefaultKeyPrefix+cfg.DB+"/")); err != nil {
-		return nil, fmt.Errorf("server: etcd-lock backend: %w", err)
-	}
-	lockers[inventory.LockEtcd], err = lock.New(s.etcdLocks,
-		opts(inventory.LockEtcd, lock.WithTTL(EtcdLockTTL(cfg.LockTTL)), lock.WithRetry(etcdlock.DefaultRetry))...)
-	if err != nil {
-		return nil, fmt.Errorf("server: etcd-lock locker (check --lock-ttl / LOCK_TTL): %w", err)
 	}
 	return lockers, nil
 }
@@ -293,19 +251,10 @@ func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern)
 // strategyOfLock returns the name of the strategy that takes its leases
 // from lock service svc: the label of that service's lock metrics.
 func strategyOfLock(svc string) string {
-	for _, in := range inventory.Registry() {
-		if in.Lock == svc {
-			return in.Name
-		}
+	if names := strategy.Using(svc); len(names) > 0 {
+		return names[0]
 	}
 	return svc
-}
-
-// lockNeeds says what a replica needs to offer a strategy of lock service
-// svc that it lacks.
-var lockNeeds = map[string]string{
-	inventory.LockEtcd:    "--etcd-endpoints / ETCD_ENDPOINTS",
-	inventory.LockRedlock: "--redlock-addrs / REDLOCK_ADDRS",
 }
 
 // connectRedlock makes a client per redlock server and checks that a
@@ -363,11 +312,11 @@ func (s *Server) httpServer(ctx context.Context, h http.Handler) *http.Server {
 // Handler returns the replica's API handler, for tests that serve it
 // without a listener. It serves /healthz, /readyz and /metrics too unless
 // InternalAddr is set.
-func (s *Server) Handler() http.Handler { return s.echo }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // InternalHandler returns the handler of /healthz, /readyz and /metrics:
 // the same as Handler unless InternalAddr is set.
-func (s *Server) InternalHandler() http.Handler { return s.internal }
+func (s *Server) InternalHandler() http.Handler { return s.internalH }
 
 // Serve accepts the API's connections on ln until Shutdown. It returns nil
 // after Shutdown, and the listener's error otherwise.
@@ -463,16 +412,14 @@ func (s *Server) waitWrites() error {
 
 func (s *Server) closeClients(ctx context.Context) error {
 	var errs []error
-	if s.redisLocks != nil {
-		if err := s.redisLocks.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("server: close redis-lock backend: %w", err))
-		}
-	}
-	// The etcd backend first: it revokes its spare leases through the
-	// client, and stops the watches that would otherwise outlive it.
-	if s.etcdLocks != nil {
-		if err := s.etcdLocks.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("server: close etcd-lock backend: %w", err))
+	// The backends first: the etcd one revokes its spare leases through
+	// its client, and both it and the Redis one stop watches that would
+	// otherwise outlive them.
+	for _, b := range s.backends {
+		if c, ok := b.(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("server: close %T: %w", b, err))
+			}
 		}
 	}
 	for i, c := range s.redlocks {

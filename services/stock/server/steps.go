@@ -3,6 +3,8 @@ package server
 import (
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
@@ -34,8 +36,8 @@ func newSaleSteps(reg prometheus.Registerer) *saleSteps {
 		byKey: map[stepKey]prometheus.Observer{},
 	}
 	reg.MustRegister(s.vec)
-	for _, in := range inventory.Registry() {
-		if in.Lock == inventory.LockNone {
+	for _, in := range strategy.All() {
+		if in.Lock == strategy.LockNone {
 			continue
 		}
 		for _, step := range inventory.SaleSteps {

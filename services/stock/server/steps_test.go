@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
@@ -16,14 +18,14 @@ func TestSaleStepMetrics(t *testing.T) {
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/steps-1", jsonCT, `{"stock": 5}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)
 	}
-	for _, name := range []string{inventory.NameRedisLock, inventory.NameMongoLease, inventory.NameAtomic} {
+	for _, name := range []string{strategy.RedisLock, strategy.MongoLease, strategy.Atomic} {
 		if rec, sale := call(t, h, http.MethodPost, "/v1/items/steps-1/decrement", jsonCT, `{"qty": 1, "strategy": "`+name+`"}`); rec.Code != 200 {
 			t.Fatalf("decrement with %s: %d %v", name, rec.Code, sale)
 		}
 	}
 	rec, _ := call(t, h, http.MethodGet, "/metrics", "", "")
 	body := rec.Body.String()
-	for _, name := range []string{inventory.NameRedisLock, inventory.NameMongoLease} {
+	for _, name := range []string{strategy.RedisLock, strategy.MongoLease} {
 		for _, step := range inventory.SaleSteps {
 			m := `stock_sale_step_seconds_count{step="` + step + `",strategy="` + name + `"} 1` + "\n"
 			if !strings.Contains(body, m) {
