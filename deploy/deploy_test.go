@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -39,7 +40,7 @@ func tool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not found (apt-get install prometheus; .ci/run does): %v", name, err)
+		testskip.Missing(t, testskip.Prometheus, fmt.Sprintf("%s not on PATH: %v", name, err))
 	}
 	return p
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/report"
 )
 
@@ -217,7 +218,11 @@ func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s on PATH", tool)
+			need := testskip.RedisServer // redis-server and redis-cli
+			if tool == "gcc" {
+				need = testskip.GCC
+			}
+			testskip.Missing(t, need, tool+" is not on PATH")
 		}
 	}
 }

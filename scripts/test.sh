@@ -1,14 +1,34 @@
 #!/usr/bin/env bash
-# The project's test command: every test under the race detector, with
-# every go vet analyzer run on the same build (-vet=all: go vet without
-# compiling the code a second time, in another mode). go test vets only
-# packages with tests; the three without are vetted first, in the
-# Dockerfile's build mode that devstored and the stock binaries share.
+# The project's test command, in two tiers.
+#
+#   scripts/test.sh           the full tier, what CI runs: every test,
+#                             the drills and sweeps too, under the race
+#                             detector, with every go vet analyzer
+#   scripts/test.sh -short    the quick tier: every package's fast tests,
+#                             without the race detector; the drills, soaks,
+#                             sweeps and failover tests skip
+#                             (testskip.Long). Under 90 s warm on 2 cores.
+#
+# Any other arguments go to go test (a -run pattern, -v, one more -p).
+# Both tiers end with a line naming every test that skipped for a missing
+# tool (Chromium, Prometheus, redis-server, gcc, PostgreSQL) and how to get
+# it; internal/testreport reads go test -json and writes that and the usual
+# ok/FAIL lines, with the output of failed tests only (-v: everything).
 #
 # Needs only Go. Servers come from internal/devstore: MONGO_URI and REDIS_ADDR
 # when set, otherwise FerretDB (behind the atomicity gate) and etcd in
 # devstored processes built from this module, and a redis-server from PATH
 # (or miniredis when there is none).
+#
+# Full tier: -vet=all runs every go vet analyzer on the race build (go vet
+# without compiling the code a second time, in another mode). go test vets
+# only packages with tests; the three without are vetted first, in the
+# Dockerfile's build mode that devstored and the stock binaries share.
+#
+# Quick tier: no -race. A race build runs the tests several times slower
+# and links bigger binaries; the quick tier is for catching a broken
+# strategy or handler in a minute, and the full tier keeps the race
+# coverage.
 #
 # -p 4: four test binaries at once on any machine (a later -p wins). Most
 # test time is spent waiting on leases, pauses and failovers, so on two
@@ -19,8 +39,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+quick=false
+report_flags=()
+for a in "$@"; do
+	case $a in
+	-short | -short=true | -test.short | -test.short=true) quick=true ;;
+	-v | -v=true | -test.v | -test.v=true) report_flags+=(-v) ;;
+	esac
+done
+
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/testreport" ./internal/testreport
+
 echo "== go vet (the packages without tests)"
 CGO_ENABLED=0 go vet -trimpath ./internal/storeproc/devstored ./loadtest/env/envtest ./pkg/lock/locktest
 
-echo "== go test -race -vet=all ./..."
-go test -race -vet=all -ldflags=-w -count=1 -p 4 -timeout 25m "$@" ./...
+if $quick; then
+	echo "== go test -short ./... (the quick tier; scripts/test.sh runs everything)"
+	go test -ldflags=-w -count=1 -p 4 -timeout 5m -json "$@" ./... | "$bin/testreport" "${report_flags[@]}"
+else
+	echo "== go test -race -vet=all ./..."
+	go test -race -vet=all -ldflags=-w -count=1 -p 4 -timeout 25m -json "$@" ./... | "$bin/testreport" "${report_flags[@]}"
+fi

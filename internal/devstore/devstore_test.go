@@ -15,6 +15,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/internal/testskip"
 )
 
 func redisClient(t *testing.T, addr string) *redis.Client {
@@ -195,7 +196,7 @@ func TestFerretDBBackends(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			if backend == devstore.BackendPostgreSQL && !devstore.HavePostgres() {
-				t.Skip("no postgres and initdb on PATH or in /usr/lib/postgresql: apt-get install postgresql")
+				testskip.Missing(t, testskip.PostgreSQL, "no postgres and initdb on PATH or in /usr/lib/postgresql")
 			}
 			ctx := t.Context()
 			m, err := devstore.StartFerretDBOn(ctx, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), backend)

@@ -1,12 +1,15 @@
 // Package testskip is the one way a test skips because a tool it needs is
-// not installed. Every such skip says so in the same words,
+// not installed (Missing), and the one way a long test stays out of the
+// quick tier (Long). Each says so in the same words every time,
 //
 //	missing tool: chromium (apt-get install chromium): none of chromium, chromium-browser on PATH
+//	not in the quick tier (-short): starts a three-member cluster; scripts/test.sh runs it
 //
 // so that scripts/test.sh (through internal/testreport) can list, at the
 // end of every run, each test that did not run for want of a tool and how
-// to get it. A test that skips for another reason (an external server it
-// must not restart, -short) calls t.Skip as usual.
+// to get it, and count the tests the quick tier left out. A test that
+// skips for another reason (an external server it must not restart) calls
+// t.Skip as usual.
 //
 // Only tests import this package: it imports testing.
 package testskip
@@ -45,4 +48,20 @@ func Missing(t testing.TB, tool Tool, why string) {
 // Message is the skip message of Missing.
 func Message(tool Tool, why string) string {
 	return fmt.Sprintf("%s%s (%s): %s", Prefix, tool.Name, tool.Install, why)
+}
+
+// Long skips the test in the quick tier (go test -short, scripts/test.sh
+// -short): it is a drill, a sweep or a test that waits out leases and
+// failovers, and the full tier (scripts/test.sh) runs it. what says what
+// makes it long.
+func Long(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(LongMessage(what))
+	}
+}
+
+// LongMessage is the skip message of Long.
+func LongMessage(what string) string {
+	return "not in the quick tier (-short): " + what + "; scripts/test.sh runs it"
 }

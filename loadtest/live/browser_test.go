@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/live"
 )
@@ -133,7 +134,7 @@ const seenJS = `(() => {
 func TestBrowserRace(t *testing.T) {
 	browser := findBrowser()
 	if browser == "" {
-		t.Skipf("no Chromium to drive: none of %s is on PATH (Debian: apt-get install chromium; .ci/run installs it)", strings.Join(browsers, ", "))
+		testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")
 	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

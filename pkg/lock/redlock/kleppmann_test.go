@@ -23,7 +23,7 @@ import (
 func TestKleppmannClockJump(t *testing.T) {
 	s := devstoretest.RedisServers(t, 5)
 	if s.NoClock != nil {
-		t.Skipf("the servers' clocks cannot be moved: %v", s.NoClock)
+		devstoretest.SkipNoClock(t, s.NoClock)
 	}
 	const (
 		ttl = 2 * time.Second
