@@ -1,8 +1,16 @@
 package server
 
-import "github.com/stocklock/stocklock/pkg/inventory"
+import (
+	"net/http"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
 
 // SetAfterTake sets the hook that runs between a sale's stock write and its
 // ledger write (inventory.StoreOptions.AfterTake), for tests that stop a
 // replica there.
 func SetAfterTake(c *Config, f func(inventory.Order)) { c.afterTake = f }
+
+// SetHandlerWrapper sets a wrapper of the replica's handlers, for the
+// contract check of every request and answer.
+func SetHandlerWrapper(c *Config, f func(http.Handler) http.Handler) { c.wrapHandler = f }

@@ -40,6 +40,7 @@ func testConfig(t testing.TB, replica string) server.Config {
 	cfg.AdminToken = testAdminToken
 	cfg.LogFormat = "text"
 	cfg.LogLevel = "warn"
+	withContract(t, &cfg)
 	return cfg
 }
 

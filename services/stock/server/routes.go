@@ -30,6 +30,7 @@ func (s *Server) routes() (api, internal *echo.Echo) {
 		{http.MethodGet, "/v1/items/:sku", s.getItem, nil, false},
 		{http.MethodPost, "/v1/items/:sku/decrement", s.trackWrite(s.decrement), nil, false},
 		{http.MethodGet, "/v1/items/:sku/orders", s.orders, []string{"since", "limit", "after"}, false},
+		{http.MethodGet, "/openapi.json", s.openapi, nil, false},
 		{http.MethodGet, "/healthz", s.healthz, nil, true},
 		{http.MethodGet, "/readyz", s.readyz, nil, true},
 		{http.MethodGet, "/metrics", echo.WrapHandler(s.metrics.handler()), nil, true},
