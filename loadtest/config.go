@@ -7,10 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
@@ -73,11 +78,10 @@ answer did not arrive, with the same Idempotency-Key, behind an attempt
 timeout (--attempt-timeout) and a proxy that cuts a share (--cut-rate) of
 the first replica's answers, and counts units sold twice for one key.
 
-Exit status: 0 when every safe strategy (mongo-lease, redis-lock,
-etcd-lock, optimistic, atomic) shows no anomaly, in its totals, its ledger
-or its history; 1 when one does; 2 for bad flags or a
-harness error. unsafe and local are reported as "demonstrated" or "not
-reproduced in this run", never as a failure.
+Exit status: 0 when every safe strategy (%s) shows no
+anomaly, in its totals, its ledger or its history; 1 when one does; 2 for
+bad flags or a harness error. The unsafe ones (%s) are reported as
+"demonstrated" or "not reproduced in this run", never as a failure.
 
 Every flag can also be set through the environment variable shown in
 brackets; a flag on the command line wins.
@@ -97,7 +101,9 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	l := defineFlags(fs, &c, d)
 
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageText)
+		fmt.Fprintf(fs.Output(), usageText,
+			strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Safe }), ", "),
+			strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return !in.Safe }), ", "))
 		fs.VisitAll(func(f *flag.Flag) {
 			name, usage := flag.UnquoteUsage(f)
 			line := "  --" + f.Name
@@ -135,11 +141,12 @@ built from this module on first use) and GOFLAGS for the builds.
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (every setting is a --flag; see --help)", fs.Arg(0))
 	}
-	c.Explicit = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { c.Explicit[f.Name] = true })
+	c.set = map[string]bool{}
+	c.flags = flagsOfFields(fs, &c.Config)
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if c.Explicit[f.Name] || envErr != nil {
+		if c.set[f.Name] || envErr != nil {
 			return
 		}
 		v := getenv(envName(f.Name))
@@ -150,7 +157,7 @@ built from this module on first use) and GOFLAGS for the builds.
 			envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
 			return
 		}
-		c.Explicit[f.Name] = true
+		c.set[f.Name] = true
 	})
 	if envErr != nil {
 		return c, envErr
@@ -167,16 +174,16 @@ built from this module on first use) and GOFLAGS for the builds.
 	}
 	// A drill needs sales before and after its fault: more stock than the
 	// default run sells in its 8 seconds.
-	if len(c.Faults) > 0 && !c.Explicit["stock"] {
+	if len(c.Faults) > 0 && !c.set["stock"] {
 		c.Stock = 2000
 	}
 	// The replicas' own request timeout grows with the fault TTL (see
 	// faultBaseline); the harness must wait longer than they work.
-	if c.Soak > 0 && !c.Explicit["stock"] {
+	if c.Soak > 0 && !c.set["stock"] {
 		// Enough stock that a segment sells under load to its end.
 		c.Stock = max(2000, c.Rate*int(harness.SoakSegment(c.Soak)/time.Second)*2)
 	}
-	if (len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0) && !c.Explicit["timeout"] {
+	if (len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0) && !c.set["timeout"] {
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
 	}
 	if c.Capacity {
@@ -188,13 +195,13 @@ built from this module on first use) and GOFLAGS for the builds.
 			"rmw-delay":  func() { c.RMWDelay = 0 },
 			"read-every": func() { c.ReadEvery = 0 },
 		} {
-			if !c.Explicit[flag] {
+			if !c.set[flag] {
 				set()
 			}
 		}
 	}
 	// --requests alone means "send this many", not "this many or 8s".
-	if c.Requests > 0 && !c.Explicit["duration"] {
+	if c.Requests > 0 && !c.set["duration"] {
 		c.Duration = 0
 	}
 	// The replicas the harness starts get a token of their own.
@@ -212,25 +219,104 @@ type options struct {
 	harness.Config
 	Serve     bool
 	ServeAddr string
+
+	// set names the flags given on the command line or by the
+	// environment, so that a flag that does not apply is refused rather
+	// than ignored; flags words Config's fields as the flags that set them.
+	set   map[string]bool
+	flags map[string]string
+}
+
+// onlyWith lists the flags that apply only with another setting: given
+// without it, they are refused rather than ignored.
+var onlyWith = []struct {
+	flags   []string
+	applies func(options) bool
+	why     string
+}{
+	{[]string{"attempt-timeout", "cut-rate"}, func(c options) bool { return c.Retries > 0 }, "applies only with --retries"},
+	{[]string{"capacity-p99", "capacity-errors", "capacity-max-rate", "capacity-replicas"}, func(c options) bool { return c.Capacity }, "applies only with --capacity"},
+	{[]string{"repeat", "fault-ttl", "write-stall"}, func(c options) bool { return len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0 },
+		"applies only to fault drills: add --faults (for example --faults all)"},
+	{[]string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"}, func(c options) bool { return len(c.Replicas) == 0 },
+		"applies only to the replicas the harness starts itself; drop it or drop --replicas"},
+	{[]string{"duration"}, func(c options) bool { return c.Soak == 0 }, "does not apply to --soak, which sets each segment's duration itself"},
+	{[]string{"serve-addr"}, func(c options) bool { return c.Serve }, "applies only with --serve"},
+	{[]string{"faults", "mixed", "retries", "check-history", "requests"}, func(c options) bool { return !c.Serve },
+		"does not apply to --serve: the page runs one strategy after another, and strikes faults from its buttons"},
 }
 
 func (c options) validate() error {
-	err := c.Validate()
-	if !c.Serve {
-		if c.Explicit["serve-addr"] {
-			err = errors.Join(err, errors.New("--serve-addr applies only with --serve"))
+	var errs []error
+	for _, e := range joined(c.Validate()) {
+		errs = append(errs, c.worded(e))
+	}
+	for _, o := range onlyWith {
+		if o.applies(c) {
+			continue
 		}
+		for _, f := range o.flags {
+			if c.set[f] {
+				errs = append(errs, fmt.Errorf("--%s %s", f, o.why))
+			}
+		}
+	}
+	if c.Serve {
+		if _, _, serr := net.SplitHostPort(c.ServeAddr); serr != nil {
+			errs = append(errs, fmt.Errorf("--serve-addr %q: give host:port, for example 127.0.0.1:8090", c.ServeAddr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// joined returns the errors errors.Join put together in err.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// fieldNames matches the Go names of Config's fields in a message.
+var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
+
+// worded returns a harness.FieldError with its fields named as the flags
+// that set them.
+func (c options) worded(err error) error {
+	var fe *harness.FieldError
+	if !errors.As(err, &fe) {
 		return err
 	}
-	for _, f := range []string{"faults", "mixed", "retries", "check-history", "requests"} {
-		if c.Explicit[f] {
-			err = errors.Join(err, fmt.Errorf("--%s does not apply to --serve: the page runs one strategy after another, and strikes faults from its buttons", f))
+	return errors.New(fieldNames.ReplaceAllStringFunc(fe.Msg, func(name string) string {
+		if f, ok := c.flags[name]; ok {
+			return "--" + f
 		}
+		return name
+	}))
+}
+
+// flagsOfFields maps each field of cfg to the flag that sets it: a flag
+// whose value points at the field, or a list flag of listFields. Reading
+// it from the flags keeps one place (defineFlags) that binds them.
+func flagsOfFields(fs *flag.FlagSet, cfg *harness.Config) map[string]string {
+	rv := reflect.ValueOf(cfg).Elem()
+	byAddr := map[uintptr]string{}
+	for i := range rv.NumField() {
+		byAddr[rv.Field(i).Addr().Pointer()] = rv.Type().Field(i).Name
 	}
-	if _, _, serr := net.SplitHostPort(c.ServeAddr); serr != nil {
-		err = errors.Join(err, fmt.Errorf("--serve-addr %q: give host:port, for example 127.0.0.1:8090", c.ServeAddr))
-	}
-	return err
+	out := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := reflect.ValueOf(f.Value); v.Kind() == reflect.Pointer {
+			if field, ok := byAddr[v.Pointer()]; ok {
+				out[field] = f.Name
+			}
+		}
+	})
+	maps.Copy(out, listFields)
+	return out
 }
 
 // parseCounts reads a comma-separated list of whole numbers.
@@ -252,6 +338,11 @@ func parseCounts(s string) ([]int, error) {
 // lists are the flags whose values are parsed after the flag package: the
 // comma-separated lists.
 type lists struct{ replicas, strategies, faults, capReplicas string }
+
+// listFields maps the Config fields that lists fill to their flags.
+var listFields = map[string]string{
+	"Replicas": "replicas", "Strategies": "strategies", "Faults": "faults", "CapacityReplicas": "capacity-replicas",
+}
 
 // defineFlags defines every flag of c on fs, with d's defaults.
 func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {

@@ -52,10 +52,10 @@ type Fault struct {
 var Catalogue = []Fault{
 	{Crash, "kill -9 the replica holding the lock; it restarts after the attack", CrashHolder, crashDrills},
 	{Pause, "SIGSTOP the lock holder for twice the lock TTL, then SIGCONT (fencing on, then off as a demonstration)", PauseHolder, pauseDrills},
-	{RedisRestart, "restart the redis-server the harness started, without persistence", RestartRedis, only(RedisRestart, "redis restart", "redis-lock", RestartRedis)},
+	{RedisRestart, "restart the redis-server the harness started, without persistence", RestartRedis, only(RedisRestart, "redis restart", strategy.RedisLock, RestartRedis)},
 	{MongoRestart, "restart the embedded FerretDB on its data", RestartMongo, storeDrills},
 	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
-	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", "etcd-lock", KillEtcdLeader)},
+	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", strategy.EtcdLock, KillEtcdLeader)},
 	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
 	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key while a replica holds the lock, and promote its replica at once: in sync, and resyncing (fencing on, then off); not in all", FailoverRedisMaster, failoverDrills},
 	{LockPartition, "cut the lock holder off from its lock store (Redis, etcd, MongoDB) for twice the lock TTL, then heal (Toxiproxy)", PartitionLockStore, lockPartitionDrills},
@@ -83,9 +83,9 @@ func clockJumpDrills() []Drill {
 	stall := []string{"--write-stall=800ms"}
 	off := append(slices.Clone(stall), "--fencing=false")
 	return []Drill{
-		{Label: "redis clock +10s", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: JumpRedisClock(clockJump)},
-		{Label: "redis clock +10s, fencing off", Strategy: "redis-lock", Demo: true, Flags: Flags{All: off}, Inject: JumpRedisClock(clockJump)},
-		{Label: "redis clock -30s", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: JumpRedisClock(clockBack)},
+		{Label: "redis clock +10s", Strategy: strategy.RedisLock, Flags: Flags{All: stall}, Inject: JumpRedisClock(clockJump)},
+		{Label: "redis clock +10s, fencing off", Strategy: strategy.RedisLock, Demo: true, Flags: Flags{All: off}, Inject: JumpRedisClock(clockJump)},
+		{Label: "redis clock -30s", Strategy: strategy.RedisLock, Flags: Flags{All: stall}, Inject: JumpRedisClock(clockBack)},
 	}
 }
 
@@ -323,12 +323,12 @@ func clockDrills() []Drill {
 	ahead, behind := []string{"--clock-offset=2s"}, []string{"--clock-offset=-2s"}
 	wide := []string{"--lock-skew=3s"}
 	return []Drill{
-		{Label: "clock b +2s, allowance 500ms", Strategy: "mongo-lease", Flags: Flags{Odd: ahead}},
-		{Label: "clock b -2s, allowance 500ms", Strategy: "mongo-lease", Flags: Flags{Odd: behind}},
-		{Label: "clock b +2s, allowance 3s", Strategy: "mongo-lease", Flags: Flags{All: wide, Odd: ahead}},
-		{Label: "clock b +2s", Strategy: "redis-lock", Flags: Flags{Odd: ahead}},
-		{Label: "clock b +2s", Strategy: "etcd-lock", Flags: Flags{Odd: ahead}},
-		{Label: "clock b +2s", Strategy: "redlock", Flags: Flags{Odd: ahead}},
+		{Label: "clock b +2s, allowance 500ms", Strategy: strategy.MongoLease, Flags: Flags{Odd: ahead}},
+		{Label: "clock b -2s, allowance 500ms", Strategy: strategy.MongoLease, Flags: Flags{Odd: behind}},
+		{Label: "clock b +2s, allowance 3s", Strategy: strategy.MongoLease, Flags: Flags{All: wide, Odd: ahead}},
+		{Label: "clock b +2s", Strategy: strategy.RedisLock, Flags: Flags{Odd: ahead}},
+		{Label: "clock b +2s", Strategy: strategy.EtcdLock, Flags: Flags{Odd: ahead}},
+		{Label: "clock b +2s", Strategy: strategy.Redlock, Flags: Flags{Odd: ahead}},
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
@@ -39,9 +41,9 @@ func failoverDrills() []Drill {
 	stall := []string{"--write-stall=800ms"}
 	off := append(slices.Clone(stall), "--fencing=false")
 	return []Drill{
-		{Label: "redis failover", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: FailoverRedisMaster},
-		{Label: "redis failover, replica resyncing", Strategy: "redis-lock", Flags: Flags{All: stall}, Inject: FailoverToResyncing},
-		{Label: "redis failover, replica resyncing, fencing off", Strategy: "redis-lock", Demo: true, Flags: Flags{All: off}, Inject: FailoverToResyncing},
+		{Label: "redis failover", Strategy: strategy.RedisLock, Flags: Flags{All: stall}, Inject: FailoverRedisMaster},
+		{Label: "redis failover, replica resyncing", Strategy: strategy.RedisLock, Flags: Flags{All: stall}, Inject: FailoverToResyncing},
+		{Label: "redis failover, replica resyncing, fencing off", Strategy: strategy.RedisLock, Demo: true, Flags: Flags{All: off}, Inject: FailoverToResyncing},
 	}
 }
 

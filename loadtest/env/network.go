@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -20,11 +22,12 @@ const toxiproxyVersion = "v2.5.0"
 // Link names one of a replica's links to its stores.
 type Link string
 
-// The links a network drill can strike.
+// The links a network drill can strike: named after the lock service
+// behind each (MongoDB also holds the items and orders).
 const (
-	LinkMongo Link = "mongo"
-	LinkRedis Link = "redis"
-	LinkEtcd  Link = "etcd"
+	LinkMongo Link = Link(strategy.LockMongo)
+	LinkRedis Link = Link(strategy.LockRedis)
+	LinkEtcd  Link = Link(strategy.LockEtcd)
 )
 
 // Links are every link a replica has.

@@ -37,10 +37,10 @@ func (h *Harness) runCapacity(ctx context.Context) ([]report.Run, error) {
 	var runs []report.Run
 	for _, n := range counts {
 		if n != len(h.replicas) {
-			if h.Env == nil {
+			if h.env == nil {
 				return runs, fmt.Errorf("capacity with %d replicas: the harness can change the replica count only of replicas it starts", n)
 			}
-			if err := h.Env.Scale(ctx, n); err != nil {
+			if err := h.env.Scale(ctx, n); err != nil {
 				return runs, err
 			}
 			h.useEnv()
@@ -120,7 +120,7 @@ func saturation(r report.Run, c Config) string {
 
 // useEnv points the harness at the Env's replicas, after it scaled.
 func (h *Harness) useEnv() {
-	h.replicas = h.Env.Bases()
+	h.replicas = h.env.Bases()
 	h.ids = map[string]string{}
 	for i, b := range h.replicas {
 		h.ids[b] = env.ReplicaID(i)

@@ -77,11 +77,6 @@ type Config struct {
 	Retries        int           // re-sends of a decrement whose answer did not arrive, same Idempotency-Key
 	AttemptTimeout time.Duration // each attempt's own timeout when Retries > 0
 	CutRate        float64       // with Retries: the share of answers the proxy in front of the first replica cuts
-
-	// Explicit names the settings given on the command line or by the
-	// environment (by flag name), so that Validate can refuse a setting
-	// that does not apply, rather than ignore it.
-	Explicit map[string]bool
 }
 
 // Limits that keep every run bounded in count and time.
@@ -134,11 +129,22 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks every setting and returns every problem at once, each
-// naming its flag.
+// FieldError is a problem of one field of a Config. Msg names fields by
+// their Go names (Field first); a command line words them as its flags.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Msg }
+
+// Validate checks every setting and returns every problem at once, each a
+// *FieldError, joined.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
 	c.checkLoad(bad)
 	c.checkReplicas(bad)
 	c.checkHistory(bad)
@@ -148,111 +154,104 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// problem records one problem of a Config.
-type problem func(format string, a ...any)
+// problem records one problem of a Config, with the field it is about.
+type problem func(field, format string, a ...any)
 
 // checkLoad checks the attack's size: rate, duration, count, stock, skus,
 // workers, timeouts.
 func (c Config) checkLoad(bad problem) {
 	if c.Rate < 0 || c.Rate > maxRate {
-		bad("--rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
+		bad("Rate", "Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
 	}
 	if c.Duration < 0 || c.Duration > maxDuration {
-		bad("--duration %s: must be between 0 and %s", c.Duration, maxDuration)
+		bad("Duration", "Duration %s: must be between 0 and %s", c.Duration, maxDuration)
 	}
 	if c.Requests < 0 || c.Requests > maxRequests {
-		bad("--requests %d: must be between 0 and %d", c.Requests, maxRequests)
+		bad("Requests", "Requests %d: must be between 0 and %d", c.Requests, maxRequests)
 	}
 	if c.Duration == 0 && c.Requests == 0 {
-		bad("--duration and --requests are both 0: give a time or a count so that the attack ends")
+		bad("Duration", "Duration and Requests are both 0: give a time or a count so that the attack ends")
 	}
 	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
-		bad("--duration %s: too short to measure anything; use at least 100ms", c.Duration)
+		bad("Duration", "Duration %s: too short to measure anything; use at least 100ms", c.Duration)
 	}
 	if c.Stock < 1 || c.Stock > MaxStock {
-		bad("--stock %d: must be between 1 and %d", c.Stock, MaxStock)
+		bad("Stock", "Stock %d: must be between 1 and %d", c.Stock, MaxStock)
 	}
 	if c.Qty < 1 || c.Qty > c.Stock {
-		bad("--qty %d: must be between 1 and --stock (%d)", c.Qty, c.Stock)
+		bad("Qty", "Qty %d: must be between 1 and Stock (%d)", c.Qty, c.Stock)
 	}
 	if c.SKUs < 1 || c.SKUs > maxSKUs {
-		bad("--skus %d: must be between 1 and %d", c.SKUs, maxSKUs)
+		bad("SKUs", "SKUs %d: must be between 1 and %d", c.SKUs, maxSKUs)
 	}
 	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
-		bad("--skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
+		bad("Skew", "Skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
 	}
 	if c.SKUPrefix != "" && !ValidPrefix(c.SKUPrefix) {
-		bad("--sku-prefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
+		bad("SKUPrefix", "SKUPrefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
 	}
 	if c.Workers < 1 || c.Workers > maxWorkers {
-		bad("--workers %d: must be between 1 and %d", c.Workers, maxWorkers)
+		bad("Workers", "Workers %d: must be between 1 and %d", c.Workers, maxWorkers)
 	}
 	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
-		bad("--max-workers %d: must be between --workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
+		bad("MaxWorkers", "MaxWorkers %d: must be between Workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
 	}
 	if c.Timeout < time.Millisecond || c.Timeout > maxTimeout {
-		bad("--timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
+		bad("Timeout", "Timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
 	}
 	if c.Settle < 0 || c.Settle > maxSettleTime {
-		bad("--settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
+		bad("Settle", "Settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
 	}
 	if c.Warmup < 0 || c.Warmup > time.Minute {
-		bad("--warmup %s: must be between 0 and 1m", c.Warmup)
+		bad("Warmup", "Warmup %s: must be between 0 and 1m", c.Warmup)
 	}
 }
 
 // checkReplicas checks the replicas' settings.
 func (c Config) checkReplicas(bad problem) {
 	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
-		bad("--ready-timeout %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
+		bad("ReadyWait", "ReadyWait %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
 	}
 	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
-		bad("--local-replicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
+		bad("LocalReplicas", "LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
 	}
 	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
-		bad("--rate %d: below one request per second for each of the %d replicas; raise --rate or use fewer replicas", c.Rate, c.ReplicaCount())
+		bad("Rate", "Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
-		bad("--rmw-delay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
+		bad("RMWDelay", "RMWDelay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
 	}
 }
 
 // checkHistory checks the history's reads and its check.
 func (c Config) checkHistory(bad problem) {
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
-		bad("--read-every %s: must be between 0 (no reads) and 1m", c.ReadEvery)
+		bad("ReadEvery", "ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}
 	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
-		bad("--check-timeout %s: must be between 1s and 1h", c.CheckTimeout)
+		bad("CheckTimeout", "CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
 	}
 }
 
 // checkWorkloads checks retries and mixed writers, and what they exclude.
 func (c Config) checkWorkloads(bad problem) {
 	if c.Retries < 0 || c.Retries > 10 {
-		bad("--retries %d: must be between 0 and 10", c.Retries)
+		bad("Retries", "Retries %d: must be between 0 and 10", c.Retries)
 	}
 	if c.AttemptTimeout < time.Millisecond || c.AttemptTimeout > c.Timeout {
-		bad("--attempt-timeout %s: must be between 1ms and --timeout (%s)", c.AttemptTimeout, c.Timeout)
+		bad("AttemptTimeout", "AttemptTimeout %s: must be between 1ms and Timeout (%s)", c.AttemptTimeout, c.Timeout)
 	}
 	if c.CutRate < 0 || c.CutRate >= 1 {
-		bad("--cut-rate %g: must be at least 0 and below 1", c.CutRate)
-	}
-	if c.Retries == 0 {
-		for _, f := range []string{"attempt-timeout", "cut-rate"} {
-			if c.Explicit[f] {
-				bad("--%s applies only with --retries", f)
-			}
-		}
+		bad("CutRate", "CutRate %g: must be at least 0 and below 1", c.CutRate)
 	}
 	if c.Retries > 0 && len(c.Faults) > 0 {
-		bad("--retries and --faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
+		bad("Retries", "Retries and Faults: the cutting proxy stands in front of a replica the drills restart; run them separately")
 	}
 	if c.Mixed && len(c.Faults) > 0 {
-		bad("--mixed and --faults: a drill is one strategy under one fault; run them separately")
+		bad("Mixed", "Mixed and Faults: a drill is one strategy under one fault; run them separately")
 	}
 	if c.Mixed && len(c.Strategies) < 2 {
-		bad("--mixed needs at least two --strategies to mix")
+		bad("Mixed", "Mixed needs at least two Strategies to mix")
 	}
 }
 
@@ -260,33 +259,27 @@ func (c Config) checkWorkloads(bad problem) {
 func (c Config) checkCapacity(bad problem) {
 	if c.Capacity {
 		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 {
-			bad("--capacity runs alone: drop --faults, --mixed and --retries")
+			bad("Capacity", "Capacity runs alone: drop Faults, Mixed and Retries")
 		}
 		if c.CapacityP99 < time.Millisecond || c.CapacityP99 > time.Minute {
-			bad("--capacity-p99 %s: must be between 1ms and 1m", c.CapacityP99)
+			bad("CapacityP99", "CapacityP99 %s: must be between 1ms and 1m", c.CapacityP99)
 		}
 		if c.CapacityErrors < 0 || c.CapacityErrors >= 1 {
-			bad("--capacity-errors %g: must be at least 0 and below 1", c.CapacityErrors)
+			bad("CapacityErrors", "CapacityErrors %g: must be at least 0 and below 1", c.CapacityErrors)
 		}
 		if c.CapacityMaxRate < 50 || c.CapacityMaxRate > maxRate {
-			bad("--capacity-max-rate %d: must be between 50 and %d", c.CapacityMaxRate, maxRate)
+			bad("CapacityMaxRate", "CapacityMaxRate %d: must be between 50 and %d", c.CapacityMaxRate, maxRate)
 		}
-		if c.Duration == 0 || c.Explicit["requests"] {
-			bad("--capacity steps are bounded by --duration alone")
+		if c.Duration == 0 || c.Requests > 0 {
+			bad("Capacity", "Capacity steps are bounded by Duration alone")
 		}
 		for _, n := range c.CapacityReplicas {
 			if n < 1 || n > maxLocalReplicas {
-				bad("--capacity-replicas %d: must be between 1 and %d", n, maxLocalReplicas)
+				bad("CapacityReplicas", "CapacityReplicas %d: must be between 1 and %d", n, maxLocalReplicas)
 			}
 		}
 		if len(c.CapacityReplicas) > 0 && len(c.Replicas) > 0 {
-			bad("--capacity-replicas needs the replicas the harness starts (it scales them): drop --replicas")
-		}
-	} else {
-		for _, f := range []string{"capacity-p99", "capacity-errors", "capacity-max-rate", "capacity-replicas"} {
-			if c.Explicit[f] {
-				bad("--%s applies only with --capacity", f)
-			}
+			bad("CapacityReplicas", "CapacityReplicas needs the replicas the harness starts (it scales them): drop Replicas")
 		}
 	}
 }
@@ -294,76 +287,64 @@ func (c Config) checkCapacity(bad problem) {
 // checkFaults checks the fault drills' settings.
 func (c Config) checkFaults(bad problem) {
 	if c.Repeat < 1 || c.Repeat > 100 {
-		bad("--repeat %d: must be between 1 and 100", c.Repeat)
+		bad("Repeat", "Repeat %d: must be between 1 and 100", c.Repeat)
 	}
 	if c.FaultTTL < time.Second || c.FaultTTL > time.Minute || c.FaultTTL%time.Second != 0 {
-		bad("--fault-ttl %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
+		bad("FaultTTL", "FaultTTL %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", c.FaultTTL)
 	}
 	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
-		bad("--write-stall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
+		bad("WriteStall", "WriteStall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
 	}
 	if c.KeyedDrill {
 		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 || c.Capacity {
-			bad("--keyed-drill runs alone: drop --faults, --mixed, --retries and --capacity")
+			bad("KeyedDrill", "KeyedDrill runs alone: drop Faults, Mixed, Retries and Capacity")
 		}
 		if len(c.Replicas) > 0 || c.LocalReplicas != 2 {
-			bad("--keyed-drill needs the two replicas the harness starts: drop --replicas and --local-replicas")
+			bad("KeyedDrill", "KeyedDrill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
 		}
 	}
 	if c.Soak != 0 {
 		if c.Soak < time.Minute || c.Soak > 24*time.Hour {
-			bad("--soak %s: must be between 1m and 24h (a shorter one samples too little to judge)", c.Soak)
+			bad("Soak", "Soak %s: must be between 1m and 24h (a shorter one samples too little to judge)", c.Soak)
 		}
 		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 || c.Capacity || c.KeyedDrill {
-			bad("--soak runs alone: drop --faults, --mixed, --retries, --capacity and --keyed-drill")
+			bad("Soak", "Soak runs alone: drop Faults, Mixed, Retries, Capacity and KeyedDrill")
 		}
 		if len(c.Replicas) > 0 || c.LocalReplicas < 2 {
-			bad("--soak needs at least two replicas the harness starts (it kills, pauses and cuts them off): drop --replicas")
+			bad("Soak", "Soak needs at least two replicas the harness starts (it kills, pauses and cuts them off): drop Replicas")
 		}
-		if c.Explicit["requests"] || c.Explicit["duration"] {
-			bad("--soak sets each segment's duration itself: drop --requests and --duration")
-		}
-	}
-	if len(c.Faults) == 0 && !c.KeyedDrill && c.Soak == 0 {
-		for _, f := range []string{"repeat", "fault-ttl", "write-stall"} {
-			if c.Explicit[f] {
-				bad("--%s applies only to fault drills: add --faults (for example --faults all)", f)
-			}
+		if c.Requests > 0 {
+			bad("Soak", "Soak sets each segment's duration itself: drop Requests")
 		}
 	}
-	if len(c.Faults) > 0 && (c.Duration == 0 || c.Explicit["requests"]) {
-		bad("--faults needs an attack bounded by --duration alone: a fault strikes a quarter into it, and a count could end the attack first")
+	if len(c.Faults) > 0 && (c.Duration == 0 || c.Requests > 0) {
+		bad("Faults", "Faults needs an attack bounded by Duration alone: a fault strikes a quarter into it, and a count could end the attack first")
 	}
 	if len(c.Faults) > 0 && c.SKUs != 1 {
-		bad("--skus %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
+		bad("SKUs", "SKUs %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
 	}
 	if len(c.Faults) > 0 && c.Timeout <= 3*c.FaultTTL+10*time.Second {
-		bad("--timeout %s: with --faults it must exceed the replicas' request timeout, 3 × --fault-ttl + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*c.FaultTTL+10*time.Second)
+		bad("Timeout", "Timeout %s: with Faults it must exceed the replicas' request timeout, 3 × FaultTTL + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*c.FaultTTL+10*time.Second)
 	}
 	if len(c.Faults) > 0 && c.Duration > 0 && c.Duration < 3*c.FaultTTL+time.Second {
-		bad("--duration %s: a fault drill needs at least 3 × --fault-ttl + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)
+		bad("Duration", "Duration %s: a fault drill needs at least 3 × FaultTTL + 1s (%s) to see the fault and the recovery", c.Duration, 3*c.FaultTTL+time.Second)
 	}
 	if len(c.Faults) > 0 && len(c.Replicas) == 0 && c.LocalReplicas < 2 {
-		bad("--local-replicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
+		bad("LocalReplicas", "LocalReplicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
 	}
 	if c.UsesRedisCluster() {
 		for _, f := range []string{drill.RedisRestart, drill.RedisClock} {
 			if slices.Contains(c.Faults, f) {
-				bad("--faults %s needs one redis-server, and --redis-cluster (or the redis-failover drill) puts the replicas on a Redis Cluster: run them separately", f)
+				bad("Faults", "Faults %s needs one redis-server, and RedisCluster (or the redis-failover drill) puts the replicas on a Redis Cluster: run them separately", f)
 			}
 		}
 		if len(c.Replicas) > 0 && c.RedisCluster {
-			bad("--redis-cluster applies only to the replicas the harness starts itself; replicas of your own take --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
+			bad("RedisCluster", "RedisCluster applies only to the replicas the harness starts itself; replicas of your own take REDIS_CLUSTER_ADDRS")
 		}
 	}
 	if len(c.Replicas) > 0 {
 		if len(c.Faults) > 0 {
-			bad("--faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop --replicas")
-		}
-		for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
-			if c.Explicit[f] {
-				bad("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f)
-			}
+			bad("Faults", "Faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop Replicas")
 		}
 	}
 }

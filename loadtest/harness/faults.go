@@ -26,7 +26,7 @@ func (h *Harness) runFaults(ctx context.Context) ([]report.Run, error) {
 	for rep := 1; rep <= h.cfg.Repeat; rep++ {
 		for _, d := range drills {
 			n++
-			if err := h.Env.Configure(ctx, d.Flags.PerReplica(h.Env.Len())); err != nil {
+			if err := h.env.Configure(ctx, d.Flags.PerReplica(h.env.Len())); err != nil {
 				return runs, fmt.Errorf("%s, %s: reconfigure the replicas: %w", d.Label, d.Strategy, err)
 			}
 			eta := ""

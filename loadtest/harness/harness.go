@@ -33,10 +33,10 @@ import (
 type Harness struct {
 	cfg  Config
 	sink Sink
-	// Env, if not nil, is the environment to run against instead of
-	// starting one (the live page keeps one across runs); it is not
-	// closed.
-	Env *env.Env
+	// given is the environment of WithEnv, run against instead of
+	// starting one; it is not closed. env is the environment of the run
+	// under way: given, or the one Run started.
+	given, env *env.Env
 
 	replicas []string
 	ids      map[string]string // replica id by base URL
@@ -61,13 +61,24 @@ type Harness struct {
 	active bool        // an attack is under way
 }
 
+// Option changes how New makes a Harness.
+type Option func(*Harness)
+
+// WithEnv runs the harness against e instead of starting an environment
+// of its own (the live page keeps one across runs). Run does not close it.
+func WithEnv(e *env.Env) Option { return func(h *Harness) { h.given = e } }
+
 // New returns a harness for cfg that reports to sink (nil: nowhere). cfg
 // must have passed Validate.
-func New(cfg Config, sink Sink) *Harness {
+func New(cfg Config, sink Sink, opts ...Option) *Harness {
 	if sink == nil {
 		sink = func(Event) {}
 	}
-	return &Harness{cfg: cfg, sink: sink, adhoc: make(chan string, 1)}
+	h := &Harness{cfg: cfg, sink: sink, adhoc: make(chan string, 1)}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Errors of Inject.
@@ -88,7 +99,7 @@ func (h *Harness) Inject(name string) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.active || h.Env == nil {
+	if !h.active || h.env == nil {
 		return ErrNotRunning
 	}
 	select {
@@ -97,6 +108,13 @@ func (h *Harness) Inject(name string) error {
 	default:
 		return ErrBusy
 	}
+}
+
+// setEnv sets the environment of the run under way; Inject reads it.
+func (h *Harness) setEnv(e *env.Env) {
+	h.mu.Lock()
+	h.env = e
+	h.mu.Unlock()
 }
 
 func (h *Harness) setActive(on bool) {
@@ -152,15 +170,16 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 		},
 	}
 	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), outDir)
-	if h.Env == nil && len(cfg.Replicas) == 0 {
+	h.setEnv(h.given)
+	if h.given == nil && len(cfg.Replicas) == 0 {
 		e, err := env.Start(ctx, EnvOptions(cfg, outDir, logWriter{h}))
 		if err != nil {
 			return rep, err
 		}
-		h.Env = e
+		h.setEnv(e)
 		defer func() {
+			h.setEnv(nil)
 			e.Close()
-			h.Env = nil
 		}()
 	}
 	if err := h.connect(ctx, rep); err != nil {
@@ -216,7 +235,7 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 		rep.Replicas = h.replicas
 		return nil
 	}
-	rep.Store, rep.Redis, rep.Etcd = h.Env.Store, h.Env.RedisText, h.Env.EtcdText
+	rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
 	rep.Settings.RMWDelay = cfg.RMWDelay.String()
 	h.useEnv()
 	rep.Replicas = h.replicas

@@ -46,7 +46,7 @@ const (
 // the ledger, and no key with two orders; and it measures how long each
 // purchase took to settle.
 func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
-	if h.Env == nil || h.Env.Len() < 2 {
+	if h.env == nil || h.env.Len() < 2 {
 		return nil, errors.New("--keyed-drill needs two replicas the harness starts (--local-replicas 2)")
 	}
 	var strategies []string
@@ -68,7 +68,7 @@ func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
 	var runs []report.KeyedRun
 	for rep := 1; rep <= h.cfg.Repeat; rep++ {
 		h.logf("[%d/%d] keyed drill: %d purchases each of %s, kill -9 of replica %s, then a %s freeze of replica %s",
-			rep, h.cfg.Repeat, per, joinComma(strategies), h.Env.ID(0), keyedFreeze, h.Env.ID(1))
+			rep, h.cfg.Repeat, per, joinComma(strategies), h.env.ID(0), keyedFreeze, h.env.ID(1))
 		run, err := h.keyedOnce(ctx, rep, strategies, per)
 		if err != nil {
 			return runs, err
@@ -111,7 +111,7 @@ type faultTimes struct {
 
 func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, per int) (report.KeyedRun, error) {
 	run := report.KeyedRun{Repeat: rep, Strategies: strategies, Answers: map[string]int{}}
-	bases := h.Env.Bases()
+	bases := h.env.Bases()
 	stock := per + per/2 // room to show a double sale as units taken
 	var skus []string
 	for _, st := range strategies {
@@ -246,20 +246,20 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
 		return notes
 	}
-	a, b := h.Env.ID(0), h.Env.ID(1)
+	a, b := h.env.ID(0), h.env.ID(1)
 	how := h.waitHolding(ctx, 0)
 	if ctx.Err() != nil {
 		return notes
 	}
 	ft.kill = time.Now()
-	if err := h.Env.Kill(0); err != nil {
+	if err := h.env.Kill(0); err != nil {
 		return failed("kill -9 of replica %s failed: %v", a, err)
 	}
 	note("kill -9 replica %s (%s)", a, how)
 	if drill.Sleep(ctx, keyedDown) != nil {
 		return notes
 	}
-	if err := h.Env.Restart(ctx, 0); err != nil {
+	if err := h.env.Restart(ctx, 0); err != nil {
 		return failed("restart of replica %s failed: %v", a, err)
 	}
 	note("replica %s restarted and ready", a)
@@ -271,13 +271,13 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		return notes
 	}
 	ft.freeze = time.Now()
-	if err := h.Env.Pause(1); err != nil {
+	if err := h.env.Pause(1); err != nil {
 		return failed("SIGSTOP of replica %s failed: %v", b, err)
 	}
 	note("SIGSTOP replica %s (%s)", b, how)
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
-	if err := h.Env.Resume(1); err != nil {
+	if err := h.env.Resume(1); err != nil {
 		return failed("SIGCONT of replica %s failed: %v", b, err)
 	}
 	note("SIGCONT replica %s, after %s", b, keyedFreeze)
@@ -289,7 +289,7 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 // reservation and its stock write, for the fault to strand. It says what
 // it saw.
 func (h *Harness) waitHolding(ctx context.Context, i int) string {
-	base := h.Env.Bases()[i]
+	base := h.env.Bases()[i]
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
 		var body struct {
 			LocksHeld map[string]int `json:"locks_held"`

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/stocklock/stocklock/loadtest/attack"
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/report"
@@ -93,7 +95,7 @@ func (h *Harness) warmup(ctx context.Context) error {
 	}
 	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
 	atk, err := attack.Start(ctx, attack.Options{
-		Name: "warmup", Targets: h.replicas, SKUs: []string{sku}, Writers: []string{"atomic"}, Qty: 1,
+		Name: "warmup", Targets: h.replicas, SKUs: []string{sku}, Writers: []string{strategy.Atomic}, Qty: 1,
 		Rate: max(rate, len(h.replicas)), Duration: h.cfg.Warmup, Timeout: h.cfg.Timeout,
 		Workers: h.cfg.Workers, MaxWorkers: h.cfg.MaxWorkers,
 	})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/loadtest/drill"
@@ -16,11 +18,11 @@ import (
 // key's hash tag, by the cluster's own slot map); nil for any other run.
 // A map that cannot be read is noted and left out: the load is measured
 // all the same.
-func (h *Harness) shardsOf(ctx context.Context, strategy string, skus []string, fs *faultSpec) map[string]string {
-	if fs != nil || strategy != "redis-lock" || h.Env == nil || h.Env.Cluster == nil {
+func (h *Harness) shardsOf(ctx context.Context, name string, skus []string, fs *faultSpec) map[string]string {
+	if in, _ := strategy.Lookup(name); fs != nil || in.Lock != strategy.LockRedis || h.env == nil || h.env.Cluster == nil {
 		return nil
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.Env.Cluster.Addrs, DialTimeout: time.Second})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.env.Cluster.Addrs, DialTimeout: time.Second})
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -80,7 +80,7 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 	t := time.NewTicker(soakSampleEvery)
 	defer t.Stop()
 	for {
-		for _, p := range h.Env.Procs() {
+		for _, p := range h.env.Procs() {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			text, err := h.probe.Metrics(cctx, p.Base)
 			cancel()

@@ -276,7 +276,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any, what string) bool {
 // command line checks its flags.
 func (s *Server) config(f Form) (harness.Config, error) {
 	cfg := s.opt.Base
-	cfg.Explicit = map[string]bool{}
 	strategies, err := harness.ParseStrategies(strings.Join(f.Strategies, ","))
 	if err != nil || slices.Contains(f.Strategies, "all") {
 		return cfg, fmt.Errorf("strategies: %w", cmp.Or(err, errors.New(`"all" is not a strategy: choose them`)))
@@ -328,8 +327,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.runs++
 	n := s.runs
 	cfg.OutDir = filepath.Join(s.outDir, fmt.Sprintf("run-%d", n))
-	h := harness.New(cfg, s.hub.publish)
-	h.Env = s.env
+	h := harness.New(cfg, s.hub.publish, harness.WithEnv(s.env))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
 	s.hub.reset()

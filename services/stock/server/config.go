@@ -46,7 +46,7 @@ type Config struct {
 	WriteStall      time.Duration // fault drill: uninterruptible sleep of the lock strategies just before the stock write
 	WriteConcern    string        // "majority" or a number of nodes
 	MaxQty          int64         // largest qty one decrement may ask for
-	Fencing         bool          // fence the reads and writes of mongo-lease, redis-lock and etcd-lock
+	Fencing         bool          // fence the reads and writes of the strategies whose registry entry is Fenced
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight reads; decrements and PUTs are always waited for (see WriteBudget)
@@ -126,7 +126,7 @@ func (c *Config) settings() []setting {
 		{"write-stall", "WRITE_STALL", "fault drill: lock strategies sleep this long after their last lease check, just before the stock write, deaf to the lease (a stand-in for a GC pause); only the fence can stop the write that follows", (*durationValue)(&c.WriteStall)},
 		{"write-concern", "WRITE_CONCERN", `write concern of stock and order writes: "majority" or a node count`, (*stringValue)(&c.WriteConcern)},
 		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
-		{"fencing", "FENCING", "fence the reads and writes of mongo-lease, redis-lock and etcd-lock (false only to demonstrate)", (*boolValue)(&c.Fencing)},
+		{"fencing", "FENCING", "fence the reads and writes of the lock strategies ("+strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Fenced }), ", ")+"; false only to demonstrate)", (*boolValue)(&c.Fencing)},
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
