@@ -41,6 +41,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -1035,9 +1036,7 @@ func TestDockerfileBuilds(t *testing.T) {
 			t.Errorf("%s builds %v; want one of them to be %s", dockerfile, outputs, want)
 		}
 	}
-	if testing.Short() {
-		t.Skip("-short: not running the Dockerfile's go builds")
-	}
+	testskip.Long(t, "runs the Dockerfile's go builds")
 	if t.Failed() {
 		t.FailNow()
 	}

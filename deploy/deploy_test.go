@@ -88,9 +88,7 @@ func readPanels(t *testing.T) []panel {
 // every second, sells through every safe strategy (one idempotent replay
 // included), and runs every panel's query.
 func TestDashboardQueries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts MongoDB, Redis, etcd, two replicas and Prometheus")
-	}
+	testskip.Long(t, "starts MongoDB, Redis, etcd, two replicas and Prometheus")
 	prom := tool(t, "prometheus")
 	panels := readPanels(t)
 	reps := startReplicas(t)

@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/stocklock/stocklock/internal/testskip"
 )
 
 // needCluster skips a test without redis-server and redis-cli on PATH,
 // which devstore needs to start a local six-node Redis Cluster.
 func needCluster(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the service and starts a six-node Redis Cluster and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts a six-node Redis Cluster and two replica processes")
 	requireTools(t, "redis-server", "redis-cli")
 }
 

@@ -52,9 +52,7 @@ func noEnv(string) string { return "" }
 // Each lock runs in its own environment, alongside the others: the drills
 // spend their time waiting out leases and pauses, not computing.
 func TestFaultDrillsShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts the stores and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
 	for _, strategy := range []string{"mongo-lease", "redis-lock", "etcd-lock"} {
 		t.Run(strategy, func(t *testing.T) {
@@ -167,9 +165,7 @@ func lastLines(s string, n int) string {
 // holds an etcd-lock lease under load. The lock must stay exclusive and the
 // tokens (etcd revisions) keep increasing across the election.
 func TestLeaderKillShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts a three-member etcd cluster and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts a three-member etcd cluster and two replica processes")
 	t.Parallel()
 	_, rep := runDrills(t, "--faults", "leader-kill", "--strategies", "etcd-lock", "--warmup", "0")
 	if len(rep.Runs) != 1 {
@@ -195,9 +191,7 @@ func TestLeaderKillShort(t *testing.T) {
 // nothing may be lost or oversold;
 // across the backward step tokens keep increasing.
 func testRedisClockShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts a redis-server under the clock shim and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts a redis-server under the clock shim and two replica processes")
 	requireTools(t, "gcc", "redis-server")
 	_, rep := runDrills(t, "--faults", "redis-clock", "--strategies", "redis-lock", "--warmup", "0")
 	if len(rep.Runs) != 3 {
@@ -278,9 +272,7 @@ func checkSafeRun(t *testing.T, r report.Run) {
 // timeout. Every purchase must sell exactly once, and the report must say
 // what was done and how long the purchases took to settle.
 func TestKeyedDrillShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts the stores and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
 	_, rep, stdout := runHarness(t, "--keyed-drill", "--strategies", "atomic,redis-lock", "--requests", "12", "--warmup", "500ms")
 	if len(rep.Keyed) != 1 {
@@ -305,9 +297,7 @@ func TestKeyedDrillShort(t *testing.T) {
 // resets. Every run must keep the books and its history linearizable, and
 // sales must resume after each fault.
 func TestNetworkDrillsShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts the stores and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
 	_, rep := runDrills(t, "--faults", "network", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
 	seen := map[string]int{}
@@ -349,9 +339,7 @@ func TestNetworkDrillsShort(t *testing.T) {
 // Every segment must keep the books, and no resource may grow without
 // bound.
 func TestSoakShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts the stores and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
 	dir, rep, stdout := runHarness(t, "--soak", "60s", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
 	if len(rep.Runs) != 3 {

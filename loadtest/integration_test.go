@@ -12,6 +12,7 @@ import (
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
@@ -23,9 +24,7 @@ import (
 // flight at once), in the totals and in the history, and the safe
 // strategies must show none: their histories are linearizable.
 func TestHarnessAgainstTwoReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts MongoDB, Redis and two replicas")
-	}
+	testskip.Long(t, "starts MongoDB, Redis and two replicas")
 	t.Parallel()
 	replicas := envtest.Replicas(t, testAdminToken, 10*time.Millisecond)
 
@@ -172,9 +171,7 @@ func checkHistoryFile(t *testing.T, out string, r report.Run, want string) {
 // changed since its read). Retries: answers cut by the proxy are sent again
 // with the same Idempotency-Key, and no key may sell twice.
 func TestWorkloadsAgainstTwoReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts MongoDB, Redis and two replicas")
-	}
+	testskip.Long(t, "starts MongoDB, Redis and two replicas")
 	t.Parallel()
 	replicas := envtest.Replicas(t, testAdminToken, 10*time.Millisecond)
 	common := []string{"--replicas", strings.Join(replicas, ","), "--rate", "0", "--workers", "8", "--max-workers", "8",

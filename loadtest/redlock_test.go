@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/report"
 )
 
@@ -14,9 +15,7 @@ import (
 // off) at least, which with fencing on costs nothing: no anomaly, tokens
 // increasing. Two servers stopped alone must not.
 func testRedlockPartitionShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts five redis-servers under the clock shim and two replica processes")
-	}
+	testskip.Long(t, "builds the service and starts five redis-servers under the clock shim and two replica processes")
 	requireTools(t, "gcc", "redis-server")
 	_, rep := runDrills(t, "--faults", "redlock-partition", "--strategies", "redlock", "--warmup", "0")
 	if len(rep.Runs) != 3 {

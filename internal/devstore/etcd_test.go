@@ -10,6 +10,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/internal/testskip"
 )
 
 func TestEtcdEmbedded(t *testing.T) {
@@ -100,9 +101,7 @@ func TestEtcdExternal(t *testing.T) {
 // TestEtcdClusterKillLeader kills the leader of a three-member cluster:
 // the others elect a new one and a client of all three keeps writing.
 func TestEtcdClusterKillLeader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member cluster")
-	}
+	testskip.Long(t, "starts a three-member cluster")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	e, err := devstore.StartEtcdCluster(ctx, devstoretest.Logger(t), 3)

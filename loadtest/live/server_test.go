@@ -15,6 +15,7 @@ import (
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
@@ -149,9 +150,7 @@ func readEvents(t *testing.T, body io.Reader, deadline time.Duration) []sseEvent
 // the live progress shows unsafe overselling as it happens, and the final
 // table is the command line's table of the same runs.
 func TestRaceThroughThePage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts MongoDB, Redis, etcd and two replicas")
-	}
+	testskip.Long(t, "starts MongoDB, Redis, etcd and two replicas")
 	replicas := envtest.Replicas(t, adminToken, 10*time.Millisecond)
 	base := baseConfig(replicas)
 	s, err := Start(t.Context(), Options{Base: base, OutDir: t.TempDir()})

@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
@@ -29,9 +30,7 @@ import (
 // the process must exit 0 after answering them, and every acknowledged sale
 // must be in the ledger, with units taken equal to orders.
 func TestSIGTERMUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the service and starts MongoDB and Redis")
-	}
+	testskip.Long(t, "builds the service and starts MongoDB and Redis")
 	bin := filepath.Join(t.TempDir(), "stock")
 	// The Dockerfile's build mode (as in loadtest's tests): its compiled
 	// packages are shared with .ci/run and TestDockerfileBuilds.
