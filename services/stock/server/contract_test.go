@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -387,5 +389,53 @@ func TestOpenAPIDocument(t *testing.T) {
 	rec, _ := call(t, h, http.MethodGet, "/openapi.json", "", "")
 	if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), server.OpenAPI()) {
 		t.Fatalf("GET /openapi.json: %d, %d bytes; want 200 and the document", rec.Code, rec.Body.Len())
+	}
+}
+
+// TestAPIDocTables: docs/api.md keeps the explanations, and its table of
+// the decrement's errors lists exactly the statuses and codes that the
+// document gives the operation; every code of the document is explained
+// somewhere in docs/api.md.
+func TestAPIDocTables(t *testing.T) {
+	doc, err := contractDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile("../../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(md)
+	_, table, ok := strings.Cut(text, "Errors, checked in this order")
+	if !ok {
+		t.Fatal(`docs/api.md has no "Errors, checked in this order" table`)
+	}
+	table, _, _ = strings.Cut(table, "\n\n\n") // the paragraph after the table at the latest
+	row := regexp.MustCompile("(?m)^\\| (\\d{3}) \\| `([a-z_]+)` \\|")
+	inDocs := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(strings.SplitN(table, "\n\n", 3)[1], -1) {
+		inDocs[m[1]+" "+m[2]] = true
+	}
+	inSpec := map[string]bool{}
+	op := doc.Paths.Find("/v1/items/{sku}/decrement").Post
+	for status, resp := range op.Responses.Map() {
+		for _, c := range responseCodes(resp.Value) {
+			inSpec[status+" "+c] = true
+		}
+	}
+	for k := range inSpec {
+		if !inDocs[k] {
+			t.Errorf("docs/api.md's decrement table lacks %s, which openapi.json documents", k)
+		}
+	}
+	for k := range inDocs {
+		if !inSpec[k] {
+			t.Errorf("docs/api.md's decrement table has %s, which openapi.json does not document for the decrement", k)
+		}
+	}
+	for _, c := range documentedCodes(doc) {
+		if !strings.Contains(text, "`"+c+"`") {
+			t.Errorf("docs/api.md does not mention the error code %s", c)
+		}
 	}
 }
