@@ -1,0 +1,507 @@
+// Package stockclient is a Go client of the stock service's HTTP API
+// (docs/api.md; the OpenAPI document is services/stock/server/openapi.json,
+// which every replica serves at GET /openapi.json).
+//
+// A Client talks to one replica; At gives a client of another replica that
+// shares its connections and options. Errors of the service are *Error,
+// with errors.Is support for each code (ErrSoldOut, ErrLockUnavailable...).
+// A decrement takes an Idempotency-Key and a PUT an If-Match as call
+// options, and WithRetry makes the client retry what Retryable says is
+// safe, honouring Retry-After.
+package stockclient
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls one replica of the stock service. It is safe for concurrent
+// use.
+type Client struct {
+	base  string
+	hc    *http.Client
+	token string
+	retry *Retry
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sends the requests with hc instead of a client of the
+// package's own.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithTimeout bounds each request, retries apart, to d.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		hc := *c.hc
+		hc.Timeout = d
+		c.hc = &hc
+	}
+}
+
+// WithAdminToken sends token as the bearer token of stock changes (PUT).
+func WithAdminToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// Retry is how a client retries. A request is sent again only when
+// Retryable says it is safe, after the answer's Retry-After or a jittered
+// exponential backoff, whichever is longer, and never past its context.
+type Retry struct {
+	Attempts int           // attempts in all, the first included; at least 1 (default 4)
+	Base     time.Duration // first backoff (default 100ms), doubled each attempt
+	Max      time.Duration // largest backoff (default 2s); Retry-After may exceed it
+}
+
+// WithRetry makes the client retry what is safe to retry (see Retryable).
+func WithRetry(r Retry) Option {
+	if r.Attempts < 1 {
+		r.Attempts = 4
+	}
+	if r.Base <= 0 {
+		r.Base = 100 * time.Millisecond
+	}
+	if r.Max <= 0 {
+		r.Max = 2 * time.Second
+	}
+	return func(c *Client) { c.retry = &r }
+}
+
+// New returns a client of the replica at baseURL (such as
+// "http://localhost:8081"). Without WithHTTPClient it talks to the replica
+// directly, never through a proxy from the environment.
+func New(baseURL string, opts ...Option) *Client {
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
+	c := &Client{base: strings.TrimSuffix(baseURL, "/"), hc: &http.Client{Transport: tr}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// At returns a client of the replica at baseURL with c's connections and
+// options.
+func (c *Client) At(baseURL string) *Client {
+	d := *c
+	d.base = strings.TrimSuffix(baseURL, "/")
+	return &d
+}
+
+// BaseURL is the URL of the client's replica.
+func (c *Client) BaseURL() string { return c.base }
+
+// CallOption sets a header of one call.
+type CallOption func(*callOpts)
+
+type callOpts struct {
+	key     string // Idempotency-Key
+	ifMatch string // If-Match
+}
+
+func applyOpts(opts []CallOption) callOpts {
+	var o callOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// IdempotencyKey sends key as the Idempotency-Key of a decrement: a retry
+// with the same key, on any replica, answers with the first request's sale
+// instead of selling again. Use one key per intended purchase, made before
+// the first attempt (NewIdempotencyKey).
+func IdempotencyKey(key string) CallOption {
+	return func(o *callOpts) { o.key = key }
+}
+
+// IfMatch makes a PUT set the stock only if the item is still at version
+// (Item.Version of a read); otherwise it fails with ErrVersionMismatch.
+func IfMatch(version int64) CallOption {
+	return func(o *callOpts) { o.ifMatch = `"` + strconv.FormatInt(version, 10) + `"` }
+}
+
+// NewIdempotencyKey returns a new random key (32 hex digits).
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// Item is an item as the service shows it.
+type Item struct {
+	SKU     string `json:"sku"`
+	Stock   int64  `json:"stock"`
+	Version int64  `json:"version"` // also its ETag, for IfMatch
+	// Fences holds, per lock strategy, the highest fencing token that has
+	// read the item.
+	Fences map[string]int64 `json:"fences"`
+	// Pending holds by order id the sales whose stock is taken but whose
+	// order is not yet in the ledger.
+	Pending map[string]Order `json:"pending,omitempty"`
+	// Aborted holds by order id the keyed requests given up before their
+	// stock write, with when.
+	Aborted map[string]time.Time `json:"aborted,omitempty"`
+	Replica string               `json:"replica"`
+}
+
+// Sale is a successful decrement.
+type Sale struct {
+	OrderID string `json:"order_id"`
+	SKU     string `json:"sku"`
+	Qty     int64  `json:"qty"`
+	// Remaining is the stock the sale left; nil only in the replay of an
+	// atomic sale recorded by someone other than the replica that sold.
+	Remaining *int64    `json:"remaining"`
+	Strategy  string    `json:"strategy"`
+	Replica   string    `json:"replica"`
+	Fence     int64     `json:"fence"`
+	Attempts  int       `json:"attempts"`
+	At        time.Time `json:"at"`
+	// Recorded is false when the order is not in the ledger yet; the sale
+	// stands, and recovery records it.
+	Recorded       bool   `json:"recorded"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Replayed is true when the answer is an earlier request's sale (same
+	// Idempotency-Key): nothing was sold by this one.
+	Replayed bool `json:"-"`
+}
+
+// Order is one order of the ledger.
+type Order struct {
+	ID        string    `json:"order_id"`
+	SKU       string    `json:"sku"`
+	Qty       int64     `json:"qty"`
+	Replica   string    `json:"replica"`
+	Strategy  string    `json:"strategy"`
+	Fence     int64     `json:"fence"`
+	At        time.Time `json:"at"`
+	Remaining *int64    `json:"remaining,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+	Key       string    `json:"key,omitempty"` // the request's Idempotency-Key
+}
+
+// OrdersQuery selects a page of the ledger. Zero values are left out.
+type OrdersQuery struct {
+	Since time.Time // orders at or after
+	Limit int       // 1 to 1000 (the service's default is 100)
+	After string    // the Next of the previous page
+}
+
+// OrdersPage is one page of the ledger.
+type OrdersPage struct {
+	SKU     string  `json:"sku"`
+	Replica string  `json:"replica"`
+	Count   int     `json:"count"`
+	Orders  []Order `json:"orders"`
+	Next    string  `json:"next,omitempty"` // "" on the last page
+}
+
+// Health is the answer of /healthz and /readyz.
+type Health struct {
+	Status    string            `json:"status"`
+	Replica   string            `json:"replica"`
+	LocksHeld map[string]int    `json:"locks_held"`
+	Checks    map[string]string `json:"checks,omitempty"`
+}
+
+// ItemURL is the URL of sku's item on the replica at base.
+func ItemURL(base, sku string) string { return base + "/v1/items/" + url.PathEscape(sku) }
+
+// SKUOfURL returns the sku of a URL (or path) of an item,
+// .../v1/items/<sku>[/...], and "" for any other URL.
+func SKUOfURL(u string) string {
+	const marker = "/v1/items/"
+	i := strings.Index(u, marker)
+	if i < 0 {
+		return ""
+	}
+	rest := u[i+len(marker):]
+	if j := strings.IndexAny(rest, "/?"); j >= 0 {
+		rest = rest[:j]
+	}
+	if s, err := url.PathUnescape(rest); err == nil {
+		return s
+	}
+	return rest
+}
+
+// PutItem sets (or resets) sku's stock, creating the item if needed. It
+// needs WithAdminToken. With IfMatch it sets it only at that version.
+func (c *Client) PutItem(ctx context.Context, sku string, stock int64, opts ...CallOption) (Item, error) {
+	var it Item
+	body := map[string]int64{"stock": stock}
+	_, err := c.do(ctx, http.MethodPut, ItemURL(c.base, sku), body, true, &it, applyOpts(opts))
+	return it, err
+}
+
+// GetItem reads sku's item.
+func (c *Client) GetItem(ctx context.Context, sku string) (Item, error) {
+	var it Item
+	_, err := c.do(ctx, http.MethodGet, ItemURL(c.base, sku), nil, true, &it)
+	return it, err
+}
+
+// Decrement sells qty units of sku with strategy ("" for the replica's
+// default). With IdempotencyKey, retries (WithRetry's too) sell at most
+// once.
+func (c *Client) Decrement(ctx context.Context, sku string, qty int64, strategy string, opts ...CallOption) (Sale, error) {
+	body := struct {
+		Qty      int64  `json:"qty"`
+		Strategy string `json:"strategy,omitempty"`
+	}{qty, strategy}
+	// Keyed, a decrement may be sent twice: the key sells it once.
+	o := applyOpts(opts)
+	var s Sale
+	h, err := c.do(ctx, http.MethodPost, ItemURL(c.base, sku)+"/decrement", body, o.key != "", &s, o)
+	if err == nil {
+		s.Replayed = h.Get("Idempotent-Replayed") == "true"
+	}
+	return s, err
+}
+
+// Orders reads one page of sku's ledger.
+func (c *Client) Orders(ctx context.Context, sku string, q OrdersQuery) (OrdersPage, error) {
+	v := url.Values{}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	u := ItemURL(c.base, sku) + "/orders"
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	var p OrdersPage
+	_, err := c.do(ctx, http.MethodGet, u, nil, true, &p)
+	return p, err
+}
+
+// AllOrders reads sku's whole ledger since a time (the zero time for all),
+// following its pages.
+func (c *Client) AllOrders(ctx context.Context, sku string, since time.Time) ([]Order, error) {
+	q := OrdersQuery{Since: since, Limit: 1000}
+	var all []Order
+	for {
+		p, err := c.Orders(ctx, sku, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Orders...)
+		if p.Next == "" {
+			return all, nil
+		}
+		q.After = p.Next
+	}
+}
+
+// Health asks /healthz: the replica's name and the leases it holds.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	_, err := c.do(ctx, http.MethodGet, c.base+"/healthz", nil, true, &h)
+	return h, err
+}
+
+// Ready asks /readyz once; a replica that is not ready answers
+// ErrNotReady, whose Checks say which dependency fails.
+func (c *Client) Ready(ctx context.Context) (Health, error) {
+	var h Health
+	_, err := c.do(ctx, http.MethodGet, c.base+"/readyz", nil, true, &h)
+	return h, err
+}
+
+// Metrics fetches the Prometheus text exposition.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	var b []byte
+	_, err := c.do(ctx, http.MethodGet, c.base+"/metrics", nil, true, &b)
+	return b, err
+}
+
+// OpenAPI fetches the replica's OpenAPI document.
+func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
+	var b []byte
+	_, err := c.do(ctx, http.MethodGet, c.base+"/openapi.json", nil, true, &b)
+	return b, err
+}
+
+// WaitReady polls /readyz of the replicas at bases (with c's options)
+// until all answer 200, ctx ends or timeout passes. progress, if not nil,
+// is told about once a second which replicas it still waits for.
+func (c *Client) WaitReady(ctx context.Context, bases []string, timeout time.Duration, progress func(string)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pending := append([]string(nil), bases...)
+	lastErr := map[string]error{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastNote := time.Now()
+	for {
+		var still []string
+		for _, b := range pending {
+			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := c.At(b).Ready(cctx)
+			ccancel()
+			if err != nil {
+				lastErr[b] = err
+				still = append(still, b)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			return nil
+		}
+		if progress != nil && time.Since(lastNote) >= time.Second {
+			lastNote = time.Now()
+			progress(fmt.Sprintf("waiting for %s: %v", strings.Join(pending, ", "), lastErr[pending[0]]))
+		}
+		select {
+		case <-ctx.Done():
+			var errs []error
+			for _, b := range pending {
+				errs = append(errs, fmt.Errorf("%s/readyz: %w", b, lastErr[b]))
+			}
+			return fmt.Errorf("stockclient: replicas not ready: %w (%w)", context.Cause(ctx), errors.Join(errs...))
+		case <-tick.C:
+		}
+	}
+}
+
+// do sends a request, with retries when the client has them and
+// Retryable allows (idempotent says whether the request may be applied
+// twice), and decodes a 2xx answer into out (*[]byte takes it raw). It
+// returns the answer's headers.
+func (c *Client) do(ctx context.Context, method, u string, body any, idempotent bool, out any, opts ...callOpts) (http.Header, error) {
+	var payload []byte
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("stockclient: %s %s: %w", method, u, err)
+		}
+		payload = b
+	}
+	attempts := 1
+	if c.retry != nil {
+		attempts = c.retry.Attempts
+	}
+	for attempt := 1; ; attempt++ {
+		h, err := c.once(ctx, method, u, payload, out, opts...)
+		if err == nil || attempt >= attempts || !Retryable(err, idempotent) {
+			return h, err
+		}
+		wait := c.backoff(attempt)
+		if ra, ok := RetryAfter(err); ok && ra > wait {
+			wait = ra
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return h, err
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the jittered wait before attempt+1: half of Base·2^(attempt-1)
+// (at most Max) plus a random part of the same size.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.retry.Base << (attempt - 1)
+	if d > c.retry.Max || d <= 0 {
+		d = c.retry.Max
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// once sends one request.
+func (c *Client) once(ctx context.Context, method, u string, payload []byte, out any, opts ...callOpts) (http.Header, error) {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("stockclient: %w", err)
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if method == http.MethodPut && c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for _, o := range opts {
+		if o.key != "" {
+			req.Header.Set("Idempotency-Key", o.key)
+		}
+		if o.ifMatch != "" {
+			req.Header.Set("If-Match", o.ifMatch)
+		}
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("stockclient: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.Header, fmt.Errorf("stockclient: %s %s: reading the answer: %w", method, u, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.Header, answerError(method, u, resp, b)
+	}
+	switch o := out.(type) {
+	case nil:
+	case *[]byte:
+		*o = b
+	default:
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.Header, fmt.Errorf("stockclient: %s %s: decoding the answer: %w", method, u, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+// answerError makes the *Error of a non-2xx answer.
+func answerError(method, u string, resp *http.Response, body []byte) *Error {
+	e := &Error{Status: resp.StatusCode, Method: method, URL: u}
+	var w struct {
+		Code     string            `json:"error"`
+		Message  string            `json:"message"`
+		Replica  string            `json:"replica"`
+		SKU      string            `json:"sku"`
+		Strategy string            `json:"strategy"`
+		Stock    *int64            `json:"stock"`
+		Qty      *int64            `json:"qty"`
+		Checks   map[string]string `json:"checks"`
+	}
+	if json.Unmarshal(body, &w) == nil && w.Code != "" {
+		e.Code, e.Message, e.Replica, e.SKU, e.Strategy = w.Code, w.Message, w.Replica, w.SKU, w.Strategy
+		e.Stock, e.Qty, e.Checks = w.Stock, w.Qty, w.Checks
+	} else {
+		if len(body) > 300 {
+			body = body[:300]
+		}
+		e.Body = string(body)
+	}
+	if e.Replica == "" {
+		e.Replica = resp.Header.Get("X-Replica")
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	return e
+}

@@ -1,0 +1,238 @@
+package stockclient_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/pkg/stockclient"
+	"github.com/stocklock/stocklock/services/stock/server"
+)
+
+var mongoURI, redisAddr string
+
+func TestMain(m *testing.M) {
+	devstoretest.Main(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
+		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
+	})
+}
+
+const adminToken = "client-test-admin-token-0123"
+
+// replica starts a real replica on the shared stores, in a database of its
+// own, and returns its base URL.
+func replica(t *testing.T, tweak func(*server.Config)) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	cfg := server.DefaultConfig()
+	cfg.MongoURI, cfg.RedisAddr = mongoURI, redisAddr
+	cfg.DB = "stockclient_test_" + hex.EncodeToString(b[:])
+	cfg.Replica, cfg.AdminToken = "c1", adminToken
+	cfg.LogFormat, cfg.LogLevel = "text", "warn"
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	s, err := server.New(t.Context(), cfg, server.NewLogger(t.Output(), cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func TestClient(t *testing.T) {
+	base := replica(t, nil)
+	ctx := t.Context()
+	anon := stockclient.New(base, stockclient.WithTimeout(10*time.Second))
+	c := stockclient.New(base, stockclient.WithAdminToken(adminToken))
+
+	// Stock changes need the token: a typed 401.
+	_, err := anon.PutItem(ctx, "c-1", 3)
+	var e *stockclient.Error
+	if !errors.Is(err, stockclient.ErrUnauthorized) || !errors.As(err, &e) || e.Status != http.StatusUnauthorized || e.Replica != "c1" {
+		t.Fatalf("PUT without the token: %v; want a 401 unauthorized from c1", err)
+	}
+	if errors.Is(err, stockclient.ErrNotFound) {
+		t.Fatal("an unauthorized error is also not_found")
+	}
+	it, err := c.PutItem(ctx, "c-1", 3)
+	if err != nil || it.Stock != 3 || it.SKU != "c-1" {
+		t.Fatalf("PutItem: %+v, %v", it, err)
+	}
+	// If-Match: the version read sets it; an older one is refused.
+	if _, err := c.PutItem(ctx, "c-1", 2, stockclient.IfMatch(it.Version)); err != nil {
+		t.Fatalf("PUT at the current version: %v", err)
+	}
+	if _, err := c.PutItem(ctx, "c-1", 3, stockclient.IfMatch(it.Version)); !errors.Is(err, stockclient.ErrVersionMismatch) {
+		t.Fatalf("PUT at an old version: %v; want version_mismatch", err)
+	}
+	if _, err := c.GetItem(ctx, "nope"); !errors.Is(err, stockclient.ErrNotFound) {
+		t.Fatalf("GetItem of an unknown sku: %v", err)
+	}
+
+	// A keyed decrement sells once however often it is sent.
+	key := stockclient.NewIdempotencyKey()
+	s1, err := c.Decrement(ctx, "c-1", 1, "atomic", stockclient.IdempotencyKey(key))
+	if err != nil || s1.Replayed || s1.Remaining == nil || *s1.Remaining != 1 || s1.IdempotencyKey != key {
+		t.Fatalf("first keyed decrement: %+v, %v", s1, err)
+	}
+	s2, err := c.At(base).Decrement(ctx, "c-1", 1, "atomic", stockclient.IdempotencyKey(key))
+	if err != nil || !s2.Replayed || s2.OrderID != s1.OrderID {
+		t.Fatalf("retry with the key: %+v, %v; want the replay of %s", s2, err, s1.OrderID)
+	}
+	if _, err := c.Decrement(ctx, "c-1", 2, "atomic", stockclient.IdempotencyKey(key)); !errors.Is(err, stockclient.ErrIdempotencyKeyReused) {
+		t.Fatalf("the key with another qty: %v", err)
+	}
+	if _, err := c.Decrement(ctx, "c-1", 1, ""); err != nil {
+		t.Fatalf("decrement with the default strategy: %v", err)
+	}
+	_, err = c.Decrement(ctx, "c-1", 1, "atomic")
+	if !errors.Is(err, stockclient.ErrSoldOut) || !errors.As(err, &e) || *e.Stock != 0 || *e.Qty != 1 || e.SKU != "c-1" {
+		t.Fatalf("decrement of a sold-out item: %v", err)
+	}
+	if stockclient.Retryable(err, true) {
+		t.Fatal("sold_out is retryable")
+	}
+	_, err = c.Decrement(ctx, "c-1", 1, "etcd-lock")
+	if !errors.Is(err, stockclient.ErrStrategyUnavailable) || stockclient.Retryable(err, true) {
+		t.Fatalf("etcd-lock on a replica without etcd: %v (retryable %v)", err, stockclient.Retryable(err, true))
+	}
+	if _, ok := stockclient.RetryAfter(err); ok {
+		t.Fatal("strategy_unavailable carries Retry-After")
+	}
+
+	// The ledger, in pages and whole.
+	all, err := c.AllOrders(ctx, "c-1", time.Time{})
+	if err != nil || len(all) != 2 || all[0].ID != s1.OrderID || all[0].Key != key {
+		t.Fatalf("AllOrders: %+v, %v", all, err)
+	}
+	p, err := c.Orders(ctx, "c-1", stockclient.OrdersQuery{Limit: 1})
+	if err != nil || p.Count != 1 || p.Next == "" {
+		t.Fatalf("first page of 1: %+v, %v", p, err)
+	}
+	p, err = c.Orders(ctx, "c-1", stockclient.OrdersQuery{Limit: 1, After: p.Next})
+	if err != nil || p.Count != 1 || p.Orders[0].ID == s1.OrderID {
+		t.Fatalf("second page of 1: %+v, %v", p, err)
+	}
+	if _, err := c.Orders(ctx, "c-1", stockclient.OrdersQuery{After: "junk"}); !errors.Is(err, stockclient.ErrInvalidCursor) {
+		t.Fatalf("a bad cursor: %v", err)
+	}
+
+	// Operations.
+	if h, err := c.Health(ctx); err != nil || h.Status != "ok" || h.Replica != "c1" {
+		t.Fatalf("Health: %+v, %v", h, err)
+	}
+	if h, err := c.Ready(ctx); err != nil || h.Status != "ready" || h.Checks["mongodb"] != "ok" {
+		t.Fatalf("Ready: %+v, %v", h, err)
+	}
+	if m, err := c.Metrics(ctx); err != nil || !bytes.Contains(m, []byte("stock_decrements_total")) {
+		t.Fatalf("Metrics: %d bytes, %v", len(m), err)
+	}
+	if d, err := c.OpenAPI(ctx); err != nil || !bytes.Equal(d, server.OpenAPI()) {
+		t.Fatalf("OpenAPI: %d bytes, %v", len(d), err)
+	}
+	if err := c.WaitReady(ctx, []string{base}, 5*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetry: a decrement that finds the item's lock busy gets 503
+// lock_unavailable with Retry-After; WithRetry waits that long and sells on
+// a later attempt, while a client without it reports the 503.
+func TestRetry(t *testing.T) {
+	base := replica(t, func(c *server.Config) {
+		c.Demo, c.RMWDelay, c.LockWait = true, 700*time.Millisecond, 100*time.Millisecond
+	})
+	ctx := t.Context()
+	plain := stockclient.New(base, stockclient.WithAdminToken(adminToken))
+	retrying := stockclient.New(base, stockclient.WithRetry(stockclient.Retry{Attempts: 5}))
+	if _, err := plain.PutItem(ctx, "r-1", 5); err != nil {
+		t.Fatal(err)
+	}
+	holder := make(chan error)
+	busy := func() {
+		go func() {
+			_, err := plain.Decrement(ctx, "r-1", 1, "mongo-lease")
+			holder <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // the holder is in its delay, lock held
+	}
+
+	busy()
+	_, err := plain.Decrement(ctx, "r-1", 1, "mongo-lease")
+	ra, ok := stockclient.RetryAfter(err)
+	if !errors.Is(err, stockclient.ErrLockUnavailable) || !ok || ra != time.Second || !stockclient.Retryable(err, false) {
+		t.Fatalf("without retries: %v (Retry-After %v); want a retryable lock_unavailable after 1s", err, ra)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+
+	busy()
+	start := time.Now()
+	s, err := retrying.Decrement(ctx, "r-1", 1, "mongo-lease")
+	if err != nil || time.Since(start) < time.Second {
+		t.Fatalf("with retries: %+v, %v after %v; want a sale after the Retry-After", s, err, time.Since(start))
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	if it, err := plain.GetItem(ctx, "r-1"); err != nil || it.Stock != 2 {
+		t.Fatalf("stock %d, %v; want 2 (three sales of 5)", it.Stock, err)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, c := range []struct {
+		err        error
+		idempotent bool
+		want       bool
+	}{
+		{&stockclient.Error{Status: 503, Code: "lock_unavailable"}, false, true},
+		{&stockclient.Error{Status: 503, Code: "strategy_unavailable"}, true, false},
+		{&stockclient.Error{Status: 409, Code: "idempotency_in_progress"}, false, true},
+		{&stockclient.Error{Status: 409, Code: "sold_out"}, true, false},
+		{&stockclient.Error{Status: 500, Code: "outcome_unknown"}, false, false},
+		{&stockclient.Error{Status: 500, Code: "outcome_unknown"}, true, true},
+		{&stockclient.Error{Status: 502, Body: "bad gateway"}, true, false},
+		{errors.New("connection reset"), false, false},
+		{errors.New("connection reset"), true, true},
+		{context.DeadlineExceeded, true, false},
+	} {
+		if got := stockclient.Retryable(c.err, c.idempotent); got != c.want {
+			t.Errorf("Retryable(%v, %v) = %v; want %v", c.err, c.idempotent, got, c.want)
+		}
+	}
+}
+
+func TestSKUOfURL(t *testing.T) {
+	for u, want := range map[string]string{
+		"http://h:1/v1/items/abc-1/decrement": "abc-1",
+		"http://h:1/v1/items/a%2Fb/decrement": "a/b",
+		"/v1/items/x?limit=1":                 "x",
+		"http://h:1/healthz":                  "",
+	} {
+		if got := stockclient.SKUOfURL(u); got != want {
+			t.Errorf("SKUOfURL(%q) = %q; want %q", u, got, want)
+		}
+	}
+}
