@@ -62,12 +62,6 @@ func (in Info) Locks() bool { return in.Lock != LockNone }
 // disturbs it.
 type LockService struct {
 	Name string
-	// Shared reports whether its leases exclude across processes: the
-	// in-process lock's do not.
-	Shared bool
-	// Optional reports whether a replica may run without it; its
-	// strategies then answer 503 strategy_unavailable there.
-	Optional bool
 	// Doc is the docs page that describes it, relative to docs/.
 	Doc string
 }
@@ -93,10 +87,10 @@ var registry = []Info{
 // that use them.
 var lockServices = []LockService{
 	{Name: LockLocal, Doc: "lost-update.md"},
-	{Name: LockMongo, Shared: true, Doc: "mongo-lease.md"},
-	{Name: LockRedis, Shared: true, Doc: "redis-lock.md"},
-	{Name: LockEtcd, Shared: true, Optional: true, Doc: "etcd-lock.md"},
-	{Name: LockRedlock, Shared: true, Optional: true, Doc: "redlock.md"},
+	{Name: LockMongo, Doc: "mongo-lease.md"},
+	{Name: LockRedis, Doc: "redis-lock.md"},
+	{Name: LockEtcd, Doc: "etcd-lock.md"},
+	{Name: LockRedlock, Doc: "redlock.md"},
 }
 
 // Register adds a strategy, and its lock service when it brings a new one
