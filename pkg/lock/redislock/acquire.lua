@@ -13,7 +13,8 @@
 -- SET NX because the value holds the token, and the token is only drawn
 -- once the grant is certain, so refused attempts never burn tokens.
 
-local held = redis.call('GET', KEYS[1])
+local v = redis.call('MGET', KEYS[1], KEYS[2])
+local held = v[1]
 if held then
   local _, owner = split(held)
   if owner ~= ARGV[1] then
@@ -30,4 +31,4 @@ if held then
   -- superseded, because its value (old token) no longer matches.
 end
 
-return tonumber(grant(KEYS, head(redis.call('GET', KEYS[2])), now_us(), ARGV[1], ARGV[2]))
+return tonumber(grant(KEYS, head(v[2]), now_us(), ARGV[1], ARGV[2]))

@@ -224,45 +224,27 @@ func BenchmarkContended(b *testing.B) {
 }
 
 // stats is what the server has done so far, as INFO reports it: its CPU
-// time (user and system) and the calls of each command (INFO
-// commandstats, which counts those a script makes); and the round trips
-// the benchmark's clients have made.
+// time (user and system) and the calls of each command (commandCalls);
+// and the round trips the benchmark's clients have made.
 type stats struct {
 	cpu        time.Duration
 	calls      map[string]int64
 	roundTrips int64
 }
 
-// notACall lists the commands that do no work of a lock cycle: the
-// scripts themselves (their calls are counted one by one), and what
-// clients send when they connect and the benchmark when it measures.
-var notACall = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "script", "info", "hello",
-	"client", "ping", "select", "auth", "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "command"}
-
 func serverStats(b *testing.B) stats {
 	c := redis.NewClient(&redis.Options{Addr: benchRedis(b).Addr})
 	defer c.Close()
-	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
+	info, err := c.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatalf("INFO: %v", err)
 	}
-	s := stats{calls: map[string]int64{}, roundTrips: roundTrips.Load()}
+	s := stats{calls: commandCalls(b, c), roundTrips: roundTrips.Load()}
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch {
-		case k == "used_cpu_sys" || k == "used_cpu_user":
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
 			f, _ := strconv.ParseFloat(v, 64)
 			s.cpu += time.Duration(f * float64(time.Second))
-		case strings.HasPrefix(k, "cmdstat_"):
-			// cmdstat_get:calls=3,usec=... (cmdstat_client|setinfo for
-			// a subcommand)
-			name, _, _ := strings.Cut(strings.TrimPrefix(k, "cmdstat_"), "|")
-			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-			n, _ := strconv.ParseInt(calls, 10, 64)
-			s.calls[name] += n
 		}
 	}
 	return s
@@ -283,16 +265,15 @@ func serverProbe(b *testing.B) func() locktest.Metrics {
 			"server-cpu-ms/lock": float64(after.cpu-before.cpu) / float64(time.Millisecond) / n,
 			"round-trips/lock":   float64(after.roundTrips-before.roundTrips) / n,
 		}
-		var all int64
 		for name, calls := range after.calls {
 			d := calls - before.calls[name]
-			if d == 0 || slices.Contains(notACall, name) {
-				continue
+			switch {
+			case name == "":
+				m["server-calls/lock"] = float64(d) / n
+			case d != 0 && !slices.Contains(notACall, name):
+				m["calls="+name+"/lock"] = float64(d) / n
 			}
-			all += d
-			m["calls="+name+"/lock"] = float64(d) / n
 		}
-		m["server-calls/lock"] = float64(all) / n
 		return m
 	}
 }

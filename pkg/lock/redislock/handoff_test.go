@@ -128,7 +128,7 @@ func TestLostHandoffMessageIsClaimed(t *testing.T) {
 		return
 	}
 	defer l.Release(ctx)
-	// The fence records a handed-over grant as "<token>:<waiter id>".
+	// The fence records a handed-over grant as "<token>:<waiter id>:<owner>".
 	fence, err := c.Get(ctx, prefix+"{lost}"+redislock.DefaultFenceSuffix).Result()
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,14 @@
 -- ARGV[5]     release channel of the key
 -- ARGV[6]     id of the calling backend
 -- ARGV[7]     grant channel prefix
+-- ARGV[8]     expiry of the queue key, in ms
 if ARGV[4] ~= '' then
   redis.call('LREM', KEYS[3], 1, ARGV[4] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1])
 end
-local held = redis.call('GET', KEYS[1])
-if not held then return 0 end
-local tok, owner = split(held)
-if owner ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= tok .. ':' .. ARGV[3] then
+local v = redis.call('MGET', KEYS[1], KEYS[2])
+if not v[1] then return 0 end
+local tok, owner = split(v[1])
+if owner ~= ARGV[1] or v[2] ~= fence_value(tok, ARGV[3], ARGV[1]) then
   return 0
 end
-return pass_on(KEYS, tonumber(tok), ARGV[5], ARGV[6], ARGV[7])
+return pass_on(KEYS, tonumber(tok), nil, ARGV[5], ARGV[6], ARGV[7], ARGV[8])

@@ -5,9 +5,12 @@
 -- Keys of a lock k (all in k's hash slot), in the order the scripts take
 -- them:
 --   1 lock     "<prefix>{k}"          "<token>:<owner>", PX the lease's TTL
---   2 fence    "<prefix>{k}<suffix>"  the last token granted, never expired:
---                                     "<token>", or "<token>:<waiter id>"
---                                     when that grant was handed to a waiter
+--   2 fence    "<prefix>{k}<suffix>"  the last grant, never expired:
+--                                     "<token>:<waiter id>:<owner>", the
+--                                     waiter id empty unless the grant was
+--                                     handed to a queued waiter (older
+--                                     versions wrote "<token>" and
+--                                     "<token>:<waiter id>")
 --   3 queue    "<prefix>{k}:queue"    list of waiters, oldest first, each
 --                                     "<deadline ms>:<ttl ms>:<waiter id>:<owner>"
 --   4 waiters  "<prefix>{k}:waiters"  set of backends refused k lately
@@ -16,7 +19,9 @@
 -- grants on "<grant channel prefix><backend id>".
 --
 -- Each redis.call costs the server about as much as a small command from a
--- client, so the scripts make as few as they can.
+-- client, so the scripts make as few as they can: a contended lock cycle
+-- is one RPUSH (wait.lua, a waiter's first attempt) and LPOP, TIME, SET
+-- ... GET, SET and, across processes, PUBLISH (release.lua).
 
 -- Redis before 5.0 replicates a script itself, not its effects, and then
 -- refuses writes after TIME (non-deterministic). Later versions always
@@ -52,6 +57,30 @@ local function split(value)
   return string.sub(value, 1, sep - 1), string.sub(value, sep + 1)
 end
 
+-- fence_value is what the fence holds for a grant of tok to owner, handed
+-- to waiter (a waiter id, or nil for a grant made to its caller).
+local function fence_value(tok, waiter, owner)
+  return tok .. ':' .. (waiter or '') .. ':' .. owner
+end
+
+-- fence_lease returns the lease value "<token>:<owner>" of the grant a
+-- fence value records, or nil for a fence of an older version or none.
+local function fence_lease(f)
+  if not f then return nil end
+  local a = string.find(f, ':', 1, true)
+  if not a then return nil end
+  local b = a
+  if string.sub(f, a + 1, a + 1) ~= ':' then
+    -- "<token>:<backend id>:<seq>:<owner>": skip the waiter id
+    b = string.find(f, ':', a + 1, true)
+    b = b and string.find(f, ':', b + 1, true)
+    if not b then return nil end
+  else
+    b = a + 1
+  end
+  return string.sub(f, 1, a) .. string.sub(f, b + 1)
+end
+
 -- grant gives the lock to owner for ttl ms with the next token, and returns
 -- the token as a string. The token is max(last token, server time in
 -- microseconds) + 1, where last is the fence's, or the holder's when the
@@ -67,11 +96,7 @@ end
 -- waiter, and only it, may claim the grant (wait.lua, leave.lua).
 local function grant(keys, last, now, owner, ttl, waiter)
   local tok = string.format('%d', math.max(last, now) + 1)
-  if waiter then
-    redis.call('SET', keys[2], tok .. ':' .. waiter)
-  else
-    redis.call('SET', keys[2], tok)
-  end
+  redis.call('SET', keys[2], fence_value(tok, waiter, owner))
   -- PX, never EX: the lease must not outlive the holder's own idea of it
   -- by a second.
   redis.call('SET', keys[1], tok .. ':' .. owner, 'PX', ttl)
@@ -79,17 +104,34 @@ local function grant(keys, last, now, owner, ttl, waiter)
 end
 
 -- pass_on frees a held lock whose token is last: it grants it to the first
--- queued waiter whose place has not lapsed and tells that waiter's backend,
--- dropping lapsed waiters on the way. With no such waiter it deletes the lock and, if a backend other
--- than the caller (self) was refused the key lately without queueing,
--- publishes the release on channel (payload: the token) so that it
--- retries now.
+-- queued waiter whose place has not lapsed and tells that waiter's
+-- backend, dropping lapsed waiters on the way. With no such waiter it
+-- deletes the lock and, if a backend other than the caller (self) was
+-- refused the key lately without queueing, publishes the release on
+-- channel (payload: the token) so that it retries now.
+--
+-- lease is the value "<token>:<owner>" of the lease being released, when
+-- the caller has not checked that it is the current one (release.lua):
+-- pass_on checks it with the calls it makes anyway. The fence, which
+-- records the last grant, is swapped for the new grant's (SET ... GET) and
+-- must have held this lease: then no grant was made since, and the lock
+-- key holds this lease or, if it expired, nothing. Otherwise the fence is
+-- put back and the waiter returned to the head of the queue. A fence that
+-- does not record a lease (lost, evicted, or of an older version) is
+-- checked against the lock key instead. qttl is the queue's expiry in ms,
+-- renewed here once every 10 s of server time, so that a queue handed on
+-- from waiter to waiter for longer than its expiry does not lapse under
+-- them.
 --
 -- It returns 1 when the key was freed, 2 when it was handed to a waiter of
 -- another backend, and "<sequence number>:<token>" when it was handed to a
--- waiter of the caller, which is not published: the caller delivers it.
-local function pass_on(keys, last, channel, self, grantpfx)
+-- waiter of the caller, which is not published: the caller delivers it; 0
+-- when lease was not the current one and nothing changed. When the lease
+-- had expired without another grant, the key still goes to the waiter but
+-- the answer is negative: -2, or "-<sequence number>:<token>".
+local function pass_on(keys, last, lease, channel, self, grantpfx, qttl)
   local now, now_ms
+  local expired = ''
   while true do
     local e = redis.call('LPOP', keys[3])
     if not e then break end
@@ -104,18 +146,45 @@ local function pass_on(keys, last, channel, self, grantpfx)
     local d = string.find(e, ':', c + 1, true)
     if tonumber(string.sub(e, 1, a - 1)) > now_ms then
       local backend, seq = string.sub(e, b + 1, c - 1), string.sub(e, c + 1, d - 1)
-      local tok = grant(keys, last, now, string.sub(e, d + 1), string.sub(e, a + 1, b - 1), string.sub(e, b + 1, d - 1))
+      local owner, ttl, waiter = string.sub(e, d + 1), string.sub(e, a + 1, b - 1), string.sub(e, b + 1, d - 1)
+      local tok = string.format('%d', math.max(last, now) + 1)
+      local old = redis.call('SET', keys[2], fence_value(tok, waiter, owner), 'GET')
+      if lease and fence_lease(old) ~= lease then
+        local held = redis.call('GET', keys[1])
+        if held ~= lease then
+          if old then redis.call('SET', keys[2], old) else redis.call('DEL', keys[2]) end
+          redis.call('LPUSH', keys[3], e)
+          return 0
+        end
+        -- Held, by a lease the fence does not record: the fence may be
+        -- behind (a restore) as well as of an older version.
+        local f = head(old)
+        if f >= tonumber(tok) then
+          tok = string.format('%d', f + 1)
+          redis.call('SET', keys[2], fence_value(tok, waiter, owner))
+        end
+      end
+      if lease and redis.call('SET', keys[1], tok .. ':' .. owner, 'PX', ttl, 'GET') ~= lease then
+        expired = '-' -- the fence recorded this lease: it expired, and nobody took the key since
+      elseif not lease then
+        redis.call('SET', keys[1], tok .. ':' .. owner, 'PX', ttl)
+      end
+      if math.floor(last / 10000000) ~= math.floor(now / 10000000) then
+        redis.call('PEXPIRE', keys[3], qttl)
+      end
       if backend == self then
-        return seq .. ':' .. tok
+        return expired .. seq .. ':' .. tok
       end
       -- PUBLISH's count of receivers is not checked: on a Cluster it
       -- counts only this node's subscribers. A waiter whose backend did
       -- not hear this (its subscription was down) claims the grant at its
       -- next attempt; one whose process is gone holds the key until ttl.
       redis.call('PUBLISH', grantpfx .. backend, seq .. ':' .. tok)
+      if expired ~= '' then return -2 end
       return 2
     end
   end
+  if lease and redis.call('GET', keys[1]) ~= lease then return 0 end
   redis.call('DEL', keys[1])
   -- The waiters set is left to expire: its backends may still be waiting.
   local n = redis.call('SCARD', keys[4])
@@ -124,4 +193,3 @@ local function pass_on(keys, last, channel, self, grantpfx)
   end
   return 1
 end
-

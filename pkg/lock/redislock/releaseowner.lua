@@ -9,8 +9,9 @@
 -- ARGV[2]     release channel of the key
 -- ARGV[3]     id of the calling backend
 -- ARGV[4]     grant channel prefix
+-- ARGV[5]     expiry of the queue key, in ms
 local held = redis.call('GET', KEYS[1])
 if not held then return 0 end
 local tok, owner = split(held)
 if owner ~= ARGV[1] then return 0 end
-return pass_on(KEYS, tonumber(tok), ARGV[2], ARGV[3], ARGV[4])
+return pass_on(KEYS, tonumber(tok), nil, ARGV[2], ARGV[3], ARGV[4], ARGV[5])

@@ -11,22 +11,57 @@
 -- ARGV[4]     how long the place is kept without another attempt, in ms
 -- ARGV[5]     expiry of the queue key, in ms
 -- ARGV[6]     the deadline of the waiter's place, "" if it has none yet
+-- ARGV[7]     "" or, for a waiter's first attempt on a key its backend
+--             saw contended a moment ago, the deadline of its new place
+--             on the server's clock, as the backend estimates it from the
+--             server's time a recent attempt reported (never later than
+--             the server's own reckoning, see waiter.go)
+--
+-- Queue first: with ARGV[7], the waiter joins the queue before anything is
+-- read, and if others were queued already it stays there, in one call:
+-- a released key goes to the head of the queue, so a queue with waiters
+-- in it almost always belongs to a held key. (When the holder's lease
+-- expired instead, the key is free with waiters queued, and they take it
+-- at their next attempt, on their backoff, as without queue first.) The
+-- latest token reported is then 0: no grant can have been handed to a
+-- waiter before its first attempt.
 
-local held = redis.call('GET', KEYS[1])
+local tail = ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1]
+local placed = false -- whether this call queued the waiter already
+if ARGV[7] ~= '' then
+  local n = redis.call('RPUSH', KEYS[3], ARGV[7] .. tail)
+  if n > 1 then
+    -- The queue's expiry is set when it is created and renewed by
+    -- handoffs (lib.lua's pass_on) and places renewed below; a place
+    -- kept longer than half of it renews it at once.
+    if tonumber(ARGV[4]) * 2 > tonumber(ARGV[5]) then
+      redis.call('PEXPIRE', KEYS[3], ARGV[5])
+    end
+    return '0:' .. ARGV[7]
+  end
+  placed = true
+end
+
+local v = redis.call('MGET', KEYS[1], KEYS[2])
+local held = v[1]
 if held then
   local tok, owner = split(held)
   if owner == ARGV[1] then
-    if redis.call('GET', KEYS[2]) == tok .. ':' .. ARGV[3] then
+    if v[2] == fence_value(tok, ARGV[3], ARGV[1]) then
       -- Handed to this waiter by a release whose message has not been
       -- taken (or was lost): claim it, keeping its token and expiry.
+      if placed then redis.call('DEL', KEYS[3]) end
       return tonumber(tok)
     end
     -- Held by this owner otherwise: re-grant below with a new token, as
     -- acquire.lua does.
+  elseif placed then
+    -- The queue was created by this call.
+    redis.call('PEXPIRE', KEYS[3], ARGV[5])
+    return (tok or '0') .. ':' .. ARGV[7]
   else
     -- A place lapses at its deadline on the server's clock. Renewing it
     -- keeps the waiter's position, if the place is still in the queue.
-    local tail = ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1]
     local deadline = string.format('%d', math.floor(now_us() / 1000) + tonumber(ARGV[4]))
     local i = nil
     if ARGV[6] ~= '' then
@@ -34,8 +69,8 @@ if held then
     end
     if i then
       redis.call('LSET', KEYS[3], i, deadline .. tail)
-    else
-      redis.call('RPUSH', KEYS[3], deadline .. tail)
+      redis.call('PEXPIRE', KEYS[3], ARGV[5])
+    elseif redis.call('RPUSH', KEYS[3], deadline .. tail) == 1 or tonumber(ARGV[4]) * 2 > tonumber(ARGV[5]) then
       redis.call('PEXPIRE', KEYS[3], ARGV[5])
     end
     return (tok or '0') .. ':' .. deadline
@@ -45,8 +80,10 @@ end
 -- Granted. A place this waiter still has in the queue (a free key with
 -- waiters queued is one whose lease expired instead of being released)
 -- would lapse by itself; it is removed so that it is not handed the key
--- again.
-if ARGV[6] ~= '' then
+-- again. One this call made is the queue's only entry.
+if placed then
+  redis.call('DEL', KEYS[3])
+elseif ARGV[6] ~= '' then
   redis.call('LREM', KEYS[3], 1, ARGV[6] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1])
 end
-return tonumber(grant(KEYS, head(redis.call('GET', KEYS[2])), now_us(), ARGV[1], ARGV[2]))
+return tonumber(grant(KEYS, head(v[2]), now_us(), ARGV[1], ARGV[2]))

@@ -32,6 +32,7 @@ type waiter struct {
 	stay       time.Duration
 	stayArg    any    // stay, as wait.lua takes it
 	deadline   string // the deadline of the waiter's place, "" if none
+	attempted  bool   // an attempt was sent
 	grants     chan uint64
 }
 
@@ -57,8 +58,17 @@ func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, l
 	if stay > queueTTL {
 		queueTTLArg = w.stayArg
 	}
-	res, err := waitScript.Run(ctx, w.b.client, w.lockNames().keys,
-		w.ownerArg, w.ttlArg, w.idArg, w.stayArg, queueTTLArg, w.deadline).Result()
+	names := w.lockNames()
+	// A waiter's first attempt on a key that was contended a moment ago
+	// joins the queue first, with a deadline from the server's clock as
+	// last reported (wait.lua).
+	var estimate string
+	if !w.attempted {
+		estimate = names.clock.Load().deadline(stay)
+	}
+	w.attempted = true
+	res, err := waitScript.Run(ctx, w.b.client, names.keys,
+		w.ownerArg, w.ttlArg, w.idArg, w.stayArg, queueTTLArg, w.deadline, estimate).Result()
 	if err != nil {
 		return 0, 0, fmt.Errorf("redislock: acquire %q: %w", w.key, err)
 	}
@@ -71,6 +81,9 @@ func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, l
 		l, d, ok := strings.Cut(r, ":")
 		if latest, err := strconv.ParseUint(l, 10, 64); ok && err == nil {
 			w.deadline = d
+			if estimate == "" {
+				names.clock.Store(readClock(d, stay))
+			}
 			return 0, latest, fmt.Errorf("redislock: acquire %q: queued: %w", w.key, lock.ErrNotAcquired)
 		}
 	}
@@ -88,7 +101,7 @@ func (w *waiter) Leave(ctx context.Context) error {
 	}
 	n := w.lockNames()
 	res, err := leaveScript.Run(ctx, w.b.client, n.keys,
-		w.ownerArg, w.ttlArg, w.idArg, w.deadline, n.channelArg, w.b.idArg, w.b.grantPfxArg).Result()
+		w.ownerArg, w.ttlArg, w.idArg, w.deadline, n.channelArg, w.b.idArg, w.b.grantPfxArg, w.b.queueTTLArg).Result()
 	if err != nil {
 		return fmt.Errorf("redislock: leave the queue of %q: %w", w.key, err)
 	}
@@ -125,4 +138,50 @@ func (w *waiter) deliver(token uint64) {
 		default:
 		}
 	}
+}
+
+// clockFresh is how long a reading of the server's clock serves the
+// deadlines of new places (wait.lua's queue first). An older one is not
+// used: the attempt reads the clock itself, and reports it.
+const clockFresh = 500 * time.Millisecond
+
+// serverClock is the server's clock as an attempt read it: ms on the
+// server, at a local instant no earlier than the reading (when its reply
+// had arrived).
+type serverClock struct {
+	ms int64
+	at time.Time // with the monotonic clock
+}
+
+// readClock returns the clock an attempt that queued with deadline d (from
+// the server's clock in ms, plus stay) reported.
+func readClock(d string, stay time.Duration) *serverClock {
+	ms, err := strconv.ParseInt(d, 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &serverClock{ms: ms - stayMillis(stay), at: time.Now()}
+}
+
+// deadline returns the deadline of a place kept for stay, sent now, on the
+// server's clock: the last reading plus the local time elapsed since, in
+// whole ms, plus stay; "" when there is no reading under clockFresh old.
+// The reading was taken before its reply arrived, and the attempt will run
+// after it is sent, so this is never later than the deadline the server
+// would give from its own clock (as long as both clocks run at the same
+// rate: over clockFresh, microseconds apart).
+func (c *serverClock) deadline(stay time.Duration) string {
+	if c == nil {
+		return ""
+	}
+	elapsed := time.Since(c.at)
+	if elapsed >= clockFresh {
+		return ""
+	}
+	return strconv.FormatInt(c.ms+int64(elapsed/time.Millisecond)+stayMillis(stay), 10)
+}
+
+// stayMillis is stay as ttlArg renders it.
+func stayMillis(stay time.Duration) int64 {
+	return int64((stay + time.Millisecond - 1) / time.Millisecond)
 }

@@ -1,0 +1,339 @@
+package redislock_test
+
+// Tests of what a contended lock cycle costs the server and of the checks
+// that cost nothing extra: a release checks its lease through the fence it
+// swaps (lib.lua's pass_on), and a waiter's first attempt on a contended
+// key joins the queue in one call (wait.lua).
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/redislock"
+)
+
+// notACall lists the commands that do no work of a lock cycle: the
+// scripts themselves (their calls are counted one by one), and what
+// clients send when they connect and the tests when they measure.
+var notACall = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "script", "info", "hello",
+	"client", "ping", "select", "auth", "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "command"}
+
+// commandCalls returns the calls of every command the server has run so
+// far (INFO commandstats, which counts the calls scripts make), by
+// command name, and in "" those of all commands that are not notACall.
+func commandCalls(tb testing.TB, c *redis.Client) map[string]int64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	calls := map[string]int64{}
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "cmdstat_") {
+			continue
+		}
+		// cmdstat_get:calls=3,usec=... (cmdstat_client|setinfo for a
+		// subcommand)
+		name, _, _ := strings.Cut(strings.TrimPrefix(k, "cmdstat_"), "|")
+		n, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		count, _ := strconv.ParseInt(n, 10, 64)
+		calls[name] += count
+		if !slices.Contains(notACall, name) {
+			calls[""] += count
+		}
+	}
+	return calls
+}
+
+// callsServer returns a redis-server of the test's own, whose command
+// counts no other test disturbs.
+func callsServer(t *testing.T) *devstore.Redis {
+	srv := devstoretest.Redis(t)
+	if srv.Kind != devstore.KindRedisServer {
+		t.Skipf("counts commands: needs a redis-server of its own, have %s", srv.Kind)
+	}
+	return srv
+}
+
+// TestContendedCycleCalls: with 4 goroutines taking one key in turn, a
+// lock cycle costs the server at most 5 calls when they share a backend
+// (RPUSH; LPOP, TIME, SET ... GET, SET) and 6 across backends (PUBLISH),
+// with a little room for the attempts that read the server's clock again
+// and for the first cycles.
+func TestContendedCycleCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shared bool
+		max    float64
+	}{{"one-backend", true, 5.2}, {"4-backends", false, 6.2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := callsServer(t)
+			c := newClient(t, srv.Addr)
+			ctx := ctxFor(t, 30*time.Second)
+			const goroutines, cycles = 4, 400
+			lockers := make([]*lock.Locker, goroutines)
+			for i := range lockers {
+				if tc.shared && i > 0 {
+					lockers[i] = lockers[0]
+					continue
+				}
+				l, err := lock.New(newBackend(t, newClient(t, srv.Addr)), lock.WithRetry(redislock.DefaultRetry))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lockers[i] = l
+			}
+			// Warm up: scripts loaded, subscriptions made, the clock read.
+			for _, l := range lockers {
+				lease, err := l.Acquire(ctx, "cycle")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = lease.Release(ctx)
+			}
+			before := commandCalls(t, c)
+			var wg sync.WaitGroup
+			for _, l := range lockers {
+				wg.Go(func() {
+					for range cycles / goroutines {
+						lease, err := l.Acquire(ctx, "cycle")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if err := lease.Release(ctx); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			after := commandCalls(t, c)
+			per := map[string]float64{}
+			for name, n := range after {
+				if d := n - before[name]; d > 0 && !slices.Contains(notACall, name) {
+					per[name] = float64(d) / cycles
+				}
+			}
+			t.Logf("calls per lock cycle: %.2f %v", per[""], per)
+			if per[""] > tc.max {
+				t.Errorf("%.2f calls per lock cycle, want at most %.1f: %v", per[""], tc.max, per)
+			}
+		})
+	}
+}
+
+// TestQueueFirstAttempt: the first attempt of a second waiter on a key
+// with a waiter queued already is one RPUSH, and the deadline of its place
+// comes from the server's clock as the first waiter's attempt read it: no
+// later than the server would have made it itself.
+func TestQueueFirstAttempt(t *testing.T) {
+	srv := callsServer(t)
+	c := newClient(t, srv.Addr)
+	prefix := testPrefix(t, srv.Addr)
+	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	b := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	ctx := ctxFor(t, 10*time.Second)
+	const stay = 5 * time.Second
+
+	token, err := holder.TryAcquire(ctx, "first", "holder", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := b.Waiter("first", "w1")
+	defer w1.Close()
+	queued(t, ctx, w1, stay)
+	time.Sleep(20 * time.Millisecond) // the reading ages; the estimate must follow
+
+	serverMs := func() int64 {
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.UnixMilli()
+	}
+	w2 := b.Waiter("first", "w2")
+	defer w2.Close()
+	t0 := serverMs()
+	calls0 := commandCalls(t, c)
+	_, latest, err := w2.Attempt(ctx, 10*time.Second, stay)
+	calls1 := commandCalls(t, c)
+	t1 := serverMs()
+	if !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("second waiter's first attempt = %v, want queued", err)
+	}
+	if latest != 0 {
+		t.Errorf("latest = %d, want 0 from a queue-first attempt", latest)
+	}
+	if d := calls1[""] - calls0[""]; d != 1 || calls1["rpush"]-calls0["rpush"] != 1 {
+		t.Errorf("the attempt made %d calls (rpush %d), want one RPUSH", d, calls1["rpush"]-calls0["rpush"])
+	}
+	places, err := c.LRange(ctx, prefix+"{first}:queue", 0, -1).Result()
+	if err != nil || len(places) != 2 {
+		t.Fatalf("queue = %q, %v; want two places", places, err)
+	}
+	d, _, _ := strings.Cut(places[1], ":")
+	deadline, _ := strconv.ParseInt(d, 10, 64)
+	if max := t1 + stay.Milliseconds(); deadline > max {
+		t.Errorf("deadline %d is %d ms later than the server's clock after the attempt plus stay", deadline, deadline-max)
+	}
+	if min := t0 + stay.Milliseconds() - 50; deadline < min {
+		t.Errorf("deadline %d is %d ms before the server's clock before the attempt plus stay", deadline, min+50-deadline)
+	}
+
+	// The queue order holds: the release hands the key to w1, then w2.
+	if err := holder.Release(ctx, "first", "holder", token); err != nil {
+		t.Fatal(err)
+	}
+	t1tok, _, err := w1.Attempt(ctx, 10*time.Second, stay)
+	if err != nil {
+		t.Fatalf("first waiter after the release: %v", err)
+	}
+	if err := b.Release(ctx, "first", "w1", t1tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w2.Attempt(ctx, 10*time.Second, stay); err != nil {
+		t.Fatalf("second waiter after the first released: %v", err)
+	}
+}
+
+// TestReleaseChecksLeaseWithWaiterQueued: a release that names another
+// owner with the holder's token, or the holder with another token, changes
+// nothing while a waiter is queued: the lock key, its expiry, the fence
+// and the queue stay as they were.
+func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
+	srv := devstoretest.Redis(t)
+	c := newClient(t, srv.Addr)
+	prefix := testPrefix(t, srv.Addr)
+	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	waiting := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	ctx := ctxFor(t, 10*time.Second)
+	lockKey := prefix + "{check}"
+
+	token, err := holder.TryAcquire(ctx, "check", "holder", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := waiting.Waiter("check", "waiter")
+	defer w.Close()
+	queued(t, ctx, w, time.Minute)
+
+	state := func() []string {
+		var s []string
+		for _, k := range []string{lockKey, lockKey + redislock.DefaultFenceSuffix} {
+			v, _ := c.Get(ctx, k).Result()
+			s = append(s, v)
+		}
+		q, _ := c.LRange(ctx, lockKey+":queue", 0, -1).Result()
+		return append(s, q...)
+	}
+	before := state()
+	for _, bad := range []struct {
+		owner string
+		token uint64
+	}{{"intruder", token}, {"holder", token - 1}, {"holder", token + 1}} {
+		if err := holder.Release(ctx, "check", bad.owner, bad.token); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("Release(%s, %d) = %v, want ErrNotHeld", bad.owner, bad.token, err)
+		}
+		if after := state(); !slices.Equal(after, before) {
+			t.Fatalf("Release(%s, %d) changed\n%q\nto\n%q", bad.owner, bad.token, before, after)
+		}
+		if ttl, err := c.PTTL(ctx, lockKey).Result(); err != nil || ttl < 9*time.Second {
+			t.Errorf("lock key's expiry after Release(%s, %d) = %v, %v; want about 10s", bad.owner, bad.token, ttl, err)
+		}
+	}
+	if err := holder.Release(ctx, "check", "holder", token); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := w.Attempt(ctx, 10*time.Second, time.Minute); err != nil || got <= token {
+		t.Errorf("waiter after the holder's release = %d, %v; want a token above %d", got, err, token)
+	}
+}
+
+// TestExpiredLeaseReleaseHandsOn: a holder whose lease expired, with
+// nobody granted the key since, learns that from Release (ErrNotHeld), and
+// the key, free anyway, goes to the waiter queued for it.
+func TestExpiredLeaseReleaseHandsOn(t *testing.T) {
+	srv := devstoretest.Redis(t)
+	prefix := testPrefix(t, srv.Addr)
+	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	waiting := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	ctx := ctxFor(t, 10*time.Second)
+
+	token, err := holder.TryAcquire(ctx, "expired", "holder", lock.MinTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := waiting.Waiter("expired", "waiter")
+	defer w.Close()
+	queued(t, ctx, w, time.Minute)
+	time.Sleep(2 * lock.MinTTL)
+
+	if err := holder.Release(ctx, "expired", "holder", token); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release of an expired lease = %v, want ErrNotHeld", err)
+	}
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case got := <-w.Granted():
+			if got == 0 {
+				continue // the subscription is in place: not a grant
+			}
+			if got <= token {
+				t.Errorf("grant %d is not above the expired lease's %d", got, token)
+			}
+			return
+		case <-timeout:
+			t.Fatal("the waiter was not handed the key")
+		}
+	}
+}
+
+// TestReleaseOverOldFence: a fence that does not record the lease (of an
+// older version of this package, or rolled back) does not stop its holder's
+// release from handing the key on, and the waiter's token is above both
+// the lease's and the fence's.
+func TestReleaseOverOldFence(t *testing.T) {
+	srv := devstoretest.Redis(t)
+	c := newClient(t, srv.Addr)
+	prefix := testPrefix(t, srv.Addr)
+	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	waiting := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
+	ctx := ctxFor(t, 10*time.Second)
+
+	token, err := holder.TryAcquire(ctx, "old", "holder", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := waiting.Waiter("old", "waiter")
+	defer w.Close()
+	queued(t, ctx, w, time.Minute)
+	// The older layout "<token>:<waiter id>", far ahead of the clock.
+	ahead := token + uint64(time.Hour/time.Microsecond)
+	if err := c.Set(ctx, prefix+"{old}"+redislock.DefaultFenceSuffix, strconv.FormatUint(ahead, 10)+":0123:7", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx, "old", "holder", token); err != nil {
+		t.Fatalf("Release over an old fence: %v", err)
+	}
+	got, _, err := w.Attempt(ctx, 10*time.Second, time.Minute)
+	if err != nil {
+		t.Fatalf("waiter after the release: %v", err)
+	}
+	if got <= ahead {
+		t.Errorf("handed-over token %d is not above the fence's %d", got, ahead)
+	}
+}
