@@ -22,8 +22,8 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/stocklock/stocklock/loadtest/history"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // Options describe one attack.
@@ -277,7 +277,7 @@ func Interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string)
 	}
 	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica, Fence: body.Fence}
 	if o.SKU == "" {
-		o.SKU = stockapi.SKUOfURL(r.URL)
+		o.SKU = stockclient.SKUOfURL(r.URL)
 	}
 	if o.Qty == 0 {
 		o.Qty = qty

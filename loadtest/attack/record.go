@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/history"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // recordingTransport records every decrement that passes through it into
@@ -62,7 +62,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	defer t.rec.Release(client)
 	for n := 1; ; n++ {
 		op := history.Op{
-			Client: client, Kind: history.Decrement, SKU: stockapi.SKUOfURL(req.URL.Path), Qty: in.Qty,
+			Client: client, Kind: history.Decrement, SKU: stockclient.SKUOfURL(req.URL.Path), Qty: in.Qty,
 			Strategy: in.Strategy, Key: req.Header.Get("Idempotency-Key"), Target: t.target,
 		}
 		if op.Key != "" {

@@ -19,7 +19,7 @@ import (
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // The faults, by name.
@@ -256,9 +256,9 @@ type Event struct {
 // Ctx is what an injector works with.
 type Ctx struct {
 	Env      *env.Env
-	Probe    *stockapi.Client // asks the replicas who holds a lock
-	Strategy string           // the strategy under attack
-	SKUs     []string         // the skus under attack (a drill's one hot sku)
+	Probe    *stockclient.Client // asks the replicas who holds a lock
+	Strategy string              // the strategy under attack
+	SKUs     []string            // the skus under attack (a drill's one hot sku)
 	// Strike is when the fault strikes: an injector waits for it, then
 	// looks for a victim for up to Search.
 	Strike time.Time
@@ -440,12 +440,9 @@ func (f *Ctx) held(ctx context.Context) ([]int, error) {
 	var wg sync.WaitGroup
 	for i, base := range bases {
 		wg.Go(func() {
-			var body struct {
-				LocksHeld map[string]int `json:"locks_held"`
-			}
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			if err := f.Probe.Do(cctx, "GET", base+"/healthz", nil, &body); err == nil {
+			if body, err := f.Probe.At(base).Health(cctx); err == nil {
 				held[i] = body.LocksHeld[f.Strategy]
 			}
 		})

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/internal/devstore"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 const (
@@ -361,7 +361,7 @@ func (e *Env) waitReady(ctx context.Context, procs []*replicaProc) error {
 			}
 		}()
 	}
-	a := stockapi.New(5*time.Second, "")
+	a := stockclient.New("", stockclient.WithTimeout(5*time.Second))
 	if err := a.WaitReady(rctx, bases, e.opt.ReadyWait, func(s string) { e.logf("  %s", s) }); err != nil {
 		if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
 			return c
@@ -372,7 +372,8 @@ func (e *Env) waitReady(ctx context.Context, procs []*replicaProc) error {
 	// server that answered is the replica just started, not another
 	// process that took the port meanwhile.
 	for _, p := range procs {
-		name, err := a.ReplicaName(ctx, p.base)
+		health, err := a.At(p.base).Health(ctx)
+		name := health.Replica
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", p.id, err)
 		}

@@ -24,7 +24,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // Harness runs the strategies of one Config against a set of replicas.
@@ -42,12 +42,12 @@ type Harness struct {
 	ids      map[string]string // replica id by base URL
 	outDir   string
 	prefix   string // sku prefix of this harness run
-	api      *stockapi.Client
+	api      *stockclient.Client
 	// probe asks the replicas' /healthz who holds a lock, in fault drills.
-	probe *stockapi.Client
+	probe *stockclient.Client
 	// reader is the separate client whose reads of the stock go into
 	// the history.
-	reader *stockapi.Client
+	reader *stockclient.Client
 	// drills numbers the fault runs, so that each gets skus of its own.
 	drills int
 	// runNo numbers the runs, for the events.
@@ -191,9 +191,9 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 		_, _ = rand.Read(b[:])
 		h.prefix = "lt-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 	}
-	h.api = stockapi.New(cfg.Timeout+15*time.Second, cfg.AdminToken)
-	h.probe = stockapi.New(time.Second, "")
-	h.reader = stockapi.New(5*time.Second, "")
+	h.api = stockclient.New("", stockclient.WithTimeout(cfg.Timeout+15*time.Second), stockclient.WithAdminToken(cfg.AdminToken))
+	h.probe = stockclient.New("", stockclient.WithTimeout(time.Second))
+	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
 
 	var err error
@@ -223,7 +223,7 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 	cfg := h.cfg
 	if len(cfg.Replicas) > 0 {
 		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
-		err := stockapi.New(5*time.Second, "").WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
+		err := stockclient.New("", stockclient.WithTimeout(5*time.Second)).WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
 		if err != nil {
 			return err
 		}

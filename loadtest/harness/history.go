@@ -29,14 +29,14 @@ func (h *Harness) readLoop(ctx context.Context, rec *history.Recorder, skus []st
 		base, sku := h.replicas[i%len(h.replicas)], skus[i%len(skus)]
 		client := rec.Acquire()
 		call := rec.Now()
-		it, err := h.reader.GetItem(ctx, base, sku)
+		it, err := h.reader.At(base).GetItem(ctx, sku)
 		ret := rec.Now()
 		rec.Release(client)
 		if err != nil {
 			continue
 		}
 		rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
-			Outcome: history.OK, Stock: history.Int(it.Stock), Status: 200})
+			Outcome: history.OK, Stock: history.Int(int(it.Stock)), Status: 200})
 	}
 }
 
@@ -46,7 +46,7 @@ func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, s
 	client := rec.Acquire()
 	defer rec.Release(client)
 	call := rec.Now()
-	if err := h.api.SetStock(ctx, base, sku, stock); err != nil {
+	if _, err := h.api.At(base).PutItem(ctx, sku, int64(stock)); err != nil {
 		return err
 	}
 	rec.Add(history.Op{Client: client, Kind: history.Set, SKU: sku, Target: base, Call: call, Return: rec.Now(),

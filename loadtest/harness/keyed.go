@@ -116,7 +116,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	var skus []string
 	for _, st := range strategies {
 		sku := fmt.Sprintf("%s-keyed%d-%s", h.prefix, rep, st)
-		if err := h.api.SetStock(ctx, bases[0], sku, stock); err != nil {
+		if _, err := h.api.At(bases[0]).PutItem(ctx, sku, int64(stock)); err != nil {
 			return run, fmt.Errorf("keyed drill: set the stock of %s: %w", sku, err)
 		}
 		skus = append(skus, sku)
@@ -188,13 +188,13 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		return run, err
 	}
 	for _, sku := range skus {
-		it, err := h.api.GetItem(ctx, bases[0], sku)
+		it, err := h.api.At(bases[0]).GetItem(ctx, sku)
 		if err != nil {
 			return run, fmt.Errorf("keyed drill: read %s: %w", sku, err)
 		}
-		run.UnitsTaken += stock - it.Stock
+		run.UnitsTaken += stock - int(it.Stock)
 		run.Pending += len(it.Pending)
-		orders, err := h.api.Orders(ctx, bases[0], sku, time.Time{})
+		orders, err := ledgerOrders(ctx, h.api.At(bases[0]), sku, time.Time{})
 		if err != nil {
 			return run, fmt.Errorf("keyed drill: read the ledger of %s: %w", sku, err)
 		}
@@ -291,11 +291,8 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 func (h *Harness) waitHolding(ctx context.Context, i int) string {
 	base := h.env.Bases()[i]
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
-		var body struct {
-			LocksHeld map[string]int `json:"locks_held"`
-		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := h.probe.Do(cctx, http.MethodGet, base+"/healthz", nil, &body)
+		body, err := h.probe.At(base).Health(cctx)
 		cancel()
 		n := 0
 		for _, c := range body.LocksHeld {

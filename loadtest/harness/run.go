@@ -35,7 +35,7 @@ func (h *Harness) scrape(ctx context.Context) []*histSnapshot {
 	out := make([]*histSnapshot, len(h.replicas))
 	for i, base := range h.replicas {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		text, err := h.api.Metrics(cctx, base)
+		text, err := h.api.At(base).Metrics(cctx)
 		cancel()
 		if err != nil {
 			if !h.metricsWarned {
@@ -86,7 +86,7 @@ func (h *Harness) warmup(ctx context.Context) error {
 		return nil
 	}
 	sku := h.prefix + "-warmup"
-	if err := h.api.SetStock(ctx, h.replicas[0], sku, MaxStock); err != nil {
+	if _, err := h.api.At(h.replicas[0]).PutItem(ctx, sku, MaxStock); err != nil {
 		return fmt.Errorf("warm-up: reset stock: %w", err)
 	}
 	rate := h.cfg.Rate

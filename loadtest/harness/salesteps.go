@@ -67,7 +67,7 @@ func (h *Harness) scrapeSaleSteps(ctx context.Context) []stepTotals {
 	out := make([]stepTotals, len(h.replicas))
 	for i, base := range h.replicas {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		text, err := h.api.Metrics(cctx, base)
+		text, err := h.api.At(base).Metrics(cctx)
 		cancel()
 		if err == nil {
 			out[i] = parseSaleSteps(text)

@@ -82,7 +82,7 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 	for {
 		for _, p := range h.env.Procs() {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			text, err := h.probe.Metrics(cctx, p.Base)
+			text, err := h.probe.At(p.Base).Metrics(cctx)
 			cancel()
 			if err != nil {
 				continue // down (a crash drill): no sample

@@ -19,8 +19,8 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // runStrategy resets the stock, attacks with one strategy, reads the
@@ -147,11 +147,11 @@ func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus []strin
 		}
 	}
 	for _, sku := range skus {
-		it, err := h.api.GetItem(ctx, h.replicas[len(h.replicas)-1], sku)
+		it, err := h.api.At(h.replicas[len(h.replicas)-1]).GetItem(ctx, sku)
 		if err != nil {
 			return fmt.Errorf("read back the reset stock: %w", err)
 		}
-		if it.Stock != h.cfg.Stock {
+		if int(it.Stock) != h.cfg.Stock {
 			return fmt.Errorf("sku %s reads %d after PUT %d", sku, it.Stock, h.cfg.Stock)
 		}
 	}
@@ -293,7 +293,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		cls, order, note := attack.Interpret(r, qty)
 		tr.answer(r, cls, order, note)
 		run.StatusCodes[fmt.Sprint(r.Code)]++
-		obs.requests[stockapi.SKUOfURL(r.URL)]++
+		obs.requests[stockclient.SKUOfURL(r.URL)]++
 		switch cls {
 		case verdict.Sold:
 			t.Orders.Add(1)
@@ -314,12 +314,12 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			// not say whether the sale happened: like a lost answer, it
 			// may have sold, as the history check also assumes.
 			if r.Code >= 500 {
-				obs.noAnswer[stockapi.SKUOfURL(r.URL)]++
+				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
 			}
 		case verdict.Transport:
 			t.Transport.Add(1)
 			if !attack.Refused(note) {
-				obs.noAnswer[stockapi.SKUOfURL(r.URL)]++
+				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
 			}
 		}
 		if cls == verdict.Sold || cls == verdict.SoldOut {
@@ -418,12 +418,12 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 		run.Problems = append(run.Problems, fmt.Sprintf("orders still pending %s after the attack: stock and ledger compared without them", drainWait))
 	}
 	for _, sku := range run.SKUs {
-		it, err := h.api.GetItem(ctx, reader, sku)
+		it, err := h.api.At(reader).GetItem(ctx, sku)
 		if err != nil {
 			return in, fmt.Errorf("read the stock back: %w", err)
 		}
-		in.Items = append(in.Items, verdict.Item{SKU: sku, Initial: h.cfg.Stock, Remaining: it.Stock})
-		orders, err := h.api.Orders(ctx, reader, sku, since)
+		in.Items = append(in.Items, verdict.Item{SKU: sku, Initial: h.cfg.Stock, Remaining: int(it.Stock)})
+		orders, err := ledgerOrders(ctx, h.api.At(reader), sku, since)
 		if err != nil {
 			return in, fmt.Errorf("read the ledger: %w", err)
 		}

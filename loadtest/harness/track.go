@@ -11,8 +11,8 @@ import (
 
 	"github.com/stocklock/stocklock/loadtest/attack"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/loadtest/stockapi"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // Bounds of what a tracker keeps between progress events.
@@ -92,7 +92,7 @@ func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, n
 	case grant:
 		t.h.emit(Event{Type: EventGrant, At: r.Timestamp, Run: t.run, Strategy: t.strategy, SKU: o.SKU, Replica: o.Replica, Fence: o.Fence})
 	case refused:
-		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockapi.SKUOfURL(r.URL), Replica: t.replicaOf(r.URL), Text: note})
+		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockclient.SKUOfURL(r.URL), Replica: t.replicaOf(r.URL), Text: note})
 	}
 }
 

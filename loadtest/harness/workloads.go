@@ -56,7 +56,7 @@ func (h *Harness) waitDrained(ctx context.Context, base string, skus []string) (
 	for {
 		pending := 0
 		for _, sku := range skus {
-			it, err := h.api.GetItem(ctx, base, sku)
+			it, err := h.api.At(base).GetItem(ctx, sku)
 			if err != nil {
 				return false, fmt.Errorf("read the pending orders: %w", err)
 			}
