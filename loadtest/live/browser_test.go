@@ -132,6 +132,7 @@ const seenJS = `(() => {
 // grants with their fencing tokens and the fault's marker, and the table
 // is the server's, which is the command line's.
 func TestBrowserRace(t *testing.T) {
+	testskip.Long(t, "drives a race on the live page in headless Chromium")
 	browser := findBrowser()
 	if browser == "" {
 		testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")

@@ -94,10 +94,14 @@ func EtcdClient(t testing.TB, e *devstore.Etcd) *clientv3.Client {
 // RedisCluster returns a Redis Cluster for one test: the one at
 // REDIS_CLUSTER_ADDRS, shared with other tests, or a private one of six
 // redis-server processes that is closed in t.Cleanup. It skips the test when
-// neither is available (no redis-server or redis-cli on PATH), and fails it
-// if the cluster does not start.
+// neither is available (no redis-server or redis-cli on PATH), or, for a
+// private one, in the quick tier (-short), and fails it if the cluster does
+// not start.
 func RedisCluster(t testing.TB) *devstore.RedisCluster {
 	t.Helper()
+	if os.Getenv("REDIS_CLUSTER_ADDRS") == "" {
+		testskip.Long(t, "starts a six-node Redis Cluster")
+	}
 	c, err := devstore.StartRedisCluster(t.Context(), Logger(t))
 	if errors.Is(err, devstore.ErrNoRedisServer) {
 		testskip.Missing(t, testskip.RedisServer, "no redis-server and redis-cli on PATH for a Redis Cluster, and REDIS_CLUSTER_ADDRS unset")

@@ -17,7 +17,11 @@ import (
 // counter under the lock, from two lockers (two "processes") and many
 // goroutines. Without mutual exclusion the counter loses updates.
 func testMutualExclusion(t *testing.T, h Harness) {
-	const goroutines, rounds = 16, 50
+	const goroutines = 16
+	rounds := 50
+	if testing.Short() { // the quick tier: 160 critical sections still show an overlap
+		rounds = 10
+	}
 	lockers := []*lock.Locker{locker(t, h.Backend(t)), locker(t, h.Backend(t))}
 	k := key(t)
 	var (
