@@ -19,11 +19,10 @@ import (
 )
 
 // RedisLockKey is the Redis key of sku's redis-lock lease as the service
-// names it (redislock's default prefix around the item's lock key). Its
-// hash tag, the item's lock key, decides the cluster slot of all the
-// lock's keys.
+// names it (redislock's default prefix, no namespace). Its hash tag, the
+// item's lock key, decides the cluster slot of all the lock's keys.
 func RedisLockKey(sku string) string {
-	return redislock.DefaultKeyPrefix + "{" + inventory.LockKey(sku) + "}"
+	return redislock.KeyName(redislock.DefaultKeyPrefix, inventory.LockKey(sku))
 }
 
 // NeedsRedisCluster reports whether faults need the replicas on a Redis

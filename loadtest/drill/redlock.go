@@ -72,7 +72,7 @@ func (s *redlockServers) close() {
 func (s *redlockServers) lease(ctx context.Context, i int, sku string) string {
 	c := s.clients[i]
 	if s.key == "" {
-		keys, err := c.Keys(ctx, redlock.DefaultKeyPrefix+"*"+inventory.LockKey(sku)).Result()
+		keys, err := c.Keys(ctx, redlock.KeyPattern(inventory.LockKey(sku))).Result()
 		if err != nil || len(keys) == 0 {
 			return ""
 		}

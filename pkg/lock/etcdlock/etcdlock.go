@@ -11,11 +11,22 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/internal/keys"
 )
 
 // DefaultKeyPrefix is the prefix of every key the backend writes: a lock on
 // key k is the etcd key prefix+"k/"+k.
 const DefaultKeyPrefix = "stocklock/lock/"
+
+// KeyPrefix returns the prefix for the keys of a namespace (a database, an
+// application) sharing an etcd with others: DefaultKeyPrefix, namespace
+// and a slash, or DefaultKeyPrefix alone for "". redislock and redlock
+// follow the same rule, each from its own default prefix.
+func KeyPrefix(namespace string) string { return keys.Prefix(DefaultKeyPrefix, namespace) }
+
+// KeyName returns the etcd key that holds the lock on key for a backend
+// whose prefix is prefix: prefix + "k/" + key.
+func KeyName(prefix, key string) string { return prefix + "k/" + key }
 
 // MinTTL is the shortest lease etcd grants: TTLs are whole seconds.
 const MinTTL = time.Second
@@ -81,7 +92,7 @@ func New(client *clientv3.Client, opts ...Option) (*Backend, error) {
 	for _, opt := range opts {
 		opt(&c)
 	}
-	b := &Backend{client: client, prefix: c.prefix + "k/"}
+	b := &Backend{client: client, prefix: KeyName(c.prefix, "")}
 	b.leases.init(client)
 	b.notify.init(client)
 	return b, nil
@@ -114,7 +125,8 @@ func (b *Backend) Close() error {
 // MinTTL implements lock.TTLFloor: etcd lease TTLs are whole seconds.
 func (b *Backend) MinTTL() time.Duration { return MinTTL }
 
-// Key returns the etcd key that holds the lock on key.
+// Key returns the etcd key that holds the lock on key (KeyName with the
+// backend's prefix).
 func (b *Backend) Key(key string) string { return b.prefix + key }
 
 // CheckTTL returns an error wrapping lock.ErrBadTTL unless ttl is a whole

@@ -118,6 +118,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/internal/keys"
 )
 
 // Client is the part of a go-redis client the backend uses: scripts for the
@@ -133,6 +134,24 @@ type Client interface {
 
 // DefaultKeyPrefix is the prefix of every key and channel the backend uses.
 const DefaultKeyPrefix = "stocklock:lock:"
+
+// KeyPrefix returns the prefix for the keys of a namespace (a database, an
+// application) sharing a Redis with others: DefaultKeyPrefix, namespace and
+// a slash, or DefaultKeyPrefix alone for "". redlock and etcdlock follow
+// the same rule, each from its own default prefix.
+func KeyPrefix(namespace string) string { return keys.Prefix(DefaultKeyPrefix, namespace) }
+
+// KeyName returns the name of the Redis key that holds the lease on key
+// for a backend whose prefix is prefix: prefix + "{" + key + "}". The
+// lock's other keys add a suffix to it (see Keys in the package
+// documentation), and its hash tag, key, decides the Cluster slot of all
+// of them.
+func KeyName(prefix, key string) string { return prefix + "{" + key + "}" }
+
+// KeyPattern returns a KEYS or SCAN pattern that matches the lease key of
+// key under DefaultKeyPrefix in any namespace (KeyPrefix), for tools that
+// do not know the namespace.
+func KeyPattern(key string) string { return DefaultKeyPrefix + "*{" + keys.GlobEscape(key) + "}" }
 
 // DefaultFenceSuffix is appended to a lock key to name its fence counter.
 const DefaultFenceSuffix = ":fence"
@@ -292,7 +311,9 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-func (b *Backend) lockKey(key string) string { return b.prefix + "{" + key + "}" }
+// Key returns the name of the Redis key that holds the lease on key
+// (KeyName with the backend's prefix).
+func (b *Backend) Key(key string) string { return KeyName(b.prefix, key) }
 
 // names returns the names of lock key's keys and release channel. The
 // last key's are kept: a busy key is usually the same key.
@@ -300,7 +321,7 @@ func (b *Backend) names(key string) *lockNames {
 	if n := b.last.Load(); n != nil && n.key == key {
 		return n
 	}
-	lk := b.lockKey(key)
+	lk := b.Key(key)
 	n := &lockNames{
 		key:        key,
 		keys:       []string{lk, lk + b.fenceSuffix, lk + queueSuffix, lk + waitersSuffix},
@@ -348,7 +369,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, token uint64, 
 	if err := lock.CheckArgs(key, owner, ttl); err != nil {
 		return fmt.Errorf("redislock: refresh %q: %w", key, err)
 	}
-	n, err := refreshScript.Run(ctx, b.client, []string{b.lockKey(key)}, b.value(owner, token), ttlArg(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, b.client, []string{b.Key(key)}, b.value(owner, token), ttlArg(ttl)).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislock: refresh %q: %w", key, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/lock/internal/keys"
 )
 
 // Errors of a Backend, besides those of package lock.
@@ -30,6 +31,22 @@ var (
 
 // DefaultKeyPrefix is the prefix of every key the backend uses.
 const DefaultKeyPrefix = "stocklock:redlock:"
+
+// KeyPrefix returns the prefix for the keys of a namespace (a database, an
+// application) sharing the servers with others: DefaultKeyPrefix,
+// namespace and a slash, or DefaultKeyPrefix alone for "". redislock and
+// etcdlock follow the same rule, each from its own default prefix.
+func KeyPrefix(namespace string) string { return keys.Prefix(DefaultKeyPrefix, namespace) }
+
+// KeyName returns the name of the key that holds the lease on key, on each
+// server, for a backend whose prefix is prefix: prefix + key. Its fence
+// adds ":fence".
+func KeyName(prefix, key string) string { return prefix + key }
+
+// KeyPattern returns a KEYS or SCAN pattern that matches the lease key of
+// key under DefaultKeyPrefix in any non-empty namespace (KeyPrefix), for
+// tools that do not know the namespace.
+func KeyPattern(key string) string { return DefaultKeyPrefix + "*/" + keys.GlobEscape(key) }
 
 // DriftFactor is the share of the TTL that a grant's validity leaves for
 // clock drift between the servers and the holder, as redsync's default.
@@ -103,8 +120,12 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Backend, error) {
 // Quorum returns how many servers make a majority.
 func (b *Backend) Quorum() int { return b.quorum }
 
+// Key returns the name of the key that holds the lease on key (KeyName
+// with the backend's prefix).
+func (b *Backend) Key(key string) string { return KeyName(b.prefix, key) }
+
 func (b *Backend) keys(key string) []string {
-	k := b.prefix + key
+	k := b.Key(key)
 	return []string{k, k + ":fence"}
 }
 
@@ -114,7 +135,7 @@ func value(owner string, token uint64) string {
 
 // mutex returns redsync's mutex for one lease of key.
 func (b *Backend) mutex(key, val string, ttl time.Duration) *redsync.Mutex {
-	return b.rs.NewMutex(b.prefix+key,
+	return b.rs.NewMutex(b.Key(key),
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(1),
 		redsync.WithDriftFactor(DriftFactor),
