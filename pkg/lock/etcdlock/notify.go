@@ -6,25 +6,26 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stocklock/stocklock/pkg/lock/internal/wakeq"
 )
 
 // Timing of the notifier's watches.
 const (
-	// watchLinger keeps a key's watch open after its last waiter left: a
-	// contended key gets new waiters all the time, and creating a watch
-	// costs a round trip that the waiter would otherwise wait for.
+	// watchLinger keeps a key's watch open after its last watcher left: a
+	// contended key gets new watchers all the time, and creating a watch
+	// costs a round trip that the watcher would otherwise wait for.
 	watchLinger = 2 * time.Second
 	// watchReadyWait bounds how long Watch waits for its watch to be in
 	// place on the server.
 	watchReadyWait = time.Second
 	// watchRetry paces new watches after one failed (no leader, server
-	// down); the waiters fall back on their backoff meanwhile.
+	// down); the watchers fall back on their backoff meanwhile.
 	watchRetry = 100 * time.Millisecond
 )
 
 // notifier fans the deletions of each watched key out to the backend's
-// waiters on it, one waiter per deletion: only one can win the key, and
-// waking all of them makes them all hit the server at once.
+// watchers of it, one watcher per deletion (wakeq).
 //
 // It also remembers, from the same watch, whether the key's last event was
 // a grant to some owner: TryAcquire then checks with a read (no Raft write,
@@ -38,23 +39,18 @@ type notifier struct {
 	wg     sync.WaitGroup
 }
 
-// keyWatch is one etcd watch on one key and the FIFO of its local waiters.
+// keyWatch is one etcd watch on one key and the queue of its local
+// watchers.
 type keyWatch struct {
-	head, tail *waiter
-	refs       int
-	linger     *time.Timer
-	cancel     context.CancelFunc
-	ready      chan struct{} // closed when the first watch is in place
+	q      wakeq.Queue
+	linger *time.Timer
+	cancel context.CancelFunc
+	ready  chan struct{} // closed when the first watch is in place
 
 	// The key's state as of the last event of the current watch; known
 	// is false until the first event after the watch was (re)made.
 	known  bool
 	holder string // the owner, or "" after a deletion
-}
-
-type waiter struct {
-	ch         chan struct{}
-	prev, next *waiter
 }
 
 func (n *notifier) init(client *clientv3.Client) {
@@ -63,7 +59,6 @@ func (n *notifier) init(client *clientv3.Client) {
 }
 
 func (n *notifier) watch(ctx context.Context, key string) (<-chan struct{}, func()) {
-	w := &waiter{ch: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -80,12 +75,7 @@ func (n *notifier) watch(ctx context.Context, key string) (<-chan struct{}, func
 		kw.linger.Stop()
 		kw.linger = nil
 	}
-	kw.refs++
-	if kw.tail == nil {
-		kw.head, kw.tail = w, w
-	} else {
-		w.prev, kw.tail.next, kw.tail = kw.tail, w, w
-	}
+	w := kw.q.Push()
 	n.mu.Unlock()
 
 	t := time.NewTimer(watchReadyWait)
@@ -97,7 +87,7 @@ func (n *notifier) watch(ctx context.Context, key string) (<-chan struct{}, func
 	t.Stop()
 
 	var once sync.Once
-	return w.ch, func() { once.Do(func() { n.unwatch(key, kw, w) }) }
+	return w.C, func() { once.Do(func() { n.unwatch(key, kw, w) }) }
 }
 
 // heldByOther reports whether the last event the backend saw for key was a
@@ -109,56 +99,22 @@ func (n *notifier) heldByOther(key, owner string) bool {
 	return kw != nil && kw.known && kw.holder != "" && kw.holder != owner
 }
 
-func (n *notifier) unwatch(key string, kw *keyWatch, w *waiter) {
+func (n *notifier) unwatch(key string, kw *keyWatch, w *wakeq.Watcher) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		kw.head = w.next
+	// A watcher that leaves with a wake-up it did not act on passes it on.
+	if kw.q.Remove(w) {
+		kw.q.WakeOne(0)
 	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		kw.tail = w.prev
-	}
-	// A waiter that leaves with a wake-up it did not act on passes it on.
-	select {
-	case <-w.ch:
-		kw.wakeOne()
-	default:
-	}
-	kw.refs--
-	if kw.refs == 0 && !n.closed {
+	if kw.q.Empty() && !n.closed {
 		kw.linger = time.AfterFunc(watchLinger, func() {
 			n.mu.Lock()
 			defer n.mu.Unlock()
-			if kw.refs == 0 && n.keys[key] == kw {
+			if kw.q.Empty() && n.keys[key] == kw {
 				delete(n.keys, key)
 				kw.cancel()
 			}
 		})
-	}
-}
-
-// wakeOne signals the longest-waiting waiter that has no signal pending.
-// The sends never block. The caller holds n.mu.
-func (kw *keyWatch) wakeOne() {
-	for w := kw.head; w != nil; w = w.next {
-		select {
-		case w.ch <- struct{}{}:
-			return
-		default: // already signalled, and about to retry: try the next one
-		}
-	}
-}
-
-func (kw *keyWatch) wakeAll() {
-	for w := kw.head; w != nil; w = w.next {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
 	}
 }
 
@@ -193,7 +149,7 @@ func (n *notifier) watchOnce(ctx context.Context, key string, kw *keyWatch, firs
 				close(kw.ready)
 			} else {
 				n.mu.Lock()
-				kw.wakeAll()
+				kw.q.WakeAll()
 				n.mu.Unlock()
 			}
 			continue
@@ -209,7 +165,7 @@ func (n *notifier) watchOnce(ctx context.Context, key string, kw *keyWatch, firs
 			kw.known = true
 			if ev.Type == clientv3.EventTypeDelete {
 				kw.holder = ""
-				kw.wakeOne()
+				kw.q.WakeOne(0)
 			} else {
 				kw.holder = string(ev.Kv.Value)
 			}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stocklock/stocklock/pkg/lock/internal/wakeq"
 )
 
 // healthInterval is how long the subscription may stay silent before it is
@@ -58,20 +60,15 @@ type notifier struct {
 	done    chan struct{}
 }
 
-// waitList is the FIFO of one key's waiters, in the order they called Watch.
+// waitList is the queue of one key's watchers, in the order they called
+// Watch.
 type waitList struct {
-	head, tail *watcher
+	q wakeq.Queue
 	// released is the highest token known to be released, by this backend
 	// or by a message. Tokens increase per key, so a message about a lower
 	// or equal one is old news, such as the echo of a release this
 	// backend already signalled for.
 	released uint64
-}
-
-type watcher struct {
-	ch         chan struct{} // buffered 1: a pending signal
-	sent       time.Time     // when the last signal was sent
-	prev, next *watcher
 }
 
 // staleSignal is how long a pending signal counts as a waiter on its way. A
@@ -135,7 +132,6 @@ func (n *notifier) grant(payload string) {
 }
 
 func (n *notifier) watch(key string) (<-chan struct{}, func()) {
-	w := &watcher{ch: make(chan struct{}, 1)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -156,30 +152,17 @@ func (n *notifier) watch(key string) (<-chan struct{}, func()) {
 		l = &waitList{}
 		n.keys[key] = l
 	}
-	if l.tail == nil {
-		l.head, l.tail = w, w
-	} else {
-		w.prev, l.tail.next, l.tail = l.tail, w, w
-	}
+	w := l.q.Push()
 
 	var once sync.Once
-	return w.ch, func() { once.Do(func() { n.unwatch(key, l, w) }) }
+	return w.C, func() { once.Do(func() { n.unwatch(key, l, w) }) }
 }
 
-func (n *notifier) unwatch(key string, l *waitList, w *watcher) {
+func (n *notifier) unwatch(key string, l *waitList, w *wakeq.Watcher) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		l.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		l.tail = w.prev
-	}
-	if l.head == nil && n.keys[key] == l {
+	l.q.Remove(w)
+	if l.q.Empty() && n.keys[key] == l {
 		delete(n.keys, key)
 	}
 }
@@ -188,22 +171,7 @@ func (n *notifier) unwatch(key string, l *waitList, w *watcher) {
 // pending, the longest-waiting one gets one. A second signal while one is
 // pending would only send a second waiter to lose the same race. The send
 // never blocks, so a slow waiter cannot stall a release or the subscription.
-func (l *waitList) signal() {
-	now := time.Now()
-	for w := l.head; w != nil; w = w.next {
-		if len(w.ch) > 0 && now.Sub(w.sent) < staleSignal {
-			return
-		}
-	}
-	for w := l.head; w != nil; w = w.next {
-		select {
-		case w.ch <- struct{}{}:
-			w.sent = now
-			return
-		default: // a stale signal is still pending: try the next waiter
-		}
-	}
-}
+func (l *waitList) signal() { l.q.WakeOne(staleSignal) }
 
 // releasing signals a waiter of this backend just before its own release
 // is sent, so that the waiter's attempt reaches Redis right behind the
