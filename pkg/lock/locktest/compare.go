@@ -138,21 +138,31 @@ func Compare(b *testing.B, cs []Contender, n, rounds int, probe Probe) {
 			fmt.Fprintf(w, "    %-22s %10s  [%s–%s]\n", unit, num(med), num(lo), num(hi))
 		}
 	}
+	// The ratios, round by round (the runs of one round were next to each
+	// other in time, so a change of the machine's load falls on both),
+	// and of the medians.
 	for _, mode := range modes {
 		first := runs[slices.IndexFunc(runs, func(r *run) bool { return r.mode == mode })]
 		for _, r := range runs {
 			if r.mode != mode || r == first || len(r.rounds) == 0 || len(first.rounds) == 0 {
 				continue
 			}
-			fmt.Fprintf(w, "%s ÷ %s, %s (medians):", first.name, r.name, mode)
+			fmt.Fprintf(w, "%s ÷ %s, %s: per round median [min–max]; of the medians\n", first.name, r.name, mode)
 			for _, unit := range []string{"locks/s", "p99-wait-ms", "cpu-ms/lock", "server-cpu-ms/lock", "server-calls/lock"} {
+				var ratios []Metrics
+				for i := range min(len(first.rounds), len(r.rounds)) {
+					if d := r.rounds[i][unit]; d != 0 {
+						ratios = append(ratios, Metrics{unit: first.rounds[i][unit] / d})
+					}
+				}
 				a, _, _ := spread(first.rounds, unit)
 				d, _, _ := spread(r.rounds, unit)
-				if d != 0 {
-					fmt.Fprintf(w, " %s %.2f", unit, a/d)
+				if len(ratios) == 0 || d == 0 {
+					continue
 				}
+				med, lo, hi := spread(ratios, unit)
+				fmt.Fprintf(w, "    %-22s %6.2f  [%.2f–%.2f]; %.2f\n", unit, med, lo, hi, a/d)
 			}
-			fmt.Fprintln(w)
 		}
 	}
 }

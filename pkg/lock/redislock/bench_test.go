@@ -4,7 +4,7 @@ package redislock_test
 // github.com/go-redsync/redsync/v4, all on the same redis-server in one run:
 //
 //	go test -run '^$' -bench Contended -benchtime 2s ./pkg/lock/redislock
-//	scripts/bench-redislock.sh    # pinned to separate cores, 5 rounds
+//	scripts/bench-redislock.sh    # pinned to separate cores, 5 rounds, and BenchmarkFloor
 //
 // Each run reports throughput (locks/s), the wait of each Acquire from its
 // call to its grant (p50-wait-ms, p99-wait-ms), the benchmark process's CPU
@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -275,5 +276,125 @@ func serverProbe(b *testing.B) func() locktest.Metrics {
 			}
 		}
 		return m
+	}
+}
+
+// The server's side of a lock cycle and nothing else (BenchmarkFloor):
+// each script makes the calls of one of the cycle's round trips, on keys
+// of the client's own, so nothing ever waits.
+var (
+	floorEmpty = redis.NewScript(`return 1`)
+	// stocklock: a waiter joins the queue (wait.lua, queue first) ...
+	floorQueue = redis.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
+	// ... and the release hands the key to it (lib.lua's pass_on).
+	floorHand = redis.NewScript(`
+local e = redis.call('LPOP', KEYS[1]) or 'w'
+local t = redis.call('TIME')
+redis.call('SET', KEYS[2], t[1] .. t[2] .. ':' .. e, 'GET')
+redis.call('SET', KEYS[3], t[1] .. t[2], 'PX', 10000)
+if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], e) end
+return 2`)
+	// bsm/redislock's release: GET, compare, DEL.
+	floorBSMRelease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+)
+
+// BenchmarkFloor measures the least a lock cycle costs on this machine,
+// with nothing to wait for: each client sends, back to back, the round
+// trips of a cycle with the server calls it makes, on keys of its own.
+// With redis-server on a core of its own (scripts/bench-redislock.sh):
+//
+//	8-clients/...: 8 clients at once, all of a cycle's round trips:
+//	cycles/s is what the server and the benchmark's core can do at most,
+//	server-cpu-ms/lock what the calls cost the server when it is busy.
+//	critical-path/...: one client, the round trips a contended cycle must
+//	wait for one after the other: stocklock's release, whose reply (or
+//	message) is the next holder's grant; bsm/redislock's grant and
+//	release (its next grant cannot start before the release). cycles/s is
+//	the most a contended lock could do were nothing else in the way.
+//
+// The cycles: stocklock: wait.lua's RPUSH (queue first), then the
+// release's LPOP, TIME, SET ... GET, SET (and PUBLISH across processes):
+// 2 round trips, 5 or 6 calls. bsm-redislock: SET NX PX, then its release
+// script's GET and DEL: 2 round trips, 3 calls, without the failed
+// attempts of a contended cycle. empty-scripts: two scripts that call
+// nothing.
+func BenchmarkFloor(b *testing.B) {
+	ctx := context.Background()
+	queue := func(c *redis.Client, k string) error {
+		return floorQueue.Run(ctx, c, []string{k + ":q"}, "w").Err()
+	}
+	hand := func(channel string) func(c *redis.Client, k string) error {
+		return func(c *redis.Client, k string) error {
+			return floorHand.Run(ctx, c, []string{k + ":q", k + ":f", k}, channel).Err()
+		}
+	}
+	bsmCycle := func(c *redis.Client, k string) error {
+		if err := c.SetNX(ctx, k, "v", benchTTL).Err(); err != nil {
+			return err
+		}
+		return floorBSMRelease.Run(ctx, c, []string{k}, "v").Err()
+	}
+	both := func(fs ...func(c *redis.Client, k string) error) func(c *redis.Client, k string) error {
+		return func(c *redis.Client, k string) error {
+			for _, f := range fs {
+				if err := f(c, k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	empty := func(c *redis.Client, _ string) error { return floorEmpty.Run(ctx, c, nil).Err() }
+	for _, tc := range []struct {
+		name    string
+		clients int
+		cycle   func(c *redis.Client, k string) error
+	}{
+		{"8-clients/stocklock", contenders, both(queue, hand(""))},
+		{"8-clients/stocklock-publish", contenders, both(queue, hand("stocklock-bench:floor:nobody"))},
+		{"8-clients/bsm-redislock", contenders, bsmCycle},
+		{"8-clients/empty-scripts", contenders, both(empty, empty)},
+		// Only the release is on the critical path: the releaser queues
+		// again while the next holder works.
+		{"critical-path/stocklock", 1, hand("")},
+		{"critical-path/bsm-redislock", 1, bsmCycle},
+		{"critical-path/one-empty-script", 1, empty},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			clients := make([]*redis.Client, tc.clients)
+			for i := range clients {
+				clients[i] = benchClient(b)
+				if err := tc.cycle(clients[i], "stocklock-bench:floor:warm"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Cleanup(func() { deleteKeys(b, benchRedis(b).Addr, "stocklock-bench:floor:*") })
+			var remaining atomic.Int64
+			remaining.Store(int64(b.N))
+			after := serverProbe(b)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for i, c := range clients {
+				k := "stocklock-bench:floor:" + strconv.Itoa(i)
+				wg.Go(func() {
+					for remaining.Add(-1) >= 0 {
+						if err := tc.cycle(c, k); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+			for unit, v := range after() {
+				if !strings.Contains(unit, "=") {
+					b.ReportMetric(v, unit)
+				}
+			}
+		})
 	}
 }
