@@ -179,10 +179,12 @@ type Shared struct {
 // addresses to use, runs the tests, closes the servers and exits with the
 // tests' status.
 func Main(m *testing.M, stores Stores, use func(Shared)) {
-	os.Exit(runMain(m, stores, use))
+	os.Exit(Run(m, stores, use))
 }
 
-func runMain(m *testing.M, stores Stores, use func(Shared)) int {
+// Run is Main without the exit: it returns the tests' status, for a
+// TestMain that judges something after them.
+func Run(m *testing.M, stores Stores, use func(Shared)) int {
 	// Ten minutes: on a cold build cache the first store to start waits
 	// for devstored to build.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -31,8 +31,8 @@ import (
 // every request and every answer against the OpenAPI document the replica
 // serves (openapi.json). A status, a field, a header or an error code the
 // document does not list for that operation fails the test that caused it.
-// Each error code answered is noted, and TestEveryErrorCodeAnswered
-// (zz_codes_test.go, the last test to run) fails a full run of the package
+// Each error code answered is noted, and after the tests
+// TestMain (main_test.go) fails a full run of the package
 // in which a documented code was never answered.
 
 // contract is the loaded document, and the error codes answered so far.

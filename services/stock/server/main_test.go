@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -15,10 +17,27 @@ import (
 // FerretDB costs seconds. Tests keep apart by database name and sku.
 var mongoURI, redisAddr string
 
+// TestMain runs the tests on the shared servers, then, after a whole run,
+// fails it if an error code that openapi.json documents was never answered:
+// every code must be produced by at least one test (the contract check of
+// contract_test.go notes them). A run that leaves tests out (-run, -skip,
+// -short) cannot be expected to see every code and is not judged.
 func TestMain(m *testing.M) {
-	devstoretest.Main(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
+	code := devstoretest.Run(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
 		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
 	})
+	if code == 0 && !partialRun() && !testing.Short() {
+		missing, err := codesNotAnswered()
+		switch {
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "FAIL: error codes answered:", err)
+			code = 1
+		case len(missing) > 0:
+			fmt.Fprintln(os.Stderr, "FAIL: no test was answered with these error codes of openapi.json:", missing)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // testAdminToken is every test replica's admin token.
