@@ -14,7 +14,6 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
@@ -22,7 +21,7 @@ import (
 // names it (redislock's default prefix, no namespace). Its hash tag, the
 // item's lock key, decides the cluster slot of all the lock's keys.
 func RedisLockKey(sku string) string {
-	return redislock.KeyName(redislock.DefaultKeyPrefix, inventory.LockKey(sku))
+	return redislock.KeyName(redislock.DefaultKeyPrefix, strategy.LockKey(sku))
 }
 
 // NeedsRedisCluster reports whether faults need the replicas on a Redis

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock/redlock"
 )
 
@@ -72,7 +71,7 @@ func (s *redlockServers) close() {
 func (s *redlockServers) lease(ctx context.Context, i int, sku string) string {
 	c := s.clients[i]
 	if s.key == "" {
-		keys, err := c.Keys(ctx, redlock.KeyPattern(inventory.LockKey(sku))).Result()
+		keys, err := c.Keys(ctx, redlock.KeyPattern(strategy.LockKey(sku))).Result()
 		if err != nil || len(keys) == 0 {
 			return ""
 		}

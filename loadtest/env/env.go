@@ -39,6 +39,11 @@ const MaxReplicas = 8
 // it did not start, or a platform without the signal it needs.
 var ErrUnsupported = errors.New("not supported by this environment")
 
+// HeartbeatTimeout is the replicas' --heartbeat-timeout: how long one
+// replica's heartbeat must stand still before the others give up its
+// keyed requests (the keyed drill freezes a replica for longer).
+const HeartbeatTimeout = 5 * time.Second
+
 // ReplicaID is the REPLICA_ID of the i-th replica: a, b, c, ...
 func ReplicaID(i int) string { return string(rune('a' + i)) }
 
@@ -513,6 +518,7 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
+		"HEARTBEAT_TIMEOUT="+HeartbeatTimeout.String(),
 	)
 	var out io.Writer = p.logFile
 	if e.opt.ReplicaLog {

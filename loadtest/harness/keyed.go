@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // The keyed drill's shape. Purchases start evenly over keyedWindow; the
@@ -31,7 +31,7 @@ const (
 	keyedKill        = 3 * time.Second
 	keyedDown        = time.Second
 	keyedFreezeAt    = 10 * time.Second
-	keyedFreeze      = inventory.DefaultDeadAfter + 2*time.Second
+	keyedFreeze      = env.HeartbeatTimeout + 2*time.Second
 	keyedAttempt     = 3 * time.Second  // one attempt's own timeout
 	keyedGiveUp      = 90 * time.Second // a purchase stops trying after this
 )

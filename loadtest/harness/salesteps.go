@@ -5,12 +5,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // saleStepMetric is the replicas' histogram of the time of each step of a
@@ -118,6 +119,6 @@ func saleBound(run *report.Run, before, after []stepTotals) {
 	}
 	run.StepMs = means
 	if len(run.SKUs) <= 1 {
-		run.BoundPerSec = report.Bound(means, inventory.HeldSteps)
+		run.BoundPerSec = report.Bound(means, strategy.HeldSteps)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Bound returns the most sales per second of one hot item that the given
@@ -46,11 +46,11 @@ func (r Run) BoundText() string {
 }
 
 // StepsText lists the run's mean step times in the order of
-// inventory.SaleSteps
+// strategy.SaleSteps
 // ("lock <mean> ms, read <mean> ms, ..."), "-" without any.
 func (r Run) StepsText() string {
 	var parts []string
-	for _, s := range inventory.SaleSteps {
+	for _, s := range strategy.SaleSteps {
 		if ms, ok := r.StepMs[s]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.2f ms", s, ms))
 		}

@@ -23,7 +23,7 @@ func TestFencedStaleHolder(t *testing.T) {
 	// No renewal, so that A's lease runs out as a paused holder's would.
 	locker := localLocker(t, lock.WithTTL(lock.MinTTL), lock.WithRenewal(0))
 
-	a, err := locker.Acquire(ctx, LockKey(sku))
+	a, err := locker.Acquire(ctx, strategy.LockKey(sku))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestFencedStaleHolder(t *testing.T) {
 	}
 	<-a.Done() // A "pauses" until its lease has expired.
 
-	b, err := locker.Acquire(ctx, LockKey(sku))
+	b, err := locker.Acquire(ctx, strategy.LockKey(sku))
 	if err != nil {
 		t.Fatal(err)
 	}

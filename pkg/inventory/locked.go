@@ -147,9 +147,6 @@ func (l *Locked) Name() string { return l.cfg.Name }
 // Fencing reports whether the strategy fences its reads and writes.
 func (l *Locked) Fencing() bool { return l.cfg.Fencing }
 
-// LockKey returns the lock key of sku's item.
-func LockKey(sku string) string { return "item/" + sku }
-
 // Decrement implements Strategy.
 func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	if err := req.check(); err != nil {
@@ -177,7 +174,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	if err != nil {
 		return Sale{}, err
 	}
-	l.steps.since(StepLock, start)
+	l.steps.since(strategy.StepLock, start)
 	// Step 4, release, runs on every path; after a successful write it
 	// runs early, before the order is recorded, which needs no lock.
 	defer l.release(ctx, lease)
@@ -208,7 +205,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	} else {
 		it, err = l.store.Get(gctx, sku)
 	}
-	l.steps.since(StepRead, start)
+	l.steps.since(strategy.StepRead, start)
 	if err == nil && gctx.Err() != nil {
 		err = context.Cause(gctx)
 	}
@@ -243,7 +240,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	} else {
 		err = l.store.setStock(cctx, remaining, o)
 	}
-	l.steps.since(StepWrite, start)
+	l.steps.since(strategy.StepWrite, start)
 	if err != nil {
 		return Sale{}, err
 	}
@@ -275,7 +272,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.Wait)
 	defer cancel()
 	start := time.Now()
-	key := LockKey(sku)
+	key := strategy.LockKey(sku)
 	leave, err := l.queue.enter(wctx, key)
 	var lease *lock.Lease
 	if err != nil {
@@ -325,7 +322,7 @@ func (l *Locked) release(ctx context.Context, lease *lock.Lease) {
 	l.obs.LockHeld(l.cfg.Name, -1)
 	start := time.Now()
 	l.releaseLease(lease)
-	l.steps.since(StepRelease, start)
+	l.steps.since(strategy.StepRelease, start)
 	// The next request of this replica may poll for the lock only now.
 	leave()
 }

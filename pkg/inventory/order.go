@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/strategy"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -218,7 +220,7 @@ func (s *Store) record(ctx context.Context, o Order) error {
 func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) (mine bool, err error) {
 	start := time.Now()
 	mine, err = s.insertOrder(ctx, o)
-	steps.since(StepLedger, start)
+	steps.since(strategy.StepLedger, start)
 	if err != nil {
 		return false, err
 	}
@@ -226,7 +228,7 @@ func (s *Store) recordTimed(ctx context.Context, o Order, steps stepTimer) (mine
 	_, err = s.items.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: o.SKU}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: pendingPath(o.ID), Value: ""}}}})
-	steps.since(StepUnpend, start)
+	steps.since(strategy.StepUnpend, start)
 	if err != nil {
 		// The order is in the ledger; the stale entry only costs the next
 		// recovery a duplicate insert.

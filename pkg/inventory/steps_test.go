@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // stepRecorder is a LockObserver and a StepObserver that keeps the steps.
@@ -49,8 +51,8 @@ func TestSaleSteps(t *testing.T) {
 	if got := rec.take(); !slices.Equal(got, want) {
 		t.Fatalf("steps of a sale = %v, want %v", got, want)
 	}
-	if !slices.Equal(SaleSteps, []string{StepLock, StepRead, StepWrite, StepRelease, StepLedger, StepUnpend}) {
-		t.Fatalf("SaleSteps = %v", SaleSteps)
+	if !slices.Equal(strategy.SaleSteps, []string{strategy.StepLock, strategy.StepRead, strategy.StepWrite, strategy.StepRelease, strategy.StepLedger, strategy.StepUnpend}) {
+		t.Fatalf("strategy.SaleSteps = %v", strategy.SaleSteps)
 	}
 
 	// Sold out before the lock: the unlocked look answers, no step runs.

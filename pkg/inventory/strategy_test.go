@@ -132,7 +132,7 @@ func TestLockUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := locker.Acquire(t.Context(), LockKey("busy"))
+	held, err := locker.Acquire(t.Context(), strategy.LockKey("busy"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 		t.Fatalf("Held = %d after Close", st.Held())
 	}
 	// The key is free again for other holders.
-	lease, err := locker.TryAcquire(t.Context(), LockKey("shut"))
+	lease, err := locker.TryAcquire(t.Context(), strategy.LockKey("shut"))
 	if err != nil {
 		t.Fatalf("TryAcquire after Close: %v", err)
 	}

@@ -224,7 +224,7 @@ func TestLeaseLost(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			tc.loseLease(t, ctx, inventory.LockKey(sku))
+			tc.loseLease(t, ctx, strategy.LockKey(sku))
 
 			// The watchdog's next renewal finds the lease gone and cancels
 			// the request's critical section. Bounded by the client timeout.

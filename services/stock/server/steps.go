@@ -6,15 +6,13 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // saleSteps is stock_sale_step_seconds: the time of each step of a sale
 // under a lock (see inventory.StepObserver), by strategy and step. The
 // load harness turns its sums and counts into each step's mean time over a
 // capacity step, and the lock strategies' bound from those (see
-// inventory.HeldSteps).
+// strategy.HeldSteps).
 type saleSteps struct {
 	vec *prometheus.HistogramVec
 	// byKey holds the series of every lock strategy and step, made at
@@ -40,7 +38,7 @@ func newSaleSteps(reg prometheus.Registerer) *saleSteps {
 		if in.Lock == strategy.LockNone {
 			continue
 		}
-		for _, step := range inventory.SaleSteps {
+		for _, step := range strategy.SaleSteps {
 			s.byKey[stepKey{in.Name, step}] = s.vec.WithLabelValues(in.Name, step)
 		}
 	}

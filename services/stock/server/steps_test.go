@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
-
-	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
 // A sale under a lock puts one observation in each step's series of
@@ -26,7 +24,7 @@ func TestSaleStepMetrics(t *testing.T) {
 	rec, _ := call(t, h, http.MethodGet, "/metrics", "", "")
 	body := rec.Body.String()
 	for _, name := range []string{strategy.RedisLock, strategy.MongoLease} {
-		for _, step := range inventory.SaleSteps {
+		for _, step := range strategy.SaleSteps {
 			m := `stock_sale_step_seconds_count{step="` + step + `",strategy="` + name + `"} 1` + "\n"
 			if !strings.Contains(body, m) {
 				t.Errorf("/metrics lacks %q", strings.TrimSpace(m))
