@@ -82,81 +82,91 @@ type Contender struct {
 // breakdown, say "calls=get/lock").
 type Probe func(b *testing.B) (after func() Metrics)
 
-// Compare runs BenchContended with n goroutines on one key for every
-// contender, with one client and with n, rounds times, interleaved: the
-// first round of every case, then the second, so that a change in the
+// Case is one benchmark of a set that RunRounds interleaves: Run runs it
+// once (it is called with a growing b.N, as a benchmark is) and returns
+// its metrics.
+type Case struct {
+	Name string
+	Run  func(b *testing.B) Metrics
+}
+
+// RunRounds runs every case rounds times as sub-benchmarks, interleaved:
+// the first round of every case, then the second, so that a change in the
 // machine's load falls on all of them alike. (Repeated sub-benchmarks get
-// the suffixes #01, #02... from the testing package.) It then prints the
-// median of every metric over the rounds with its range, and the first
-// contender's medians divided by each other's.
-func Compare(b *testing.B, cs []Contender, n, rounds int, probe Probe) {
-	type run struct {
-		name, mode string
-		rounds     []Metrics
-	}
-	modes := []string{"one-client", strconv.Itoa(n) + "-clients"}
-	var runs []*run
-	for _, c := range cs {
-		for _, mode := range modes {
-			runs = append(runs, &run{name: c.Name, mode: mode})
+// the suffixes #01, #02... from the testing package.) It prints the median
+// of every metric over the rounds with its range, under title, and
+// returns each case's rounds, in the order of cases.
+func RunRounds(b *testing.B, title string, cases []Case, rounds int) [][]Metrics {
+	results := make([][]Metrics, len(cases))
+	for range rounds {
+		for i, c := range cases {
+			var last Metrics
+			b.Run(c.Name, func(b *testing.B) {
+				last = c.Run(b) // the final call, with the largest b.N, is the run
+			})
+			if last != nil {
+				results[i] = append(results[i], last)
+			}
 		}
 	}
-	for range rounds {
-		for i, r := range runs {
-			c := cs[i/len(modes)]
-			var last Metrics
-			b.Run(r.name+"/"+r.mode, func(b *testing.B) {
+	w := os.Stdout
+	fmt.Fprintf(w, "\n%s, %d rounds interleaved: median [min–max] over the rounds\n", title, rounds)
+	for i, c := range cases {
+		fmt.Fprintf(w, "%s (%d rounds)\n", c.Name, len(results[i]))
+		for _, unit := range units(results[i]) {
+			med, lo, hi := spread(results[i], unit)
+			fmt.Fprintf(w, "    %-22s %10s  [%s–%s]\n", unit, num(med), num(lo), num(hi))
+		}
+	}
+	return results
+}
+
+// Compare runs BenchContended with n goroutines on one key for every
+// contender, with one client and with n (RunRounds), and the extra cases
+// in the same rounds (a floor to compare them with, say). It prints the
+// summary of RunRounds and then the first contender's metrics divided by
+// each other's: round by round (the runs of one round were next to each
+// other in time), and of the medians.
+func Compare(b *testing.B, cs []Contender, n, rounds int, probe Probe, extra ...Case) {
+	modes := []string{"one-client", strconv.Itoa(n) + "-clients"}
+	var cases []Case
+	for _, c := range cs {
+		for _, mode := range modes {
+			cases = append(cases, Case{Name: c.Name + "/" + mode, Run: func(b *testing.B) Metrics {
 				key := "bench-contended-" + randomHex(4)
-				ms := c.Mutexes(b, key, n, r.mode == modes[0])
+				ms := c.Mutexes(b, key, n, mode == modes[0])
 				var after func() Metrics
 				if probe != nil {
 					after = probe(b)
 				}
 				m := BenchContended(b, ms)
 				if after != nil {
-					for unit, v := range after() {
-						m[unit] = v
-						if !strings.Contains(unit, "=") {
-							b.ReportMetric(v, unit)
-						}
-					}
+					m.Add(b, after())
 				}
-				last = m // the final call, with the largest b.N, is the run
-			})
-			if last != nil {
-				r.rounds = append(r.rounds, last)
-			}
+				return m
+			}})
 		}
 	}
+	results := RunRounds(b, fmt.Sprintf("Contended, %d goroutines on one key", n), append(cases, extra...), rounds)
 
 	w := os.Stdout
-	fmt.Fprintf(w, "\nContended, %d goroutines on one key, %d rounds interleaved: median [min–max] over the rounds\n", n, rounds)
-	for _, r := range runs {
-		fmt.Fprintf(w, "%s/%s (%d rounds)\n", r.name, r.mode, len(r.rounds))
-		for _, unit := range units(r.rounds) {
-			med, lo, hi := spread(r.rounds, unit)
-			fmt.Fprintf(w, "    %-22s %10s  [%s–%s]\n", unit, num(med), num(lo), num(hi))
-		}
-	}
-	// The ratios, round by round (the runs of one round were next to each
-	// other in time, so a change of the machine's load falls on both),
-	// and of the medians.
-	for _, mode := range modes {
-		first := runs[slices.IndexFunc(runs, func(r *run) bool { return r.mode == mode })]
-		for _, r := range runs {
-			if r.mode != mode || r == first || len(r.rounds) == 0 || len(first.rounds) == 0 {
+	for mi, mode := range modes {
+		first := results[mi]
+		for ci := 1; ci < len(cs); ci++ {
+			other := results[ci*len(modes)+mi]
+			if len(first) == 0 || len(other) == 0 {
 				continue
 			}
-			fmt.Fprintf(w, "%s ÷ %s, %s: per round median [min–max]; of the medians\n", first.name, r.name, mode)
+			fmt.Fprintf(w, "%s ÷ %s, %s: per round median [min–max]; of the medians\n", cs[0].Name, cs[ci].Name, mode)
 			for _, unit := range []string{"locks/s", "p99-wait-ms", "cpu-ms/lock", "server-cpu-ms/lock", "server-calls/lock"} {
 				var ratios []Metrics
-				for i := range min(len(first.rounds), len(r.rounds)) {
-					if d := r.rounds[i][unit]; d != 0 {
-						ratios = append(ratios, Metrics{unit: first.rounds[i][unit] / d})
+				for i := range min(len(first), len(other)) {
+					if d := other[i][unit]; d != 0 {
+						ratios = append(ratios, Metrics{unit: first[i][unit] / d})
 					}
 				}
-				a, _, _ := spread(first.rounds, unit)
-				d, _, _ := spread(r.rounds, unit)
+				a, _, _ := spread(first, unit)
+				d, _, _ := spread(other, unit)
 				if len(ratios) == 0 || d == 0 {
 					continue
 				}
@@ -167,9 +177,20 @@ func Compare(b *testing.B, cs []Contender, n, rounds int, probe Probe) {
 	}
 }
 
+// Add reports the metrics of more, those whose unit contains "=" to the
+// summary only (see Probe).
+func (m Metrics) Add(b *testing.B, more Metrics) {
+	for unit, v := range more {
+		m[unit] = v
+		if !strings.Contains(unit, "=") {
+			b.ReportMetric(v, unit)
+		}
+	}
+}
+
 // units lists the units the rounds report, the usual ones first.
 func units(rounds []Metrics) []string {
-	order := []string{"locks/s", "p50-wait-ms", "p99-wait-ms", "cpu-ms/lock", "server-cpu-ms/lock",
+	order := []string{"locks/s", "cycles/s", "p50-wait-ms", "p99-wait-ms", "cpu-ms/lock", "server-cpu-ms/lock",
 		"server-calls/lock", "round-trips/lock", "fifo-violations"}
 	rank := func(u string) int {
 		if i := slices.Index(order, u); i >= 0 {

@@ -4,7 +4,7 @@ package redislock_test
 // github.com/go-redsync/redsync/v4, all on the same redis-server in one run:
 //
 //	go test -run '^$' -bench Contended -benchtime 2s ./pkg/lock/redislock
-//	scripts/bench-redislock.sh    # pinned to separate cores, 5 rounds, and BenchmarkFloor
+//	scripts/bench-redislock.sh    # pinned to separate cores, 5 rounds, with the floor
 //
 // Each run reports throughput (locks/s), the wait of each Acquire from its
 // call to its grant (p50-wait-ms, p99-wait-ms), the benchmark process's CPU
@@ -193,19 +193,15 @@ func BenchmarkUncontended(b *testing.B) {
 		b.Run(impl.name, func(b *testing.B) {
 			m := impl.new(b, benchClient(b), "bench:uncontended:"+randHex(4))
 			after := serverProbe(b)
-			locktest.BenchUncontended(b, m)
-			for unit, v := range after() {
-				if !strings.Contains(unit, "=") {
-					b.ReportMetric(v, unit)
-				}
-			}
+			locktest.BenchUncontended(b, m).Add(b, after())
 		})
 	}
 }
 
 // BenchmarkContended runs 8 goroutines taking one key in turn, each holding
 // it for a read-increment-write of a shared counter, for stocklock and its
-// two peers, BENCH_ROUNDS times (default 1) interleaved (locktest.Compare).
+// two peers, BENCH_ROUNDS times (default 1) interleaved (locktest.Compare),
+// with the floor cases of BenchmarkFloor in the same rounds.
 // "one-client" is 8 goroutines of one process sharing a client (and, for
 // stocklock, one Backend and Locker); "8-clients" gives each goroutine its
 // own, like 8 processes.
@@ -221,7 +217,7 @@ func BenchmarkContended(b *testing.B) {
 		contender("stocklock", stocklockMutex),
 		contender("bsm-redislock", bsmMutex),
 		contender("redsync", redsyncMutex),
-	}, contenders, locktest.Rounds(), serverProbe)
+	}, contenders, locktest.Rounds(), serverProbe, floorCases()...)
 }
 
 // stats is what the server has done so far, as INFO reports it: its CPU
@@ -321,6 +317,11 @@ return 0`)
 // attempts of a contended cycle. empty-scripts: two scripts that call
 // nothing.
 func BenchmarkFloor(b *testing.B) {
+	locktest.RunRounds(b, "Floor", floorCases(), locktest.Rounds())
+}
+
+// floorCases are BenchmarkFloor's cases.
+func floorCases() []locktest.Case {
 	ctx := context.Background()
 	queue := func(c *redis.Client, k string) error {
 		return floorQueue.Run(ctx, c, []string{k + ":q"}, "w").Err()
@@ -347,6 +348,7 @@ func BenchmarkFloor(b *testing.B) {
 		}
 	}
 	empty := func(c *redis.Client, _ string) error { return floorEmpty.Run(ctx, c, nil).Err() }
+	var cases []locktest.Case
 	for _, tc := range []struct {
 		name    string
 		clients int
@@ -356,13 +358,13 @@ func BenchmarkFloor(b *testing.B) {
 		{"8-clients/stocklock-publish", contenders, both(queue, hand("stocklock-bench:floor:nobody"))},
 		{"8-clients/bsm-redislock", contenders, bsmCycle},
 		{"8-clients/empty-scripts", contenders, both(empty, empty)},
-		// Only the release is on the critical path: the releaser queues
-		// again while the next holder works.
+		// Only the release is on stocklock's critical path: the releaser
+		// queues again while the next holder works.
 		{"critical-path/stocklock", 1, hand("")},
 		{"critical-path/bsm-redislock", 1, bsmCycle},
 		{"critical-path/one-empty-script", 1, empty},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
+		cases = append(cases, locktest.Case{Name: "floor/" + tc.name, Run: func(b *testing.B) locktest.Metrics {
 			clients := make([]*redis.Client, tc.clients)
 			for i := range clients {
 				clients[i] = benchClient(b)
@@ -374,6 +376,7 @@ func BenchmarkFloor(b *testing.B) {
 			var remaining atomic.Int64
 			remaining.Store(int64(b.N))
 			after := serverProbe(b)
+			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -389,12 +392,11 @@ func BenchmarkFloor(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
-			for unit, v := range after() {
-				if !strings.Contains(unit, "=") {
-					b.ReportMetric(v, unit)
-				}
-			}
-		})
+			m := locktest.Metrics{"cycles/s": float64(b.N) / time.Since(start).Seconds()}
+			b.ReportMetric(m["cycles/s"], "cycles/s")
+			m.Add(b, after())
+			return m
+		}})
 	}
+	return cases
 }
