@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Item is one sku's stock, as stored.
@@ -42,26 +40,18 @@ func ValidSKU(sku string) bool {
 	return sku != "." && sku != ".." && skuPattern.MatchString(sku)
 }
 
-func checkSKU(sku string) error {
+// CheckSKU returns ErrInvalid, saying why, unless ValidSKU(sku).
+func CheckSKU(sku string) error {
 	if !ValidSKU(sku) {
 		return fmt.Errorf("%w: sku %q must be 1 to %d of [A-Za-z0-9._-], and not . or ..", ErrInvalid, sku, MaxSKULen)
 	}
 	return nil
 }
 
-func checkQty(qty int64) error {
+// CheckQty returns ErrInvalid unless qty is positive.
+func CheckQty(qty int64) error {
 	if qty <= 0 {
 		return fmt.Errorf("%w: qty %d must be positive", ErrInvalid, qty)
 	}
 	return nil
-}
-
-// abortedPath is the item field that marks order id as given up.
-func abortedPath(id string) string { return "aborted." + id }
-
-// notAborted is the condition every stock write carries: the order it
-// records has not been given up. With it, giving up an attempt and its
-// write landing are decided by one document, whatever the clocks say.
-func notAborted(id string) bson.E {
-	return bson.E{Key: abortedPath(id), Value: bson.D{{Key: "$exists", Value: false}}}
 }

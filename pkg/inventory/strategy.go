@@ -33,9 +33,10 @@ type Request struct {
 	Key string
 }
 
-// check validates the request before any I/O.
-func (r Request) check() error {
-	if err := checkSKU(r.SKU); err != nil {
+// Validate checks the request before any I/O: ErrInvalid, saying what is
+// wrong, or nil.
+func (r Request) Validate() error {
+	if err := CheckSKU(r.SKU); err != nil {
 		return err
 	}
 	if r.OrderID != "" && !orderIDPattern.MatchString(r.OrderID) {
@@ -45,7 +46,7 @@ func (r Request) check() error {
 	if r.Key != "" && !ValidKey(r.Key) {
 		return fmt.Errorf("%w: idempotency key must be 1 to %d printable ASCII characters", ErrInvalid, MaxKeyLen)
 	}
-	return checkQty(r.Qty)
+	return CheckQty(r.Qty)
 }
 
 var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -69,25 +70,4 @@ type Sale struct {
 	// recorded yet. The sale stands: its order stays pending in the item
 	// document, and Store.RecoverPending records it later.
 	LedgerErr error
-}
-
-// pause waits d inside the read-modify-write window (the teaching knob that
-// widens the race), or returns early with ctx's cause.
-func pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
-}
-
-// soldOut returns the ErrSoldOut of a decrement that found stock < qty.
-func soldOut(sku string, stock, qty int64) error {
-	return &SoldOutError{SKU: sku, Stock: stock, Qty: qty}
 }

@@ -1,6 +1,6 @@
 package strategy
 
-// The steps of a sale under a lock (inventory.Locked), as
+// The steps of a sale under a lock (pkg/inventory/mongostore.Locked), as
 // inventory.StepObserver and the service's metrics name them.
 const (
 	// StepLock is the acquisition of the item's lease: this replica's

@@ -6,7 +6,7 @@
 // It imports no driver and no other package of this module, so a program
 // that only needs to know the strategies (the verdict, the harness's
 // command line) links nothing else for it. The strategies themselves are
-// built by pkg/inventory (inventory.Build), and the lock services are
+// built by pkg/inventory/mongostore (mongostore.Build), and the lock services are
 // connected by the service (services/stock/server).
 package strategy
 
@@ -68,7 +68,7 @@ type LockService struct {
 
 // registry lists every strategy, in teaching order: the two that fail
 // first. Adding a strategy is one entry here, and its builder in
-// pkg/inventory when it takes no lease (docs/adding-a-strategy.md).
+// pkg/inventory/mongostore when it takes no lease (docs/adding-a-strategy.md).
 var registry = []Info{
 	{Name: Unsafe, Doc: "lost-update.md"},
 	// Its tokens count from 1 in every process, so they order nothing

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
+
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -166,7 +168,7 @@ func waitReady(t *testing.T, base string) {
 }
 
 // readStore opens the replica's database directly, as an auditor would.
-func readStore(t *testing.T, uri string) *inventory.Store {
+func readStore(t *testing.T, uri string) *mongostore.Store {
 	t.Helper()
 	c, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
@@ -177,7 +179,7 @@ func readStore(t *testing.T, uri string) *inventory.Store {
 		defer cancel()
 		_ = c.Disconnect(ctx)
 	})
-	s, err := inventory.NewStore(c.Database("sigterm_test"), inventory.StoreOptions{Replica: "auditor"})
+	s, err := mongostore.NewStore(c.Database("sigterm_test"), mongostore.StoreOptions{Replica: "auditor"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
+
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -103,7 +105,9 @@ func TestConflictAndTimeout(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([]answered, 2)
 	for i := range got {
-		wg.Go(func() { got[i] = ask(h, http.MethodPost, "/v1/items/cas/decrement", `{"qty":1,"strategy":"optimistic"}`) })
+		wg.Go(func() {
+			got[i] = ask(h, http.MethodPost, "/v1/items/cas/decrement", `{"qty":1,"strategy":"optimistic"}`)
+		})
 	}
 	wg.Wait()
 	if got[0].status == http.StatusOK {
@@ -202,7 +206,7 @@ func TestAttemptAbandonedAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mc.Disconnect(context.Background()) })
-	judge, err := inventory.NewStore(mc.Database(cfg.DB), inventory.StoreOptions{Replica: "judge", DeadAfter: 100 * time.Millisecond})
+	judge, err := mongostore.NewStore(mc.Database(cfg.DB), mongostore.StoreOptions{Replica: "judge", DeadAfter: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
+
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
@@ -57,7 +59,7 @@ type Config struct {
 	LogFormat       string        // json or text
 	LogLevel        string        // debug, info, warn or error
 
-	// afterTake is inventory.StoreOptions.AfterTake, for tests that stop a
+	// afterTake is mongostore.StoreOptions.AfterTake, for tests that stop a
 	// request between its stock write and its ledger write.
 	afterTake func(inventory.Order)
 	// wrapHandler, if set, wraps the API's and the internal listener's
@@ -77,19 +79,19 @@ func DefaultConfig() Config {
 		DB:              "stocklock",
 		Replica:         host,
 		LockTTL:         lock.DefaultTTL,
-		LockWait:        inventory.DefaultLockWait,
+		LockWait:        mongostore.DefaultLockWait,
 		LockSkew:        mongolock.DefaultSkew,
 		Strategy:        strategy.MongoLease,
 		WriteConcern:    "majority",
 		MaxQty:          100,
 		Fencing:         true,
-		CASAttempts:     inventory.DefaultCASAttempts,
+		CASAttempts:     mongostore.DefaultCASAttempts,
 		RequestTimeout:  15 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		RecoveryEvery:   5 * time.Second,
 		RecoveryGrace:   5 * time.Second,
-		DeadAfter:       inventory.DefaultDeadAfter,
-		KeyRetention:    inventory.DefaultKeyRetention,
+		DeadAfter:       mongostore.DefaultDeadAfter,
+		KeyRetention:    mongostore.DefaultKeyRetention,
 		LogFormat:       "json",
 		LogLevel:        "info",
 	}
@@ -126,7 +128,7 @@ func (c *Config) settings() []setting {
 		{"write-stall", "WRITE_STALL", "fault drill: lock strategies sleep this long after their last lease check, just before the stock write, deaf to the lease (a stand-in for a GC pause); only the fence can stop the write that follows", (*durationValue)(&c.WriteStall)},
 		{"write-concern", "WRITE_CONCERN", `write concern of stock and order writes: "majority" or a node count`, (*stringValue)(&c.WriteConcern)},
 		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
-		{"fencing", "FENCING", "fence the reads and writes of the lock strategies ("+strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Fenced }), ", ")+"; false only to demonstrate)", (*boolValue)(&c.Fencing)},
+		{"fencing", "FENCING", "fence the reads and writes of the lock strategies (" + strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Fenced }), ", ") + "; false only to demonstrate)", (*boolValue)(&c.Fencing)},
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
@@ -292,7 +294,7 @@ func (c Config) problems() []error {
 	if c.WriteStall < 0 || c.WriteStall > time.Minute {
 		bad("write-stall", "WRITE_STALL", "%v: want 0 (the default) up to 1m", c.WriteStall)
 	}
-	if _, err := inventory.ParseWriteConcern(c.WriteConcern); err != nil {
+	if _, err := mongostore.ParseWriteConcern(c.WriteConcern); err != nil {
 		bad("write-concern", "WRITE_CONCERN", `%q: want "majority" or a number of nodes >= 1`, c.WriteConcern)
 	}
 	if c.MaxQty < 1 {
@@ -314,10 +316,10 @@ func (c Config) problems() []error {
 		bad("recovery-grace", "RECOVERY_GRACE", "%v: want 0 up to 1h (default 5s)", c.RecoveryGrace)
 	}
 	if c.DeadAfter < 500*time.Millisecond || c.DeadAfter > time.Hour {
-		bad("heartbeat-timeout", "HEARTBEAT_TIMEOUT", "%v: want 500ms up to 1h (default %v)", c.DeadAfter, inventory.DefaultDeadAfter)
+		bad("heartbeat-timeout", "HEARTBEAT_TIMEOUT", "%v: want 500ms up to 1h (default %v)", c.DeadAfter, mongostore.DefaultDeadAfter)
 	}
-	if c.KeyRetention < inventory.DefaultKeyRetention {
-		bad("idempotency-retention", "IDEMPOTENCY_RETENTION", "%v: keys must be kept at least %v, so that a client's retries within a day are recognised", c.KeyRetention, inventory.DefaultKeyRetention)
+	if c.KeyRetention < mongostore.DefaultKeyRetention {
+		bad("idempotency-retention", "IDEMPOTENCY_RETENTION", "%v: keys must be kept at least %v, so that a client's retries within a day are recognised", c.KeyRetention, mongostore.DefaultKeyRetention)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		bad("log-format", "LOG_FORMAT", "%q: want json or text", c.LogFormat)

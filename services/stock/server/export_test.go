@@ -7,7 +7,7 @@ import (
 )
 
 // SetAfterTake sets the hook that runs between a sale's stock write and its
-// ledger write (inventory.StoreOptions.AfterTake), for tests that stop a
+// ledger write (mongostore.StoreOptions.AfterTake), for tests that stop a
 // replica there.
 func SetAfterTake(c *Config, f func(inventory.Order)) { c.afterTake = f }
 

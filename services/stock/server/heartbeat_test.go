@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -45,7 +47,7 @@ func TestDeadReplicaRequestSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mc.Disconnect(context.Background()) })
-	dead, err := inventory.NewStore(mc.Database(db), inventory.StoreOptions{Replica: "dead"})
+	dead, err := mongostore.NewStore(mc.Database(db), mongostore.StoreOptions{Replica: "dead"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +58,11 @@ func TestDeadReplicaRequestSettles(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _, _ = dead.DecrementOnce(context.Background(), killed{inventory.NewAtomic(dead)}, inventory.Request{SKU: "ghost", Qty: 1, Key: key}, "atomic")
+			_, _, _ = dead.DecrementOnce(context.Background(), killed{mongostore.NewAtomic(dead)}, inventory.Request{SKU: "ghost", Qty: 1, Key: key}, "atomic")
 		}()
 		<-done
 	}
-	attempts := mc.Database(db).Collection(inventory.AttemptsCollection)
+	attempts := mc.Database(db).Collection(mongostore.AttemptsCollection)
 	if n, err := attempts.CountDocuments(t.Context(), bson.D{}); err != nil || n != 2 {
 		t.Fatalf("attempts of the dead replica: %d, %v; want 2", n, err)
 	}

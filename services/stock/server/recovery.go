@@ -10,11 +10,11 @@ import (
 // startRecovery runs the replica's recovery at once and then every
 // RecoveryEvery until Shutdown: it records the pending orders of sales
 // whose replica died between its stock write and its ledger write, and
-// settles idempotency keys (see inventory.Store.RecoverPending and
+// settles idempotency keys (see mongostore.Store.RecoverPending and
 // RecoverKeys). Every replica runs it; running it on several at once is
 // safe. Beside it, in a goroutine of its own so that a slow recovery pass
 // never silences it, the replica beats every fifth of DeadAfter (see
-// inventory.Store.Heartbeat), and settles the keys at once when a beat
+// mongostore.Store.Heartbeat), and settles the keys at once when a beat
 // finds another replica dead, so that a retry of a dead replica's request
 // sells within DeadAfter and a beat, not a recovery interval later.
 func (s *Server) startRecovery(ctx context.Context) {

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
+
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/labstack/echo/v4"
@@ -50,9 +52,9 @@ type Server struct {
 	redlocks []redis.UniversalClient // one per --redlock-addrs server; nil without them
 	backends []lock.Backend          // the lock services' backends, closed before the clients
 
-	store      *inventory.Store
+	store      *mongostore.Store
 	strategies map[string]inventory.Strategy
-	locked     []*inventory.Locked
+	locked     []*mongostore.Locked
 
 	metrics      *metrics
 	echo         *echo.Echo   // the API, and health and metrics unless InternalAddr is set
@@ -96,7 +98,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		}
 	}()
 
-	wc, _ := inventory.ParseWriteConcern(cfg.WriteConcern) // validated above
+	wc, _ := mongostore.ParseWriteConcern(cfg.WriteConcern) // validated above
 	s.mongo, err = mongo.Connect(options.Client().ApplyURI(cfg.MongoURI).SetAppName("stock-" + cfg.Replica))
 	if err != nil {
 		return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
@@ -139,12 +141,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	}
 
 	db := s.mongo.Database(cfg.DB)
-	s.store, err = inventory.NewStore(db, inventory.StoreOptions{
+	s.store, err = mongostore.NewStore(db, mongostore.StoreOptions{
 		Replica: cfg.Replica, WriteConcern: wc, KeyRetention: cfg.KeyRetention, AfterTake: cfg.afterTake, Logger: logger,
 		// An attempt of a replica that still beats is given up only long
 		// after any of its decrements could still be running; a dead
 		// replica's are given up after DeadAfter.
-		AbandonAfter: max(inventory.DefaultAbandonAfter, 2*cfg.WriteBudget()),
+		AbandonAfter: max(mongostore.DefaultAbandonAfter, 2*cfg.WriteBudget()),
 		DeadAfter:    cfg.DeadAfter,
 	})
 	if err != nil {
@@ -201,7 +203,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	if err != nil {
 		return err
 	}
-	deps := inventory.Deps{
+	deps := mongostore.Deps{
 		Store: s.store, Lockers: lockers, Fencing: cfg.Fencing, LockWait: cfg.LockWait,
 		Delay: cfg.RMWDelay, Stall: cfg.WriteStall, CASAttempts: cfg.CASAttempts,
 		Observer: s.metrics, Logger: s.logger,
@@ -211,12 +213,12 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		if (!in.Safe && !cfg.Demo) || (in.Locks() && lockers[in.Lock] == nil) {
 			continue
 		}
-		st, err := inventory.Build(in, deps)
+		st, err := mongostore.Build(in, deps)
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
 		s.strategies[in.Name] = st
-		if l, ok := st.(*inventory.Locked); ok {
+		if l, ok := st.(*mongostore.Locked); ok {
 			s.locked = append(s.locked, l)
 		}
 	}
@@ -301,7 +303,7 @@ func (s *Server) httpServer(ctx context.Context, h http.Handler) *http.Server {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		// Room for the request's work and then its commit, which is not
-		// cut short by the request timeout (see inventory.StoreOptions).
+		// cut short by the request timeout (see mongostore.StoreOptions).
 		WriteTimeout: s.cfg.WriteBudget() + 5*time.Second,
 		IdleTimeout:  time.Minute,
 		ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
@@ -385,12 +387,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // WriteBudget is the longest a decrement or a PUT can run once admitted:
 // its request budget, then the writes that are not cut short with it, each
-// bounded by inventory.DefaultWriteTimeout: an idempotency reservation,
+// bounded by mongostore.DefaultWriteTimeout: an idempotency reservation,
 // the fenced read, the stock write, the ledger record, and the settlement
 // of the key. Shutdown waits this long for them at most; in practice they
 // take milliseconds.
 func (c Config) WriteBudget() time.Duration {
-	return c.RequestTimeout + 5*inventory.DefaultWriteTimeout
+	return c.RequestTimeout + 5*mongostore.DefaultWriteTimeout
 }
 
 // waitWrites waits for the in-flight writes, at most WriteBudget.

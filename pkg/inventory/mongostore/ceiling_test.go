@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // divided by the store writes of one sale (see docs/results.md). Against
 // MONGO_URI it measures that server.
 //
-//	go test -run '^$' -bench StoreWriteCeiling -benchtime 3s -count 3 ./pkg/inventory/
+//	go test -run '^$' -bench StoreWriteCeiling -benchtime 3s -count 3 ./pkg/inventory/mongostore/
 func BenchmarkStoreWriteCeiling(b *testing.B) {
 	for _, docs := range []string{"1", "many"} {
 		for _, writers := range []int{1, 8, 16} {

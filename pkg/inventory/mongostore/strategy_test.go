@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -16,7 +18,7 @@ import (
 // strategies returns one of each kind over s, with in-process locks for the
 // lock strategies (the distributed backends are exercised by the stock
 // service's two-replica test).
-func strategies(t *testing.T, s *Store) []Strategy {
+func strategies(t *testing.T, s *Store) []inventory.Strategy {
 	t.Helper()
 	local, err := NewLocked(s, LockedConfig{Name: strategy.Local, Locker: localLocker(t)})
 	if err != nil {
@@ -26,7 +28,7 @@ func strategies(t *testing.T, s *Store) []Strategy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []Strategy{NewUnsafe(s, 0), local, fenced, NewOptimistic(s, 0, 0), NewAtomic(s)}
+	return []inventory.Strategy{NewUnsafe(s, 0), local, fenced, NewOptimistic(s, 0, 0), NewAtomic(s)}
 }
 
 func localLocker(t *testing.T, opts ...lock.Option) *lock.Locker {
@@ -46,7 +48,7 @@ func TestStrategySemantics(t *testing.T) {
 			sku := "sem-" + st.Name()
 			mustPut(t, s, sku, 3)
 
-			sale, err := st.Decrement(ctx, Request{SKU: sku, Qty: 2})
+			sale, err := st.Decrement(ctx, inventory.Request{SKU: sku, Qty: 2})
 			if err != nil {
 				t.Fatalf("Decrement 2 of 3: %v", err)
 			}
@@ -55,17 +57,17 @@ func TestStrategySemantics(t *testing.T) {
 				t.Fatalf("sale = %+v", sale)
 			}
 
-			_, err = st.Decrement(ctx, Request{SKU: sku, Qty: 2})
-			var so *SoldOutError
-			if !errors.Is(err, ErrSoldOut) || !errors.As(err, &so) || so.Stock != 1 || so.Qty != 2 {
-				t.Fatalf("Decrement 2 of 1: %v, want a SoldOutError with stock 1", err)
+			_, err = st.Decrement(ctx, inventory.Request{SKU: sku, Qty: 2})
+			var so *inventory.SoldOutError
+			if !errors.Is(err, inventory.ErrSoldOut) || !errors.As(err, &so) || so.Stock != 1 || so.Qty != 2 {
+				t.Fatalf("Decrement 2 of 1: %v, want a inventory.SoldOutError with stock 1", err)
 			}
-			if _, err := st.Decrement(ctx, Request{SKU: "missing", Qty: 1}); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("Decrement of a missing item: %v, want ErrNotFound", err)
+			if _, err := st.Decrement(ctx, inventory.Request{SKU: "missing", Qty: 1}); !errors.Is(err, inventory.ErrNotFound) {
+				t.Fatalf("Decrement of a missing item: %v, want inventory.ErrNotFound", err)
 			}
 			for _, qty := range []int64{0, -1} {
-				if _, err := st.Decrement(ctx, Request{SKU: sku, Qty: qty}); !errors.Is(err, ErrInvalid) {
-					t.Fatalf("Decrement qty %d: %v, want ErrInvalid", qty, err)
+				if _, err := st.Decrement(ctx, inventory.Request{SKU: sku, Qty: qty}); !errors.Is(err, inventory.ErrInvalid) {
+					t.Fatalf("Decrement qty %d: %v, want inventory.ErrInvalid", qty, err)
 				}
 			}
 			if it := mustGet(t, s, sku); it.Stock != 1 {
@@ -96,9 +98,9 @@ func TestStrategiesConcurrentOneProcess(t *testing.T) {
 			)
 			for range requests {
 				wg.Go(func() {
-					sale, err := st.Decrement(t.Context(), Request{SKU: sku, Qty: 1})
+					sale, err := st.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1})
 					if err != nil {
-						if !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrLockUnavailable) {
+						if !errors.Is(err, inventory.ErrSoldOut) && !errors.Is(err, inventory.ErrConflict) && !errors.Is(err, inventory.ErrLockUnavailable) {
 							t.Errorf("Decrement: %v", err)
 						}
 						return
@@ -138,8 +140,8 @@ func TestLockUnavailable(t *testing.T) {
 	}
 	defer held.Release(context.Background())
 
-	if _, err := st.Decrement(t.Context(), Request{SKU: "busy", Qty: 1}); !errors.Is(err, ErrLockUnavailable) {
-		t.Fatalf("Decrement while another holds the lock: %v, want ErrLockUnavailable", err)
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: "busy", Qty: 1}); !errors.Is(err, inventory.ErrLockUnavailable) {
+		t.Fatalf("Decrement while another holds the lock: %v, want inventory.ErrLockUnavailable", err)
 	}
 	if it := mustGet(t, s, "busy"); it.Stock != 5 {
 		t.Fatalf("stock = %d, want 5", it.Stock)
@@ -161,9 +163,9 @@ func TestLeaseLostBeforeWrite(t *testing.T) {
 	// Hold the critical section open until the lease is gone.
 	st.afterRead = func(ctx context.Context) { <-ctx.Done() }
 
-	_, err = st.Decrement(t.Context(), Request{SKU: "slow", Qty: 1})
-	if !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("Decrement whose lease expired before the write: %v, want ErrLeaseLost", err)
+	_, err = st.Decrement(t.Context(), inventory.Request{SKU: "slow", Qty: 1})
+	if !errors.Is(err, inventory.ErrLeaseLost) {
+		t.Fatalf("Decrement whose lease expired before the write: %v, want inventory.ErrLeaseLost", err)
 	}
 	if it := mustGet(t, s, "slow"); it.Stock != 5 || it.Version != 1 {
 		t.Fatalf("item = %+v, want stock 5 at version 1", it)
@@ -205,12 +207,12 @@ func TestLeaseLostErrorChain(t *testing.T) {
 	}
 	st.afterRead = func(ctx context.Context) { <-ctx.Done() } // until the first renewal finds the lease gone
 
-	_, err = st.Decrement(t.Context(), Request{SKU: "taken", Qty: 1})
+	_, err = st.Decrement(t.Context(), inventory.Request{SKU: "taken", Qty: 1})
 	const want = `inventory: lease lost before the write: redis-lock: lock: lease lost: locallock: refresh "item/taken" token 1: lock: lease not held`
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got %v\nwant %s", err, want)
 	}
-	for _, target := range []error{ErrLeaseLost, lock.ErrLeaseLost, lock.ErrNotHeld} {
+	for _, target := range []error{inventory.ErrLeaseLost, lock.ErrLeaseLost, lock.ErrNotHeld} {
 		if !errors.Is(err, target) {
 			t.Errorf("errors.Is(err, %v) = false", target)
 		}
@@ -235,7 +237,7 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.Decrement(t.Context(), Request{SKU: "shut", Qty: 1})
+		_, err := st.Decrement(t.Context(), inventory.Request{SKU: "shut", Qty: 1})
 		done <- err
 	}()
 	<-inside
@@ -243,8 +245,8 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 		t.Fatalf("Held = %d inside the critical section, want 1", st.Held())
 	}
 	st.Close()
-	if err := <-done; !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("Decrement interrupted by Close: %v, want ErrLeaseLost", err)
+	if err := <-done; !errors.Is(err, inventory.ErrLeaseLost) {
+		t.Fatalf("Decrement interrupted by Close: %v, want inventory.ErrLeaseLost", err)
 	}
 	if st.Held() != 0 {
 		t.Fatalf("Held = %d after Close", st.Held())
@@ -255,8 +257,8 @@ func TestCloseReleasesHeldLeases(t *testing.T) {
 		t.Fatalf("TryAcquire after Close: %v", err)
 	}
 	_ = lease.Release(t.Context())
-	if _, err := st.Decrement(t.Context(), Request{SKU: "shut", Qty: 1}); !errors.Is(err, ErrLockUnavailable) {
-		t.Fatalf("Decrement after Close: %v, want ErrLockUnavailable", err)
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: "shut", Qty: 1}); !errors.Is(err, inventory.ErrLockUnavailable) {
+		t.Fatalf("Decrement after Close: %v, want inventory.ErrLockUnavailable", err)
 	}
 	if it := mustGet(t, s, "shut"); it.Stock != 5 {
 		t.Fatalf("stock = %d, want 5", it.Stock)

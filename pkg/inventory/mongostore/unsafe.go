@@ -1,8 +1,10 @@
-package inventory
+package mongostore
 
 import (
 	"context"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
@@ -27,19 +29,19 @@ func NewUnsafe(store *Store, delay time.Duration) *Unsafe {
 func (u *Unsafe) Name() string { return strategy.Unsafe }
 
 // Decrement implements Strategy, incorrectly under concurrency.
-func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
-	if err := req.check(); err != nil {
-		return Sale{}, err
+func (u *Unsafe) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
 	}
 	it, err := u.store.Get(ctx, req.SKU)
 	if err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	if it.Stock < req.Qty {
-		return Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
+		return inventory.Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
 	}
 	if err := pause(ctx, u.delay); err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	remaining := it.Stock - req.Qty
 	o := u.store.newOrder(req, strategy.Unsafe, 0)
@@ -47,9 +49,9 @@ func (u *Unsafe) Decrement(ctx context.Context, req Request) (Sale, error) {
 	cctx, cancel := u.store.commitContext(ctx)
 	defer cancel()
 	if err := u.store.setStock(cctx, remaining, o); err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	return u.store.sold(ctx, o, remaining, 1), nil
 }
 
-var _ = addBuilder(strategy.Unsafe, func(d Deps) (Strategy, error) { return NewUnsafe(d.Store, d.Delay), nil })
+var _ = addBuilder(strategy.Unsafe, func(d Deps) (inventory.Strategy, error) { return NewUnsafe(d.Store, d.Delay), nil })

@@ -1,9 +1,11 @@
-package inventory
+package mongostore
 
 import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -23,38 +25,38 @@ type Deps struct {
 	Delay       time.Duration
 	Stall       time.Duration
 	CASAttempts int
-	Observer    LockObserver
+	Observer    inventory.LockObserver
 	Logger      *slog.Logger
 }
 
 // builders holds the constructors of the strategies that take no lease,
 // each added by its own file. Every strategy with a lock service is a
 // Locked under that service's Locker, built the same way (buildLocked).
-var builders = map[string]func(Deps) (Strategy, error){}
+var builders = map[string]func(Deps) (inventory.Strategy, error){}
 
 // addBuilder registers the constructor of the lock-free strategy name.
-func addBuilder(name string, build func(Deps) (Strategy, error)) bool {
+func addBuilder(name string, build func(Deps) (inventory.Strategy, error)) bool {
 	builders[name] = build
 	return true
 }
 
 // Build makes the strategy in describes (an entry of the registry in
 // pkg/strategy) from what a replica has.
-func Build(in strategy.Info, d Deps) (Strategy, error) {
+func Build(in strategy.Info, d Deps) (inventory.Strategy, error) {
 	if build := builders[in.Name]; build != nil {
 		return build(d)
 	}
 	if in.Locks() {
 		return buildLocked(in, d)
 	}
-	return nil, fmt.Errorf("%w: strategy %s takes no lock and has no constructor in pkg/inventory", ErrInvalid, in.Name)
+	return nil, fmt.Errorf("%w: strategy %s takes no lock and has no constructor in pkg/inventory/mongostore", inventory.ErrInvalid, in.Name)
 }
 
 // locker returns the Locker of in's lock service, or an error naming it.
 func (d Deps) locker(in strategy.Info) (*lock.Locker, error) {
 	l := d.Lockers[in.Lock]
 	if l == nil {
-		return nil, fmt.Errorf("%w: strategy %s needs a %s lock, and none is configured", ErrInvalid, in.Name, in.Lock)
+		return nil, fmt.Errorf("%w: strategy %s needs a %s lock, and none is configured", inventory.ErrInvalid, in.Name, in.Lock)
 	}
 	return l, nil
 }

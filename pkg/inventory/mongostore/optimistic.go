@@ -1,10 +1,12 @@
-package inventory
+package mongostore
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -58,28 +60,28 @@ func NewOptimistic(store *Store, attempts int, delay time.Duration) *Optimistic 
 func (o *Optimistic) Name() string { return strategy.Optimistic }
 
 // Decrement implements Strategy.
-func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
-	if err := req.check(); err != nil {
-		return Sale{}, err
+func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
 	}
 	for n := 0; n < o.attempts; n++ {
 		if n > 0 {
 			if err := pause(ctx, casBackoff(n-1)); err != nil {
-				return Sale{}, err
+				return inventory.Sale{}, err
 			}
 		}
 		it, err := o.store.Get(ctx, req.SKU)
 		if err != nil {
-			return Sale{}, err
+			return inventory.Sale{}, err
 		}
 		if _, ok := it.Aborted[req.OrderID]; ok && req.OrderID != "" {
-			return Sale{}, abandoned("optimistic decrement", Order{ID: req.OrderID, SKU: req.SKU})
+			return inventory.Sale{}, abandoned("optimistic decrement", inventory.Order{ID: req.OrderID, SKU: req.SKU})
 		}
 		if it.Stock < req.Qty {
-			return Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
+			return inventory.Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
 		}
 		if err := pause(ctx, o.delay); err != nil {
-			return Sale{}, err
+			return inventory.Sale{}, err
 		}
 		remaining := it.Stock - req.Qty
 		order := o.store.newOrder(req, strategy.Optimistic, 0)
@@ -89,18 +91,18 @@ func (o *Optimistic) Decrement(ctx context.Context, req Request) (Sale, error) {
 		}
 		ok, err := o.compareAndSet(ctx, it.Version, remaining, order)
 		if err != nil {
-			return Sale{}, err
+			return inventory.Sale{}, err
 		}
 		if ok {
 			return o.store.sold(ctx, order, remaining, n+1), nil
 		}
 	}
-	return Sale{}, fmt.Errorf("%w: optimistic decrement %q: version changed under each of %d attempts", ErrConflict, req.SKU, o.attempts)
+	return inventory.Sale{}, fmt.Errorf("%w: optimistic decrement %q: version changed under each of %d attempts", inventory.ErrConflict, req.SKU, o.attempts)
 }
 
 // compareAndSet writes stock and records order as pending if the item's
 // version is still version.
-func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, order Order) (bool, error) {
+func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, order inventory.Order) (bool, error) {
 	cctx, cancel := o.store.commitContext(ctx)
 	defer cancel()
 	res, err := o.store.items.UpdateOne(cctx,
@@ -124,6 +126,6 @@ func casBackoff(n int) time.Duration {
 	return rand.N(ceil + 1)
 }
 
-var _ = addBuilder(strategy.Optimistic, func(d Deps) (Strategy, error) {
+var _ = addBuilder(strategy.Optimistic, func(d Deps) (inventory.Strategy, error) {
 	return NewOptimistic(d.Store, d.CASAttempts, d.Delay), nil
 })

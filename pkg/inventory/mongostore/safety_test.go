@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -42,9 +44,9 @@ func newLockServices(t *testing.T) lockServices {
 
 // safeStrategies returns every safe strategy over s: the two lock
 // strategies of locks, optimistic and atomic.
-func safeStrategies(t *testing.T, s *Store, locks lockServices) []Strategy {
+func safeStrategies(t *testing.T, s *Store, locks lockServices) []inventory.Strategy {
 	t.Helper()
-	var out []Strategy
+	var out []inventory.Strategy
 	for _, name := range []string{strategy.MongoLease, strategy.RedisLock} {
 		st, err := NewLocked(s, LockedConfig{Name: name, Locker: locks[name], Fencing: true})
 		if err != nil {
@@ -57,19 +59,19 @@ func safeStrategies(t *testing.T, s *Store, locks lockServices) []Strategy {
 
 // sellAll sends requests decrements of one unit of sku, spread over sts,
 // all at once, and returns the acknowledged sales.
-func sellAll(t *testing.T, sts []Strategy, sku string, requests int) []Sale {
+func sellAll(t *testing.T, sts []inventory.Strategy, sku string, requests int) []inventory.Sale {
 	t.Helper()
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		sales []Sale
+		sales []inventory.Sale
 	)
 	for i := range requests {
 		st := sts[i%len(sts)]
 		wg.Go(func() {
-			sale, err := st.Decrement(context.Background(), Request{SKU: sku, Qty: 1})
+			sale, err := st.Decrement(context.Background(), inventory.Request{SKU: sku, Qty: 1})
 			if err != nil {
-				if !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrLockUnavailable) && !errors.Is(err, ErrStale) {
+				if !errors.Is(err, inventory.ErrSoldOut) && !errors.Is(err, inventory.ErrConflict) && !errors.Is(err, inventory.ErrLockUnavailable) && !errors.Is(err, inventory.ErrStale) {
 					t.Errorf("%s: %v", st.Name(), err)
 				}
 				return
@@ -85,7 +87,7 @@ func sellAll(t *testing.T, sts []Strategy, sku string, requests int) []Sale {
 
 // checkBooks asserts that sku's stock went down by exactly the acknowledged
 // sales, and that the ledger holds exactly those orders.
-func checkBooks(t *testing.T, s *Store, sku string, initial int64, sales []Sale) {
+func checkBooks(t *testing.T, s *Store, sku string, initial int64, sales []inventory.Sale) {
 	t.Helper()
 	it := mustGet(t, s, sku)
 	if int64(len(sales)) > initial || it.Stock != initial-int64(len(sales)) {
@@ -144,8 +146,8 @@ func TestPutRacesLockHolder(t *testing.T) {
 			t.Errorf("Put: %v", err)
 		}
 	}
-	if _, err := st.Decrement(t.Context(), Request{SKU: "reset", Qty: 1}); !errors.Is(err, ErrStale) {
-		t.Fatalf("Decrement across a reset: %v, want ErrStale", err)
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: "reset", Qty: 1}); !errors.Is(err, inventory.ErrStale) {
+		t.Fatalf("Decrement across a reset: %v, want inventory.ErrStale", err)
 	}
 	if it := mustGet(t, s, "reset"); it.Stock != 100 || len(it.Pending) != 0 {
 		t.Fatalf("item = %+v, want the reset's stock 100 and nothing pending", it)
@@ -158,11 +160,11 @@ func TestPutRacesLockHolder(t *testing.T) {
 func TestPutIf(t *testing.T) {
 	s := testStore(t)
 	it := mustPut(t, s, "cas", 5)
-	if _, err := s.PutIf(t.Context(), "cas", 7, it.Version+1); !errors.Is(err, ErrStale) {
-		t.Fatalf("PutIf at a wrong version: %v, want ErrStale", err)
+	if _, err := s.PutIf(t.Context(), "cas", 7, it.Version+1); !errors.Is(err, inventory.ErrStale) {
+		t.Fatalf("PutIf at a wrong version: %v, want inventory.ErrStale", err)
 	}
-	if _, err := s.PutIf(t.Context(), "nope", 7, 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("PutIf of a missing item: %v, want ErrNotFound", err)
+	if _, err := s.PutIf(t.Context(), "nope", 7, 1); !errors.Is(err, inventory.ErrNotFound) {
+		t.Fatalf("PutIf of a missing item: %v, want inventory.ErrNotFound", err)
 	}
 	got, err := s.PutIf(t.Context(), "cas", 7, it.Version)
 	if err != nil || got.Stock != 7 || got.Version != it.Version+1 {
@@ -182,8 +184,8 @@ func TestLeaseExpiredBeforeWatchdog(t *testing.T) {
 	// The process "slept" through its lease: its clock is past the expiry,
 	// and the watchdog (on the real clock) has not noticed.
 	st.now = func() time.Time { return time.Now().Add(time.Hour) }
-	if _, err := st.Decrement(t.Context(), Request{SKU: "late", Qty: 1}); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("Decrement past the lease's expiry: %v, want ErrLeaseLost", err)
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: "late", Qty: 1}); !errors.Is(err, inventory.ErrLeaseLost) {
+		t.Fatalf("Decrement past the lease's expiry: %v, want inventory.ErrLeaseLost", err)
 	}
 	if it := mustGet(t, s, "late"); it.Stock != 5 || it.Version != 1 {
 		t.Fatalf("item = %+v, want stock 5 at version 1", it)
@@ -193,9 +195,9 @@ func TestLeaseExpiredBeforeWatchdog(t *testing.T) {
 // dieAfterTake returns an AfterTake hook that ends the calling goroutine,
 // as a kill of the replica would, after every nth stock write, before the
 // order is recorded; and a counter of the deaths.
-func dieAfterTake(n int64) (func(Order), *atomic.Int64) {
+func dieAfterTake(n int64) (func(inventory.Order), *atomic.Int64) {
 	var writes, deaths atomic.Int64
-	return func(Order) {
+	return func(inventory.Order) {
 		if writes.Add(1)%n == 0 {
 			deaths.Add(1)
 			runtime.Goexit()
@@ -233,11 +235,11 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 			var (
 				wg    sync.WaitGroup
 				mu    sync.Mutex
-				sales []Sale
+				sales []inventory.Sale
 			)
 			for range 12 {
 				wg.Go(func() {
-					sale, err := st.Decrement(context.Background(), Request{SKU: sku, Qty: 1})
+					sale, err := st.Decrement(context.Background(), inventory.Request{SKU: sku, Qty: 1})
 					if err == nil {
 						mu.Lock()
 						sales = append(sales, sale)
@@ -286,7 +288,7 @@ func TestRecoverPendingGrace(t *testing.T) {
 	a := testStore(t)
 	mustPut(t, a, "young", 3)
 	dieInside(t, a, func(dying *Store) {
-		_, _ = NewAtomic(dying).Decrement(context.Background(), Request{SKU: "young", Qty: 1})
+		_, _ = NewAtomic(dying).Decrement(context.Background(), inventory.Request{SKU: "young", Qty: 1})
 	})
 	if n, err := a.RecoverPending(t.Context(), time.Hour); err != nil || n != 0 {
 		t.Fatalf("RecoverPending with an hour's grace: %d, %v; want 0 recovered", n, err)
@@ -307,7 +309,7 @@ func TestRecoverPendingCountsOnlyItsOwn(t *testing.T) {
 	mustPut(t, a, "counted", 3)
 	for range 2 {
 		dieInside(t, a, func(dying *Store) {
-			_, _ = NewAtomic(dying).Decrement(context.Background(), Request{SKU: "counted", Qty: 1})
+			_, _ = NewAtomic(dying).Decrement(context.Background(), inventory.Request{SKU: "counted", Qty: 1})
 		})
 	}
 	it := mustGet(t, a, "counted")
@@ -338,24 +340,24 @@ func TestDecrementOnce(t *testing.T) {
 	ctx := t.Context()
 	mustPut(t, a, "idem", 5)
 
-	first, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "idem", Qty: 2, Key: "k1"}, "atomic")
+	first, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "idem", Qty: 2, Key: "k1"}, "atomic")
 	if err != nil || replayed || first.Key != "k1" {
 		t.Fatalf("first: %+v, replayed %v, %v", first, replayed, err)
 	}
 	// Retried on the other replica, with another strategy object.
-	again, replayed, err := b.DecrementOnce(ctx, NewAtomic(b), Request{SKU: "idem", Qty: 2, Key: "k1"}, "atomic")
+	again, replayed, err := b.DecrementOnce(ctx, NewAtomic(b), inventory.Request{SKU: "idem", Qty: 2, Key: "k1"}, "atomic")
 	if err != nil || !replayed || again.OrderID != first.OrderID || again.Remaining != first.Remaining || again.Replica != first.Replica {
 		t.Fatalf("retry: %+v, replayed %v, %v; want the first sale %+v replayed", again, replayed, err, first)
 	}
-	if _, _, err := b.DecrementOnce(ctx, NewAtomic(b), Request{SKU: "idem", Qty: 1, Key: "k1"}, "atomic"); !errors.Is(err, ErrKeyReused) {
-		t.Fatalf("same key, other qty: %v, want ErrKeyReused", err)
+	if _, _, err := b.DecrementOnce(ctx, NewAtomic(b), inventory.Request{SKU: "idem", Qty: 1, Key: "k1"}, "atomic"); !errors.Is(err, inventory.ErrKeyReused) {
+		t.Fatalf("same key, other qty: %v, want inventory.ErrKeyReused", err)
 	}
-	if _, _, err := b.DecrementOnce(ctx, NewAtomic(b), Request{SKU: "idem", Qty: 2, Key: "k1"}, "optimistic"); !errors.Is(err, ErrKeyReused) {
-		t.Fatalf("same key, other strategy: %v, want ErrKeyReused", err)
+	if _, _, err := b.DecrementOnce(ctx, NewAtomic(b), inventory.Request{SKU: "idem", Qty: 2, Key: "k1"}, "optimistic"); !errors.Is(err, inventory.ErrKeyReused) {
+		t.Fatalf("same key, other strategy: %v, want inventory.ErrKeyReused", err)
 	}
 	// The same key on another sku is another key.
 	mustPut(t, a, "idem2", 1)
-	if _, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "idem2", Qty: 1, Key: "k1"}, "atomic"); err != nil || replayed {
+	if _, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "idem2", Qty: 1, Key: "k1"}, "atomic"); err != nil || replayed {
 		t.Fatalf("same key on another sku: replayed %v, %v", replayed, err)
 	}
 	if it := mustGet(t, a, "idem"); it.Stock != 3 {
@@ -367,16 +369,16 @@ func TestDecrementOnce(t *testing.T) {
 
 	// A decrement that changed nothing frees its key.
 	mustPut(t, a, "idem3", 0)
-	if _, _, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "idem3", Qty: 1, Key: "k"}, ""); !errors.Is(err, ErrSoldOut) {
+	if _, _, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "idem3", Qty: 1, Key: "k"}, ""); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("sold out: %v", err)
 	}
 	mustPut(t, a, "idem3", 1)
-	if _, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "idem3", Qty: 1, Key: "k"}, ""); err != nil || replayed {
+	if _, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "idem3", Qty: 1, Key: "k"}, ""); err != nil || replayed {
 		t.Fatalf("retry after restock: replayed %v, %v; want a sale", replayed, err)
 	}
-	for _, key := range []string{"", string(make([]byte, MaxKeyLen+1)), "tab\tkey", "é"} {
-		if _, _, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "idem3", Qty: 1, Key: key}, ""); !errors.Is(err, ErrInvalid) {
-			t.Errorf("key %q: %v, want ErrInvalid", key, err)
+	for _, key := range []string{"", string(make([]byte, inventory.MaxKeyLen+1)), "tab\tkey", "é"} {
+		if _, _, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "idem3", Qty: 1, Key: key}, ""); !errors.Is(err, inventory.ErrInvalid) {
+			t.Errorf("key %q: %v, want inventory.ErrInvalid", key, err)
 		}
 	}
 }
@@ -388,14 +390,14 @@ func TestDecrementOnceConcurrent(t *testing.T) {
 	a := testStore(t)
 	b := replicaStore(t, a, StoreOptions{Replica: "b"})
 	mustPut(t, a, "burst", 10)
-	mk := func(s *Store) Strategy {
+	mk := func(s *Store) inventory.Strategy {
 		st, err := NewLocked(s, LockedConfig{Name: strategy.RedisLock, Locker: localLocker(t), Fencing: true, Delay: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}
-	sts := []Strategy{mk(a), mk(b)}
+	sts := []inventory.Strategy{mk(a), mk(b)}
 	stores := []*Store{a, b}
 	var (
 		wg       sync.WaitGroup
@@ -405,7 +407,7 @@ func TestDecrementOnceConcurrent(t *testing.T) {
 	)
 	for i := range 8 {
 		wg.Go(func() {
-			sale, replayed, err := stores[i%2].DecrementOnce(context.Background(), sts[i%2], Request{SKU: "burst", Qty: 1, Key: "same"}, "redis-lock")
+			sale, replayed, err := stores[i%2].DecrementOnce(context.Background(), sts[i%2], inventory.Request{SKU: "burst", Qty: 1, Key: "same"}, "redis-lock")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -414,7 +416,7 @@ func TestDecrementOnceConcurrent(t *testing.T) {
 				if !replayed {
 					fresh++
 				}
-			case !errors.Is(err, ErrInProgress):
+			case !errors.Is(err, inventory.ErrInProgress):
 				t.Errorf("duplicate request: %v", err)
 			}
 		})
@@ -435,9 +437,9 @@ func TestDecrementOnceAfterCrash(t *testing.T) {
 	a := testStore(t)
 	mustPut(t, a, "crashkey", 4)
 	dieInside(t, a, func(dying *Store) {
-		_, _, _ = dying.DecrementOnce(context.Background(), NewAtomic(dying), Request{SKU: "crashkey", Qty: 1, Key: "retry-me"}, "")
+		_, _, _ = dying.DecrementOnce(context.Background(), NewAtomic(dying), inventory.Request{SKU: "crashkey", Qty: 1, Key: "retry-me"}, "")
 	})
-	sale, replayed, err := a.DecrementOnce(t.Context(), NewAtomic(a), Request{SKU: "crashkey", Qty: 1, Key: "retry-me"}, "")
+	sale, replayed, err := a.DecrementOnce(t.Context(), NewAtomic(a), inventory.Request{SKU: "crashkey", Qty: 1, Key: "retry-me"}, "")
 	if err != nil || !replayed || sale.Replica != "dying" {
 		t.Fatalf("retry after the crash: %+v, replayed %v, %v; want the dead replica's sale", sale, replayed, err)
 	}
@@ -462,12 +464,12 @@ func TestRecoverKeys(t *testing.T) {
 		}
 	}
 	// A reservation whose replica died before its stock write.
-	abandoned := keyRecord{ID: "keys/abandoned", SKU: "keys", Key: "abandoned", Request: fingerprint(Request{SKU: "keys", Qty: 1}, "x"), OrderID: newOrderID(), At: old}
+	abandoned := keyRecord{ID: "keys/abandoned", SKU: "keys", Key: "abandoned", Request: fingerprint(inventory.Request{SKU: "keys", Qty: 1}, "x"), OrderID: newOrderID(), At: old}
 	insert(a.attempts, attempt{OrderID: abandoned.OrderID, KeyID: abandoned.ID, At: old})
 	insert(a.keys, abandoned)
 	// A reservation whose sale is in the ledger but whose attempt was
 	// never ended.
-	sold, _, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
+	sold, _, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,15 +512,15 @@ func TestRecoverKeys(t *testing.T) {
 		t.Fatalf("attempts left: %+v, want only the young one", atts)
 	}
 	// The abandoned key is taken over; the sold one still replays.
-	again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x")
+	again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x")
 	if err != nil || replayed || again.OrderID == abandoned.OrderID {
 		t.Fatalf("abandoned key reused: %+v, replayed %v, %v", again, replayed, err)
 	}
-	replay, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
+	replay, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "keys", Qty: 1, Key: "sold"}, "")
 	if err != nil || !replayed || replay.OrderID != sold.OrderID {
 		t.Fatalf("sold key: %+v, replayed %v, %v", replay, replayed, err)
 	}
-	if again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x"); err != nil || !replayed || again.OrderID == abandoned.OrderID {
+	if again, replayed, err := a.DecrementOnce(ctx, NewAtomic(a), inventory.Request{SKU: "keys", Qty: 1, Key: "abandoned"}, "x"); err != nil || !replayed || again.OrderID == abandoned.OrderID {
 		t.Fatalf("taken-over key: %+v, replayed %v, %v; want its new sale replayed", again, replayed, err)
 	}
 }
@@ -559,20 +561,20 @@ func TestReplayWhileRecording(t *testing.T) {
 	a := testStore(t)
 	mustPut(t, a, "mid", 5)
 	taken, resume := make(chan struct{}), make(chan struct{})
-	seller := replicaStore(t, a, StoreOptions{Replica: "seller", AfterTake: func(Order) {
+	seller := replicaStore(t, a, StoreOptions{Replica: "seller", AfterTake: func(inventory.Order) {
 		close(taken)
 		<-resume
 	}})
-	first := make(chan Sale, 1)
+	first := make(chan inventory.Sale, 1)
 	go func() {
-		sale, _, err := seller.DecrementOnce(context.Background(), NewOptimistic(seller, 0, 0), Request{SKU: "mid", Qty: 2, Key: "k"}, "")
+		sale, _, err := seller.DecrementOnce(context.Background(), NewOptimistic(seller, 0, 0), inventory.Request{SKU: "mid", Qty: 2, Key: "k"}, "")
 		if err != nil {
 			t.Errorf("first request: %v", err)
 		}
 		first <- sale
 	}()
 	<-taken
-	replay, replayed, err := a.DecrementOnce(t.Context(), NewOptimistic(a, 0, 0), Request{SKU: "mid", Qty: 2, Key: "k"}, "")
+	replay, replayed, err := a.DecrementOnce(t.Context(), NewOptimistic(a, 0, 0), inventory.Request{SKU: "mid", Qty: 2, Key: "k"}, "")
 	close(resume)
 	if err != nil || !replayed || replay.Remaining != 3 || replay.Replica != "seller" {
 		t.Fatalf("retry mid-sale: %+v, replayed %v, %v; want the seller's sale, 3 left", replay, replayed, err)

@@ -1,10 +1,12 @@
-package inventory
+package mongostore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -34,12 +36,12 @@ import (
 //
 // The filter uses only $lt, $exists and $or, which both MongoDB and FerretDB
 // v1 execute, so that the fence works on the embedded test store too.
-func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) (Item, error) {
+func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) (inventory.Item, error) {
 	if err := checkFence(sku, fence, token); err != nil {
-		return Item{}, err
+		return inventory.Item{}, err
 	}
 	path := "fences." + fence
-	var it Item
+	var it inventory.Item
 	err := s.items.FindOneAndUpdate(ctx,
 		bson.D{
 			{Key: "_id", Value: sku},
@@ -54,13 +56,13 @@ func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) 
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return Item{}, s.fenceMiss(ctx, "fenced read", sku, fence, token)
+		return inventory.Item{}, s.fenceMiss(ctx, "fenced read", sku, fence, token)
 	}
 	if err != nil {
 		// The fenced read writes only the token: whether or not it
 		// landed, no stock was taken, so a cut connection here is
 		// "unavailable", not "outcome unknown".
-		return Item{}, unreachable("fenced read", sku, err)
+		return inventory.Item{}, unreachable("fenced read", sku, err)
 	}
 	return it, nil
 }
@@ -82,7 +84,7 @@ func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) 
 //
 // It returns ErrFenced or ErrStale, having changed nothing, when a
 // condition fails.
-func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, stock int64, o Order) error {
+func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, stock int64, o inventory.Order) error {
 	sku := o.SKU
 	if err := checkFence(sku, fence, token); err != nil {
 		return err
@@ -104,45 +106,45 @@ func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, s
 func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int64) error {
 	it, err := s.Get(ctx, sku)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("%w: %s %q", ErrNotFound, op, sku)
+	case errors.Is(err, inventory.ErrNotFound):
+		return fmt.Errorf("%w: %s %q", inventory.ErrNotFound, op, sku)
 	case err != nil:
 		// The item exists or the lookup failed; either way the fenced
 		// operation did not apply, which is what the caller must know.
-		return fmt.Errorf("%w: %s %q with token %d (and the item could not be read: %v)", ErrFenced, op, sku, token, err)
+		return fmt.Errorf("%w: %s %q with token %d (and the item could not be read: %v)", inventory.ErrFenced, op, sku, token, err)
 	}
-	return fmt.Errorf("%w: %s %q with %s token %d (registered: %d)", ErrFenced, op, sku, fence, token, it.Fences[fence])
+	return fmt.Errorf("%w: %s %q with %s token %d (registered: %d)", inventory.ErrFenced, op, sku, fence, token, it.Fences[fence])
 }
 
 // writeMiss explains a fenced write of o that matched no document: the
 // item is gone, the attempt was given up, a newer token is registered, or
 // another writer changed the item.
-func (s *Store) writeMiss(ctx context.Context, o Order, fence string, token, version int64) error {
+func (s *Store) writeMiss(ctx context.Context, o inventory.Order, fence string, token, version int64) error {
 	sku := o.SKU
 	it, err := s.Get(ctx, sku)
 	_, aborted := it.Aborted[o.ID]
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("%w: fenced write %q", ErrNotFound, sku)
+	case errors.Is(err, inventory.ErrNotFound):
+		return fmt.Errorf("%w: fenced write %q", inventory.ErrNotFound, sku)
 	case err != nil:
 		// Either condition may have failed; ErrFenced is the one that says
 		// "a newer holder exists", the conservative reading.
-		return fmt.Errorf("%w: fenced write %q with token %d (and the item could not be read: %v)", ErrFenced, sku, token, err)
+		return fmt.Errorf("%w: fenced write %q with token %d (and the item could not be read: %v)", inventory.ErrFenced, sku, token, err)
 	case aborted:
 		return abandoned("fenced write", o)
 	case it.Fences[fence] != token:
-		return fmt.Errorf("%w: fenced write %q with %s token %d (registered: %d)", ErrFenced, sku, fence, token, it.Fences[fence])
+		return fmt.Errorf("%w: fenced write %q with %s token %d (registered: %d)", inventory.ErrFenced, sku, fence, token, it.Fences[fence])
 	}
-	return fmt.Errorf("%w: fenced write %q read at version %d (version now %d)", ErrStale, sku, version, it.Version)
+	return fmt.Errorf("%w: fenced write %q read at version %d (version now %d)", inventory.ErrStale, sku, version, it.Version)
 }
 
 func checkFence(sku, fence string, token int64) error {
-	if err := checkSKU(sku); err != nil {
+	if err := inventory.CheckSKU(sku); err != nil {
 		return err
 	}
 	// A dot would make the fence name a deeper path in the document.
 	if !fencePattern.MatchString(fence) || token <= 0 {
-		return fmt.Errorf("%w: fence %q token %d: want a name of [a-z0-9-] and a positive token", ErrInvalid, fence, token)
+		return fmt.Errorf("%w: fence %q token %d: want a name of [a-z0-9-] and a positive token", inventory.ErrInvalid, fence, token)
 	}
 	return nil
 }

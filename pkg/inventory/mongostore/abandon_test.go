@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -16,15 +18,15 @@ import (
 // and so before its stock write, until release is closed: a replica paused
 // (a GC pause, a frozen VM, SIGSTOP) in the middle of a keyed request.
 type held struct {
-	Strategy
+	inventory.Strategy
 	reached, release chan struct{}
 }
 
-func hold(st Strategy) *held {
+func hold(st inventory.Strategy) *held {
 	return &held{Strategy: st, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (h *held) Decrement(ctx context.Context, req Request) (Sale, error) {
+func (h *held) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
 	close(h.reached)
 	<-h.release
 	return h.Strategy.Decrement(ctx, req)
@@ -34,13 +36,13 @@ func (h *held) Decrement(ctx context.Context, req Request) (Sale, error) {
 // write: atomic's conditional $inc, a fenced lock write, optimistic's
 // compare-and-set and unsafe's plain write. Every lock strategy shares the
 // one locker, as replicas share one lock service.
-func keyedStrategies(t *testing.T, s *Store, locks lockServices) []Strategy {
+func keyedStrategies(t *testing.T, s *Store, locks lockServices) []inventory.Strategy {
 	t.Helper()
 	locked, err := NewLocked(s, LockedConfig{Name: strategy.RedisLock, Locker: locks[strategy.RedisLock], Fencing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []Strategy{NewAtomic(s), locked, NewOptimistic(s, 0, 0), NewUnsafe(s, 0)}
+	return []inventory.Strategy{NewAtomic(s), locked, NewOptimistic(s, 0, 0), NewUnsafe(s, 0)}
 }
 
 // TestAbandonedKeyCannotSellTwice: replica A reserves key K and pauses
@@ -70,10 +72,10 @@ func TestAbandonedKeyCannotSellTwice(t *testing.T) {
 					ctx := t.Context()
 					sku := "pause-" + onA[i].Name()
 					mustPut(t, a, sku, 10)
-					req := Request{SKU: sku, Qty: 1, Key: "K"}
+					req := inventory.Request{SKU: sku, Qty: 1, Key: "K"}
 					h := hold(onA[i])
 					type result struct {
-						sale     Sale
+						sale     inventory.Sale
 						replayed bool
 						err      error
 					}
@@ -109,8 +111,8 @@ func TestAbandonedKeyCannotSellTwice(t *testing.T) {
 						t.Errorf("A's paused request sold %s and B's retry sold %s (replayed %v): the key sold twice",
 							r1.sale.OrderID, retry.OrderID, replayed)
 					}
-					if r1.err != nil && !errors.Is(r1.err, ErrAbandoned) {
-						t.Errorf("A's paused request: %v, want ErrAbandoned", r1.err)
+					if r1.err != nil && !errors.Is(r1.err, inventory.ErrAbandoned) {
+						t.Errorf("A's paused request: %v, want inventory.ErrAbandoned", r1.err)
 					}
 					if it := mustGet(t, a, sku); it.Stock != 9 {
 						t.Errorf("stock = %d, want 9: key K sold once", it.Stock)
@@ -130,11 +132,11 @@ func TestAbandonedKeyCannotSellTwice(t *testing.T) {
 
 // dies stands for a replica killed (kill -9) after it reserved a key and
 // before its stock write: its Decrement ends the calling goroutine.
-type dies struct{ Strategy }
+type dies struct{ inventory.Strategy }
 
-func (dies) Decrement(context.Context, Request) (Sale, error) {
+func (dies) Decrement(context.Context, inventory.Request) (inventory.Sale, error) {
 	runtime.Goexit()
-	return Sale{}, nil
+	return inventory.Sale{}, nil
 }
 
 // TestDeadReplicaKeySettles: a replica dies between reserving key K and its
@@ -153,7 +155,7 @@ func TestDeadReplicaKeySettles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := Request{SKU: "dead", Qty: 1, Key: "K"}
+	req := inventory.Request{SKU: "dead", Qty: 1, Key: "K"}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -166,7 +168,7 @@ func TestDeadReplicaKeySettles(t *testing.T) {
 	}
 
 	// The survivor retries as a client would, beating as its server does.
-	var sale Sale
+	var sale inventory.Sale
 	for try := 1; ; try++ {
 		if _, err := survivor.Heartbeat(ctx); err != nil {
 			t.Fatal(err)
@@ -180,14 +182,14 @@ func TestDeadReplicaKeySettles(t *testing.T) {
 			}
 			break
 		}
-		if !errors.Is(err, ErrInProgress) || try == 5 {
+		if !errors.Is(err, inventory.ErrInProgress) || try == 5 {
 			t.Fatalf("retry %d of K on the survivor: %v; want a sale once the dead replica's heartbeat stood still", try, err)
 		}
 	}
 	// The dead replica's attempt is fenced out, should it wake after all.
-	late := dying.newOrder(Request{SKU: "dead", Qty: 1, OrderID: lost.OrderID, Key: "K"}, strategy.Unsafe, 0)
-	if err := dying.setStock(ctx, 0, late); !errors.Is(err, ErrAbandoned) {
-		t.Fatalf("the dead replica's late write: %v, want ErrAbandoned", err)
+	late := dying.newOrder(inventory.Request{SKU: "dead", Qty: 1, OrderID: lost.OrderID, Key: "K"}, strategy.Unsafe, 0)
+	if err := dying.setStock(ctx, 0, late); !errors.Is(err, inventory.ErrAbandoned) {
+		t.Fatalf("the dead replica's late write: %v, want inventory.ErrAbandoned", err)
 	}
 	if it := mustGet(t, base, "dead"); it.Stock != 9 || mustCount(t, base, "dead") != 1 {
 		t.Fatalf("stock %d, orders %d: want 9 and 1", it.Stock, mustCount(t, base, "dead"))
@@ -209,7 +211,7 @@ func TestOwnAttemptSettlesAtOnce(t *testing.T) {
 	s := replicaStore(t, base, StoreOptions{Replica: "self", AbandonAfter: time.Hour})
 	ctx := t.Context()
 	mustPut(t, s, "own", 3)
-	rec := s.newKeyRecord(Request{SKU: "own", Qty: 1, Key: "K"}, "fp")
+	rec := s.newKeyRecord(inventory.Request{SKU: "own", Qty: 1, Key: "K"}, "fp")
 	if _, err := s.attempts.InsertOne(ctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At, Instance: s.instance}); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func TestRestartSettlesItsPredecessor(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _, _ = s.DecrementOnce(context.Background(), dies{NewAtomic(s)}, Request{SKU: "restart", Qty: 1, Key: "K-" + s.replica}, "")
+			_, _, _ = s.DecrementOnce(context.Background(), dies{NewAtomic(s)}, inventory.Request{SKU: "restart", Qty: 1, Key: "K-" + s.replica}, "")
 		}()
 		<-done
 	}
@@ -266,7 +268,7 @@ func TestRestartSettlesItsPredecessor(t *testing.T) {
 	if err != nil || got.Abandoned != 1 {
 		t.Fatalf("first recovery after the restart: %+v, %v; want the predecessor's attempt given up, b's left", got, err)
 	}
-	if _, _, err := after.DecrementOnce(ctx, NewAtomic(after), Request{SKU: "restart", Qty: 1, Key: "K-a"}, ""); err != nil {
+	if _, _, err := after.DecrementOnce(ctx, NewAtomic(after), inventory.Request{SKU: "restart", Qty: 1, Key: "K-a"}, ""); err != nil {
 		t.Fatalf("retry of the predecessor's key: %v", err)
 	}
 }

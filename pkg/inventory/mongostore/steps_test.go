@@ -1,10 +1,12 @@
-package inventory
+package mongostore
 
 import (
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
@@ -41,7 +43,7 @@ func TestSaleSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPut(t, s, "steps", 1)
-	if _, err := st.Decrement(t.Context(), Request{SKU: "steps", Qty: 1}); err != nil {
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: "steps", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"lock", "read", "write", "release", "ledger", "unpend"}
@@ -56,7 +58,7 @@ func TestSaleSteps(t *testing.T) {
 	}
 
 	// Sold out before the lock: the unlocked look answers, no step runs.
-	if _, err := st.Decrement(t.Context(), Request{SKU: "steps", Qty: 1}); err == nil {
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: "steps", Qty: 1}); err == nil {
 		t.Fatal("sold a unit of none")
 	}
 	if got := rec.take(); len(got) != 0 {
@@ -69,7 +71,7 @@ func TestSaleSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPut(t, s, "steps3", 1)
-	if _, err := plain.Decrement(t.Context(), Request{SKU: "steps3", Qty: 1}); err != nil {
+	if _, err := plain.Decrement(t.Context(), inventory.Request{SKU: "steps3", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if it := mustGet(t, s, "steps3"); it.Stock != 0 || len(it.Pending) != 0 {

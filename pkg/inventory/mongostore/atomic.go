@@ -1,8 +1,10 @@
-package inventory
+package mongostore
 
 import (
 	"context"
 	"errors"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -31,17 +33,17 @@ func NewAtomic(store *Store) *Atomic { return &Atomic{store: store} }
 func (a *Atomic) Name() string { return strategy.Atomic }
 
 // Decrement implements Strategy.
-func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
-	if err := req.check(); err != nil {
-		return Sale{}, err
+func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Sale{}, context.Cause(ctx)
+		return inventory.Sale{}, context.Cause(ctx)
 	}
 	o := a.store.newOrder(req, strategy.Atomic, 0)
 	cctx, cancel := a.store.commitContext(ctx)
 	defer cancel()
-	var it Item
+	var it inventory.Item
 	err := a.store.items.FindOneAndUpdate(cctx,
 		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o.ID)},
 		bson.D{
@@ -55,17 +57,17 @@ func (a *Atomic) Decrement(ctx context.Context, req Request) (Sale, error) {
 		// or not enough stock.
 		cur, gerr := a.store.Get(ctx, req.SKU)
 		if gerr != nil {
-			return Sale{}, gerr
+			return inventory.Sale{}, gerr
 		}
 		if _, ok := cur.Aborted[o.ID]; ok {
-			return Sale{}, abandoned("atomic decrement", o)
+			return inventory.Sale{}, abandoned("atomic decrement", o)
 		}
-		return Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)
+		return inventory.Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)
 	}
 	if err != nil {
-		return Sale{}, unknownOutcome("atomic decrement", req.SKU, err)
+		return inventory.Sale{}, unknownOutcome("atomic decrement", req.SKU, err)
 	}
 	return a.store.sold(ctx, o, it.Stock, 1), nil
 }
 
-var _ = addBuilder(strategy.Atomic, func(d Deps) (Strategy, error) { return NewAtomic(d.Store), nil })
+var _ = addBuilder(strategy.Atomic, func(d Deps) (inventory.Strategy, error) { return NewAtomic(d.Store), nil })

@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -70,7 +72,7 @@ type StoreOptions struct {
 	// AfterTake, when set, runs right after a stock write that took stock
 	// and before its order is recorded: a hook for tests and fault drills
 	// that stop a replica between the two writes.
-	AfterTake func(Order)
+	AfterTake func(inventory.Order)
 
 	// Logger receives ledger failures. nil means slog.Default().
 	Logger *slog.Logger
@@ -97,7 +99,7 @@ type Store struct {
 	instance  string
 	live      liveness
 	inFlight  inFlight
-	afterTake func(Order)
+	afterTake func(inventory.Order)
 	logger    *slog.Logger
 }
 
@@ -105,14 +107,14 @@ type Store struct {
 // does no I/O; call EnsureIndexes once at start-up.
 func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalid)
+		return nil, fmt.Errorf("%w: nil database", inventory.ErrInvalid)
 	}
 	wc := opts.WriteConcern
 	if wc == nil {
 		wc, _ = ParseWriteConcern("majority")
 	}
 	if !wc.Acknowledged() {
-		return nil, fmt.Errorf("%w: unacknowledged write concern", ErrInvalid)
+		return nil, fmt.Errorf("%w: unacknowledged write concern", inventory.ErrInvalid)
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
@@ -213,7 +215,7 @@ const (
 // administrative reset. A decrement in flight that read the item before
 // the reset cannot write over it: every stock write of a safe strategy is
 // conditional on the version it read (ErrStale).
-func (s *Store) Put(ctx context.Context, sku string, stock int64) (Item, error) {
+func (s *Store) Put(ctx context.Context, sku string, stock int64) (inventory.Item, error) {
 	return s.put(ctx, sku, stock, nil)
 }
 
@@ -221,16 +223,16 @@ func (s *Store) Put(ctx context.Context, sku string, stock int64) (Item, error) 
 // the item exists at version, and returns ErrStale (or ErrNotFound),
 // having changed nothing, otherwise. It is the compare-and-set of a client
 // that read the item and decided on a new stock from what it saw.
-func (s *Store) PutIf(ctx context.Context, sku string, stock, version int64) (Item, error) {
+func (s *Store) PutIf(ctx context.Context, sku string, stock, version int64) (inventory.Item, error) {
 	return s.put(ctx, sku, stock, &version)
 }
 
-func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64) (Item, error) {
-	if err := checkSKU(sku); err != nil {
-		return Item{}, err
+func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64) (inventory.Item, error) {
+	if err := inventory.CheckSKU(sku); err != nil {
+		return inventory.Item{}, err
 	}
 	if stock < 0 {
-		return Item{}, fmt.Errorf("%w: stock %d must not be negative", ErrInvalid, stock)
+		return inventory.Item{}, fmt.Errorf("%w: stock %d must not be negative", inventory.ErrInvalid, stock)
 	}
 	filter := bson.D{{Key: "_id", Value: sku}}
 	if version != nil {
@@ -240,7 +242,7 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 	// the caller learns whether the stock was set.
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	var it Item
+	var it inventory.Item
 	err := s.items.FindOneAndUpdate(cctx, filter,
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
@@ -252,39 +254,39 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 	if version != nil && errors.Is(err, mongo.ErrNoDocuments) {
 		cur, gerr := s.Get(ctx, sku)
 		if gerr != nil {
-			return Item{}, gerr
+			return inventory.Item{}, gerr
 		}
-		return Item{}, fmt.Errorf("%w: put %q at version %d (version now %d)", ErrStale, sku, *version, cur.Version)
+		return inventory.Item{}, fmt.Errorf("%w: put %q at version %d (version now %d)", inventory.ErrStale, sku, *version, cur.Version)
 	}
 	if err != nil {
 		// A PUT sets an absolute stock: retrying one whose outcome is
 		// unknown is safe, so a passing error is "unavailable".
-		return Item{}, unreachable("put", sku, err)
+		return inventory.Item{}, unreachable("put", sku, err)
 	}
 	return it, nil
 }
 
 // Get returns the item, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, sku string) (Item, error) {
+func (s *Store) Get(ctx context.Context, sku string) (inventory.Item, error) {
 	return s.get(ctx, s.items, sku)
 }
 
 // getCommitted is Get with majority read concern (see committedItems).
-func (s *Store) getCommitted(ctx context.Context, sku string) (Item, error) {
+func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, error) {
 	return s.get(ctx, s.committedItems, sku)
 }
 
-func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (Item, error) {
-	if err := checkSKU(sku); err != nil {
-		return Item{}, err
+func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (inventory.Item, error) {
+	if err := inventory.CheckSKU(sku); err != nil {
+		return inventory.Item{}, err
 	}
-	var it Item
+	var it inventory.Item
 	err := items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return Item{}, fmt.Errorf("%w: get %q", ErrNotFound, sku)
+		return inventory.Item{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
 	}
 	if err != nil {
-		return Item{}, unreachable("get", sku, err)
+		return inventory.Item{}, unreachable("get", sku, err)
 	}
 	return it, nil
 }
@@ -292,7 +294,7 @@ func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (I
 // takeUpdate is the update of a stock write that sets the stock: it bumps
 // the version, so that every other writer's compare-and-set sees it, and
 // records o as pending in the same single-document update.
-func takeUpdate(stock int64, o Order) bson.D {
+func takeUpdate(stock int64, o inventory.Order) bson.D {
 	return bson.D{
 		{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}, {Key: pendingPath(o.ID), Value: o}}},
 		{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
@@ -303,7 +305,7 @@ func takeUpdate(stock int64, o Order) bson.D {
 // and of a lock strategy whose fencing is off, which trusts the lock alone.
 // It is kept as naive as the code it teaches, but bumps the version and
 // records the pending order like every stock write.
-func (s *Store) setStock(ctx context.Context, stock int64, o Order) error {
+func (s *Store) setStock(ctx context.Context, stock int64, o inventory.Order) error {
 	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}, notAborted(o.ID)}, takeUpdate(stock, o))
 	if err != nil {
 		return unknownOutcome("write", o.SKU, err)
@@ -314,15 +316,15 @@ func (s *Store) setStock(ctx context.Context, stock int64, o Order) error {
 				return abandoned("write", o)
 			}
 		}
-		return fmt.Errorf("%w: write %q", ErrNotFound, o.SKU)
+		return fmt.Errorf("%w: write %q", inventory.ErrNotFound, o.SKU)
 	}
 	return nil
 }
 
 // abandoned is the error of a stock write of o refused because recovery
 // gave o's attempt up first.
-func abandoned(op string, o Order) error {
-	return fmt.Errorf("%w: %s %q of order %s", ErrAbandoned, op, o.SKU, o.ID)
+func abandoned(op string, o inventory.Order) error {
+	return fmt.Errorf("%w: %s %q of order %s", inventory.ErrAbandoned, op, o.SKU, o.ID)
 }
 
 // unknownOutcome wraps the error of a stock write that got no definite
@@ -330,7 +332,7 @@ func abandoned(op string, o Order) error {
 // reported by the callers as ErrFenced, ErrNotFound or a lost
 // compare-and-set instead.
 func unknownOutcome(op, sku string, err error) error {
-	return fmt.Errorf("%w: %s %q: %w", ErrOutcomeUnknown, op, sku, err)
+	return fmt.Errorf("%w: %s %q: %w", inventory.ErrOutcomeUnknown, op, sku, err)
 }
 
 // commitContext returns the context of a write that must run to completion

@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -20,7 +22,7 @@ import (
 // pass's, must not grow with what the store retains: it reports each
 // decrement's p50 and p99 and the slowest recovery pass.
 //
-//	go test -run '^$' -bench KeyedDecrementRetained -benchtime 3000x ./pkg/inventory/
+//	go test -run '^$' -bench KeyedDecrementRetained -benchtime 3000x ./pkg/inventory/mongostore/
 func BenchmarkKeyedDecrementRetained(b *testing.B) {
 	for _, retained := range []int{0, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("retained=%d", retained), func(b *testing.B) {
@@ -72,7 +74,7 @@ func BenchmarkKeyedDecrementRetained(b *testing.B) {
 						if i >= int64(b.N) {
 							return
 						}
-						req := Request{SKU: fmt.Sprintf("sku-%d", i%skus), Qty: 1, Key: fmt.Sprintf("bench-%d", i)}
+						req := inventory.Request{SKU: fmt.Sprintf("sku-%d", i%skus), Qty: 1, Key: fmt.Sprintf("bench-%d", i)}
 						start := time.Now()
 						if _, _, err := s.DecrementOnce(ctx, st, req, ""); err != nil {
 							b.Error(err)
@@ -111,7 +113,7 @@ func retain(b *testing.B, s *Store, n int) {
 			key := fmt.Sprintf("old-%d", i)
 			keys = append(keys, bson.D{{Key: "_id", Value: sku + "/" + key}, {Key: "sku", Value: sku}, {Key: "key", Value: key},
 				{Key: "request", Value: "x"}, {Key: "order_id", Value: id}, {Key: "at", Value: at}, {Key: "done", Value: true}})
-			orders = append(orders, Order{ID: id, SKU: sku, Qty: 1, Replica: "old", Strategy: "atomic", At: at, Key: key})
+			orders = append(orders, inventory.Order{ID: id, SKU: sku, Qty: 1, Replica: "old", Strategy: "atomic", At: at, Key: key})
 		}
 		if _, err := s.keys.InsertMany(ctx, keys); err != nil {
 			b.Fatal(err)

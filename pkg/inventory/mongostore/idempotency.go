@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -27,27 +29,10 @@ const (
 	// stock write).
 	DefaultAbandonAfter = 5 * time.Minute
 
-	// MaxKeyLen is the longest idempotency key accepted, in bytes.
-	MaxKeyLen = 128
-
 	// inProgressWait is how long DecrementOnce waits for a decrement with
 	// the same key to finish before it answers ErrInProgress.
 	inProgressWait = 2 * time.Second
 )
-
-// ValidKey reports whether key is an acceptable idempotency key: 1 to 128
-// printable ASCII characters (space to tilde).
-func ValidKey(key string) bool {
-	if len(key) == 0 || len(key) > MaxKeyLen {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
 
 // keyRecord is the reservation of an idempotency key, one document in the
 // idempotency collection:
@@ -102,7 +87,7 @@ func (a attempt) sku() string {
 }
 
 // fingerprint identifies a request for its key: sku, qty and match.
-func fingerprint(req Request, match string) string {
+func fingerprint(req inventory.Request, match string) string {
 	h := sha256.Sum256([]byte(req.SKU + "\x00" + strconv.FormatInt(req.Qty, 10) + "\x00" + match))
 	return hex.EncodeToString(h[:])
 }
@@ -126,15 +111,15 @@ func fingerprint(req Request, match string) string {
 //
 // Keys are remembered for the store's KeyRetention, counted from the first
 // call. req.OrderID must be empty: the reservation chooses it.
-func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, match string) (sale Sale, replayed bool, err error) {
-	if err := req.check(); err != nil {
-		return Sale{}, false, err
+func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req inventory.Request, match string) (sale inventory.Sale, replayed bool, err error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, false, err
 	}
-	if !ValidKey(req.Key) {
-		return Sale{}, false, fmt.Errorf("%w: idempotency key must be 1 to %d printable ASCII characters", ErrInvalid, MaxKeyLen)
+	if !inventory.ValidKey(req.Key) {
+		return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key must be 1 to %d printable ASCII characters", inventory.ErrInvalid, inventory.MaxKeyLen)
 	}
 	if req.OrderID != "" {
-		return Sale{}, false, fmt.Errorf("%w: DecrementOnce chooses the order id itself", ErrInvalid)
+		return inventory.Sale{}, false, fmt.Errorf("%w: DecrementOnce chooses the order id itself", inventory.ErrInvalid)
 	}
 	fp := fingerprint(req, match)
 	giveUp := time.Now().Add(inProgressWait)
@@ -142,26 +127,26 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 	for {
 		rec, mine, err := s.reserve(ctx, req, fp)
 		if err != nil {
-			return Sale{}, false, err
+			return inventory.Sale{}, false, err
 		}
 		if mine {
 			defer s.inFlight.remove(rec.OrderID)
 			return s.decrementReserved(ctx, st, req, rec)
 		}
 		if rec.Request != fp {
-			return Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", ErrKeyReused, req.Key, req.SKU)
+			return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, req.Key, req.SKU)
 		}
 		out, err := s.outcome(ctx, rec)
 		switch {
 		case err != nil:
-			return Sale{}, false, err
+			return inventory.Sale{}, false, err
 		case out.sold:
 			return out.sale, true, nil
 		case out.aborted:
 			// Given up: no sale can come of it. Take the key over.
 			next, ok, err := s.takeOver(ctx, rec, s.newKeyRecord(req, fp))
 			if err != nil {
-				return Sale{}, false, err
+				return inventory.Sale{}, false, err
 			}
 			if ok {
 				defer s.inFlight.remove(next.OrderID)
@@ -170,15 +155,15 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 			continue
 		}
 		if gaveUp, err := s.giveUpIfOverdue(ctx, rec); err != nil {
-			return Sale{}, false, err
+			return inventory.Sale{}, false, err
 		} else if gaveUp {
 			continue
 		}
 		if time.Now().Add(poll).After(giveUp) {
-			return Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", ErrInProgress, req.Key, req.SKU)
+			return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrInProgress, req.Key, req.SKU)
 		}
 		if err := pause(ctx, poll); err != nil {
-			return Sale{}, false, err
+			return inventory.Sale{}, false, err
 		}
 		poll = min(2*poll, 200*time.Millisecond)
 	}
@@ -186,7 +171,7 @@ func (s *Store) DecrementOnce(ctx context.Context, st Strategy, req Request, mat
 
 // newKeyRecord returns a fresh reservation of req's key, with a new order
 // id, stamped now.
-func (s *Store) newKeyRecord(req Request, fp string) keyRecord {
+func (s *Store) newKeyRecord(req inventory.Request, fp string) keyRecord {
 	return keyRecord{
 		ID: req.SKU + "/" + req.Key, SKU: req.SKU, Key: req.Key, Request: fp,
 		OrderID: newOrderID(), At: time.Now().UTC().Truncate(time.Millisecond),
@@ -198,7 +183,7 @@ func (s *Store) newKeyRecord(req Request, fp string) keyRecord {
 // taken over, and a reservation that went away between the insert and the
 // read is inserted again. A reservation that is mine is in s.inFlight
 // until the caller removes it.
-func (s *Store) reserve(ctx context.Context, req Request, fp string) (keyRecord, bool, error) {
+func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
 	for {
 		rec := s.newKeyRecord(req, fp)
 		if err := s.beginAttempt(ctx, rec); err != nil {
@@ -264,7 +249,7 @@ func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bo
 }
 
 // decrementReserved runs the decrement of a key this call has reserved.
-func (s *Store) decrementReserved(ctx context.Context, st Strategy, req Request, rec keyRecord) (Sale, bool, error) {
+func (s *Store) decrementReserved(ctx context.Context, st inventory.Strategy, req inventory.Request, rec keyRecord) (inventory.Sale, bool, error) {
 	req.OrderID = rec.OrderID
 	sale, err := st.Decrement(ctx, req)
 	switch {
@@ -273,20 +258,20 @@ func (s *Store) decrementReserved(ctx context.Context, st Strategy, req Request,
 			s.endAttempt(ctx, rec)
 		}
 		return sale, false, nil
-	case errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
 		// The stock may be taken; the attempt must stay, so that a retry
 		// finds the sale (pending or recorded) or, if there is none, this
 		// replica's recovery gives it up: it is no longer in flight.
-		return Sale{}, false, err
+		return inventory.Sale{}, false, err
 	}
 	// Nothing was changed: free the key for a retry.
 	s.freeKey(ctx, rec, true)
-	return Sale{}, false, err
+	return inventory.Sale{}, false, err
 }
 
 // keyOutcome is what became of a reservation's attempt.
 type keyOutcome struct {
-	sale    Sale
+	sale    inventory.Sale
 	sold    bool // the sale happened: pending in the item, or in the ledger
 	aborted bool // no sale, and none can come: its order id is aborted in the item
 }
@@ -308,7 +293,7 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 		p.ID, p.SKU = rec.OrderID, rec.SKU
 		cctx, cancel := s.commitContext(ctx)
 		defer cancel()
-		sale := p.sale()
+		sale := p.Sale()
 		if err := s.record(cctx, p); err != nil {
 			// The sale exists; only its recording failed. Replay it, and
 			// say so as the first answer would have.
@@ -319,8 +304,8 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 	o, err := s.order(ctx, rec.SKU, rec.OrderID)
 	switch {
 	case err == nil:
-		return keyOutcome{sale: o.sale(), sold: true}, nil
-	case errors.Is(err, ErrNotFound):
+		return keyOutcome{sale: o.Sale(), sold: true}, nil
+	case errors.Is(err, inventory.ErrNotFound):
 		_, aborted := it.Aborted[rec.OrderID]
 		return keyOutcome{aborted: aborted}, nil
 	}
@@ -487,7 +472,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 	switch _, err := s.order(ctx, sku, a.OrderID); {
 	case err == nil:
 		return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
-	case !errors.Is(err, ErrNotFound):
+	case !errors.Is(err, inventory.ErrNotFound):
 		return false, false, err
 	}
 	cctx, cancel := s.commitContext(ctx)
@@ -500,7 +485,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 	}
 	if res.MatchedCount == 0 {
 		it, err := s.getCommitted(ctx, sku)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, inventory.ErrNotFound) {
 			return false, false, nil
 		}
 		if err != nil {
@@ -522,7 +507,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		switch {
 		case err == nil:
 			sold = true
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, inventory.ErrNotFound):
 			return false, false, err
 		}
 	}

@@ -1,8 +1,10 @@
-package inventory
+package mongostore
 
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
@@ -18,7 +20,7 @@ func ParseWriteConcern(s string) (*writeconcern.WriteConcern, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		return nil, fmt.Errorf("%w: write concern %q: want \"majority\" or a number of nodes >= 1", ErrInvalid, s)
+		return nil, fmt.Errorf("%w: write concern %q: want \"majority\" or a number of nodes >= 1", inventory.ErrInvalid, s)
 	}
 	return &writeconcern.WriteConcern{W: n, Journal: &journal}, nil
 }

@@ -1,9 +1,11 @@
-package inventory
+package mongostore
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
@@ -12,8 +14,8 @@ func TestPutGet(t *testing.T) {
 	s := testStore(t)
 	ctx := t.Context()
 
-	if _, err := s.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get of a missing item: %v, want ErrNotFound", err)
+	if _, err := s.Get(ctx, "nope"); !errors.Is(err, inventory.ErrNotFound) {
+		t.Fatalf("Get of a missing item: %v, want inventory.ErrNotFound", err)
 	}
 	it, err := s.Put(ctx, "A-1", 10)
 	if err != nil {
@@ -40,8 +42,8 @@ func TestPutGet(t *testing.T) {
 		sku   string
 		stock int64
 	}{{"", 1}, {"a/b", 1}, {"x", -1}, {string(make([]byte, 65)), 1}} {
-		if _, err := s.Put(ctx, bad.sku, bad.stock); !errors.Is(err, ErrInvalid) {
-			t.Errorf("Put(%q, %d) = %v, want ErrInvalid", bad.sku, bad.stock, err)
+		if _, err := s.Put(ctx, bad.sku, bad.stock); !errors.Is(err, inventory.ErrInvalid) {
+			t.Errorf("Put(%q, %d) = %v, want inventory.ErrInvalid", bad.sku, bad.stock, err)
 		}
 	}
 }
@@ -51,9 +53,9 @@ func TestOrders(t *testing.T) {
 	ctx := t.Context()
 	mustPut(t, s, "sku", 10)
 	st := NewAtomic(s)
-	var first Sale
+	var first inventory.Sale
 	for i := range 3 {
-		sale, err := st.Decrement(ctx, Request{SKU: "sku", Qty: 1})
+		sale, err := st.Decrement(ctx, inventory.Request{SKU: "sku", Qty: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +71,7 @@ func TestOrders(t *testing.T) {
 	if len(later) != 0 {
 		t.Fatalf("Orders since after the last = %+v", later)
 	}
-	none, err := s.Orders(ctx, OrdersQuery{SKU: "other"})
+	none, err := s.Orders(ctx, inventory.OrdersQuery{SKU: "other"})
 	if err != nil || none.Orders == nil || len(none.Orders) != 0 || none.Next != "" {
 		t.Fatalf("Orders of an unknown sku = %+v, %v; want an empty, non-nil list and no next page", none, err)
 	}
@@ -82,8 +84,8 @@ func TestParseWriteConcern(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "0", "-1", "all", "1.5"} {
-		if _, err := ParseWriteConcern(bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("ParseWriteConcern(%q) = %v, want ErrInvalid", bad, err)
+		if _, err := ParseWriteConcern(bad); !errors.Is(err, inventory.ErrInvalid) {
+			t.Errorf("ParseWriteConcern(%q) = %v, want inventory.ErrInvalid", bad, err)
 		}
 	}
 }
@@ -96,7 +98,7 @@ func TestOrdersPages(t *testing.T) {
 	mustPut(t, s, "pages", 25)
 	var ids []string
 	for range 23 {
-		sale, err := NewAtomic(s).Decrement(ctx, Request{SKU: "pages", Qty: 1})
+		sale, err := NewAtomic(s).Decrement(ctx, inventory.Request{SKU: "pages", Qty: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,13 +118,13 @@ func TestOrdersPages(t *testing.T) {
 	if len(got) != len(ids) {
 		t.Fatalf("%d orders over the pages, want %d", len(got), len(ids))
 	}
-	first, err := s.Orders(ctx, OrdersQuery{SKU: "pages"})
+	first, err := s.Orders(ctx, inventory.OrdersQuery{SKU: "pages"})
 	if err != nil || len(first.Orders) != 23 || first.Next != "" {
 		t.Fatalf("default page: %d orders, next %q, %v", len(first.Orders), first.Next, err)
 	}
-	for _, q := range []OrdersQuery{{SKU: "pages", Limit: -1}, {SKU: "pages", Limit: MaxOrdersLimit + 1}, {SKU: "pages", After: "%%%"}, {SKU: "pages", After: "bm90LWEtY3Vyc29y"}} {
-		if _, err := s.Orders(ctx, q); !errors.Is(err, ErrInvalid) {
-			t.Errorf("Orders(%+v): %v, want ErrInvalid", q, err)
+	for _, q := range []inventory.OrdersQuery{{SKU: "pages", Limit: -1}, {SKU: "pages", Limit: inventory.MaxOrdersLimit + 1}, {SKU: "pages", After: "%%%"}, {SKU: "pages", After: "bm90LWEtY3Vyc29y"}} {
+		if _, err := s.Orders(ctx, q); !errors.Is(err, inventory.ErrInvalid) {
+			t.Errorf("Orders(%+v): %v, want inventory.ErrInvalid", q, err)
 		}
 	}
 }

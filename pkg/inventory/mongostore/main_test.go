@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -62,7 +64,7 @@ func testStore(t testing.TB) *Store {
 	return s
 }
 
-func mustPut(t testing.TB, s *Store, sku string, stock int64) Item {
+func mustPut(t testing.TB, s *Store, sku string, stock int64) inventory.Item {
 	t.Helper()
 	it, err := s.Put(t.Context(), sku, stock)
 	if err != nil {
@@ -71,7 +73,7 @@ func mustPut(t testing.TB, s *Store, sku string, stock int64) Item {
 	return it
 }
 
-func mustGet(t testing.TB, s *Store, sku string) Item {
+func mustGet(t testing.TB, s *Store, sku string) inventory.Item {
 	t.Helper()
 	it, err := s.Get(t.Context(), sku)
 	if err != nil {
@@ -90,10 +92,10 @@ func mustCount(t testing.TB, s *Store, sku string) int64 {
 }
 
 // allOrders reads every order of sku, page by page.
-func allOrders(t testing.TB, s *Store, sku string, since time.Time) []Order {
+func allOrders(t testing.TB, s *Store, sku string, since time.Time) []inventory.Order {
 	t.Helper()
-	var all []Order
-	q := OrdersQuery{SKU: sku, Since: since, Limit: 7}
+	var all []inventory.Order
+	q := inventory.OrdersQuery{SKU: sku, Since: since, Limit: 7}
 	for {
 		page, err := s.Orders(t.Context(), q)
 		if err != nil {

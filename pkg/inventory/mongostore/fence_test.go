@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -47,26 +49,26 @@ func TestFencedStaleHolder(t *testing.T) {
 	}
 
 	// A wakes up believing it holds the lock, and writes 10-1.
-	order := func(tok int64) Order { return s.newOrder(Request{SKU: sku, Qty: 1}, fence, tok) }
-	if err := s.FencedWrite(ctx, fence, tokA, 1, 9, order(tokA)); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale write: %v, want ErrFenced", err)
+	order := func(tok int64) inventory.Order { return s.newOrder(inventory.Request{SKU: sku, Qty: 1}, fence, tok) }
+	if err := s.FencedWrite(ctx, fence, tokA, 1, 9, order(tokA)); !errors.Is(err, inventory.ErrFenced) {
+		t.Fatalf("stale write: %v, want inventory.ErrFenced", err)
 	}
 	if it := mustGet(t, s, sku); it.Stock != 10 || it.Version != 1 {
 		t.Fatalf("after the stale write: %+v, want stock 10 at version 1", it)
 	}
 	// A stale read is refused too, and does not lower the fence.
-	if _, err := s.FencedRead(ctx, sku, fence, tokA); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale read: %v, want ErrFenced", err)
+	if _, err := s.FencedRead(ctx, sku, fence, tokA); !errors.Is(err, inventory.ErrFenced) {
+		t.Fatalf("stale read: %v, want inventory.ErrFenced", err)
 	}
 	// A reset keeps the fence: the stale holder stays out.
 	mustPut(t, s, sku, 10)
-	if err := s.FencedWrite(ctx, fence, tokA, 2, 9, order(tokA)); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale write after Put: %v, want ErrFenced", err)
+	if err := s.FencedWrite(ctx, fence, tokA, 2, 9, order(tokA)); !errors.Is(err, inventory.ErrFenced) {
+		t.Fatalf("stale write after Put: %v, want inventory.ErrFenced", err)
 	}
 	// The current holder's write, computed from what it read before the
 	// reset, is refused too: the version moved.
-	if err := s.FencedWrite(ctx, fence, tokB, 1, 9, order(tokB)); !errors.Is(err, ErrStale) {
-		t.Fatalf("B's write read before the reset: %v, want ErrStale", err)
+	if err := s.FencedWrite(ctx, fence, tokB, 1, 9, order(tokB)); !errors.Is(err, inventory.ErrStale) {
+		t.Fatalf("B's write read before the reset: %v, want inventory.ErrStale", err)
 	}
 	// The current holder writes at the version it now reads.
 	if err := s.FencedWrite(ctx, fence, tokB, 2, 9, order(tokB)); err != nil {
@@ -79,8 +81,8 @@ func TestFencedStaleHolder(t *testing.T) {
 	if _, err := s.FencedRead(ctx, sku, strategy.RedisLock, 1); err != nil {
 		t.Fatalf("first read under another lock: %v", err)
 	}
-	if err := s.FencedWrite(ctx, fence, tokB, 1, 1, s.newOrder(Request{SKU: "missing", Qty: 1}, fence, tokB)); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("fenced write of a missing item: %v, want ErrNotFound", err)
+	if err := s.FencedWrite(ctx, fence, tokB, 1, 1, s.newOrder(inventory.Request{SKU: "missing", Qty: 1}, fence, tokB)); !errors.Is(err, inventory.ErrNotFound) {
+		t.Fatalf("fenced write of a missing item: %v, want inventory.ErrNotFound", err)
 	}
 }
 
@@ -130,18 +132,18 @@ func TestLockedFencingSwitch(t *testing.T) {
 			}
 			var newerErr error
 			older.afterRead = func(context.Context) {
-				_, newerErr = newer.Decrement(ctx, Request{SKU: sku, Qty: 1})
+				_, newerErr = newer.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1})
 			}
 
-			_, olderErr := older.Decrement(ctx, Request{SKU: sku, Qty: 1})
+			_, olderErr := older.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1})
 			if newerErr != nil {
 				t.Fatalf("newer holder: %v", newerErr)
 			}
 			it := mustGet(t, s, sku)
 			orders := mustCount(t, s, sku)
 			if fencing {
-				if !errors.Is(olderErr, ErrFenced) {
-					t.Fatalf("older holder: %v, want ErrFenced", olderErr)
+				if !errors.Is(olderErr, inventory.ErrFenced) {
+					t.Fatalf("older holder: %v, want inventory.ErrFenced", olderErr)
 				}
 				if it.Stock != 9 || orders != 1 {
 					t.Fatalf("stock %d with %d orders, want 9 with 1", it.Stock, orders)

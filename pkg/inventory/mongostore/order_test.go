@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -76,7 +78,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 	for i := 1; i <= maxRestarts && !(insertMet && readMet); i++ {
 		// Open a pooled connection on each client, then cut them all.
 		sku := fmt.Sprintf("sku-%d", i)
-		if _, err := s.insertOrder(t.Context(), Order{ID: "warm-" + sku, SKU: "w", Qty: 1, Replica: "r"}); err != nil {
+		if _, err := s.insertOrder(t.Context(), inventory.Order{ID: "warm-" + sku, SKU: "w", Qty: 1, Replica: "r"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := rs.FencedRead(t.Context(), "fenced-sku", strategy.RedisLock, int64(10*i)); err != nil {
@@ -94,12 +96,12 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		_, err := rs.FencedRead(t.Context(), "fenced-sku", strategy.RedisLock, int64(10*i+1))
 		if readerFails.count("findAndModify") > 0 {
 			readMet = true
-			if !errors.Is(err, ErrStoreUnavailable) {
-				t.Errorf("fenced read on a connection the restart cut: %v, want ErrStoreUnavailable", err)
+			if !errors.Is(err, inventory.ErrStoreUnavailable) {
+				t.Errorf("fenced read on a connection the restart cut: %v, want inventory.ErrStoreUnavailable", err)
 			}
 		}
 
-		o := Order{ID: "after-restart-" + sku, SKU: sku, Qty: 2, Replica: "r", Strategy: strategy.Atomic}
+		o := inventory.Order{ID: "after-restart-" + sku, SKU: sku, Qty: 2, Replica: "r", Strategy: strategy.Atomic}
 		if _, err := s.insertOrder(t.Context(), o); err != nil {
 			t.Fatalf("order insert after a restart: %v", err)
 		}

@@ -1,4 +1,4 @@
-package inventory
+package mongostore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory"
+
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/stocklock/stocklock/pkg/lock"
@@ -16,16 +18,6 @@ import (
 
 // DefaultLockWait is the default budget for acquiring an item's lock.
 const DefaultLockWait = 2 * time.Second
-
-// LockObserver is told what a Locked strategy does with its lock, for
-// metrics. Methods must be cheap and safe for concurrent use.
-type LockObserver interface {
-	// LockWaited reports one Acquire: how long it waited and whether it got
-	// the lock.
-	LockWaited(strategy string, waited time.Duration, acquired bool)
-	// LockHeld reports a lease taken (+1) or given up (-1).
-	LockHeld(strategy string, delta int)
-}
 
 type nopObserver struct{}
 
@@ -64,7 +56,7 @@ type LockedConfig struct {
 	Stall time.Duration
 
 	// Observer receives lock metrics. nil means none.
-	Observer LockObserver
+	Observer inventory.LockObserver
 
 	// Logger receives lease release failures. nil means slog.Default().
 	Logger *slog.Logger
@@ -94,8 +86,8 @@ type LockedConfig struct {
 type Locked struct {
 	store   *Store
 	cfg     LockedConfig
-	obs     LockObserver
-	steps   stepTimer // the sale steps' times, when obs is a StepObserver
+	obs     inventory.LockObserver
+	steps   stepTimer // the sale steps' times, when obs is a inventory.StepObserver
 	logger  *slog.Logger
 	queue   *keyQueue
 	mu      sync.Mutex
@@ -113,13 +105,13 @@ type Locked struct {
 func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 	switch {
 	case store == nil:
-		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
+		return nil, fmt.Errorf("%w: nil store", inventory.ErrInvalid)
 	case cfg.Locker == nil:
-		return nil, fmt.Errorf("%w: strategy %q has no Locker", ErrInvalid, cfg.Name)
+		return nil, fmt.Errorf("%w: strategy %q has no Locker", inventory.ErrInvalid, cfg.Name)
 	case !fencePattern.MatchString(cfg.Name):
-		return nil, fmt.Errorf("%w: strategy name %q: want 1 to 32 of [a-z0-9-]", ErrInvalid, cfg.Name)
+		return nil, fmt.Errorf("%w: strategy name %q: want 1 to 32 of [a-z0-9-]", inventory.ErrInvalid, cfg.Name)
 	case cfg.Wait < 0 || cfg.Delay < 0 || cfg.Stall < 0:
-		return nil, fmt.Errorf("%w: strategy %q: negative wait, delay or stall", ErrInvalid, cfg.Name)
+		return nil, fmt.Errorf("%w: strategy %q: negative wait, delay or stall", inventory.ErrInvalid, cfg.Name)
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultLockWait
@@ -132,7 +124,7 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 	if l.obs == nil {
 		l.obs = nopObserver{}
 	}
-	if so, ok := l.obs.(StepObserver); ok {
+	if so, ok := l.obs.(inventory.StepObserver); ok {
 		l.steps = stepTimer{obs: so, strategy: cfg.Name}
 	}
 	if l.logger == nil {
@@ -148,9 +140,9 @@ func (l *Locked) Name() string { return l.cfg.Name }
 func (l *Locked) Fencing() bool { return l.cfg.Fencing }
 
 // Decrement implements Strategy.
-func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
-	if err := req.check(); err != nil {
-		return Sale{}, err
+func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
 	}
 	sku, qty := req.SKU, req.Qty
 
@@ -163,16 +155,16 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	// most requests in a sell-out. It can never cause a sale: the decision
 	// to sell is taken only under the lock, in step 2.
 	if it, err := l.store.Get(ctx, sku); err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	} else if it.Stock < qty {
-		return Sale{}, soldOut(sku, it.Stock, qty)
+		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
 	}
 
 	// Step 1: lock, within the wait budget.
 	start := time.Now()
 	lease, err := l.acquire(ctx, sku)
 	if err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	l.steps.since(strategy.StepLock, start)
 	// Step 4, release, runs on every path; after a successful write it
@@ -184,7 +176,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 		// Tokens are uint64; the item stores BSON int64. No backend comes
 		// near 2^63, but a wrapped token would break the ordering silently.
 		if lease.Token() > math.MaxInt64 {
-			return Sale{}, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
+			return inventory.Sale{}, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
 		}
 		fence = int64(lease.Token())
 	}
@@ -196,7 +188,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	// every holder older than us is rejected. It is a write, so it runs to
 	// completion like the stock write (see StoreOptions.WriteTimeout); the
 	// lease is checked right after it.
-	var it Item
+	var it inventory.Item
 	start = time.Now()
 	if l.cfg.Fencing {
 		rctx, rcancel := l.store.commitContext(ctx)
@@ -210,10 +202,10 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 		err = context.Cause(gctx)
 	}
 	if err != nil {
-		return Sale{}, l.interrupted(gctx, lease, err)
+		return inventory.Sale{}, l.interrupted(gctx, lease, err)
 	}
 	if it.Stock < qty {
-		return Sale{}, soldOut(sku, it.Stock, qty)
+		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
 	}
 
 	// Step 3: modify and write.
@@ -221,10 +213,10 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 		l.afterRead(gctx)
 	}
 	if err := pause(gctx, l.cfg.Delay); err != nil {
-		return Sale{}, l.interrupted(gctx, lease, err)
+		return inventory.Sale{}, l.interrupted(gctx, lease, err)
 	}
 	if err := l.stillHeld(gctx, lease); err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	if l.cfg.Stall > 0 {
 		time.Sleep(l.cfg.Stall) // deliberately deaf to the lease: see LockedConfig.Stall
@@ -242,7 +234,7 @@ func (l *Locked) Decrement(ctx context.Context, req Request) (Sale, error) {
 	}
 	l.steps.since(strategy.StepWrite, start)
 	if err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	l.release(ctx, lease)
 	return l.store.soldTimed(ctx, o, remaining, 1, l.steps), nil
@@ -260,7 +252,7 @@ func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
 	}
 	if exp := lease.Expiry(); !l.now().Before(exp) {
 		return fmt.Errorf("%w: %s lease on %q token %d expired at %s by this replica's clock",
-			ErrLeaseLost, l.cfg.Name, lease.Key(), lease.Token(), exp.Format(time.RFC3339Nano))
+			inventory.ErrLeaseLost, l.cfg.Name, lease.Key(), lease.Token(), exp.Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -290,7 +282,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 			// problem, and not worth a 503 of ours.
 			return nil, fmt.Errorf("inventory: %s lock on %q: %w", l.cfg.Name, sku, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("%w: %s, within %v: %w", ErrLockUnavailable, l.cfg.Name, l.cfg.Wait, err)
+		return nil, fmt.Errorf("%w: %s, within %v: %w", inventory.ErrLockUnavailable, l.cfg.Name, l.cfg.Wait, err)
 	}
 	l.mu.Lock()
 	closing := l.closing
@@ -302,7 +294,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	if closing {
 		l.releaseLease(lease)
 		leave()
-		return nil, fmt.Errorf("%w: %s lock on %q: shutting down", ErrLockUnavailable, l.cfg.Name, sku)
+		return nil, fmt.Errorf("%w: %s lock on %q: shutting down", inventory.ErrLockUnavailable, l.cfg.Name, sku)
 	}
 	l.obs.LockHeld(l.cfg.Name, 1)
 	return lease, nil
@@ -345,9 +337,9 @@ func (l *Locked) releaseLease(lease *lock.Lease) {
 // put them there), so only the strategy is added here.
 func (l *Locked) interrupted(gctx context.Context, lease *lock.Lease, err error) error {
 	if lerr := lease.Err(); lerr != nil {
-		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, l.cfg.Name, lerr)
+		return fmt.Errorf("%w: %s: %w", inventory.ErrLeaseLost, l.cfg.Name, lerr)
 	}
-	if errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
+	if errors.Is(err, inventory.ErrFenced) || errors.Is(err, inventory.ErrNotFound) || errors.Is(err, inventory.ErrInvalid) {
 		return err
 	}
 	if gctx.Err() != nil {
@@ -389,7 +381,7 @@ func (l *Locked) Close() {
 
 // buildLocked makes the read-modify-write under a lease of in's lock
 // service, fenced by its tokens when in is Fenced.
-func buildLocked(in strategy.Info, d Deps) (Strategy, error) {
+func buildLocked(in strategy.Info, d Deps) (inventory.Strategy, error) {
 	l, err := d.locker(in)
 	if err != nil {
 		return nil, err
