@@ -41,6 +41,10 @@ cd "$(dirname "$0")/.."
 
 quick=false
 report_flags=()
+# TEST_JSON=FILE keeps go test's JSON (every test's elapsed time) in FILE.
+if [[ -n ${TEST_JSON-} ]]; then
+	report_flags+=(-json "$TEST_JSON")
+fi
 for a in "$@"; do
 	case $a in
 	-short | -short=true | -test.short | -test.short=true) quick=true ;;

@@ -13,7 +13,8 @@
 // output as it comes, as go test -v does.
 //
 // It exits 1 when a test, a package or a build failed, else 0, so that
-// scripts/test.sh keeps go test's verdict behind a pipe.
+// scripts/test.sh keeps go test's verdict behind a pipe. With -json FILE it
+// also keeps the JSON it read, for per-test timings.
 //
 // It is a separate program, not part of any test, so it links no testing.
 package main
@@ -241,8 +242,19 @@ func run(in io.Reader, out io.Writer, verbose bool) (failed bool, err error) {
 
 func main() {
 	verbose := flag.Bool("v", false, "write every line of test output, as go test -v does")
+	keep := flag.String("json", "", "also write go test's JSON, as read, to this file (per-test timings)")
 	flag.Parse()
-	failed, err := run(os.Stdin, os.Stdout, *verbose)
+	var in io.Reader = os.Stdin
+	if *keep != "" {
+		f, err := os.Create(*keep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		in = io.TeeReader(os.Stdin, f)
+	}
+	failed, err := run(in, os.Stdout, *verbose)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)

@@ -23,7 +23,9 @@ func stream(t *testing.T, events ...event) string {
 	return b.String()
 }
 
-func out(pkg, test, s string) event { return event{Action: "output", Package: pkg, Test: test, Output: s} }
+func out(pkg, test, s string) event {
+	return event{Action: "output", Package: pkg, Test: test, Output: s}
+}
 
 func TestReport(t *testing.T) {
 	const a, b = "example/a", "example/b"
