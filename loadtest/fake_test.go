@@ -172,7 +172,7 @@ func newFakeReplica(t *testing.T, st *fakeStore, id string) *httptest.Server {
 		}
 		json.NewEncoder(w).Encode(map[string]any{"sku": r.PathValue("sku"), "orders": out})
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()
 		n := st.waits
