@@ -141,21 +141,9 @@ func TestContendedCycleCalls(t *testing.T) {
 // comes from the server's clock as the first waiter's attempt read it: no
 // later than the server would have made it itself.
 func TestQueueFirstAttempt(t *testing.T) {
-	srv := callsServer(t)
-	c := newClient(t, srv.Addr)
-	prefix := testPrefix(t, srv.Addr)
-	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	b := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	ctx := ctxFor(t, 10*time.Second)
 	const stay = 5 * time.Second
-
-	token, err := holder.TryAcquire(ctx, "first", "holder", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1 := b.Waiter("first", "w1")
-	defer w1.Close()
-	queued(t, ctx, w1, stay)
+	q := newQueuedBehind(t, callsServer(t), "first", 10*time.Second, stay)
+	c, ctx, prefix, holder, b, token, w1 := q.c, q.ctx, q.prefix, q.holder, q.waiting, q.token, q.w
 	time.Sleep(20 * time.Millisecond) // the reading ages; the estimate must follow
 
 	serverMs := func() int64 {
@@ -202,7 +190,7 @@ func TestQueueFirstAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first waiter after the release: %v", err)
 	}
-	if err := b.Release(ctx, "first", "w1", t1tok); err != nil {
+	if err := b.Release(ctx, "first", "waiter", t1tok); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := w2.Attempt(ctx, 10*time.Second, stay); err != nil {
@@ -210,26 +198,40 @@ func TestQueueFirstAttempt(t *testing.T) {
 	}
 }
 
+// queuedBehind is a key of srv held by "holder" on one backend and a
+// waiter of another backend queued behind it, keeping its place for stay.
+type queuedBehind struct {
+	c               *redis.Client
+	prefix          string
+	holder, waiting *redislock.Backend
+	ctx             context.Context
+	token           uint64      // the holder's
+	w               lock.Waiter // the waiter's, closed at the end of the test
+}
+
+func newQueuedBehind(t *testing.T, srv *devstore.Redis, key string, ttl, stay time.Duration) queuedBehind {
+	t.Helper()
+	q := queuedBehind{c: newClient(t, srv.Addr), prefix: testPrefix(t, srv.Addr), ctx: ctxFor(t, 10*time.Second)}
+	q.holder = newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(q.prefix))
+	q.waiting = newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(q.prefix))
+	var err error
+	if q.token, err = q.holder.TryAcquire(q.ctx, key, "holder", ttl); err != nil {
+		t.Fatal(err)
+	}
+	q.w = q.waiting.Waiter(key, "waiter")
+	t.Cleanup(q.w.Close)
+	queued(t, q.ctx, q.w, stay)
+	return q
+}
+
 // TestReleaseChecksLeaseWithWaiterQueued: a release that names another
 // owner with the holder's token, or the holder with another token, changes
 // nothing while a waiter is queued: the lock key, its expiry, the fence
 // and the queue stay as they were.
 func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
-	srv := devstoretest.Redis(t)
-	c := newClient(t, srv.Addr)
-	prefix := testPrefix(t, srv.Addr)
-	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	waiting := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	ctx := ctxFor(t, 10*time.Second)
-	lockKey := prefix + "{check}"
-
-	token, err := holder.TryAcquire(ctx, "check", "holder", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := waiting.Waiter("check", "waiter")
-	defer w.Close()
-	queued(t, ctx, w, time.Minute)
+	q := newQueuedBehind(t, devstoretest.Redis(t), "check", 10*time.Second, time.Minute)
+	c, ctx, holder, token, w := q.c, q.ctx, q.holder, q.token, q.w
+	lockKey := redislock.KeyName(q.prefix, "check")
 
 	state := func() []string {
 		var s []string
@@ -267,19 +269,8 @@ func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
 // nobody granted the key since, learns that from Release (ErrNotHeld), and
 // the key, free anyway, goes to the waiter queued for it.
 func TestExpiredLeaseReleaseHandsOn(t *testing.T) {
-	srv := devstoretest.Redis(t)
-	prefix := testPrefix(t, srv.Addr)
-	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	waiting := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	ctx := ctxFor(t, 10*time.Second)
-
-	token, err := holder.TryAcquire(ctx, "expired", "holder", lock.MinTTL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := waiting.Waiter("expired", "waiter")
-	defer w.Close()
-	queued(t, ctx, w, time.Minute)
+	q := newQueuedBehind(t, devstoretest.Redis(t), "expired", lock.MinTTL, time.Minute)
+	ctx, holder, token, w := q.ctx, q.holder, q.token, q.w
 	time.Sleep(2 * lock.MinTTL)
 
 	if err := holder.Release(ctx, "expired", "holder", token); !errors.Is(err, lock.ErrNotHeld) {
@@ -307,20 +298,9 @@ func TestExpiredLeaseReleaseHandsOn(t *testing.T) {
 // release from handing the key on, and the waiter's token is above both
 // the lease's and the fence's.
 func TestReleaseOverOldFence(t *testing.T) {
-	srv := devstoretest.Redis(t)
-	c := newClient(t, srv.Addr)
-	prefix := testPrefix(t, srv.Addr)
-	holder := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	waiting := newBackend(t, newClient(t, srv.Addr), redislock.WithKeyPrefix(prefix))
-	ctx := ctxFor(t, 10*time.Second)
-
-	token, err := holder.TryAcquire(ctx, "old", "holder", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := waiting.Waiter("old", "waiter")
-	defer w.Close()
-	queued(t, ctx, w, time.Minute)
+	q := newQueuedBehind(t, devstoretest.Redis(t), "old", 10*time.Second, time.Minute)
+	c, ctx, holder, token, w := q.c, q.ctx, q.holder, q.token, q.w
+	prefix := q.prefix
 	// The older layout "<token>:<waiter id>", far ahead of the clock.
 	ahead := token + uint64(time.Hour/time.Microsecond)
 	if err := c.Set(ctx, prefix+"{old}"+redislock.DefaultFenceSuffix, strconv.FormatUint(ahead, 10)+":0123:7", 0).Err(); err != nil {

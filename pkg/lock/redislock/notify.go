@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stocklock/stocklock/pkg/lock/internal/keys"
 	"github.com/stocklock/stocklock/pkg/lock/internal/wakeq"
 )
 
@@ -80,7 +81,7 @@ const staleSignal = time.Second
 func (n *notifier) init(client Client, chanPfx, grantChannel string) {
 	n.client = client
 	n.chanPfx = chanPfx
-	n.pattern = escapeGlob(chanPfx) + "*"
+	n.pattern = keys.GlobEscape(chanPfx) + "*"
 	n.grantChannel = grantChannel
 	n.keys = make(map[string]*waitList)
 	n.waits = make(map[uint64]*waiter)
@@ -348,16 +349,4 @@ func (n *notifier) receive(ctx context.Context, ps *redis.PubSub) error {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// escapeGlob quotes the characters PSUBSCRIBE treats as a pattern.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
