@@ -338,8 +338,9 @@ func (p *mongoCut) closeAll() {
 }
 
 // TestStoreFaultAnswers: a stock write whose connection drops once it is
-// sent answers 500 outcome_unknown (the sale may have happened), and a
-// read whose connection drops answers 503 store_unavailable.
+// sent answers 500 outcome_unknown (the sale may have happened); a read
+// whose connection drops, and any request while MongoDB cannot be reached,
+// answer 503 store_unavailable.
 func TestStoreFaultAnswers(t *testing.T) {
 	p := newMongoCut(t)
 	cfg := testConfig(t, "r1")
@@ -362,4 +363,12 @@ func TestStoreFaultAnswers(t *testing.T) {
 	if n := stockOf(t, h, "cut"); n != 4 && n != 5 {
 		t.Fatalf("stock %d; want 5, or 4 if the unanswered write landed", n)
 	}
+
+	// MongoDB gone: the driver's server selection runs out (1 s here),
+	// which is the store's unavailability, not the request's timeout.
+	_ = p.ln.Close()
+	p.closeAll()
+	want(t, "a read with MongoDB unreachable", ask(h, http.MethodGet, "/v1/items/cut", ""), http.StatusServiceUnavailable, "store_unavailable")
+	want(t, "a decrement with MongoDB unreachable", ask(h, http.MethodPost, "/v1/items/cut/decrement", `{"qty":1,"strategy":"atomic"}`),
+		http.StatusServiceUnavailable, "store_unavailable")
 }
