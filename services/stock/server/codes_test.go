@@ -7,9 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,24 +34,14 @@ type answered struct {
 	retryAfter string
 }
 
-// ask sends one request to h; unlike call, it may run in any goroutine.
+// ask sends one request to h and reads its error code; unlike call, it
+// may run in any goroutine.
 func ask(h http.Handler, method, path, body string, header ...string) answered {
-	var r io.Reader
+	ct := ""
 	if body != "" {
-		r = strings.NewReader(body)
+		ct = jsonCT
 	}
-	req := httptest.NewRequest(method, path, r)
-	if body != "" {
-		req.Header.Set("Content-Type", jsonCT)
-	}
-	if method == http.MethodPut {
-		req.Header.Set("Authorization", "Bearer "+testAdminToken)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	rec := send(h, method, path, ct, body, header...)
 	var e struct {
 		Code string `json:"error"`
 	}

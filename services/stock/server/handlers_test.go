@@ -16,10 +16,10 @@ import (
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 )
 
-// call sends one request to h and decodes the JSON answer. header is
-// name, value pairs.
-func call(t *testing.T, h http.Handler, method, path, contentType, body string, header ...string) (*httptest.ResponseRecorder, map[string]any) {
-	t.Helper()
+// send sends one request to h and returns the answer; a PUT carries the
+// admin token. header is name, value pairs, replacing what send set. It
+// may run in any goroutine.
+func send(h http.Handler, method, path, contentType, body string, header ...string) *httptest.ResponseRecorder {
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
@@ -39,6 +39,14 @@ func call(t *testing.T, h http.Handler, method, path, contentType, body string, 
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// call sends one request to h and decodes the JSON answer. header is
+// name, value pairs.
+func call(t *testing.T, h http.Handler, method, path, contentType, body string, header ...string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	rec := send(h, method, path, contentType, body, header...)
 	var out map[string]any
 	if method != http.MethodHead && !strings.HasPrefix(path, "/metrics") {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
