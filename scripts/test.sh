@@ -30,9 +30,13 @@
 # strategy or handler in a minute, and the full tier keeps the race
 # coverage.
 #
-# -p 4: four test binaries at once on any machine (a later -p wins). Most
-# test time is spent waiting on leases, pauses and failovers, so on two
-# cores four packages finish sooner than two.
+# -p 4 (the quick tier: -p 8): that many test binaries at once on any
+# machine (a later -p wins). Most test time is spent waiting on leases,
+# pauses and failovers, so on two cores four packages finish sooner than
+# two. The quick tier's tests wait more and compute less (no race
+# detector, no drills), and with eight at once its last package, the
+# stock server's, starts sooner; the full tier's drills need the quieter
+# machine of four.
 #
 # -ldflags=-w leaves DWARF out of the test binaries, which go test links
 # afresh on every run; stack traces and race reports do not need it.
@@ -61,7 +65,7 @@ CGO_ENABLED=0 go vet -trimpath ./internal/storeproc/devstored ./loadtest/env/env
 
 if $quick; then
 	echo "== go test -short ./... (the quick tier; scripts/test.sh runs everything)"
-	go test -ldflags=-w -count=1 -p 4 -timeout 5m -json "$@" ./... | "$bin/testreport" "${report_flags[@]}"
+	go test -ldflags=-w -count=1 -p 8 -timeout 5m -json "$@" ./... | "$bin/testreport" "${report_flags[@]}"
 else
 	echo "== go test -race -vet=all ./..."
 	go test -race -vet=all -ldflags=-w -count=1 -p 4 -timeout 25m -json "$@" ./... | "$bin/testreport" "${report_flags[@]}"
