@@ -41,17 +41,24 @@ func closeAtCleanup(t testing.TB, what string, c interface{ Close() error }) {
 	})
 }
 
+// started starts a server for one test with start, fails the test if it
+// cannot, and closes the server in t.Cleanup.
+func started[S interface{ Close() error }](t testing.TB, what string, start func(context.Context, *slog.Logger) (S, error)) S {
+	t.Helper()
+	s, err := start(t.Context(), Logger(t))
+	if err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	closeAtCleanup(t, what, s)
+	return s
+}
+
 // Redis returns a Redis for one test: the one at REDIS_ADDR, shared with
 // other tests, or a private one that is closed in t.Cleanup. It fails the
 // test if none can be started.
 func Redis(t testing.TB) *devstore.Redis {
 	t.Helper()
-	r, err := devstore.StartRedis(t.Context(), Logger(t))
-	if err != nil {
-		t.Fatalf("start Redis: %v", err)
-	}
-	closeAtCleanup(t, "Redis", r)
-	return r
+	return started(t, "Redis", devstore.StartRedis)
 }
 
 // Mongo returns a MongoDB for one test: the one at MONGO_URI, shared with
@@ -59,12 +66,7 @@ func Redis(t testing.TB) *devstore.Redis {
 // test if none can be started.
 func Mongo(t testing.TB) *devstore.Mongo {
 	t.Helper()
-	m, err := devstore.StartMongo(t.Context(), Logger(t))
-	if err != nil {
-		t.Fatalf("start MongoDB: %v", err)
-	}
-	closeAtCleanup(t, "MongoDB", m)
-	return m
+	return started(t, "MongoDB", devstore.StartMongo)
 }
 
 // Etcd returns an etcd for one test: the one at ETCD_ENDPOINTS, shared with
@@ -72,12 +74,7 @@ func Mongo(t testing.TB) *devstore.Mongo {
 // fails the test if none can be started.
 func Etcd(t testing.TB) *devstore.Etcd {
 	t.Helper()
-	e, err := devstore.StartEtcd(t.Context(), Logger(t))
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	closeAtCleanup(t, "etcd", e)
-	return e
+	return started(t, "etcd", devstore.StartEtcd)
 }
 
 // EtcdClient returns a client of e that is closed in t.Cleanup.
