@@ -17,11 +17,11 @@ import (
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
-// RedisLockKey is the Redis key of sku's redis-lock lease as the service
-// names it (redislock's default prefix, no namespace). Its hash tag, the
+// RedisLockKey is the Redis key of sku's redis-lock lease as the env's
+// replicas name it (under their database, env.DB). Its hash tag, the
 // item's lock key, decides the cluster slot of all the lock's keys.
 func RedisLockKey(sku string) string {
-	return redislock.KeyName(redislock.DefaultKeyPrefix, strategy.LockKey(sku))
+	return redislock.KeyName(redislock.KeyPrefix(env.DB), strategy.LockKey(sku))
 }
 
 // NeedsRedisCluster reports whether faults need the replicas on a Redis

@@ -39,6 +39,11 @@ const MaxReplicas = 8
 // it did not start, or a platform without the signal it needs.
 var ErrUnsupported = errors.New("not supported by this environment")
 
+// DB is the replicas' database (MONGO_DB): their items, orders and leases,
+// and the namespace of their lock keys in Redis, etcd and the Redlock
+// servers.
+const DB = "stocklock"
+
 // HeartbeatTimeout is the replicas' --heartbeat-timeout: how long one
 // replica's heartbeat must stand still before the others give up its
 // keyed requests (the keyed drill freezes a replica for longer).
@@ -519,6 +524,7 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
 		"HEARTBEAT_TIMEOUT="+HeartbeatTimeout.String(),
+		"MONGO_DB="+DB,
 	)
 	var out io.Writer = p.logFile
 	if e.opt.ReplicaLog {

@@ -96,7 +96,7 @@ func TestLeaseLost(t *testing.T) {
 			// it would with persistence.
 			strategy: strategy.RedisLock,
 			loseLease: func(t *testing.T, ctx context.Context, key string) {
-				rk := redislock.DefaultKeyPrefix + "{" + key + "}"
+				rk := redislock.KeyName(redislock.KeyPrefix(cfg.DB), key)
 				v, err := rdb.Get(ctx, rk).Result()
 				if err != nil {
 					t.Fatalf("GET %s: %v", rk, err)
@@ -145,7 +145,7 @@ func TestLeaseLost(t *testing.T) {
 			loseLease: func(t *testing.T, ctx context.Context, key string) {
 				// The etcd key, from a backend with the replica's
 				// per-database prefix (as server.New builds it).
-				eb, err := etcdlock.New(etcdClient, etcdlock.WithKeyPrefix(etcdlock.DefaultKeyPrefix+cfg.DB+"/"))
+				eb, err := etcdlock.New(etcdClient, etcdlock.WithKeyPrefix(etcdlock.KeyPrefix(cfg.DB)))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -46,13 +46,12 @@ type LockDeps struct {
 	Redlock      []redis.UniversalClient // one per --redlock-addrs server
 }
 
-// KeyPrefix returns the key prefix of a lock service whose keys live in a
-// store shared by databases: one per database (as mongo-lease's leases
-// are, in the database's locks collection), so that replicas of different
-// databases never wait for each other.
-func (d LockDeps) KeyPrefix(base string) string { return base + d.Config.DB + "/" }
-
-// lockServices wires every lock service of the registry.
+// lockServices wires every lock service of the registry. The services
+// whose keys live in a store that replicas of other databases may share
+// (Redis, etcd, the Redlock servers) name them under the database
+// (KeyPrefix(cfg.DB)), as mongo-lease's leases live in the database's
+// locks collection: replicas of different databases never wait for each
+// other.
 // TestLockServicesWired checks that none is missing.
 var lockServices = map[string]LockService{
 	// Each replica has its own in-process lock table, as a separate
@@ -73,7 +72,7 @@ var lockServices = map[string]LockService{
 		return b, nil, err
 	}},
 	strategy.LockRedis: {Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
-		b, err := redislock.New(d.Redis)
+		b, err := redislock.New(d.Redis, redislock.WithKeyPrefix(redislock.KeyPrefix(d.Config.DB)))
 		return b, nil, err
 	}},
 	strategy.LockEtcd: {
@@ -85,7 +84,7 @@ var lockServices = map[string]LockService{
 		// grants of every replica, so the writes can be fenced with it
 		// like the other leases'.
 		Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
-			b, err := etcdlock.New(d.Etcd, etcdlock.WithKeyPrefix(d.KeyPrefix(etcdlock.DefaultKeyPrefix)))
+			b, err := etcdlock.New(d.Etcd, etcdlock.WithKeyPrefix(etcdlock.KeyPrefix(d.Config.DB)))
 			return b, []lock.Option{lock.WithTTL(EtcdLockTTL(d.Config.LockTTL)), lock.WithRetry(etcdlock.DefaultRetry)}, err
 		},
 	},
@@ -93,7 +92,7 @@ var lockServices = map[string]LockService{
 		Needs:      "--redlock-addrs / REDLOCK_ADDRS",
 		Configured: func(c Config) bool { return len(c.RedlockAddrs) > 0 },
 		Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
-			b, err := redlock.New(d.Redlock, redlock.WithKeyPrefix(d.KeyPrefix(redlock.DefaultKeyPrefix)))
+			b, err := redlock.New(d.Redlock, redlock.WithKeyPrefix(redlock.KeyPrefix(d.Config.DB)))
 			return b, nil, err
 		},
 	},
