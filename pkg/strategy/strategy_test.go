@@ -3,6 +3,7 @@ package strategy
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -64,5 +65,25 @@ func TestRegisterRefuses(t *testing.T) {
 	}
 	if !slices.Equal(All(), before) || !slices.Equal(LockServices(), beforeSvcs) {
 		t.Error("a refused Register changed the registry")
+	}
+}
+
+// TestREADMETable: the README's table of strategies lists exactly the
+// registry's, in its order, and says which are safe as the registry does.
+func TestREADMETable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| [^|]+\\| (yes|no)\\b")
+	var names []string
+	for _, m := range row.FindAllStringSubmatch(string(raw), -1) {
+		names = append(names, m[1])
+		if IsSafe(m[1]) != (m[2] == "yes") {
+			t.Errorf("README: %s is safe %q, the registry says %v", m[1], m[2], IsSafe(m[1]))
+		}
+	}
+	if !slices.Equal(names, Names()) {
+		t.Errorf("README's strategy table lists %v; the registry has %v", names, Names())
 	}
 }
