@@ -43,7 +43,9 @@ type Option func(*Client)
 // package's own.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// WithTimeout bounds each request, retries apart, to d.
+// WithTimeout bounds each attempt of a request to d; an attempt that runs
+// out is retried as a lost answer (see Retryable), within the call's
+// context.
 func WithTimeout(d time.Duration) Option {
 	return func(c *Client) {
 		hc := *c.hc
@@ -399,7 +401,7 @@ func (c *Client) do(ctx context.Context, method, u string, body any, idempotent 
 	}
 	for attempt := 1; ; attempt++ {
 		h, err := c.once(ctx, method, u, payload, out, opts...)
-		if err == nil || attempt >= attempts || !Retryable(err, idempotent) {
+		if err == nil || attempt >= attempts || ctx.Err() != nil || !Retryable(err, idempotent) {
 			return h, err
 		}
 		wait := c.backoff(attempt)

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,14 +217,57 @@ func TestRetryable(t *testing.T) {
 		{&stockclient.Error{Status: 409, Code: "sold_out"}, true, false},
 		{&stockclient.Error{Status: 500, Code: "outcome_unknown"}, false, false},
 		{&stockclient.Error{Status: 500, Code: "outcome_unknown"}, true, true},
-		{&stockclient.Error{Status: 502, Body: "bad gateway"}, true, false},
+		{&stockclient.Error{Status: 502, Body: "bad gateway"}, true, true},
+		{&stockclient.Error{Status: 502, Body: "bad gateway"}, false, false},
+		// A proxy's 503 (no code): it may have forwarded the request.
+		{&stockclient.Error{Status: 503, Body: "upstream reset before headers"}, false, false},
+		{&stockclient.Error{Status: 503, Body: "upstream reset before headers"}, true, true},
+		{&stockclient.Error{Status: 404, Body: "not found"}, true, false},
 		{errors.New("connection reset"), false, false},
 		{errors.New("connection reset"), true, true},
-		{context.DeadlineExceeded, true, false},
+		// An attempt's own timeout is a lost answer; a cancelled call is not retried.
+		{context.DeadlineExceeded, true, true},
+		{context.DeadlineExceeded, false, false},
+		{context.Canceled, true, false},
 	} {
 		if got := stockclient.Retryable(c.err, c.idempotent); got != c.want {
 			t.Errorf("Retryable(%v, %v) = %v; want %v", c.err, c.idempotent, got, c.want)
 		}
+	}
+}
+
+// TestRetryWithoutTheService: a proxy's 503 is not the service's "nothing
+// changed": a decrement without an Idempotency-Key is sent once, one with
+// a key is retried; and an attempt that outlives WithTimeout is retried
+// as a lost answer.
+func TestRetryWithoutTheService(t *testing.T) {
+	var calls atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "upstream connect error or disconnect/reset before headers", http.StatusServiceUnavailable)
+	}))
+	defer proxy.Close()
+	c := stockclient.New(proxy.URL, stockclient.WithRetry(stockclient.Retry{Attempts: 3, Base: time.Millisecond}))
+	if _, err := c.Decrement(t.Context(), "p-1", 1, "atomic"); err == nil || calls.Load() != 1 {
+		t.Errorf("decrement without a key through a failing proxy: %v after %d sends; want an error after 1", err, calls.Load())
+	}
+	calls.Store(0)
+	if _, err := c.Decrement(t.Context(), "p-1", 1, "atomic", stockclient.IdempotencyKey("k-1")); err == nil || calls.Load() != 3 {
+		t.Errorf("decrement with a key through a failing proxy: %v after %d sends; want an error after 3", err, calls.Load())
+	}
+
+	var slow atomic.Int32
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Add(1) == 1 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"sku":"p-1","stock":3,"version":1}`))
+	}))
+	defer svc.Close()
+	c = stockclient.New(svc.URL, stockclient.WithTimeout(50*time.Millisecond), stockclient.WithRetry(stockclient.Retry{Attempts: 3, Base: time.Millisecond}))
+	if it, err := c.GetItem(t.Context(), "p-1"); err != nil || it.Stock != 3 || slow.Load() != 2 {
+		t.Errorf("a read whose first attempt timed out: %+v, %v after %d attempts; want stock 3 after 2", it, err, slow.Load())
 	}
 }
 

@@ -126,25 +126,32 @@ var Codes = func() []string {
 // may succeed. idempotent says whether the request may be applied twice
 // without harm: a read, a PUT, or a decrement with an Idempotency-Key. A
 // decrement without a key is never retried after an answer that may hide
-// a sale (a lost connection, a 500 outcome_unknown): it could buy twice.
+// a sale: it could buy twice.
 //
-//   - 503, except strategy_unavailable: nothing was changed, and a retry
-//     may succeed (safe for any request).
+//   - A 503 of the service (it names its code), except
+//     strategy_unavailable: nothing was changed, and a retry may succeed
+//     (safe for any request).
 //   - 409 idempotency_in_progress: the first request with the key is
 //     still running; asking again gets its sale.
-//   - 500 outcome_unknown, and errors of the connection: only idempotent
-//     requests.
-//   - Everything else, sold_out and the other 4xx included: no.
+//   - 500 outcome_unknown, no answer at all (a lost connection, the
+//     attempt's own timeout), and a 5xx that is not the service's (a
+//     proxy's 502, 503 or 504: the request may have reached the service):
+//     only idempotent requests.
+//   - A cancelled context, and everything else, sold_out and the other 4xx
+//     included: no.
+//
+// The client's retries also stop when the call's context is done.
 func Retryable(err error, idempotent bool) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var e *Error
 	if !errors.As(err, &e) {
-		// No answer: a transport error.
 		return idempotent
 	}
 	switch {
+	case e.Code == "":
+		return idempotent && e.Status >= 500
 	case e.Status == http.StatusServiceUnavailable:
 		return e.Code != ErrStrategyUnavailable.Code
 	case e.Code == ErrIdempotencyInProgress.Code:
