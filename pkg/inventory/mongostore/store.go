@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
-
 	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -332,14 +330,11 @@ func abandoned(op string, o inventory.Order) error {
 // unknownOutcome wraps the error of a stock write that got no definite
 // answer. A write that matched nothing is a definite "not applied" and is
 // reported by the callers as ErrFenced, ErrNotFound or a lost
-// compare-and-set instead. A write that was never sent, because no server
-// could be selected to send it to (MongoDB unreachable), took nothing: it
-// is ErrStoreUnavailable. The driver returns a server selection error only
-// from a first attempt: a retry that cannot select a server returns the
-// error of the attempt before it, which may have been sent.
+// compare-and-set instead. A write that was never sent (neverSent: MongoDB
+// could not be reached) took nothing: it is ErrStoreUnavailable.
 func unknownOutcome(op, sku string, err error) error {
-	if errors.As(err, new(topology.ServerSelectionError)) {
-		return fmt.Errorf("%w: %s %q, not sent: %w", inventory.ErrStoreUnavailable, op, sku, err)
+	if neverSent(err) {
+		return notSent(op, sku, err)
 	}
 	return fmt.Errorf("%w: %s %q: %w", inventory.ErrOutcomeUnknown, op, sku, err)
 }

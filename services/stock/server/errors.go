@@ -121,13 +121,10 @@ func decrementError(err error) (*apiError, string) {
 			"the stock write got no answer: the sale may or may not have happened, and it is not in the ledger; do not retry blindly")
 		e.cause = err
 		return e, "outcome_unknown"
-	case errors.Is(err, inventory.ErrStoreUnavailable):
-		// Before the timeout case: a store that could not be reached
-		// within the request's time (the driver's server selection runs
-		// out with the deadline) is the store's fault, not the request's.
-		return unavailable(codeStoreUnavailable, "MongoDB did not answer before anything was sold; nothing was changed", err), "store_unavailable"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return unavailable(codeTimeout, "the request ran out of time before anything was written", err), "timeout"
+	case errors.Is(err, inventory.ErrStoreUnavailable):
+		return unavailable(codeStoreUnavailable, "MongoDB did not answer before anything was sold; nothing was changed", err), "store_unavailable"
 	}
 	e := newError(http.StatusInternalServerError, codeInternal, "internal error; see the replica's log")
 	e.cause = err
