@@ -284,18 +284,19 @@ func joined(err error) []error {
 var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
 
 // worded returns a harness.FieldError with its fields named as the flags
-// that set them.
+// that set them; the values it quotes stay as they are.
 func (c options) worded(err error) error {
 	var fe *harness.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
-	return errors.New(fieldNames.ReplaceAllStringFunc(fe.Msg, func(name string) string {
+	format := fieldNames.ReplaceAllStringFunc(fe.Format, func(name string) string {
 		if f, ok := c.flags[name]; ok {
 			return "--" + f
 		}
 		return name
-	}))
+	})
+	return fmt.Errorf(format, fe.Args...)
 }
 
 // flagsOfFields maps each field of cfg to the flag that sets it: a flag

@@ -87,7 +87,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--rate", "abc"}, nil, "invalid value"},
 		{[]string{"--stock", "0"}, nil, "--stock"},
 		{[]string{"--qty", "0"}, nil, "--qty"},
-		{[]string{"--qty", "5", "--stock", "4"}, nil, "--qty"},
+		{[]string{"--qty", "5", "--stock", "4"}, nil, "--qty 5: must be between 1 and --stock (4)"},
+		// Field names inside a value are the user's words, not flags.
+		{[]string{"--sku-prefix", "Stock Rate"}, nil, `--sku-prefix "Stock Rate": use letters`},
 		{[]string{"--duration", "0s"}, nil, "both 0"},
 		{[]string{"--duration", "1h"}, nil, "--duration"},
 		{[]string{"--requests", "-3"}, nil, "--requests"},

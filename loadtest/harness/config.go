@@ -129,21 +129,24 @@ func DefaultConfig() Config {
 	}
 }
 
-// FieldError is a problem of one field of a Config. Msg names fields by
-// their Go names (Field first); a command line words them as its flags.
+// FieldError is a problem of one field of a Config: Format and Args, as
+// for fmt.Sprintf. Format names fields by their Go names (Field first), so
+// that a command line can word them as its flags without touching the
+// values in Args.
 type FieldError struct {
-	Field string
-	Msg   string
+	Field  string
+	Format string
+	Args   []any
 }
 
-func (e *FieldError) Error() string { return e.Msg }
+func (e *FieldError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
 
 // Validate checks every setting and returns every problem at once, each a
 // *FieldError, joined.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) {
-		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+		errs = append(errs, &FieldError{Field: field, Format: format, Args: a})
 	}
 	c.checkLoad(bad)
 	c.checkReplicas(bad)
@@ -339,7 +342,7 @@ func (c Config) checkFaults(bad problem) {
 			}
 		}
 		if len(c.Replicas) > 0 && c.RedisCluster {
-			bad("RedisCluster", "RedisCluster applies only to the replicas the harness starts itself; replicas of your own take REDIS_CLUSTER_ADDRS")
+			bad("RedisCluster", "RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
 		}
 	}
 	if len(c.Replicas) > 0 {
