@@ -229,8 +229,9 @@ func newQueuedBehind(t *testing.T, srv *devstore.Redis, key string, ttl, stay ti
 
 // TestReleaseChecksLeaseWithWaiterQueued: a release that names another
 // owner with the holder's token, or the holder with another token, changes
-// nothing while a waiter is queued: the lock key, its expiry, the fence
-// and the queue stay as they were.
+// nothing while a waiter is queued behind a lapsed place: the lock key,
+// the fence, the queue (the lapsed place included) and both expiries stay
+// as they were.
 func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
 	q := newQueuedBehind(t, devstoretest.Redis(t), "check", 10*time.Second, time.Minute)
 	c, ctx, holder, token, w := q.c, q.ctx, q.holder, q.token, q.w
@@ -245,6 +246,12 @@ func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
 		q, _ := c.LRange(ctx, lockKey+":queue", 0, -1).Result()
 		return append(s, q...)
 	}
+	// A lapsed place ahead of the live waiter: a bad release must put it
+	// back too, for its waiter to renew where it stands.
+	queueKey := lockKey + ":queue"
+	if err := c.LPush(ctx, queueKey, "1:1000:ghost:1:ghost").Err(); err != nil {
+		t.Fatal(err)
+	}
 	before := state()
 	for _, bad := range []struct {
 		owner string
@@ -258,6 +265,9 @@ func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
 		}
 		if ttl, err := c.PTTL(ctx, lockKey).Result(); err != nil || ttl < 9*time.Second {
 			t.Errorf("lock key's expiry after Release(%s, %d) = %v, %v; want about 10s", bad.owner, bad.token, ttl, err)
+		}
+		if ttl, err := c.PTTL(ctx, queueKey).Result(); err != nil || ttl < 50*time.Second {
+			t.Errorf("queue's expiry after Release(%s, %d) = %v, %v; want about a minute", bad.owner, bad.token, ttl, err)
 		}
 	}
 	if err := holder.Release(ctx, "check", "holder", token); err != nil {

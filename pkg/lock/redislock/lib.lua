@@ -132,6 +132,7 @@ end
 local function pass_on(keys, last, lease, channel, self, grantpfx, qttl)
   local now, now_ms
   local expired = ''
+  local lapsed = {}
   while true do
     local e = redis.call('LPOP', keys[3])
     if not e then break end
@@ -152,8 +153,13 @@ local function pass_on(keys, last, lease, channel, self, grantpfx, qttl)
       if lease and fence_lease(old) ~= lease then
         local held = redis.call('GET', keys[1])
         if held ~= lease then
+          -- Not the holder: put everything back as it was, the lapsed
+          -- places too (their waiters renew them where they stand), and
+          -- the queue's expiry if popping it emptied, and so deleted, it.
           if old then redis.call('SET', keys[2], old) else redis.call('DEL', keys[2]) end
-          redis.call('LPUSH', keys[3], e)
+          local n = redis.call('LPUSH', keys[3], e)
+          for i = #lapsed, 1, -1 do n = redis.call('LPUSH', keys[3], lapsed[i]) end
+          if n == #lapsed + 1 then redis.call('PEXPIRE', keys[3], qttl) end
           return 0
         end
         -- Held, by a lease the fence does not record: the fence may be
@@ -169,7 +175,8 @@ local function pass_on(keys, last, lease, channel, self, grantpfx, qttl)
       elseif not lease then
         redis.call('SET', keys[1], tok .. ':' .. owner, 'PX', ttl)
       end
-      if math.floor(last / 10000000) ~= math.floor(now / 10000000) then
+      if math.floor(last / 10000000) ~= math.floor(now / 10000000) and redis.call('PTTL', keys[3]) < tonumber(qttl) then
+        -- Never shortened: a waiter with a longer stay set a longer one.
         redis.call('PEXPIRE', keys[3], qttl)
       end
       if backend == self then
@@ -183,6 +190,7 @@ local function pass_on(keys, last, lease, channel, self, grantpfx, qttl)
       if expired ~= '' then return -2 end
       return 2
     end
+    lapsed[#lapsed + 1] = e
   end
   if lease and redis.call('GET', keys[1]) ~= lease then return 0 end
   redis.call('DEL', keys[1])
