@@ -162,7 +162,10 @@ func (r *report) endPackage(name string, p *pkg, failed bool) {
 		}
 	}
 	for _, l := range strings.SplitAfter(p.out.String(), "\n") {
-		if l != "" && l != "PASS\n" {
+		// A package that passed says so in one line, as go test's does
+		// without -v; one that failed shows all it printed outside its
+		// tests (TestMain's stores, a panic, the timeout).
+		if l != "" && l != "PASS\n" && (failed || strings.HasPrefix(l, "ok ") || strings.HasPrefix(l, "? ")) {
 			fmt.Fprint(r.w, l)
 		}
 	}

@@ -56,6 +56,7 @@ func TestReport(t *testing.T) {
 		event{Action: "run", Package: b, Test: "TestProm2"},
 		out(b, "TestProm2", "    b_test.go:2: "+testskip.Message(testskip.Prometheus, "prometheus not found")+"\n"),
 		event{Action: "skip", Package: b, Test: "TestProm2"},
+		out(b, "", "a store's log line, printed by TestMain\n"),
 		out(b, "", "PASS\n"),
 		out(b, "", "ok  \texample/b\t0.1s\n"),
 		event{Action: "pass", Package: b},
