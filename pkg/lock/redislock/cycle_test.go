@@ -8,6 +8,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,16 +69,20 @@ func callsServer(t *testing.T) *devstore.Redis {
 }
 
 // TestContendedCycleCalls: with 8 goroutines taking one key in turn, a
-// lock cycle costs the server at most 5 calls when they share a backend
-// (RPUSH; LPOP, TIME, SET ... GET, SET) and 6 across backends (PUBLISH),
-// with room for the first attempts that find the queue empty (they read
-// the key too) but not for a whole call more per cycle.
+// lock cycle costs the server 5 calls when they share a backend (RPUSH;
+// LPOP, TIME, SET ... GET, SET) and 6 across backends (PUBLISH): 5.03 and
+// 6.03 on a quiet machine. An attempt that finds the queue empty, or a
+// release that finds no waiter queued yet, makes a few calls more, and
+// how often that happens depends on timing: with eight test binaries
+// sharing two cores the mix reached 6.56 across backends. So the bound
+// leaves room for that but not for a whole call more per cycle; the exact
+// calls of each path are TestHandoffCalls's and TestQueueFirstAttempt's.
 func TestContendedCycleCalls(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		shared bool
 		max    float64
-	}{{"one-backend", true, 5.5}, {"8-backends", false, 6.5}} {
+	}{{"one-backend", true, 5.9}, {"8-backends", false, 6.9}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := callsServer(t)
 			c := newClient(t, srv.Addr)
@@ -136,6 +141,31 @@ func TestContendedCycleCalls(t *testing.T) {
 				t.Errorf("%.2f calls per lock cycle, want at most %.1f: %v", per[""], tc.max, per)
 			}
 		})
+	}
+}
+
+// TestHandoffCalls: a release that hands the key to a waiter of another
+// backend makes exactly the calls of a cycle's release: LPOP (the waiter),
+// TIME (the token), SET fence GET (the check of the lease and the new
+// grant), SET key (the lease) and PUBLISH (the grant message). The mix a
+// contended cycle adds (TestContendedCycleCalls) varies with timing; this
+// path does not.
+func TestHandoffCalls(t *testing.T) {
+	q := newQueuedBehind(t, callsServer(t), "handoff", 10*time.Second, 5*time.Second)
+	before := commandCalls(t, q.c)
+	if err := q.holder.Release(q.ctx, "handoff", "holder", q.token); err != nil {
+		t.Fatal(err)
+	}
+	after := commandCalls(t, q.c)
+	got := map[string]int64{}
+	for name, n := range after {
+		if d := n - before[name]; d > 0 && name != "" && !slices.Contains(notACall, name) {
+			got[name] = d
+		}
+	}
+	want := map[string]int64{"lpop": 1, "time": 1, "set": 2, "publish": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("a handoff's calls: %v, want %v", got, want)
 	}
 }
 
