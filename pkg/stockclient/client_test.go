@@ -172,6 +172,16 @@ func TestRetry(t *testing.T) {
 	if _, err := plain.PutItem(ctx, "r-1", 5); err != nil {
 		t.Fatal(err)
 	}
+	// One sale first, retried as long as it takes: the embedded store
+	// creates the leases' and the orders' tables on their first write,
+	// which can take longer than the 100 ms lock wait and would fail the
+	// holder below.
+	if _, err := plain.PutItem(ctx, "r-warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := retrying.Decrement(ctx, "r-warm", 1, "mongo-lease"); err != nil {
+		t.Fatalf("warm-up sale: %v", err)
+	}
 	holder := make(chan error)
 	busy := func() {
 		go func() {
