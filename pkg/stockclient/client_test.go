@@ -172,23 +172,28 @@ func TestRetry(t *testing.T) {
 	if _, err := plain.PutItem(ctx, "r-1", 5); err != nil {
 		t.Fatal(err)
 	}
-	// One sale first, retried as long as it takes: the embedded store
-	// creates the leases' and the orders' tables on their first write,
-	// which can take longer than the 100 ms lock wait and would fail the
-	// holder below.
-	if _, err := plain.PutItem(ctx, "r-warm", 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := retrying.Decrement(ctx, "r-warm", 1, "mongo-lease"); err != nil {
-		t.Fatalf("warm-up sale: %v", err)
-	}
+	// The holder takes the lock through a retrying client, and the
+	// contender asks only once the replica reports the lease held (its
+	// /healthz): an uncontended acquisition through the embedded store
+	// can itself outlast the 100 ms lock wait on a loaded machine (the
+	// race detector, other test binaries), and the contender must find
+	// the lock busy, not free or still being taken.
 	holder := make(chan error)
 	busy := func() {
 		go func() {
-			_, err := plain.Decrement(ctx, "r-1", 1, "mongo-lease")
+			_, err := retrying.Decrement(ctx, "r-1", 1, "mongo-lease")
 			holder <- err
 		}()
-		time.Sleep(200 * time.Millisecond) // the holder is in its delay, lock held
+		for {
+			h, err := plain.Health(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.LocksHeld["mongo-lease"] > 0 {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 
 	busy()
