@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
@@ -125,21 +127,7 @@ func startReplicas(t *testing.T) []string {
 		cfg.MongoURI, cfg.RedisAddr, cfg.EtcdEndpoints = mg.URI, rd.Addr, etcd.Endpoints
 		cfg.DB, cfg.Replica, cfg.AdminToken = "deploy_test", id, adminToken
 		cfg.LockTTL, cfg.LogLevel = time.Second, "warn"
-		s, err := server.New(ctx, cfg, logger.With("replica", id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = s.Serve(ln) }()
-		t.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = s.Shutdown(sctx)
-		})
-		urls = append(urls, "http://"+ln.Addr().String())
+		urls = append(urls, servertest.Start(t, ctx, cfg, logger.With("replica", id)))
 	}
 	return urls
 }

@@ -22,7 +22,7 @@
 #
 # Full tier: -vet=all runs every go vet analyzer on the race build (go vet
 # without compiling the code a second time, in another mode). go test vets
-# only packages with tests; the three without are vetted first, in the
+# only packages with tests; those without are vetted first, in the
 # Dockerfile's build mode that devstored and the stock binaries share.
 #
 # Quick tier: no -race. A race build runs the tests several times slower
@@ -61,7 +61,7 @@ trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/testreport" ./internal/testreport
 
 echo "== go vet (the packages without tests)"
-CGO_ENABLED=0 go vet -trimpath ./internal/storeproc/devstored ./loadtest/env/envtest ./pkg/lock/locktest
+CGO_ENABLED=0 go vet -trimpath ./internal/storeproc/devstored ./loadtest/env/envtest ./pkg/lock/locktest ./services/stock/server/servertest ./internal/devstore/devstoretest ./internal/testskip
 
 if $quick; then
 	echo "== go test -short ./... (the quick tier; scripts/test.sh runs everything)"

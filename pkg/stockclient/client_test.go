@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/stockclient"
@@ -44,23 +45,7 @@ func replica(t *testing.T, tweak func(*server.Config)) string {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	s, err := server.New(t.Context(), cfg, server.NewLogger(t.Output(), cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	return servertest.Start(t, t.Context(), cfg, server.NewLogger(t.Output(), cfg))
 }
 
 func TestClient(t *testing.T) {

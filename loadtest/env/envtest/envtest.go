@@ -4,14 +4,14 @@
 package envtest
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
@@ -43,27 +43,7 @@ func Replicas(t testing.TB, adminToken string, rmwDelay time.Duration) []string 
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := server.New(t.Context(), cfg, logger.With("replica", id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("replica %s shutdown: %v", id, err)
-			}
-			if err := <-served; err != nil {
-				t.Errorf("replica %s: %v", id, err)
-			}
-		})
-		bases = append(bases, "http://"+ln.Addr().String())
+		bases = append(bases, servertest.Start(t, t.Context(), cfg, logger.With("replica", id)))
 	}
 	return bases
 }
