@@ -162,27 +162,15 @@ func NeedsEtcdCluster(faults []string) bool { return slices.Contains(faults, Lea
 
 // LockStrategies are the strategies that hold a lease (and so can be caught
 // holding it); the others have no critical section to land in.
-var LockStrategies = registryNames(func(in strategy.Info) bool { return in.Lock != strategy.LockNone })
+var LockStrategies = strategy.NamesOf(strategy.Info.Locks)
 
 // FencedStrategies are the lock strategies whose tokens order grants across
 // replicas, so that their writes are fenced.
-var FencedStrategies = registryNames(func(in strategy.Info) bool { return in.Lock != strategy.LockNone && in.Fenced })
+var FencedStrategies = strategy.NamesOf(func(in strategy.Info) bool { return in.Locks() && in.Fenced })
 
 // safeStrategies are the strategies that must keep the books straight
 // under every fault.
-var safeStrategies = registryNames(func(in strategy.Info) bool { return in.Safe })
-
-// registryNames returns the names of the registry's strategies that keep
-// says to keep, in registry order.
-func registryNames(keep func(strategy.Info) bool) []string {
-	var names []string
-	for _, in := range strategy.All() {
-		if keep(in) {
-			names = append(names, in.Name)
-		}
-	}
-	return names
-}
+var safeStrategies = strategy.NamesOf(func(in strategy.Info) bool { return in.Safe })
 
 // Drill is one strategy run under one fault.
 type Drill struct {

@@ -112,7 +112,7 @@ func newMetrics() *metrics {
 		m.replays.WithLabelValues(name)
 	}
 	for _, in := range strategy.All() {
-		if in.Lock == strategy.LockNone {
+		if !in.Locks() {
 			continue
 		}
 		name := in.Name

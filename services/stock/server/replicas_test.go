@@ -186,13 +186,7 @@ const (
 
 // registryNames returns the registry's safe (or unsafe) strategies.
 func registryNames(safe bool) []string {
-	var names []string
-	for _, in := range strategy.All() {
-		if in.Safe == safe {
-			names = append(names, in.Name)
-		}
-	}
-	return names
+	return strategy.NamesOf(func(in strategy.Info) bool { return in.Safe == safe })
 }
 
 // The mixed-writer runs: every safe strategy on one sku, repeated.

@@ -35,7 +35,7 @@ func newSaleSteps(reg prometheus.Registerer) *saleSteps {
 	}
 	reg.MustRegister(s.vec)
 	for _, in := range strategy.All() {
-		if in.Lock == strategy.LockNone {
+		if !in.Locks() {
 			continue
 		}
 		for _, step := range strategy.SaleSteps {
