@@ -42,7 +42,6 @@ func redlockDrills() []Drill {
 type redlockServers struct {
 	srv     []*devstore.Redis
 	clients []*redis.Client
-	key     string // the hot sku's lease key, once found
 }
 
 func openRedlock(e *env.Env) (*redlockServers, error) {
@@ -65,19 +64,11 @@ func (s *redlockServers) close() {
 	}
 }
 
-// lease reads the hot sku's lease value ("<token>:<owner>") on server i;
-// "" when it has none or does not answer. The key is found by its end
-// (the prefix carries the replicas' database name).
+// lease reads the hot sku's lease value ("<token>:<owner>") on server i,
+// under the env's replicas' key names; "" when it has none or does not
+// answer.
 func (s *redlockServers) lease(ctx context.Context, i int, sku string) string {
-	c := s.clients[i]
-	if s.key == "" {
-		keys, err := c.Keys(ctx, redlock.KeyPattern(strategy.LockKey(sku))).Result()
-		if err != nil || len(keys) == 0 {
-			return ""
-		}
-		s.key = keys[0]
-	}
-	v, err := c.Get(ctx, s.key).Result()
+	v, err := s.clients[i].Get(ctx, redlock.KeyName(redlock.KeyPrefix(env.DB), strategy.LockKey(sku))).Result()
 	if err != nil {
 		return ""
 	}

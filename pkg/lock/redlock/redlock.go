@@ -43,11 +43,6 @@ func KeyPrefix(namespace string) string { return keys.Prefix(DefaultKeyPrefix, n
 // adds ":fence".
 func KeyName(prefix, key string) string { return prefix + key }
 
-// KeyPattern returns a KEYS or SCAN pattern that matches the lease key of
-// key under DefaultKeyPrefix in any non-empty namespace (KeyPrefix), for
-// tools that do not know the namespace.
-func KeyPattern(key string) string { return DefaultKeyPrefix + "*/" + keys.GlobEscape(key) }
-
 // DriftFactor is the share of the TTL that a grant's validity leaves for
 // clock drift between the servers and the holder, as redsync's default.
 const DriftFactor = 0.01
