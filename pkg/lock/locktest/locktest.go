@@ -9,8 +9,6 @@ package locktest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,11 +48,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReleaseOwner", func(t *testing.T) { testReleaseOwner(t, h) })
 }
 
-func key(t *testing.T) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "locktest/" + t.Name() + "/" + hex.EncodeToString(b[:])
-}
+func key(t *testing.T) string { return "locktest/" + t.Name() + "/" + randomHex(4) }
 
 func locker(t *testing.T, b lock.Backend, opts ...lock.Option) *lock.Locker {
 	t.Helper()
