@@ -34,12 +34,10 @@ import (
 // event is one line of go test -json (cmd/test2json's TestEvent, and the
 // build events of go test -json).
 type event struct {
-	Action     string
-	Package    string
-	Test       string
-	Elapsed    float64
-	Output     string
-	ImportPath string // build-output, build-fail
+	Action  string
+	Package string
+	Test    string
+	Output  string
 }
 
 // missingRE matches internal/testskip's Message: the tool and how to get it.
@@ -49,7 +47,6 @@ var missingRE = regexp.MustCompile(`missing tool: (\S+) \(([^()]*)\)`)
 var shortRE = regexp.MustCompile(`not in the quick tier \(-short\)`)
 
 type test struct {
-	name   string
 	out    strings.Builder
 	done   bool
 	failed bool
@@ -89,7 +86,7 @@ func (r *report) pkg(name string) *pkg {
 func (p *pkg) test(name string) *test {
 	t := p.tests[name]
 	if t == nil {
-		t = &test{name: name}
+		t = &test{}
 		p.tests[name] = t
 		p.order = append(p.order, t)
 	}
