@@ -341,10 +341,10 @@ func (b *Backend) value(owner string, token uint64) string {
 // ttlArg renders ttl in whole milliseconds, rounded up: the Locker counts a
 // lease's expiry from before the request, so the server may keep it a little
 // longer than the holder believes, never shorter.
-func ttlArg(ttl time.Duration) string {
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatInt(int64(ms), 10)
-}
+func ttlArg(ttl time.Duration) string { return strconv.FormatInt(millis(ttl), 10) }
+
+// millis is d in whole milliseconds, rounded up, as the scripts take it.
+func millis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // TryAcquire implements lock.Backend.
 func (b *Backend) TryAcquire(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error) {
@@ -446,11 +446,11 @@ func (b *Backend) passedOn(res any) (handed bool, err error) {
 			return true, lock.ErrNotHeld
 		}
 	case string:
-		if g, ok := strings.CutPrefix(r, "-"); ok {
-			b.notify.grant(g)
+		g, expired := strings.CutPrefix(r, "-")
+		b.notify.grant(g)
+		if expired {
 			return true, lock.ErrNotHeld
 		}
-		b.notify.grant(r)
 		return true, nil
 	}
 	return false, fmt.Errorf("unexpected reply %v (%T)", res, res)

@@ -27,14 +27,15 @@
 -- waiter before its first attempt.
 
 local tail = ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1]
+-- A place kept longer than half the queue's expiry renews it at once.
+local long_stay = tonumber(ARGV[4]) * 2 > tonumber(ARGV[5])
 local placed = false -- whether this call queued the waiter already
 if ARGV[7] ~= '' then
   local n = redis.call('RPUSH', KEYS[3], ARGV[7] .. tail)
   if n > 1 then
     -- The queue's expiry is set when it is created and renewed by
-    -- handoffs (lib.lua's pass_on) and places renewed below; a place
-    -- kept longer than half of it renews it at once.
-    if tonumber(ARGV[4]) * 2 > tonumber(ARGV[5]) then
+    -- handoffs (lib.lua's pass_on) and places renewed below.
+    if long_stay then
       redis.call('PEXPIRE', KEYS[3], ARGV[5])
     end
     return '0:' .. ARGV[7]
@@ -70,7 +71,7 @@ if held then
     if i then
       redis.call('LSET', KEYS[3], i, deadline .. tail)
       redis.call('PEXPIRE', KEYS[3], ARGV[5])
-    elseif redis.call('RPUSH', KEYS[3], deadline .. tail) == 1 or tonumber(ARGV[4]) * 2 > tonumber(ARGV[5]) then
+    elseif redis.call('RPUSH', KEYS[3], deadline .. tail) == 1 or long_stay then
       redis.call('PEXPIRE', KEYS[3], ARGV[5])
     end
     return (tok or '0') .. ':' .. deadline
@@ -84,6 +85,6 @@ end
 if placed then
   redis.call('DEL', KEYS[3])
 elseif ARGV[6] ~= '' then
-  redis.call('LREM', KEYS[3], 1, ARGV[6] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1])
+  redis.call('LREM', KEYS[3], 1, ARGV[6] .. tail)
 end
 return tonumber(grant(KEYS, head(v[2]), now_us(), ARGV[1], ARGV[2]))

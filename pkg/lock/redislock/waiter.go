@@ -32,7 +32,6 @@ type waiter struct {
 	stay       time.Duration
 	stayArg    any    // stay, as wait.lua takes it
 	deadline   string // the deadline of the waiter's place, "" if none
-	attempted  bool   // an attempt was sent
 	grants     chan uint64
 }
 
@@ -48,7 +47,8 @@ func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, l
 	if err := lock.CheckArgs(w.key, w.owner, ttl); err != nil {
 		return 0, 0, fmt.Errorf("redislock: acquire %q: %w", w.key, err)
 	}
-	if w.ttlArg == nil || ttl != w.ttl {
+	first := w.ttlArg == nil // no attempt was sent yet
+	if first || ttl != w.ttl {
 		w.ttl, w.ttlArg = ttl, ttlArg(ttl)
 	}
 	if w.stayArg == nil || stay != w.stay {
@@ -63,10 +63,9 @@ func (w *waiter) Attempt(ctx context.Context, ttl, stay time.Duration) (token, l
 	// joins the queue first, with a deadline from the server's clock as
 	// last reported (wait.lua).
 	var estimate string
-	if !w.attempted {
+	if first {
 		estimate = names.clock.Load().deadline(stay)
 	}
-	w.attempted = true
 	res, err := waitScript.Run(ctx, w.b.client, names.keys,
 		w.ownerArg, w.ttlArg, w.idArg, w.stayArg, queueTTLArg, w.deadline, estimate).Result()
 	if err != nil {
@@ -160,7 +159,7 @@ func readClock(d string, stay time.Duration) *serverClock {
 	if err != nil {
 		return nil
 	}
-	return &serverClock{ms: ms - stayMillis(stay), at: time.Now()}
+	return &serverClock{ms: ms - millis(stay), at: time.Now()}
 }
 
 // deadline returns the deadline of a place kept for stay, sent now, on the
@@ -178,10 +177,5 @@ func (c *serverClock) deadline(stay time.Duration) string {
 	if elapsed >= clockFresh {
 		return ""
 	}
-	return strconv.FormatInt(c.ms+int64(elapsed/time.Millisecond)+stayMillis(stay), 10)
-}
-
-// stayMillis is stay as ttlArg renders it.
-func stayMillis(stay time.Duration) int64 {
-	return int64((stay + time.Millisecond - 1) / time.Millisecond)
+	return strconv.FormatInt(c.ms+int64(elapsed/time.Millisecond)+millis(stay), 10)
 }
