@@ -19,10 +19,14 @@ import (
 
 // mongoURI is the one MongoDB the package's tests share, each in a database
 // of its own: starting the embedded FerretDB once saves seconds per test.
-var mongoURI string
+// redisAddr is the one Redis they share, each under a key prefix of its
+// own (redis-stock's tests).
+var mongoURI, redisAddr string
 
 func TestMain(m *testing.M) {
-	devstoretest.Main(m, devstoretest.SharedMongo, func(s devstoretest.Shared) { mongoURI = s.MongoURI })
+	devstoretest.Main(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
+		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
+	})
 }
 
 // testDB returns a database of the test's own through a client of its own.

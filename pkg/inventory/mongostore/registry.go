@@ -27,6 +27,8 @@ type Deps struct {
 	CASAttempts int
 	Observer    inventory.LockObserver
 	Logger      *slog.Logger
+	// RedisStock is what the redis-stock strategy needs: its Redis.
+	RedisStock RedisStockOptions
 }
 
 // builders holds the constructors of the strategies that take no lease,

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -18,7 +19,7 @@ func TestRegistry(t *testing.T) {
 	for _, svc := range strategy.LockServices() {
 		lockers[svc.Name] = localLocker(t)
 	}
-	deps := Deps{Store: s, Lockers: lockers, Fencing: true}
+	deps := Deps{Store: s, Lockers: lockers, Fencing: true, RedisStock: RedisStockOptions{Client: testRedis(t)}}
 	for _, in := range strategy.All() {
 		st, err := Build(in, deps)
 		if err != nil || st.Name() != in.Name {
@@ -30,6 +31,11 @@ func TestRegistry(t *testing.T) {
 		}
 		if locked && l.Fencing() != in.Fenced {
 			t.Errorf("%s: fencing %v, want %v", in.Name, l.Fencing(), in.Fenced)
+		}
+		if in.Name == strategy.RedisStock {
+			if _, err := Build(in, Deps{Store: s}); !errors.Is(err, ErrNoRedis) {
+				t.Errorf("%s: built without Redis: %v", in.Name, err)
+			}
 		}
 		if in.Lock != strategy.LockNone {
 			missing := Deps{Store: s, Lockers: map[string]*lock.Locker{}}

@@ -50,6 +50,8 @@ type Config struct {
 	MaxQty          int64         // largest qty one decrement may ask for
 	Fencing         bool          // fence the reads and writes of the strategies whose registry entry is Fenced
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
+	RedisStockAck   string        // redis-stock acknowledges a sale after "mongo" (the ledger) or "redis" (demo: the Lua take alone)
+	RedisStockFlush time.Duration // redis-stock's write-behind interval with RedisStockAck "redis"
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight reads; decrements and PUTs are always waited for (see WriteBudget)
 	RecoveryEvery   time.Duration // how often the replica records other replicas' pending orders and settles idempotency keys
@@ -86,6 +88,8 @@ func DefaultConfig() Config {
 		MaxQty:          100,
 		Fencing:         true,
 		CASAttempts:     mongostore.DefaultCASAttempts,
+		RedisStockAck:   RedisStockAckMongo,
+		RedisStockFlush: mongostore.DefaultRedisStockFlush,
 		RequestTimeout:  15 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		RecoveryEvery:   5 * time.Second,
@@ -130,6 +134,8 @@ func (c *Config) settings() []setting {
 		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
 		{"fencing", "FENCING", "fence the reads and writes of the lock strategies (" + strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Fenced }), ", ") + "; false only to demonstrate)", (*boolValue)(&c.Fencing)},
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
+		{"redis-stock-ack", "REDIS_STOCK_ACK", `when redis-stock answers a sale: "mongo", once it is in MongoDB (the item and the ledger), or "redis", as soon as the Lua script took it in Redis, written to MongoDB behind (demo only: a Redis restart sells units twice)`, (*stringValue)(&c.RedisStockAck)},
+		{"redis-stock-flush", "REDIS_STOCK_FLUSH", `redis-stock with --redis-stock-ack=redis: how often the sales acknowledged from Redis are written to MongoDB`, (*durationValue)(&c.RedisStockFlush)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
 		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
@@ -300,6 +306,14 @@ func (c Config) problems() []error {
 	if c.MaxQty < 1 {
 		bad("max-qty", "MAX_QTY", "%d: must be at least 1", c.MaxQty)
 	}
+	switch c.RedisStockAck {
+	case RedisStockAckMongo, RedisStockAckRedis:
+	default:
+		bad("redis-stock-ack", "REDIS_STOCK_ACK", "%q: want %q or %q", c.RedisStockAck, RedisStockAckMongo, RedisStockAckRedis)
+	}
+	if c.RedisStockFlush <= 0 {
+		bad("redis-stock-flush", "REDIS_STOCK_FLUSH", "%v: must be positive", c.RedisStockFlush)
+	}
 	if c.CASAttempts < 1 {
 		bad("cas-attempts", "CAS_ATTEMPTS", "%d: must be at least 1", c.CASAttempts)
 	}
@@ -363,7 +377,16 @@ func (c Config) checkDemo(bad func(flagName, env, format string, args ...any)) {
 	if !c.Fencing {
 		bad("fencing", "FENCING", "false lets a stalled lock holder overwrite a newer one%s", fix)
 	}
+	if c.RedisStockAck == RedisStockAckRedis {
+		bad("redis-stock-ack", "REDIS_STOCK_ACK", "%q answers sales that a Redis restart forgets%s", c.RedisStockAck, fix)
+	}
 }
+
+// The values of Config.RedisStockAck.
+const (
+	RedisStockAckMongo = "mongo" // after the item write and the ledger: safe
+	RedisStockAckRedis = "redis" // after the Lua take alone: demo
+)
 
 // checkRedlock checks the redlock servers: each a host:port, each once (a
 // server listed twice would count twice towards the majority), and an odd

@@ -55,6 +55,7 @@ type Server struct {
 	store      *mongostore.Store
 	strategies map[string]inventory.Strategy
 	locked     []*mongostore.Locked
+	redisStock *mongostore.RedisStock // nil unless built
 
 	metrics      *metrics
 	echo         *echo.Echo   // the API, and health and metrics unless InternalAddr is set
@@ -207,6 +208,10 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		Store: s.store, Lockers: lockers, Fencing: cfg.Fencing, LockWait: cfg.LockWait,
 		Delay: cfg.RMWDelay, Stall: cfg.WriteStall, CASAttempts: cfg.CASAttempts,
 		Observer: s.metrics, Logger: s.logger,
+		RedisStock: mongostore.RedisStockOptions{
+			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
+			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Flush: cfg.RedisStockFlush,
+		},
 	}
 	s.strategies = map[string]inventory.Strategy{}
 	for _, in := range strategy.All() {
@@ -220,6 +225,9 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		s.strategies[in.Name] = st
 		if l, ok := st.(*mongostore.Locked); ok {
 			s.locked = append(s.locked, l)
+		}
+		if rs, ok := st.(*mongostore.RedisStock); ok {
+			s.redisStock = rs
 		}
 	}
 	return nil

@@ -1,0 +1,574 @@
+package mongostore
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/strategy"
+)
+
+// RedisStock holds a sku's stock in Redis while it sells (docs/redis-stock.md).
+//
+// MongoDB's item stays the truth. Redis holds a copy of its stock for one
+// epoch, a counter in the item that every PUT and every load into Redis
+// bumps. A sale is admitted by one Lua script (take.lua) that checks
+// stock >= qty, takes the units and records the sale (order id, qty, key,
+// epoch, time) in the sku's sales hash. The sales a replica took at one
+// epoch are then written to the item in one single-document update (group
+// commit) that requires the epoch unchanged, stock >= their sum and
+// aborted.<order id> absent for each (the fence of a given-up
+// Idempotency-Key attempt), and stores each order as pending, as every
+// stock write does; then they go to the ledger and, by default, only then
+// is each sale acknowledged. A batch the item refuses sold nothing: its
+// sales start again from Redis, reloaded if it was behind.
+//
+// Loading bumps the item's epoch and reads its stock in one update, then
+// sets Redis if it holds an older epoch: a sale taken from an older copy
+// (a Redis that lost its data, a paused replica) can never land, and the
+// stock loaded counts every sale that did. Recover reloads a sku whose
+// sales hash holds a sale older than a grace, the sale of a replica that
+// died between take and write.
+//
+// With RedisStockOptions.AckAfterRedis (a demo knob) a sale is
+// acknowledged right after take.lua and written behind, unconditionally:
+// a Redis restart then sells units twice.
+type RedisStock struct {
+	store     *Store
+	rdb       redis.UniversalClient
+	prefix    string
+	ackRedis  bool
+	flush     time.Duration
+	afterTake func(inventory.Order)
+	logger    *slog.Logger
+
+	mu     sync.Mutex
+	groups map[string]*saleGroup
+}
+
+// RedisStockOptions configures a RedisStock.
+type RedisStockOptions struct {
+	// Client is the Redis (or Redis Cluster) that holds the stock.
+	Client redis.UniversalClient
+	// KeyPrefix prefixes every key; see RedisStockKeyPrefix.
+	KeyPrefix string
+	// AckAfterRedis acknowledges a sale as soon as Redis took it and
+	// writes it to MongoDB behind, every Flush: unsafe, for drills.
+	AckAfterRedis bool
+	// Flush is the write-behind interval of AckAfterRedis; default
+	// DefaultRedisStockFlush.
+	Flush time.Duration
+	// AfterTake, when set, runs right after take.lua took a sale and
+	// before anything reaches MongoDB: a hook for tests that stop a
+	// replica between the two.
+	AfterTake func(inventory.Order)
+}
+
+// DefaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
+const DefaultRedisStockKeyPrefix = "stocklock:stock:"
+
+// DefaultRedisStockFlush is the write-behind interval of AckAfterRedis.
+const DefaultRedisStockFlush = 500 * time.Millisecond
+
+// RedisStockKeyPrefix returns the key prefix of a namespace (the replicas'
+// database) under DefaultRedisStockKeyPrefix, as the lock backends name
+// theirs: replicas of different databases never share a copy.
+func RedisStockKeyPrefix(namespace string) string {
+	if namespace == "" {
+		return DefaultRedisStockKeyPrefix
+	}
+	return DefaultRedisStockKeyPrefix + namespace + "/"
+}
+
+// ErrNoRedis is the error of building redis-stock without a Redis client.
+var ErrNoRedis = errors.New("mongostore: redis-stock needs a Redis client")
+
+var (
+	//go:embed redisstock_take.lua
+	takeLua string
+	//go:embed redisstock_load.lua
+	loadLua string
+	//go:embed redisstock_done.lua
+	doneLua string
+	//go:embed redisstock_state.lua
+	stateLua string
+
+	takeScript  = redis.NewScript(takeLua)
+	loadScript  = redis.NewScript(loadLua)
+	doneScript  = redis.NewScript(doneLua)
+	stateScript = redis.NewScript(stateLua)
+)
+
+// What take.lua answers.
+const (
+	takeTaken     = 1
+	takeSoldOut   = 0
+	takeNotLoaded = -1
+	takeTwice     = -2
+)
+
+// redisStockAttempts bounds the takes of one sale whose batches the item
+// refused (another epoch, or less stock than Redis held).
+const redisStockAttempts = 8
+
+// maxBatch bounds the sales of one batch write: their pending entries go
+// into the item document.
+const maxBatch = 256
+
+// NewRedisStock returns the redis-stock strategy on store.
+func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
+	if opts.Client == nil {
+		return nil, ErrNoRedis
+	}
+	if opts.Flush <= 0 {
+		opts.Flush = DefaultRedisStockFlush
+	}
+	return &RedisStock{
+		store: store, rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis,
+		flush: opts.Flush, afterTake: opts.AfterTake, logger: store.logger, groups: map[string]*saleGroup{},
+	}, nil
+}
+
+// Name returns strategy.RedisStock.
+func (r *RedisStock) Name() string { return strategy.RedisStock }
+
+// keys returns the stock hash and the sales hash of sku; the hash tag puts
+// both in one Redis Cluster slot.
+func (r *RedisStock) keys(sku string) []string {
+	k := r.prefix + "{" + sku + "}"
+	return []string{k, k + ":sales"}
+}
+
+// saleRecord is a sale as take.lua records it in the sales hash (it adds
+// epoch, qty and at, the Redis server's time in ms).
+type saleRecord struct {
+	Replica string `json:"replica"`
+	Key     string `json:"key,omitempty"`
+}
+
+// rsItem is the part of an item redis-stock reads.
+type rsItem struct {
+	Stock   int64                `bson:"stock"`
+	Epoch   int64                `bson:"epoch"`
+	Aborted map[string]time.Time `bson:"aborted,omitempty"`
+}
+
+// Decrement implements Strategy.
+func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return inventory.Sale{}, context.Cause(ctx)
+	}
+	o := r.store.newOrder(req, strategy.RedisStock, 0)
+	rec, _ := json.Marshal(saleRecord{Replica: o.Replica, Key: o.Key})
+	for range redisStockAttempts {
+		res, err := takeScript.Run(ctx, r.rdb, r.keys(req.SKU), req.Qty, o.ID, string(rec)).Int64Slice()
+		if err != nil {
+			// The script may have run: its units are then taken in Redis
+			// with no write to come, and Recover reloads the sku after
+			// the grace. Nothing is sold.
+			return inventory.Sale{}, fmt.Errorf("%w: take %q in Redis: %w", inventory.ErrStoreUnavailable, req.SKU, err)
+		}
+		status, stock, epoch := res[0], res[1], res[2]
+		switch status {
+		case takeNotLoaded, takeTwice:
+			if err := r.load(ctx, req.SKU, epoch); err != nil {
+				return inventory.Sale{}, err
+			}
+			continue
+		case takeSoldOut:
+			again, err := r.checkSoldOut(ctx, req.SKU, req.Qty, epoch, res[3])
+			if err != nil {
+				return inventory.Sale{}, err
+			}
+			if again {
+				continue
+			}
+			return inventory.Sale{}, soldOut(req.SKU, stock, req.Qty)
+		}
+		if r.afterTake != nil {
+			r.afterTake(o)
+		}
+		if r.ackRedis {
+			o.Remaining = &stock
+			r.enqueue(&pendingSale{o: o, epoch: epoch})
+			return o.Sale(), nil
+		}
+		p := &pendingSale{o: o, epoch: epoch, done: make(chan struct{})}
+		r.enqueue(p)
+		<-p.done // the batch write runs to completion, whatever ctx does
+		switch {
+		case p.again:
+			continue
+		case p.err != nil:
+			return inventory.Sale{}, p.err
+		}
+		sale := p.o.Sale()
+		sale.LedgerErr = p.ledgerErr
+		return sale, nil
+	}
+	return inventory.Sale{}, fmt.Errorf("%w: redis-stock %q: the item refused %d batches (its epoch or stock moved)", inventory.ErrStale, req.SKU, redisStockAttempts)
+}
+
+// checkSoldOut looks behind a sold-out answer of Redis at epoch: the
+// item's epoch has moved (a PUT), or its stock, less the units Redis has
+// in flight, still covers qty (a restock, or units of a dead replica's
+// take). Then it reloads, and again says to take again.
+func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, inflight int64) (again bool, err error) {
+	it, err := r.item(ctx, sku)
+	if err != nil {
+		return false, err
+	}
+	if it.Epoch == epoch && it.Stock-inflight < qty {
+		return false, nil
+	}
+	return true, r.load(ctx, sku, epoch)
+}
+
+// item reads the part of sku's item that redis-stock needs.
+func (r *RedisStock) item(ctx context.Context, sku string) (rsItem, error) {
+	var it rsItem
+	err := r.store.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return rsItem{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+	}
+	if err != nil {
+		return rsItem{}, unreachable("get", sku, err)
+	}
+	return it, nil
+}
+
+// load puts sku's stock into Redis for a new epoch, unless Redis already
+// holds an epoch above behind (someone else reloaded). It bumps the
+// item's epoch and reads its stock in one update: every batch of an older
+// epoch is refused from then on, and the stock counts every batch that
+// was not.
+func (r *RedisStock) load(ctx context.Context, sku string, behind int64) error {
+	keys := r.keys(sku)
+	if behind > 0 {
+		cur, err := r.rdb.HGet(ctx, keys[0], "epoch").Int64()
+		if err == nil && cur > behind {
+			return nil
+		}
+	}
+	cctx, cancel := r.store.commitContext(ctx)
+	defer cancel()
+	var it rsItem
+	err := r.store.items.FindOneAndUpdate(cctx, bson.D{{Key: "_id", Value: sku}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&it)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("%w: load %q into Redis", inventory.ErrNotFound, sku)
+	}
+	if err != nil {
+		// The bump may have landed: harmless, a later load bumps again.
+		return unreachable("load into Redis", sku, err)
+	}
+	if err := loadScript.Run(cctx, r.rdb, keys, it.Epoch, it.Stock).Err(); err != nil {
+		return fmt.Errorf("%w: load %q into Redis: %w", inventory.ErrStoreUnavailable, sku, err)
+	}
+	r.logger.DebugContext(ctx, "redis-stock: loaded", slog.String("sku", sku), slog.Int64("epoch", it.Epoch), slog.Int64("stock", it.Stock))
+	return nil
+}
+
+// pendingSale is a sale taken in Redis on its way to MongoDB.
+type pendingSale struct {
+	o     inventory.Order
+	epoch int64
+	// done is closed when the batch write settled it (nil with
+	// AckAfterRedis); then again, err and ledgerErr say how.
+	done      chan struct{}
+	again     bool  // not written: take it again from Redis
+	err       error // not written, and why
+	ledgerErr error // written, but not yet in the ledger
+}
+
+// saleGroup queues a sku's sales for the one batch writer of the sku in
+// this process.
+type saleGroup struct {
+	mu      sync.Mutex
+	queue   []*pendingSale
+	writing bool
+}
+
+func (r *RedisStock) enqueue(p *pendingSale) {
+	sku := p.o.SKU
+	r.mu.Lock()
+	g := r.groups[sku]
+	if g == nil {
+		g = &saleGroup{}
+		r.groups[sku] = g
+	}
+	r.mu.Unlock()
+	g.mu.Lock()
+	g.queue = append(g.queue, p)
+	start := !g.writing
+	g.writing = true
+	g.mu.Unlock()
+	if start {
+		go r.writeLoop(sku, g)
+	}
+}
+
+// writeLoop writes g's queue, a batch at a time, until it is empty: the
+// sales that queue up behind one batch write go into the next.
+func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
+	for {
+		if r.ackRedis {
+			time.Sleep(r.flush)
+		}
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.writing = false
+			g.mu.Unlock()
+			return
+		}
+		epoch := g.queue[0].epoch
+		var batch, rest []*pendingSale
+		for _, p := range g.queue {
+			if (r.ackRedis || p.epoch == epoch) && len(batch) < maxBatch {
+				batch = append(batch, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		g.queue = rest
+		g.mu.Unlock()
+		r.writeBatch(sku, epoch, batch)
+	}
+}
+
+// writeBatch writes the sales of batch, all taken at epoch, to the item in
+// one update, then to the ledger, and settles each.
+func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
+	ctx, cancel := r.store.commitContext(context.Background())
+	defer cancel()
+	var after rsItem
+	for {
+		var sum int64
+		filter := bson.D{{Key: "_id", Value: sku}}
+		if !r.ackRedis {
+			filter = append(filter, bson.E{Key: "epoch", Value: epoch})
+		}
+		set := bson.D{}
+		for _, p := range batch {
+			sum += p.o.Qty
+			set = append(set, bson.E{Key: pendingPath(p.o.ID), Value: p.o})
+			if !r.ackRedis {
+				filter = append(filter, notAborted(p.o.ID))
+			}
+		}
+		if !r.ackRedis {
+			filter = append(filter, bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: sum}}})
+		}
+		err := r.store.items.FindOneAndUpdate(ctx, filter, bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -sum}, {Key: "version", Value: int64(1)}}},
+			{Key: "$set", Value: set},
+		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			// It may have landed: then its orders are pending in the item
+			// and RecoverPending records them; if not, Recover reloads
+			// the sku once their sales in Redis are past the grace.
+			r.settle(batch, func(p *pendingSale) { p.err = unknownOutcome("redis-stock batch write", sku, err) })
+			return
+		}
+		if batch = r.refused(ctx, sku, epoch, batch); len(batch) == 0 {
+			return
+		}
+	}
+	// Each sale's remaining stock, in the order of the batch: the last
+	// leaves what the item now holds.
+	left := after.Stock
+	for i := len(batch) - 1; i >= 0; i-- {
+		remaining := left
+		batch[i].o.Remaining = &remaining
+		left += batch[i].o.Qty
+	}
+	if err := r.release(ctx, sku, epoch, false, batch); err != nil {
+		r.logger.WarnContext(ctx, "redis-stock: written to MongoDB, but not cleared from Redis; recovery reloads the sku",
+			slog.String("sku", sku), slog.Any("error", err))
+	}
+	r.record(ctx, sku, batch)
+}
+
+// refused settles the sales of a batch the item refused, after reading
+// it to learn why, and returns those to write again at once: the batch
+// without the given-up attempts.
+func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch []*pendingSale) []*pendingSale {
+	it, err := r.item(ctx, sku)
+	if err == nil && r.ackRedis {
+		err = fmt.Errorf("inventory: redis-stock write-behind of %q refused", sku)
+	}
+	if err != nil {
+		r.settle(batch, func(p *pendingSale) { p.err = err })
+		return nil
+	}
+	var abandonedSales, keep []*pendingSale
+	for _, p := range batch {
+		if _, ok := it.Aborted[p.o.ID]; ok {
+			abandonedSales = append(abandonedSales, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	if len(abandonedSales) > 0 {
+		// Their writes can never land: their units go back.
+		if err := r.release(ctx, sku, epoch, true, abandonedSales); err != nil {
+			r.logger.WarnContext(ctx, "redis-stock: could not give the units of abandoned attempts back; recovery reloads the sku",
+				slog.String("sku", sku), slog.Any("error", err))
+		}
+		r.settle(abandonedSales, func(p *pendingSale) { p.err = abandoned("redis-stock batch write", p.o) })
+		if it.Epoch == epoch {
+			return keep
+		}
+	}
+	// Another epoch, or less stock than Redis held: Redis is behind the
+	// item. Reload it once for the batch, and take every sale again.
+	if err := r.load(ctx, sku, epoch); err != nil {
+		r.settle(keep, func(p *pendingSale) { p.err = err })
+		return nil
+	}
+	r.settle(keep, func(p *pendingSale) { p.again = true })
+	return nil
+}
+
+// settle marks each sale of batch by mark and wakes its request.
+func (r *RedisStock) settle(batch []*pendingSale, mark func(*pendingSale)) {
+	for _, p := range batch {
+		mark(p)
+		if p.done != nil {
+			close(p.done)
+		}
+	}
+}
+
+// release forgets the sales of batch in Redis, giving their units back to
+// the stock if give, if Redis still holds epoch.
+func (r *RedisStock) release(ctx context.Context, sku string, epoch int64, give bool, batch []*pendingSale) error {
+	args := []any{epoch, 0}
+	if give {
+		args[1] = 1
+	}
+	for _, p := range batch {
+		args = append(args, p.o.ID)
+	}
+	return doneScript.Run(ctx, r.rdb, r.keys(sku), args...).Err()
+}
+
+// record inserts the orders of a written batch into the ledger, clears
+// their pending entries, and settles each sale.
+func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSale) {
+	docs := make([]any, len(batch))
+	for i, p := range batch {
+		docs[i] = p.o
+	}
+	_, err := r.store.orders.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err != nil {
+		// Some may have landed; the others are tried one by one, a
+		// duplicate counting as recorded.
+		for _, p := range batch {
+			if _, err := r.store.insertOrder(ctx, p.o); err != nil {
+				p.ledgerErr = fmt.Errorf("inventory: record order %s of %q: %w", p.o.ID, sku, err)
+				r.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
+					slog.String("order_id", p.o.ID), slog.String("sku", sku), slog.Any("error", err))
+			}
+		}
+	}
+	unset := bson.D{}
+	for _, p := range batch {
+		if p.ledgerErr == nil {
+			unset = append(unset, bson.E{Key: pendingPath(p.o.ID), Value: ""})
+		}
+	}
+	if len(unset) > 0 {
+		if _, err := r.store.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$unset", Value: unset}}); err != nil {
+			r.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
+				slog.String("sku", sku), slog.Any("error", err))
+		}
+	}
+	r.settle(batch, func(*pendingSale) {})
+}
+
+// Recover reloads every sku whose sales hash in Redis holds a sale older
+// than grace by the Redis server's clock: a sale whose replica died (or
+// stalled) between take.lua and its batch write. The reload bumps the
+// item's epoch, so that the write, should it come, is refused, and puts
+// the units back. It returns the number of skus reloaded. With
+// AckAfterRedis it does nothing: the sales are written behind from memory.
+func (r *RedisStock) Recover(ctx context.Context, grace time.Duration) (int, error) {
+	if r.ackRedis {
+		return 0, nil
+	}
+	cur, err := r.store.items.Find(ctx, bson.D{{Key: "epoch", Value: bson.D{{Key: "$exists", Value: true}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
+	}
+	var ids []struct {
+		SKU string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &ids); err != nil {
+		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, id := range ids {
+		st, err := r.state(ctx, id.SKU)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if st.Epoch < 0 || st.OldestSale < grace {
+			continue
+		}
+		if err := r.load(ctx, id.SKU, st.Epoch); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+		r.logger.WarnContext(ctx, "redis-stock: reloaded a sku whose sale was taken in Redis and never written",
+			slog.String("sku", id.SKU), slog.Int64("epoch", st.Epoch), slog.Duration("oldest_sale", st.OldestSale))
+	}
+	return n, errors.Join(errs...)
+}
+
+// RedisState is what Redis holds for a sku.
+type RedisState struct {
+	Epoch      int64         // -1 when not loaded
+	Stock      int64         // units Redis can still sell
+	Inflight   int64         // units taken and not yet written to MongoDB
+	OldestSale time.Duration // age of the oldest sale not yet written; -1ms without one
+}
+
+// State returns what Redis holds for sku.
+func (r *RedisStock) State(ctx context.Context, sku string) (RedisState, error) {
+	return r.state(ctx, sku)
+}
+
+func (r *RedisStock) state(ctx context.Context, sku string) (RedisState, error) {
+	res, err := stateScript.Run(ctx, r.rdb, r.keys(sku)).Int64Slice()
+	if err != nil {
+		return RedisState{}, fmt.Errorf("%w: read %q in Redis: %w", inventory.ErrStoreUnavailable, sku, err)
+	}
+	return RedisState{Epoch: res[0], Stock: res[1], Inflight: res[2], OldestSale: time.Duration(res[3]) * time.Millisecond}, nil
+}
+
+var _ = addBuilder(strategy.RedisStock, func(d Deps) (inventory.Strategy, error) {
+	return NewRedisStock(d.Store, d.RedisStock)
+})
