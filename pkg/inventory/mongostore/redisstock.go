@@ -22,8 +22,7 @@ import (
 // RedisStock holds a sku's stock in Redis while it sells (docs/redis-stock.md).
 //
 // MongoDB's item stays the truth. Redis holds a copy of its stock for one
-// epoch, a counter in the item that every PUT and every load into Redis
-// bumps. A sale is admitted by one Lua script (take.lua) that checks
+// epoch, a counter in the item that every load into Redis bumps. A sale is admitted by one Lua script (take.lua) that checks
 // stock >= qty, takes the units and records the sale (order id, qty, key,
 // epoch, time) in the sku's sales hash. The sales a replica took at one
 // epoch are then written to the item in one single-document update (group
@@ -32,7 +31,10 @@ import (
 // Idempotency-Key attempt), and stores each order as pending, as every
 // stock write does; then they go to the ledger and, by default, only then
 // is each sale acknowledged. A batch the item refuses sold nothing: its
-// sales start again from Redis, reloaded if it was behind.
+// sales start again from Redis, reloaded if it was behind. A PUT or a
+// restock, which know nothing of Redis, are found that way (less stock
+// than the batch) or when Redis says sold out and the item, less what
+// Redis has in flight, still covers the sale: then too it reloads.
 //
 // Loading bumps the item's epoch and reads its stock in one update, then
 // sets Redis if it holds an older epoch: a sale taken from an older copy

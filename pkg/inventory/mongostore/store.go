@@ -246,9 +246,7 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 	err := s.items.FindOneAndUpdate(cctx, filter,
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
-			// epoch: a copy of the stock held elsewhere (redis-stock's)
-			// is of an older epoch from now on.
-			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}, {Key: "epoch", Value: int64(1)}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
 			{Key: "$setOnInsert", Value: bson.D{{Key: "fences", Value: bson.D{}}}},
 		},
 		options.FindOneAndUpdate().SetUpsert(version == nil).SetReturnDocument(options.After),
