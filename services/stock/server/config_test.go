@@ -37,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
 		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h", "HEARTBEAT_TIMEOUT": "2s",
 		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
+		"REDIS_STOCK_ACK": "redis", "REDIS_STOCK_FLUSH": "1s",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -52,6 +53,7 @@ func TestParseConfig(t *testing.T) {
 		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
 		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour, DeadAfter: 2 * time.Second,
 		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
+		RedisStockAck: server.RedisStockAckRedis, RedisStockFlush: time.Second,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
@@ -182,7 +184,7 @@ func TestHelp(t *testing.T) {
 func TestSafeDefaults(t *testing.T) {
 	required := map[string]string{"MONGO_URI": "mongodb://db:27017/", "REDIS_ADDR": "cache:6379"}
 	for _, args := range [][]string{
-		{"--strategy=unsafe"}, {"--strategy=local"}, {"--rmw-delay=10ms"}, {"--write-stall=5ms"}, {"--clock-offset=1s"}, {"--fencing=false"},
+		{"--strategy=unsafe"}, {"--strategy=local"}, {"--rmw-delay=10ms"}, {"--write-stall=5ms"}, {"--clock-offset=1s"}, {"--fencing=false"}, {"--redis-stock-ack=redis"},
 	} {
 		_, err := server.ParseConfig(args, env(required))
 		if err == nil || !strings.Contains(err.Error(), "--demo / DEMO=true") || !strings.Contains(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
