@@ -52,6 +52,7 @@ type RedisStock struct {
 	prefix    string
 	ackRedis  bool
 	flush     time.Duration
+	grace     time.Duration
 	afterTake func(inventory.Order)
 	logger    *slog.Logger
 
@@ -71,6 +72,11 @@ type RedisStockOptions struct {
 	// Flush is the write-behind interval of AckAfterRedis; default
 	// DefaultRedisStockFlush.
 	Flush time.Duration
+	// Grace is how old a sale taken in Redis and not yet written must be
+	// before it is taken for the sale of a replica that died between the
+	// two: then the sku is reloaded (see Recover). It decides only when:
+	// a reload is safe at any time. Default DefaultRedisStockGrace.
+	Grace time.Duration
 	// AfterTake, when set, runs right after take.lua took a sale and
 	// before anything reaches MongoDB: a hook for tests that stop a
 	// replica between the two.
@@ -82,6 +88,9 @@ const DefaultRedisStockKeyPrefix = "stocklock:stock:"
 
 // DefaultRedisStockFlush is the write-behind interval of AckAfterRedis.
 const DefaultRedisStockFlush = 500 * time.Millisecond
+
+// DefaultRedisStockGrace is RedisStockOptions.Grace's default.
+const DefaultRedisStockGrace = 5 * time.Second
 
 // RedisStockKeyPrefix returns the key prefix of a namespace (the replicas'
 // database) under DefaultRedisStockKeyPrefix, as the lock backends name
@@ -136,9 +145,12 @@ func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 	if opts.Flush <= 0 {
 		opts.Flush = DefaultRedisStockFlush
 	}
+	if opts.Grace <= 0 {
+		opts.Grace = DefaultRedisStockGrace
+	}
 	return &RedisStock{
 		store: store, rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis,
-		flush: opts.Flush, afterTake: opts.AfterTake, logger: store.logger, groups: map[string]*saleGroup{},
+		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, logger: store.logger, groups: map[string]*saleGroup{},
 	}, nil
 }
 
@@ -225,19 +237,46 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 	return inventory.Sale{}, fmt.Errorf("%w: redis-stock %q: the item refused %d batches (its epoch or stock moved)", inventory.ErrStale, req.SKU, redisStockAttempts)
 }
 
-// checkSoldOut looks behind a sold-out answer of Redis at epoch: the
-// item's epoch has moved (a PUT), or its stock, less the units Redis has
-// in flight, still covers qty (a restock, or units of a dead replica's
-// take). Then it reloads, and again says to take again.
+// checkSoldOut looks behind a sold-out answer of Redis at epoch, with
+// inflight units taken and not yet written. It is a sale-out only once the
+// item says so: a read of the item after the answer must not show the
+// units that Redis no longer has (the sales in flight may yet fail, and a
+// sold-out answered while MongoDB still holds the units is not
+// linearizable). So it waits for the units in flight to land or come
+// back, or to be older than the grace (a dead replica's: it reloads). If
+// the item's epoch has moved, or its stock less the units in flight
+// still covers qty (a PUT or restock behind Redis's back, units of a dead
+// replica's take), it reloads Redis and says to take again.
 func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, inflight int64) (again bool, err error) {
-	it, err := r.item(ctx, sku)
-	if err != nil {
-		return false, err
+	wait := time.Millisecond
+	for {
+		it, err := r.item(ctx, sku)
+		switch {
+		case err != nil:
+			return false, err
+		case it.Stock < qty:
+			return false, nil
+		case it.Epoch != epoch || it.Stock-inflight >= qty:
+			return true, r.load(ctx, sku, epoch)
+		}
+		if err := pause(ctx, wait); err != nil {
+			return false, err
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+		// Redis first, then the item: read in that order, the item's
+		// stock is at most Redis's stock plus its units in flight.
+		st, err := r.state(ctx, sku)
+		if err != nil {
+			return false, err
+		}
+		if st.Epoch != epoch || st.Stock >= qty {
+			return true, nil
+		}
+		if st.OldestSale >= r.grace {
+			return true, r.load(ctx, sku, epoch)
+		}
+		inflight = st.Inflight
 	}
-	if it.Epoch == epoch && it.Stock-inflight < qty {
-		return false, nil
-	}
-	return true, r.load(ctx, sku, epoch)
 }
 
 // item reads the part of sku's item that redis-stock needs.
@@ -508,12 +547,12 @@ func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSal
 }
 
 // Recover reloads every sku whose sales hash in Redis holds a sale older
-// than grace by the Redis server's clock: a sale whose replica died (or
+// than the grace (RedisStockOptions.Grace) by the Redis server's clock: a sale whose replica died (or
 // stalled) between take.lua and its batch write. The reload bumps the
 // item's epoch, so that the write, should it come, is refused, and puts
 // the units back. It returns the number of skus reloaded. With
 // AckAfterRedis it does nothing: the sales are written behind from memory.
-func (r *RedisStock) Recover(ctx context.Context, grace time.Duration) (int, error) {
+func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 	if r.ackRedis {
 		return 0, nil
 	}
@@ -536,7 +575,7 @@ func (r *RedisStock) Recover(ctx context.Context, grace time.Duration) (int, err
 			errs = append(errs, err)
 			continue
 		}
-		if st.Epoch < 0 || st.OldestSale < grace {
+		if st.Epoch < 0 || st.OldestSale < r.grace {
 			continue
 		}
 		if err := r.load(ctx, id.SKU, st.Epoch); err != nil {

@@ -157,42 +157,59 @@ func stopAfterTake(sku string) (hook func(inventory.Order), reached, release cha
 
 // TestRedisStockReplicaDiesAfterTake: replica a stops between its Lua
 // take and its batch write (killed, or paused). Its unit is taken in
-// Redis only: b sells 4 of 5 and then hears sold out. b's recovery
-// reloads the sku, and b sells the fifth. When a wakes, its write, of the
-// old epoch, is refused, and it hears sold out: 5 sold, 5 orders.
+// Redis only: b sells 4 of 5, and its fifth request finds the unit in
+// flight and waits for it, until the sale in flight is older than b's
+// grace: then b reloads the sku and sells the fifth. When a wakes, its
+// write, of the old epoch, is refused, and it hears sold out: 5 sold, 5
+// orders. With a grace of an hour, b's fifth request waits until its
+// deadline (sold out would be a lie while MongoDB holds the unit), and
+// b's periodic recovery with a short grace reloads the sku.
 func TestRedisStockReplicaDiesAfterTake(t *testing.T) {
-	a := testStore(t)
-	b := replicaStore(t, a, StoreOptions{Replica: "b"})
-	hook, reached, release := stopAfterTake("dies")
-	ra := redisStockOn(t, a, testRedis(t), RedisStockOptions{AfterTake: hook})
-	rb := redisStockOn(t, b, testRedis(t), RedisStockOptions{})
-	mustPut(t, a, "dies", 5)
-	first := make(chan error, 1)
-	go func() {
-		_, err := ra.Decrement(context.Background(), inventory.Request{SKU: "dies", Qty: 1})
-		first <- err
-	}()
-	<-reached
-	var c tally
-	for range 5 {
-		c.add(rb.Decrement(t.Context(), inventory.Request{SKU: "dies", Qty: 1}))
+	for _, c := range []struct {
+		name    string
+		grace   time.Duration
+		recover bool
+	}{{"grace", 200 * time.Millisecond, false}, {"recovery", time.Hour, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := testStore(t)
+			b := replicaStore(t, a, StoreOptions{Replica: "b"})
+			hook, reached, release := stopAfterTake("dies")
+			ra := redisStockOn(t, a, testRedis(t), RedisStockOptions{AfterTake: hook})
+			rb := redisStockOn(t, b, testRedis(t), RedisStockOptions{Grace: c.grace})
+			mustPut(t, a, "dies", 5)
+			first := make(chan error, 1)
+			go func() {
+				_, err := ra.Decrement(context.Background(), inventory.Request{SKU: "dies", Qty: 1})
+				first <- err
+			}()
+			<-reached
+			var sold tally
+			for range 4 {
+				sold.add(rb.Decrement(t.Context(), inventory.Request{SKU: "dies", Qty: 1}))
+			}
+			if c.recover {
+				ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+				_, err := rb.Decrement(ctx, inventory.Request{SKU: "dies", Qty: 1})
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("fifth sale before recovery: %v, want to wait for the unit in flight until its deadline", err)
+				}
+				recov := redisStockOn(t, b, testRedis(t), RedisStockOptions{Grace: time.Nanosecond})
+				if n, err := recov.Recover(t.Context()); err != nil || n != 1 {
+					t.Fatalf("Recover = %d, %v; want the sku reloaded", n, err)
+				}
+			}
+			sold.add(rb.Decrement(t.Context(), inventory.Request{SKU: "dies", Qty: 1}))
+			close(release)
+			if err := <-first; !errors.Is(err, inventory.ErrSoldOut) {
+				t.Errorf("a, woken: %v, want sold out", err)
+			}
+			if len(sold.sold) != 5 || len(sold.errs) != 0 {
+				t.Fatalf("sold %d, errors %v; want 5 and none", len(sold.sold), sold.errs)
+			}
+			checkRedisBooks(t, a, ra, "dies", 0, sold.sold)
+		})
 	}
-	if len(c.sold) != 4 || c.soldOut != 1 {
-		t.Fatalf("before recovery: sold %d, sold out %d, errors %v; want 4 and 1", len(c.sold), c.soldOut, c.errs)
-	}
-	n, err := rb.Recover(t.Context(), 0)
-	if err != nil || n != 1 {
-		t.Fatalf("Recover = %d, %v; want the sku reloaded", n, err)
-	}
-	c.add(rb.Decrement(t.Context(), inventory.Request{SKU: "dies", Qty: 1}))
-	close(release)
-	if err := <-first; !errors.Is(err, inventory.ErrSoldOut) {
-		t.Errorf("a, woken: %v, want sold out", err)
-	}
-	if len(c.sold) != 5 || len(c.errs) != 0 {
-		t.Fatalf("sold %d, errors %v; want 5 and none", len(c.sold), c.errs)
-	}
-	checkRedisBooks(t, a, ra, "dies", 0, c.sold)
 }
 
 // TestRedisStockAbandonedKey: a keyed request of a stops after its Lua

@@ -73,7 +73,7 @@ func (s *Server) runRecovery(ctx context.Context) {
 		s.logger.Warn("recovery of pending orders failed; retrying at the next interval", slog.Any("error", err))
 	}
 	if s.redisStock != nil {
-		if _, err := s.redisStock.Recover(ctx, s.cfg.RecoveryGrace); err != nil && ctx.Err() == nil {
+		if _, err := s.redisStock.Recover(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Warn("recovery of redis-stock's sales taken in Redis failed; retrying at the next interval", slog.Any("error", err))
 		}
 	}

@@ -210,7 +210,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		Observer: s.metrics, Logger: s.logger,
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
-			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Flush: cfg.RedisStockFlush,
+			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
 		},
 	}
 	s.strategies = map[string]inventory.Strategy{}
