@@ -52,7 +52,7 @@ type Fault struct {
 var Catalogue = []Fault{
 	{Crash, "kill -9 the replica holding the lock; it restarts after the attack", CrashHolder, crashDrills},
 	{Pause, "SIGSTOP the lock holder for twice the lock TTL, then SIGCONT (fencing on, then off as a demonstration)", PauseHolder, pauseDrills},
-	{RedisRestart, "restart the redis-server the harness started, without persistence", RestartRedis, only(RedisRestart, "redis restart", strategy.RedisLock, RestartRedis)},
+	{RedisRestart, "restart the redis-server the harness started, without persistence (redis-stock also acknowledging after Redis alone, as a demonstration)", RestartRedis, redisRestartDrills},
 	{MongoRestart, "restart the embedded FerretDB on its data", RestartMongo, storeDrills},
 	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
 	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", strategy.EtcdLock, KillEtcdLeader)},
@@ -295,6 +295,19 @@ func pauseDrills() []Drill {
 		ds = append(ds, Drill{Label: "pause, fencing off", Strategy: s, Demo: true, Flags: Flags{All: off}, Inject: PauseHolder})
 	}
 	return ds
+}
+
+// redisRestartDrills: redis-lock, and redis-stock, whose stock lives in
+// Redis while it sells: with its safe rule (acknowledge after MongoDB),
+// and acknowledging after Redis alone, to show what a restart without
+// persistence then costs (docs/redis-stock.md).
+func redisRestartDrills() []Drill {
+	return []Drill{
+		{Label: "redis restart", Strategy: strategy.RedisLock, Inject: RestartRedis},
+		{Label: "redis restart", Strategy: strategy.RedisStock, Inject: RestartRedis},
+		{Label: "redis restart, ack after redis", Strategy: strategy.RedisStock, Demo: true,
+			Flags: Flags{All: []string{"--redis-stock-ack=redis"}}, Inject: RestartRedis},
+	}
 }
 
 // storeDrills: every safe strategy across a MongoDB restart.
