@@ -293,24 +293,20 @@ func (c *tally) soldAtLeast(n int, ended <-chan struct{}) bool {
 	}
 }
 
-// TestRedisStockRedisLosesData: the copy in Redis is deleted (as a
-// restart without persistence or FLUSHALL would) after every 10 sales
-// while two replicas sell 60 units: every acknowledged sale is in the ledger, and
-// exactly the stock is sold.
-func TestRedisStockRedisLosesData(t *testing.T) {
-	a := testStore(t)
-	b := replicaStore(t, a, StoreOptions{Replica: "b"})
-	ca := testRedis(t)
-	ra, rb := redisStockOn(t, a, ca, RedisStockOptions{}), redisStockOn(t, b, testRedis(t), RedisStockOptions{})
-	const sku, stock = "loss", 60
-	mustPut(t, a, sku, stock)
+// sellThroughFaults sells stock units of sku on a and b from 6 workers
+// until each hears sold out, striking fault after every every sales, times
+// times, and checks the books: exactly the stock sold, every
+// acknowledged sale in the ledger.
+func sellThroughFaults(t *testing.T, s *Store, ra, rb *RedisStock, sku string, stock int64, every, times int, fault func() error) {
+	t.Helper()
+	mustPut(t, s, sku, stock)
 	var c tally
-	ended, lost := make(chan struct{}), make(chan int)
+	ended, struck := make(chan struct{}), make(chan int)
 	go func() {
 		n := 0
-		defer func() { lost <- n }()
-		for n < 5 && c.soldAtLeast(10*(n+1), ended) {
-			if err := ca.Del(t.Context(), ra.keys(sku)...).Err(); err != nil {
+		defer func() { struck <- n }()
+		for n < times && c.soldAtLeast(every*(n+1), ended) {
+			if err := fault(); err != nil {
 				t.Error(err)
 				return
 			}
@@ -319,13 +315,25 @@ func TestRedisStockRedisLosesData(t *testing.T) {
 	}()
 	sellUntilSoldOut(t, &c, sku, 6, ra, rb)
 	close(ended)
-	if n := <-lost; n != 5 {
-		t.Errorf("Redis lost the copy %d times during the sale, want 5", n)
+	if n := <-struck; n != times {
+		t.Errorf("the fault struck %d times during the sale, want %d", n, times)
 	}
-	if len(c.sold) != stock || len(c.errs) != 0 {
+	if len(c.sold) != int(stock) || len(c.errs) != 0 {
 		t.Fatalf("sold %d, errors %v; want %d, none", len(c.sold), c.errs, stock)
 	}
-	checkRedisBooks(t, a, ra, sku, 0, c.sold)
+	checkRedisBooks(t, s, ra, sku, 0, c.sold)
+}
+
+// TestRedisStockRedisLosesData: the copy in Redis is deleted (as a
+// restart without persistence or FLUSHALL would) after every 10 sales
+// while two replicas sell 60 units: every acknowledged sale is in the
+// ledger, and exactly the stock is sold.
+func TestRedisStockRedisLosesData(t *testing.T) {
+	a := testStore(t)
+	b := replicaStore(t, a, StoreOptions{Replica: "b"})
+	ca := testRedis(t)
+	ra, rb := redisStockOn(t, a, ca, RedisStockOptions{}), redisStockOn(t, b, testRedis(t), RedisStockOptions{})
+	sellThroughFaults(t, a, ra, rb, "loss", 60, 10, 5, func() error { return ca.Del(t.Context(), ra.keys("loss")...).Err() })
 }
 
 // TestRedisStockRedisRestarts: a private redis-server, restarted without
@@ -344,30 +352,7 @@ func TestRedisStockRedisRestarts(t *testing.T) {
 	a := testStore(t)
 	b := replicaStore(t, a, StoreOptions{Replica: "b"})
 	ra, rb := redisStockOn(t, a, redisAt(t, srv.Addr), RedisStockOptions{}), redisStockOn(t, b, redisAt(t, srv.Addr), RedisStockOptions{})
-	const sku, stock = "restart", 60
-	mustPut(t, a, sku, stock)
-	var c tally
-	ended, restarts := make(chan struct{}), make(chan int)
-	go func() {
-		n := 0
-		defer func() { restarts <- n }()
-		for n < 2 && c.soldAtLeast(20*(n+1), ended) {
-			if err := srv.Restart(context.Background()); err != nil {
-				t.Error(err)
-				return
-			}
-			n++
-		}
-	}()
-	sellUntilSoldOut(t, &c, sku, 6, ra, rb)
-	close(ended)
-	if n := <-restarts; n != 2 {
-		t.Errorf("Redis restarted %d times during the sale, want 2", n)
-	}
-	if len(c.sold) != stock || len(c.errs) != 0 {
-		t.Fatalf("sold %d, errors %v; want %d, none", len(c.sold), c.errs, stock)
-	}
-	checkRedisBooks(t, a, ra, sku, 0, c.sold)
+	sellThroughFaults(t, a, ra, rb, "restart", 60, 20, 2, func() error { return srv.Restart(context.Background()) })
 }
 
 // TestRedisStockPutAndRestock: a PUT while Redis holds the copy replaces
