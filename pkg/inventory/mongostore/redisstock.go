@@ -133,6 +133,10 @@ const (
 // refused (another epoch, or less stock than Redis held).
 const redisStockAttempts = 8
 
+// loadClaim is how long a replica that loads a sku into Redis keeps the
+// others waiting for it (see load).
+const loadClaim = time.Second
+
 // maxBatch bounds the sales of one batch write: their pending entries go
 // into the item document.
 const maxBatch = 256
@@ -299,9 +303,30 @@ func (r *RedisStock) item(ctx context.Context, sku string) (rsItem, error) {
 // was not.
 func (r *RedisStock) load(ctx context.Context, sku string, behind int64) error {
 	keys := r.keys(sku)
-	if behind > 0 {
+	loaded := func() bool {
 		cur, err := r.rdb.HGet(ctx, keys[0], "epoch").Int64()
-		if err == nil && cur > behind {
+		return err == nil && cur > behind
+	}
+	if loaded() {
+		return nil
+	}
+	// One replica loads, the others wait for it: two loads at once would
+	// bump the epoch twice and refuse the first one's batches. The claim
+	// only spares that work; the epoch alone makes a load safe, so a
+	// claim that cannot be had for loadClaim is loaded without.
+	claim := keys[0] + ":loading"
+	if ok, err := r.rdb.SetNX(ctx, claim, r.store.instance, loadClaim).Result(); err == nil && !ok {
+		for deadline := time.Now().Add(loadClaim); time.Now().Before(deadline); {
+			if err := pause(ctx, 2*time.Millisecond); err != nil {
+				return err
+			}
+			if loaded() {
+				return nil
+			}
+		}
+	} else if err == nil {
+		defer r.rdb.Del(context.WithoutCancel(ctx), claim)
+		if loaded() {
 			return nil
 		}
 	}
