@@ -466,11 +466,16 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 		batch[i].o.Remaining = &remaining
 		left += batch[i].o.Qty
 	}
-	if err := r.release(ctx, sku, epoch, false, batch); err != nil {
-		r.logger.WarnContext(ctx, "redis-stock: written to MongoDB, but not cleared from Redis; recovery reloads the sku",
-			slog.String("sku", sku), slog.Any("error", err))
-	}
-	r.record(ctx, sku, batch)
+	// Clearing the sales from Redis and recording them in the ledger are
+	// independent: run them side by side, and answer once both are done.
+	var cleared sync.WaitGroup
+	cleared.Go(func() {
+		if err := r.release(ctx, sku, epoch, false, batch); err != nil {
+			r.logger.WarnContext(ctx, "redis-stock: written to MongoDB, but not cleared from Redis; recovery reloads the sku",
+				slog.String("sku", sku), slog.Any("error", err))
+		}
+	})
+	r.record(ctx, sku, batch, cleared.Wait)
 }
 
 // refused settles the sales of a batch the item refused, after reading
@@ -538,8 +543,8 @@ func (r *RedisStock) release(ctx context.Context, sku string, epoch int64, give 
 }
 
 // record inserts the orders of a written batch into the ledger, clears
-// their pending entries, and settles each sale.
-func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSale) {
+// their pending entries, and settles each sale once before has returned.
+func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSale, before func()) {
 	docs := make([]any, len(batch))
 	for i, p := range batch {
 		docs[i] = p.o
@@ -568,6 +573,7 @@ func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSal
 				slog.String("sku", sku), slog.Any("error", err))
 		}
 	}
+	before()
 	r.settle(batch, func(*pendingSale) {})
 }
 
