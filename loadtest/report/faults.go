@@ -366,7 +366,7 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 	}
 	ly := top + len(rows)*rowH + 44
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe configuration</text>`+"\n", labelX, ly-10, labelX+18, ly)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (fencing off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (a safety off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -80,7 +80,7 @@ type Run struct {
 	// which repeat this was, and what was done.
 	Fault     string `json:"fault,omitempty"`
 	Repeat    int    `json:"repeat,omitempty"`
-	Demo      bool   `json:"demo,omitempty"` // a safe strategy deliberately weakened (fencing off)
+	Demo      bool   `json:"demo,omitempty"` // a safe strategy deliberately weakened (fencing off, redis-stock acknowledging after Redis)
 	FaultNote string `json:"fault_note,omitempty"`
 	// RecoverySeconds is how long after the fault sales resumed; nil when
 	// they did not within the attack, or no fault was injected.
