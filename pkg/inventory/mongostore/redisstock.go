@@ -56,8 +56,8 @@ type RedisStock struct {
 	afterTake func(inventory.Order)
 	logger    *slog.Logger
 
-	mu     sync.Mutex
-	groups map[string]*saleGroup
+	mu     sync.Mutex            // guards groups and their queues
+	groups map[string]*saleGroup // the skus with sales on their way to MongoDB
 }
 
 // RedisStockOptions configures a RedisStock.
@@ -363,27 +363,23 @@ type pendingSale struct {
 }
 
 // saleGroup queues a sku's sales for the one batch writer of the sku in
-// this process.
+// this process. RedisStock.mu guards it; it leaves RedisStock.groups when
+// its queue is drained.
 type saleGroup struct {
-	mu      sync.Mutex
-	queue   []*pendingSale
-	writing bool
+	queue []*pendingSale
 }
 
 func (r *RedisStock) enqueue(p *pendingSale) {
 	sku := p.o.SKU
 	r.mu.Lock()
 	g := r.groups[sku]
-	if g == nil {
+	start := g == nil
+	if start {
 		g = &saleGroup{}
 		r.groups[sku] = g
 	}
-	r.mu.Unlock()
-	g.mu.Lock()
 	g.queue = append(g.queue, p)
-	start := !g.writing
-	g.writing = true
-	g.mu.Unlock()
+	r.mu.Unlock()
 	if start {
 		go r.writeLoop(sku, g)
 	}
@@ -396,10 +392,10 @@ func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 		if r.ackRedis {
 			time.Sleep(r.flush)
 		}
-		g.mu.Lock()
+		r.mu.Lock()
 		if len(g.queue) == 0 {
-			g.writing = false
-			g.mu.Unlock()
+			delete(r.groups, sku)
+			r.mu.Unlock()
 			return
 		}
 		epoch := g.queue[0].epoch
@@ -412,7 +408,7 @@ func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 			}
 		}
 		g.queue = rest
-		g.mu.Unlock()
+		r.mu.Unlock()
 		r.writeBatch(sku, epoch, batch)
 	}
 }
