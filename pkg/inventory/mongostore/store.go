@@ -101,6 +101,16 @@ type Store struct {
 	inFlight  inFlight
 	afterTake func(inventory.Order)
 	logger    *slog.Logger
+	// now is this process's clock. Only the monotonic part of its
+	// readings is used for a safety decision (elapsed time); tests shift
+	// its wall part to play a replica whose clock is wrong.
+	now func() time.Time
+	// clock estimates the store's clock (see storeTime).
+	clock storeClock
+	// afterBeatRead, when set, runs in Heartbeat right after the
+	// heartbeats are read: a test's stand-in for a pause (GC, CPU
+	// starvation, SIGSTOP) before the reading is judged.
+	afterBeatRead func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -152,6 +162,7 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		instance:        newOrderID(),
 		afterTake:       opts.AfterTake,
 		logger:          opts.Logger,
+		now:             time.Now,
 	}, nil
 }
 
@@ -342,6 +353,25 @@ func unknownOutcome(op, sku string, err error) error {
 // commitContext returns the context of a write that must run to completion
 // once sent: it keeps ctx's values but not its cancellation, and is bounded
 // by the store's write timeout instead (see StoreOptions.WriteTimeout).
+// Within a recovery pass (see passContext) it is ctx itself: every write
+// of a pass is retried by the next one, so the pass's deadline bounds its
+// writes too.
 func (s *Store) commitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Value(passKey{}) != nil {
+		return context.WithCancel(ctx)
+	}
 	return context.WithTimeout(context.WithoutCancel(ctx), s.writeTimeout)
+}
+
+// passKey marks the context of a recovery pass.
+type passKey struct{}
+
+// passContext returns the context of one recovery pass (RecoverPending,
+// RecoverKeys): it ends by the store's write timeout, so that a link that
+// went silent (packets dropped, no reset) fails the pass instead of
+// holding up the next one for as long as the kernel keeps the connection.
+// Everything a pass does is safe to cut off and do again.
+func (s *Store) passContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
+	return context.WithValue(ctx, passKey{}, true), cancel
 }
