@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -185,6 +186,73 @@ func (s *Store) readBeats(ctx context.Context) (hbs []heartbeat, sent, received 
 		s.afterBeatRead()
 	}
 	return hbs, sent, s.now(), nil
+}
+
+// Errors of CheckPeers.
+var (
+	// ErrReplicaInUse: a live process beats under this store's replica
+	// name. Two processes with one name would take each other's in-flight
+	// keyed requests for those of a dead predecessor and fail them.
+	ErrReplicaInUse = errors.New("inventory: replica name in use by a live process")
+	// ErrDeadAfterDiffers: a live store beats with another DeadAfter.
+	// Stores that differ take each other for dead (a short DeadAfter
+	// against a long beat interval) and fail each other's keyed requests.
+	ErrDeadAfterDiffers = errors.New("inventory: heartbeat timeout differs from the live replicas'")
+)
+
+// CheckPeers refuses to let this store join stores it would harm: it
+// returns ErrReplicaInUse if a live store beats under this store's replica
+// name, and ErrDeadAfterDiffers if a live store beats with another
+// DeadAfter. Call it once at start-up, before the first Heartbeat.
+//
+// A store is live if its beat advances while this one watches. Only the
+// heartbeats that would conflict are watched, for two of their beat
+// intervals (two fifths of their DeadAfter): a replica restarted after
+// its predecessor was killed waits that long (2 s at the default
+// DeadAfter) before it starts; with no conflicting heartbeat there is no
+// wait. A predecessor that is paused, not dead, is not seen beating and
+// does not stop the start: its keyed requests are fenced out as a dead
+// replica's are. Two processes that start with one name at the same
+// moment are not caught.
+func (s *Store) CheckPeers(ctx context.Context) error {
+	hbs, _, _, err := s.readBeats(ctx)
+	if err != nil {
+		return err
+	}
+	watch := map[string]heartbeat{}
+	window := time.Duration(0)
+	for _, hb := range hbs {
+		if hb.Instance == s.instance || (hb.Replica != s.replica && (hb.DeadAfter == 0 || hb.DeadAfter == s.deadAfter.Milliseconds())) {
+			continue
+		}
+		watch[hb.Instance] = hb
+		window = max(window, 2*time.Duration(hb.DeadAfter)*time.Millisecond/5, 2*s.deadAfter/5)
+	}
+	if len(watch) == 0 {
+		return nil
+	}
+	if err := pause(ctx, window); err != nil {
+		return err
+	}
+	now, _, _, err := s.readBeats(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, hb := range now {
+		was, ok := watch[hb.Instance]
+		if !ok || hb.Beat == was.Beat {
+			continue
+		}
+		if hb.Replica == s.replica {
+			errs = append(errs, fmt.Errorf("%w: replica %q beat %d times in %v; give each process a name of its own",
+				ErrReplicaInUse, s.replica, hb.Beat-was.Beat, window))
+		} else {
+			errs = append(errs, fmt.Errorf("%w: replica %q uses %v, this one %v; give every replica the same",
+				ErrDeadAfterDiffers, hb.Replica, time.Duration(hb.DeadAfter)*time.Millisecond, s.deadAfter))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // forgetDead deletes the heartbeats of dead instances that have no

@@ -62,6 +62,9 @@ type Config struct {
 	// afterTake is mongostore.StoreOptions.AfterTake, for tests that stop a
 	// request between its stock write and its ledger write.
 	afterTake func(inventory.Order)
+	// beforeKeysPass, if set, runs before each pass that settles
+	// idempotency keys, for tests that hold a pass.
+	beforeKeysPass func()
 	// wrapHandler, if set, wraps the API's and the internal listener's
 	// handlers: the tests check every request and answer against the
 	// OpenAPI document with it.

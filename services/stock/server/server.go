@@ -155,6 +155,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err := s.store.EnsureIndexes(pctx); err != nil {
 		return nil, err
 	}
+	// Refuse to join a fleet this replica would harm: a live process
+	// with its name, or live replicas with another heartbeat timeout.
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout+cfg.DeadAfter)
+	defer cancel()
+	if err := s.store.CheckPeers(cctx); err != nil {
+		return nil, fmt.Errorf("server: check --replica / REPLICA_ID and --heartbeat-timeout / HEARTBEAT_TIMEOUT: %w", err)
+	}
 	// Beat once before serving: an attempt of this replica is then never
 	// of an instance the others have not seen.
 	if _, err := s.store.Heartbeat(pctx); err != nil {
