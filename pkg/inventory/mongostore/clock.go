@@ -40,10 +40,14 @@ const maxDrift = 2000 // 1/maxDrift of the elapsed time
 // storeClock is one reading of the store's clock: the server's localTime,
 // and this process's clock readings (only their monotonic part is used)
 // just before the hello was sent and just after its answer came.
+// refreshing is set while a caller reads the server's clock again; the
+// others use the reading they have meanwhile (the drift allowance keeps
+// it sound), so that no caller waits on another's hello.
 type storeClock struct {
 	mu             sync.Mutex
 	server         time.Time
 	sent, received time.Time
+	refreshing     bool
 }
 
 // serverTime reads the store's clock with hello (FerretDB and MongoDB both
@@ -68,25 +72,35 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 // storeTime returns an estimate of the store's clock now: with upper, a
 // time no earlier than the store's clock (for stamps); without, one no
 // later (for the "now" an expiry compares stamps with). It reads the
-// server's clock first when its last reading is older than clockRefresh.
+// server's clock first when it has no reading yet, or when its reading is
+// older than clockRefresh and no other caller is reading it already.
 func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 	c := &s.clock
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := s.now()
-	if c.server.IsZero() || now.Sub(c.received) >= clockRefresh {
+	stale := c.server.IsZero() || (s.now().Sub(c.received) >= clockRefresh && !c.refreshing)
+	if stale {
+		c.refreshing = true
+	}
+	c.mu.Unlock()
+	if stale {
 		server, sent, received, err := serverTime(ctx, s.keys.Database(), s.now)
+		c.mu.Lock()
+		c.refreshing = false
+		if err == nil && received.After(c.received) {
+			c.server, c.sent, c.received = server, sent, received
+		}
+		c.mu.Unlock()
 		if err != nil {
 			return time.Time{}, err
 		}
-		c.server, c.sent, c.received = server, sent, received
-		now = s.now()
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := s.now()
 	if upper {
 		// localTime is whole milliseconds, truncated.
 		elapsed := now.Sub(c.sent)
-		t := c.server.Add(elapsed + elapsed/maxDrift + time.Millisecond)
-		return ceilMillis(t), nil
+		return ceilMillis(c.server.Add(elapsed + elapsed/maxDrift + time.Millisecond)), nil
 	}
 	elapsed := now.Sub(c.received)
 	return c.server.Add(elapsed - elapsed/maxDrift).Truncate(time.Millisecond), nil

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // skewed returns a clock whose wall part is d off the real one; its
@@ -61,5 +64,38 @@ func TestKeyExpiryIgnoresReplicaClocks(t *testing.T) {
 				t.Errorf("stock %d, orders %d; want 9 and 1: key K sold once", it.Stock, n)
 			}
 		})
+	}
+}
+
+// TestStoreTimeBoundsServerClock: with this process's wall clock two
+// hours off, the estimates of the store's clock still bound what the
+// server stamps ($currentDate): the lower one taken before a write is no
+// later than its stamp, the upper one taken after is no earlier.
+func TestStoreTimeBoundsServerClock(t *testing.T) {
+	s := testStore(t)
+	s.now = skewed(-2 * time.Hour)
+	ctx := t.Context()
+	coll := s.keys.Database().Collection("clock_probe")
+	for i := range 20 {
+		lower, err := s.storeTime(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			At time.Time `bson:"at"`
+		}
+		err = coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: i}},
+			bson.D{{Key: "$currentDate", Value: bson.D{{Key: "at", Value: true}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		upper, err := s.storeTime(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lower.After(doc.At) || upper.Before(doc.At) || upper.Sub(lower) > time.Minute {
+			t.Fatalf("store time estimates [%v, %v] around a write the server stamped %v", lower, upper, doc.At)
+		}
 	}
 }
