@@ -151,7 +151,7 @@ func (l *liveness) deadBeats(deadAfter time.Duration, self string) map[string]in
 // name for dead at once: a restarted replica settles what its previous
 // process left in flight without waiting DeadAfter. So two processes must
 // not share a replica name, or the start of one fails the other's keyed
-// requests in flight (safely: a retry sells).
+// requests in flight (safely: a retry sells); CheckPeers refuses it.
 func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, max(s.deadAfter/2, time.Second))
 	defer cancel()

@@ -51,7 +51,8 @@ type StoreOptions struct {
 	WriteTimeout time.Duration
 
 	// KeyRetention is how long an idempotency key is remembered after its
-	// decrement began (see DecrementOnce). Default DefaultKeyRetention.
+	// decrement began (see DecrementOnce), by the store's clock (see
+	// storeTime). Default DefaultKeyRetention.
 	KeyRetention time.Duration
 
 	// AbandonAfter is how old an idempotency attempt of a replica that
@@ -64,9 +65,10 @@ type StoreOptions struct {
 	AbandonAfter time.Duration
 
 	// DeadAfter is how long another store's heartbeat must stand still,
-	// timed by this process's clock, before this store takes that store
-	// for dead and gives up its idempotency attempts at once (see
-	// Store.Heartbeat). Default DefaultDeadAfter.
+	// timed by this process's monotonic clock, before this store takes
+	// that store for dead and gives up its idempotency attempts at once
+	// (see Store.Heartbeat). Every store on a database must use the same
+	// (see Store.CheckPeers). Default DefaultDeadAfter.
 	DeadAfter time.Duration
 
 	// AfterTake, when set, runs right after a stock write that took stock
