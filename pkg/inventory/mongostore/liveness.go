@@ -18,20 +18,22 @@ const DefaultDeadAfter = 5 * time.Second
 // heartbeat is one Store's sign of life, one document in the heartbeats
 // collection:
 //
-//	{_id: <instance>, replica, beat, dead_after_ms, at}
+//	{_id: <instance>, replica, beat, dead_after_ms, at, stopped}
 //
 // instance is random per Store, so a restarted replica is a new instance.
 // beat counts the Store's Heartbeat calls. Other stores judge liveness by
 // whether beat changes, timed by their own monotonic clock. dead_after_ms
 // is the writer's DeadAfter, which every store must share (see
 // CheckPeers). at is the store's clock at the write ($currentDate), kept
-// only for people to read.
+// only for people to read. stopped says that the store has left for good
+// (see Leave): it is dead at once.
 type heartbeat struct {
 	Instance  string    `bson:"_id"`
 	Replica   string    `bson:"replica"`
 	Beat      int64     `bson:"beat"`
 	DeadAfter int64     `bson:"dead_after_ms,omitempty"`
 	At        time.Time `bson:"at"`
+	Stopped   bool      `bson:"stopped,omitempty"`
 }
 
 // liveness is what one store has seen of the others' heartbeats.
@@ -55,9 +57,10 @@ type liveness struct {
 }
 
 type beatSeen struct {
-	beat  int64
-	since time.Time // when the answer of the first reading of beat came
-	told  bool      // observe has counted this instance as dead
+	beat    int64
+	since   time.Time // when the answer of the first reading of beat came
+	stopped bool      // the instance has left (see Store.Leave)
+	told    bool      // observe has counted this instance as dead
 }
 
 // observe records the heartbeats of a reading sent at sent whose answer
@@ -68,7 +71,7 @@ type beatSeen struct {
 // At the first observation, the other instances of this store's own
 // replica name are dead at once: they are this replica before a restart
 // (replica names are unique, one process each), and nothing of theirs is
-// in flight any more.
+// in flight any more. So is an instance that has left (Store.Leave).
 func (l *liveness) observe(sent, received time.Time, hbs []heartbeat, deadAfter time.Duration, self heartbeat) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -82,12 +85,12 @@ func (l *liveness) observe(sent, received time.Time, hbs []heartbeat, deadAfter 
 	present := make(map[string]bool, len(hbs))
 	for _, hb := range hbs {
 		present[hb.Instance] = true
-		if b := l.seen[hb.Instance]; b == nil || b.beat != hb.Beat {
+		if b := l.seen[hb.Instance]; b == nil || b.beat != hb.Beat || b.stopped != hb.Stopped {
 			since := received
-			if first && hb.Replica == self.Replica && hb.Instance != self.Instance {
+			if hb.Instance != self.Instance && (hb.Stopped || first && hb.Replica == self.Replica) {
 				since = l.last.Add(-deadAfter)
 			}
-			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: since}
+			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: since, stopped: hb.Stopped}
 		}
 	}
 	died := 0
@@ -209,8 +212,8 @@ var (
 // heartbeats that would conflict are watched, for two of their beat
 // intervals (two fifths of their DeadAfter): a replica restarted after
 // its predecessor was killed waits that long (2 s at the default
-// DeadAfter) before it starts; with no conflicting heartbeat there is no
-// wait. A predecessor that is paused, not dead, is not seen beating and
+// DeadAfter) before it starts; with no conflicting heartbeat, or a
+// predecessor that stopped cleanly (Leave), there is no wait. A predecessor that is paused, not dead, is not seen beating and
 // does not stop the start: its keyed requests are fenced out as a dead
 // replica's are. Two processes that start with one name at the same
 // moment are not caught.
@@ -222,7 +225,7 @@ func (s *Store) CheckPeers(ctx context.Context) error {
 	watch := map[string]heartbeat{}
 	window := time.Duration(0)
 	for _, hb := range hbs {
-		if hb.Instance == s.instance || (hb.Replica != s.replica && (hb.DeadAfter == 0 || hb.DeadAfter == s.deadAfter.Milliseconds())) {
+		if hb.Instance == s.instance || hb.Stopped || (hb.Replica != s.replica && (hb.DeadAfter == 0 || hb.DeadAfter == s.deadAfter.Milliseconds())) {
 			continue
 		}
 		watch[hb.Instance] = hb
@@ -253,6 +256,21 @@ func (s *Store) CheckPeers(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Leave tells the other stores that this one has stopped for good: they
+// take it for dead at once, and settle its idempotency attempts that are
+// left (those whose outcome was unknown) without waiting DeadAfter, and a
+// successor of its replica name starts without watching its heartbeat
+// (see CheckPeers). Call it last, once no request runs on the store and
+// Heartbeat is no longer called.
+func (s *Store) Leave(ctx context.Context) error {
+	_, err := s.beats.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.instance}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "stopped", Value: true}}}})
+	if err != nil {
+		return fmt.Errorf("inventory: mark heartbeat of %s stopped: %w", s.replica, err)
+	}
+	return nil
 }
 
 // forgetDead deletes the heartbeats of dead instances that have no

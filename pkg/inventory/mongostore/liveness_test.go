@@ -112,3 +112,48 @@ func TestLateReadingKeepsLiveReplica(t *testing.T) {
 		t.Errorf("stock = %d, want 9", it.Stock)
 	}
 }
+
+// TestLeftStoreIsDeadAtOnce: a store that left (a clean shutdown) is dead
+// to the others at once, not after DeadAfter (an hour here), and a
+// successor of its name starts without watching its heartbeat.
+func TestLeftStoreIsDeadAtOnce(t *testing.T) {
+	base := testStore(t)
+	ctx := t.Context()
+	opts := StoreOptions{Replica: "a", DeadAfter: time.Hour}
+	before := replicaStore(t, base, opts)
+	observer := replicaStore(t, base, StoreOptions{Replica: "observer", DeadAfter: time.Hour})
+	for _, s := range []*Store{before, observer} {
+		if _, err := s.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := before.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if died, err := observer.Heartbeat(ctx); err != nil || died != 1 {
+		t.Fatalf("heartbeat after a store left: died %d, %v; want 1", died, err)
+	}
+	// Without the mark, CheckPeers would watch the heartbeat for two
+	// fifths of an hour.
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := replicaStore(t, base, opts).CheckPeers(cctx); err != nil {
+		t.Fatalf("successor of a store that left: %v", err)
+	}
+}
+
+// TestCheckPeersIgnoresStaleHeartbeats: a predecessor that stopped
+// beating without leaving (kill -9) does not stop its successor, nor does
+// a stale heartbeat with another timeout; it costs a short watch.
+func TestCheckPeersIgnoresStaleHeartbeats(t *testing.T) {
+	base := testStore(t)
+	ctx := t.Context()
+	for _, o := range []StoreOptions{{Replica: "a", DeadAfter: time.Second}, {Replica: "b", DeadAfter: 2 * time.Second}} {
+		if _, err := replicaStore(t, base, o).Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := replicaStore(t, base, StoreOptions{Replica: "a", DeadAfter: time.Second}).CheckPeers(ctx); err != nil {
+		t.Fatalf("successor of a killed store: %v", err)
+	}
+}

@@ -371,11 +371,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("server: stop HTTP: %w", err))
 		}
 	}
-	if err := s.waitWrites(); err != nil {
-		errs = append(errs, err)
+	writing := s.waitWrites()
+	if writing != nil {
+		errs = append(errs, writing)
 	}
 	s.stopRecovery()
 	<-s.recovered
+	if writing == nil {
+		// Nothing of this replica is in flight: the others may settle
+		// what it left at once, and a successor of its name need not
+		// watch its heartbeat.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		if err := s.store.Leave(lctx); err != nil {
+			s.logger.Warn("could not mark this replica's heartbeat stopped: the others take it for dead after --heartbeat-timeout, and a restart waits two fifths of it", slog.Any("error", err))
+		}
+		cancel()
+	}
 	for _, l := range s.locked {
 		if n := l.Held(); n > 0 {
 			s.logger.Warn("releasing leases of unfinished requests", slog.String("strategy", l.Name()), slog.Int("leases", n))
