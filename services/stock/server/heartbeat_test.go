@@ -83,19 +83,7 @@ func TestDeadReplicaRequestSettles(t *testing.T) {
 	if s.replayed || s.Replica != reps[0].name {
 		t.Fatalf("retry: %+v; want a new sale by %s", s, reps[0].name)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		n, err := attempts.CountDocuments(t.Context(), bson.D{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts of the dead replica still open after 30s: the heartbeat loop did not settle them", n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitSettled(t, attempts, "the heartbeat loop did not settle them")
 	left, orders := ledger(t, client, reps[0], "ghost")
 	if left != 4 || len(orders) != 1 {
 		t.Fatalf("stock %d, orders %d: want 4 and 1", left, len(orders))
@@ -172,17 +160,22 @@ func TestBeatNeverWaitsForSettling(t *testing.T) {
 		}
 	}
 	unhold()
-	attempts := mc.Database(db).Collection(mongostore.AttemptsCollection)
+	waitSettled(t, mc.Database(db).Collection(mongostore.AttemptsCollection), "the released pass did not settle them")
+}
+
+// waitSettled waits until no idempotency attempt is open, at most 30 s.
+func waitSettled(t *testing.T, attempts *mongo.Collection, why string) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		n, err := attempts.CountDocuments(t.Context(), bson.D{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts of the dead replica still open 30s after the pass was released", n)
+			t.Fatalf("%d attempts of the dead replica still open after 30s: %s", n, why)
 		}
 	}
 }
