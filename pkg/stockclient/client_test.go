@@ -5,11 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -296,37 +294,5 @@ func TestSKUOfURL(t *testing.T) {
 		if got := stockclient.SKUOfURL(u); got != want {
 			t.Errorf("SKUOfURL(%q) = %q; want %q", u, got, want)
 		}
-	}
-}
-
-// TestCodesMatchTheDocument: the client has an Err variable for every error
-// code of the service's OpenAPI document, and no other.
-func TestCodesMatchTheDocument(t *testing.T) {
-	var doc struct {
-		Components struct {
-			Schemas struct {
-				Error struct {
-					Properties struct {
-						Error struct {
-							OneOf []struct {
-								Const string `json:"const"`
-							} `json:"oneOf"`
-						} `json:"error"`
-					} `json:"properties"`
-				} `json:"Error"`
-			} `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(server.OpenAPI(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	var documented []string
-	for _, c := range doc.Components.Schemas.Error.Properties.Error.OneOf {
-		documented = append(documented, c.Const)
-	}
-	got := slices.Sorted(slices.Values(stockclient.Codes))
-	slices.Sort(documented)
-	if !slices.Equal(got, documented) {
-		t.Fatalf("the client's codes %v; the document's %v", got, documented)
 	}
 }
