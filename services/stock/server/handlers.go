@@ -163,8 +163,7 @@ func (s *Server) putItem(c echo.Context) error {
 	if err != nil {
 		return storeError(err, sku)
 	}
-	c.Response().Header().Set("ETag", etag(it.Version))
-	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
+	return s.itemAnswer(c, it)
 }
 
 // restock changes an item's stock by a number of units, once per
@@ -218,6 +217,14 @@ func (s *Server) restock(c echo.Context) error {
 	if replayed {
 		c.Response().Header().Set(headerReplayed, "true")
 	}
+	return s.itemAnswer(c, it)
+}
+
+// itemAnswer answers 200 with it and its ETag.
+func (s *Server) itemAnswer(c echo.Context, it inventory.Item) error {
+	if it.Fences == nil {
+		it.Fences = map[string]int64{}
+	}
 	c.Response().Header().Set("ETag", etag(it.Version))
 	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
 }
@@ -232,11 +239,7 @@ func (s *Server) getItem(c echo.Context) error {
 	if err != nil {
 		return storeError(err, sku)
 	}
-	if it.Fences == nil {
-		it.Fences = map[string]int64{}
-	}
-	c.Response().Header().Set("ETag", etag(it.Version))
-	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
+	return s.itemAnswer(c, it)
 }
 
 // strategyNotOffered answers a request for a strategy the service has but
