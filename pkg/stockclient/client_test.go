@@ -152,7 +152,7 @@ func TestRetry(t *testing.T) {
 	})
 	ctx := t.Context()
 	plain := stockclient.New(base, stockclient.WithAdminToken(adminToken))
-	retrying := stockclient.New(base, stockclient.WithRetry(stockclient.Retry{Attempts: 5}))
+	retrying := stockclient.New(base, stockclient.WithRetry(stockclient.Retry{Attempts: 10}))
 	if _, err := plain.PutItem(ctx, "r-1", 5); err != nil {
 		t.Fatal(err)
 	}
