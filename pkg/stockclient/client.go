@@ -260,8 +260,9 @@ func (c *Client) PutItem(ctx context.Context, sku string, stock int64, opts ...C
 // negative), once: it carries an Idempotency-Key (IdempotencyKey's, or a
 // new one made before the first attempt), so that sending it again after
 // a lost answer, WithRetry's retries included, cannot apply it twice. A
-// retry whose first attempt landed answers the item as it is now. It
-// needs WithAdminToken. ErrInsufficientStock: the stock would go below
+// retry whose first attempt landed answers the item as it is now. To send
+// it again yourself (later, or to another replica), pass the key with
+// IdempotencyKey: a new key is a new restock. It needs WithAdminToken. ErrInsufficientStock: the stock would go below
 // zero, and nothing changed.
 func (c *Client) Restock(ctx context.Context, sku string, qty int64, opts ...CallOption) (Item, error) {
 	o := applyOpts(opts)
