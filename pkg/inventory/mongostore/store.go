@@ -228,6 +228,11 @@ const (
 // administrative reset. A decrement in flight that read the item before
 // the reset cannot write over it: every stock write of a safe strategy is
 // conditional on the version it read (ErrStale).
+//
+// Put is not idempotent under concurrent sales: sent twice with a sale in
+// between, the second erases the sale. A Put whose answer was lost is
+// ErrOutcomeUnknown, and must not be sent again blindly; Restock is the
+// stock change that is safe to retry.
 func (s *Store) Put(ctx context.Context, sku string, stock int64) (inventory.Item, error) {
 	return s.put(ctx, sku, stock, nil)
 }
@@ -272,9 +277,11 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 		return inventory.Item{}, fmt.Errorf("%w: put %q at version %d (version now %d)", inventory.ErrStale, sku, *version, cur.Version)
 	}
 	if err != nil {
-		// A PUT sets an absolute stock: retrying one whose outcome is
-		// unknown is safe, so a passing error is "unavailable".
-		return inventory.Item{}, unreachable("put", sku, err)
+		// Sent and unanswered, the stock may have been set: that is not
+		// "unavailable, nothing changed". Setting it again is not safe
+		// either, because a sale may have come in between, which a second
+		// set would erase: the caller must read the item to find out.
+		return inventory.Item{}, unknownOutcome("put", sku, err)
 	}
 	return it, nil
 }
