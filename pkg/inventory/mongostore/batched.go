@@ -50,14 +50,19 @@ const batchAttempts = 16
 // members are taken in arrival order as far as it goes; the rest answer
 // ErrSoldOut once the write has shown that the stock, at the moment it
 // took the others, could not cover them. Then the batch's orders go into
-// the ledger in one insert and leave the item's pending map in one
-// update, and each member gets its own answer.
+// the ledger in one insert, each member gets its own answer, and the
+// sku's next stock write clears their pending entries (or one update of
+// their own does, when no write of the sku follows): on a hot sku, one
+// write of the item per batch.
 type Batched struct {
 	store    *Store
 	maxBatch int
 
 	mu     sync.Mutex
 	queues map[string]*batchQueue // a sku's queue exists while its drain runs
+
+	// background counts the drains and ledger writes running.
+	background sync.WaitGroup
 
 	// beforeWrite, when set, runs before each write a batch considers
 	// sending, with its undecided members: a hook for tests that hold a
@@ -71,6 +76,10 @@ type batchQueue struct {
 	// stockHint is the stock last seen by the queue's drain, which alone
 	// uses it; MaxInt64 until then.
 	stockHint int64
+	// unpend holds orders of the sku that are in the ledger and still
+	// pending in the item: the next stock write clears them, or the
+	// drain, when it ends.
+	unpend []string
 }
 
 // A batchCall is one decrement in a queue. state is guarded by
@@ -132,6 +141,7 @@ func (b *Batched) Decrement(ctx context.Context, req inventory.Request) (invento
 	if q == nil {
 		q = &batchQueue{stockHint: math.MaxInt64}
 		b.queues[req.SKU] = q
+		b.background.Add(1)
 		go b.drain(req.SKU, q)
 	}
 	q.waiting = append(q.waiting, c)
@@ -159,26 +169,31 @@ func (b *Batched) Decrement(ctx context.Context, req inventory.Request) (invento
 // queue is empty. The ledger writes of a batch run beside the next
 // batch's stock write.
 func (b *Batched) drain(sku string, q *batchQueue) {
+	defer b.background.Done()
 	for {
-		batch := b.next(sku, q)
+		batch, unpend := b.next(sku, q)
 		if batch == nil {
+			b.unpend(sku, unpend)
 			return
 		}
 		b.take(q, batch)
 	}
 }
 
+// idle waits until no drain and no ledger write of b runs.
+func (b *Batched) idle() { b.background.Wait() }
+
 // next takes the next batch off q: the queued calls in arrival order, up
 // to maxBatch, skipping a call whose order id is already in the batch (a
 // write cannot set one pending entry twice). With nothing queued it
-// removes q, so that the next call starts a new drain.
-func (b *Batched) next(sku string, q *batchQueue) []*batchCall {
+// removes q, so that the next call starts a new drain, and returns the
+// orders q still had to unpend.
+func (b *Batched) next(sku string, q *batchQueue) (batch []*batchCall, unpend []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var (
-		batch []*batchCall
-		rest  []*batchCall
-		ids   = map[string]bool{}
+		rest []*batchCall
+		ids  = map[string]bool{}
 	)
 	for _, c := range q.waiting {
 		switch {
@@ -194,8 +209,9 @@ func (b *Batched) next(sku string, q *batchQueue) []*batchCall {
 	q.waiting = rest
 	if len(batch) == 0 {
 		delete(b.queues, sku)
+		return nil, q.unpend
 	}
-	return batch
+	return batch, nil
 }
 
 // take sells what it can of batch with as few writes as it can, answers
@@ -240,7 +256,16 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 					try = append(try, c)
 				}
 			}
-			after, matched, err := b.write(try, total)
+			b.mu.Lock()
+			unpend := q.unpend
+			q.unpend = nil
+			b.mu.Unlock()
+			after, matched, err := b.write(try, total, unpend)
+			if !matched {
+				b.mu.Lock()
+				q.unpend = append(q.unpend, unpend...)
+				b.mu.Unlock()
+			}
 			if err != nil {
 				for i, c := range plan {
 					if fits[i] {
@@ -255,6 +280,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 				for _, c := range try {
 					c.handed = true
 				}
+				b.background.Add(1)
 				go b.record(try, after)
 				q.stockHint = after
 				plan = b.afterTake(plan, fits, after+total)
@@ -345,11 +371,12 @@ func fit(plan []*batchCall, stock int64) (fits []bool, total int64) {
 
 // write takes total units for the orders of try, provided that the item
 // has them and that none of try's orders was given up, and records each
-// as pending, in one update. It returns the stock left, or matched false
-// having changed nothing. It is sent whatever happens to the members'
-// contexts, and an error is ErrOutcomeUnknown (or ErrStoreUnavailable if
-// it was never sent).
-func (b *Batched) write(try []*batchCall, total int64) (after int64, matched bool, err error) {
+// as pending, in one update; the same update clears the pending entries
+// of the orders unpend, which are in the ledger. It returns the stock
+// left, or matched false having changed nothing. It is sent whatever
+// happens to the members' contexts, and an error is ErrOutcomeUnknown (or
+// ErrStoreUnavailable if it was never sent).
+func (b *Batched) write(try []*batchCall, total int64, unpend []string) (after int64, matched bool, err error) {
 	sku := try[0].order.SKU
 	filter := bson.D{{Key: "_id", Value: sku}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: total}}}}
 	pending := make(bson.D, 0, len(try))
@@ -359,12 +386,15 @@ func (b *Batched) write(try []*batchCall, total int64) (after int64, matched boo
 	}
 	cctx, cancel := b.store.commitContext(try[0].ctx)
 	defer cancel()
+	update := bson.D{
+		{Key: "$inc", Value: bson.D{{Key: "stock", Value: -total}, {Key: "version", Value: int64(1)}}},
+		{Key: "$set", Value: pending},
+	}
+	if len(unpend) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unsetPending(unpend)})
+	}
 	var it inventory.Item
-	err = b.store.items.FindOneAndUpdate(cctx, filter,
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -total}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: pending},
-		},
+	err = b.store.items.FindOneAndUpdate(cctx, filter, update,
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	switch {
@@ -382,7 +412,10 @@ func (b *Batched) write(try []*batchCall, total int64) (after int64, matched boo
 // order. Like Store.sold, it runs to completion whatever the members'
 // contexts, and a member whose order could not be recorded gets its sale
 // with LedgerErr: the order stays pending in the item for RecoverPending.
+// The pending entries of the recorded orders are cleared after the
+// answers, by the sku's next stock write or by one update of their own.
 func (b *Batched) record(sold []*batchCall, after int64) {
+	defer b.background.Done()
 	s := b.store
 	sku := sold[0].order.SKU
 	defer func() {
@@ -406,7 +439,8 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 	}
 	ctx, cancel := s.commitContext(sold[0].ctx)
 	defer cancel()
-	errs := s.recordMany(ctx, orders)
+	errs := s.insertOrders(ctx, orders)
+	var recorded []string
 	for i, c := range sold {
 		sale := orders[i].Sale()
 		if errs[i] != nil {
@@ -414,18 +448,50 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 			s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
 				slog.String("order_id", orders[i].ID), slog.String("sku", sku), slog.Int64("qty", orders[i].Qty),
 				slog.String("strategy", orders[i].Strategy), slog.Any("error", errs[i]))
+		} else {
+			recorded = append(recorded, orders[i].ID)
 		}
 		c.answer(sale, nil)
 	}
+	b.mu.Lock()
+	if q := b.queues[sku]; q != nil {
+		q.unpend = append(q.unpend, recorded...)
+		recorded = nil
+	}
+	b.mu.Unlock()
+	b.unpend(sku, recorded)
 }
 
-// recordMany is record for the orders of one item: one insert of them
-// all into the ledger, then one update that clears their pending entries.
-// If the insert fails other than by orders already recorded, each order
-// is recorded on its own (insertOrder's retries; a duplicate is
-// recorded). errs[i] is the error of orders[i], nil once it is in the
-// ledger.
-func (s *Store) recordMany(ctx context.Context, orders []inventory.Order) (errs []error) {
+// unpend clears the pending entries of the orders ids of sku, which are
+// in the ledger, in one update.
+func (b *Batched) unpend(sku string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := b.store.commitContext(context.Background())
+	defer cancel()
+	if _, err := b.store.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$unset", Value: unsetPending(ids)}}); err != nil {
+		// The orders are in the ledger; the stale entries only cost the
+		// next recovery duplicate inserts.
+		b.store.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
+			slog.String("sku", sku), slog.Int("orders", len(ids)), slog.Any("error", err))
+	}
+}
+
+// unsetPending is the $unset of the pending entries of the orders ids.
+func unsetPending(ids []string) bson.D {
+	unset := make(bson.D, len(ids))
+	for i, id := range ids {
+		unset[i] = bson.E{Key: pendingPath(id), Value: ""}
+	}
+	return unset
+}
+
+// insertOrders inserts the orders into the ledger in one insert. If that
+// fails other than by orders already recorded, each order is inserted on
+// its own (insertOrder's retries; a duplicate is recorded). errs[i] is the
+// error of orders[i], nil once it is in the ledger.
+func (s *Store) insertOrders(ctx context.Context, orders []inventory.Order) (errs []error) {
 	errs = make([]error, len(orders))
 	docs := make([]any, len(orders))
 	for i, o := range orders {
@@ -436,21 +502,6 @@ func (s *Store) recordMany(ctx context.Context, orders []inventory.Order) (errs 
 		for i, o := range orders {
 			_, errs[i] = s.insertOrder(ctx, o)
 		}
-	}
-	unset := bson.D{}
-	for i, o := range orders {
-		if errs[i] == nil {
-			unset = append(unset, bson.E{Key: pendingPath(o.ID), Value: ""})
-		}
-	}
-	if len(unset) == 0 {
-		return errs
-	}
-	if _, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: orders[0].SKU}}, bson.D{{Key: "$unset", Value: unset}}); err != nil {
-		// The orders are in the ledger; the stale entries only cost the
-		// next recovery duplicate inserts.
-		s.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
-			slog.String("sku", orders[0].SKU), slog.Int("orders", len(unset)), slog.Any("error", err))
 	}
 	return errs
 }

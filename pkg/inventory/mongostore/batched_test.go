@@ -60,6 +60,16 @@ func waitQueued(t *testing.T, b *Batched, sku string, n int) {
 	}
 }
 
+// idle waits until the batched strategies among sts have no write in
+// flight, the clearing of pending entries after their sales included.
+func idle(sts ...inventory.Strategy) {
+	for _, st := range sts {
+		if b, ok := st.(*Batched); ok {
+			b.idle()
+		}
+	}
+}
+
 type outcome struct {
 	sale inventory.Sale
 	err  error
@@ -119,6 +129,7 @@ func TestBatchedRace(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			idle(sts...)
 			it := mustGet(t, a, sku)
 			if units > stock || it.Stock != stock-units {
 				t.Fatalf("sold %d units in %d sales of %d, stock now %d", units, len(sales), stock, it.Stock)
@@ -173,6 +184,7 @@ func TestBatchedOneWrite(t *testing.T) {
 	}
 	close(h.free)
 	h.release <- struct{}{}
+	defer b.idle()
 	// 5 left: 2 (3 left), 4 sold out, 1 (2 left), 3 sold out.
 	want := []int64{3, -1, 2, -1}
 	for i, out := range outs {
@@ -245,6 +257,7 @@ func TestBatchedAbandonedMember(t *testing.T) {
 			t.Errorf("member beside it: %v, want a sale", o.err)
 		}
 	}
+	b.idle()
 	if it := mustGet(t, a, "ab"); it.Stock != 4 || len(it.Pending) != 0 || mustCount(t, a, "ab") != 3 {
 		t.Fatalf("stock %d, %d pending, %d orders: want 4, 0 and 3 (1, 2 and 3 sold)", it.Stock, len(it.Pending), mustCount(t, a, "ab"))
 	}
@@ -342,6 +355,7 @@ func TestBatchedKeyed(t *testing.T) {
 		t.Fatalf("stock %d, %d orders: want 18 and 1", it.Stock, mustCount(t, a, "kb"))
 	}
 
+	idle(sts[a], sts[b])
 	req := inventory.Request{SKU: "kb", Qty: 1, Key: "crash"}
 	dieInside(t, a, func(dying *Store) {
 		_, _, _ = dying.DecrementOnce(context.Background(), NewBatched(dying, 0), req, "")

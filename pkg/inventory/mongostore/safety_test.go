@@ -248,6 +248,7 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			idle(st)
 			it := mustGet(t, a, sku)
 			taken := stock - it.Stock
 			if len(it.Pending) == 0 {
