@@ -22,7 +22,7 @@ import (
 
 // replicaStore returns a second Store on s's database, as another replica
 // would have, with opts applied.
-func replicaStore(t *testing.T, s *Store, opts StoreOptions) *Store {
+func replicaStore(t testing.TB, s *Store, opts StoreOptions) *Store {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
