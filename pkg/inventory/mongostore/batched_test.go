@@ -21,6 +21,20 @@ type batchHold struct {
 	free    chan struct{}
 }
 
+// heldBatched returns a Batched on s whose batches are held, with a
+// decrement of one unit of sku (stock units) sent and held before its
+// write, so that the next decrements queue behind it; first is its
+// outcome.
+func heldBatched(t *testing.T, s *Store, sku string, stock int64) (b *Batched, h *batchHold, first <-chan outcome) {
+	t.Helper()
+	b = NewBatched(s, 0)
+	h = holdBatches(b)
+	mustPut(t, s, sku, stock)
+	first = decrementAsync(t.Context(), b, inventory.Request{SKU: sku, Qty: 1})
+	<-h.reached
+	return b, h, first
+}
+
 func holdBatches(b *Batched) *batchHold {
 	h := &batchHold{reached: make(chan []inventory.Order), release: make(chan struct{}), free: make(chan struct{})}
 	b.beforeWrite = func(plan []inventory.Order) {
@@ -163,11 +177,7 @@ func TestBatchedRace(t *testing.T) {
 // as if they had been sold one by one.
 func TestBatchedOneWrite(t *testing.T) {
 	s := testStore(t)
-	b := NewBatched(s, 0)
-	h := holdBatches(b)
-	mustPut(t, s, "one", 6)
-	first := decrementAsync(t.Context(), b, inventory.Request{SKU: "one", Qty: 1})
-	<-h.reached
+	b, h, first := heldBatched(t, s, "one", 6)
 	qtys := []int64{2, 4, 1, 3}
 	var outs []<-chan outcome
 	for i, q := range qtys {
@@ -212,12 +222,8 @@ func TestBatchedOneWrite(t *testing.T) {
 func TestBatchedAbandonedMember(t *testing.T) {
 	a := testStore(t)
 	rec := replicaStore(t, a, StoreOptions{Replica: "b", AbandonAfter: time.Millisecond})
-	b := NewBatched(a, 0)
-	h := holdBatches(b)
+	b, h, first := heldBatched(t, a, "ab", 10)
 	ctx := t.Context()
-	mustPut(t, a, "ab", 10)
-	first := decrementAsync(ctx, b, inventory.Request{SKU: "ab", Qty: 1})
-	<-h.reached
 	keyed := make(chan outcome, 1)
 	go func() {
 		sale, _, err := a.DecrementOnce(ctx, b, inventory.Request{SKU: "ab", Qty: 1, Key: "K"}, "")
@@ -268,12 +274,8 @@ func TestBatchedAbandonedMember(t *testing.T) {
 // others in its batch sell.
 func TestBatchedCancelledMember(t *testing.T) {
 	s := testStore(t)
-	b := NewBatched(s, 0)
-	h := holdBatches(b)
+	b, h, first := heldBatched(t, s, "cx", 10)
 	ctx := t.Context()
-	mustPut(t, s, "cx", 10)
-	first := decrementAsync(ctx, b, inventory.Request{SKU: "cx", Qty: 1})
-	<-h.reached
 
 	queuedCtx, cancelQueued := context.WithCancel(ctx)
 	inBatchCtx, cancelInBatch := context.WithCancel(ctx)
