@@ -476,7 +476,6 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			fail(w, http.StatusConflict, "busy", "%v", err)
 		default:
-			s.logf("%s waits: it strikes %s once its attack sells", body.Name, st.Strategy)
 			s.hub.publishRaw("strike", st)
 			writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
 		}
