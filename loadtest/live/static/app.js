@@ -618,7 +618,10 @@ const BOTTOM = 30; // the time axis
 const GAP = 6; // between two labels side by side
 const COL = 4; // sales are counted per column this wide
 const GCOL = 12; // grants closer than this in a lane are drawn as one band
-const MAX_ROWS = 6; // rows of token labels a lane may take before it gives up
+// Rows of token labels a lane may take: few over the whole run, more once
+// zoomed in, so that a second of grants at 100 req/s has all its tokens.
+const MAX_ROWS = 2;
+const MAX_ROWS_ZOOMED = 8;
 const MIN_VIEW = 0.05; // the narrowest time range, in seconds
 
 // span is the run's length on its timeline, in seconds.
@@ -675,6 +678,9 @@ function drawRun(r) {
     const old = fig.querySelector('svg');
     const next = drawSKU(r, r.skus.length ? sku : null);
     if (old) old.replaceWith(next); else fig.append(next);
+    const hidden = Number(next.dataset.hidden);
+    fig.querySelector('figcaption').textContent = (r.skus.length ? 'SKU ' + sku : sku) +
+      (hidden ? ` · ${hidden} fencing tokens do not fit as labels here: drag across the part to read, or hover a grant` : '');
   }
   const [a, b] = viewOf(r);
   sec.querySelector('.range').textContent = r.view
@@ -711,22 +717,22 @@ function measure(text, cls) {
   return m;
 }
 
-// rowsFor puts labels, each {x0, x1} sorted by x0, into the fewest rows
-// in which none overlaps another (first fit is optimal for intervals),
-// setting each one's row; it gives up beyond max rows and returns -1.
+// rowsFor puts labels, each {x0, x1} sorted by x0, into rows in which
+// none overlaps another, each in the first row with room (for intervals,
+// the fewest rows), at most max rows: it returns the labels that found a
+// row, with their row set, and the number of rows.
 function rowsFor(labels, max) {
   const ends = [];
+  const placed = [];
   for (const l of labels) {
     let row = ends.findIndex((end) => end + GAP <= l.x0);
-    if (row < 0) {
-      if (ends.length === max) return -1;
-      row = ends.length;
-      ends.push(0);
-    }
+    if (row < 0 && ends.length < max) row = ends.push(0) - 1;
+    if (row < 0) continue;
     ends[row] = l.x1;
     l.row = row;
+    placed.push(l);
   }
-  return ends.length;
+  return { placed, rows: ends.length };
 }
 
 // placed keeps a label of width w near x within the plot.
@@ -750,8 +756,8 @@ function drawSKU(r, sku) {
   const long = grants.some((gr) => String(gr.fence).length > 6);
   const tokenLabel = (f) => (long ? '…' + String(f).slice(-4) : '#' + f);
 
-  // Token labels: every grant in view gets one, in rows above its lane's
-  // marks, or, when they need more than MAX_ROWS rows, none in that lane.
+  // Token labels: one per grant in view, in rows above its lane's marks,
+  // as many as fit in the rows a lane may take.
   const tokenH = measure('#0123456789…', 'fence');
   const ROW = Math.ceil(tokenH.h) + 2;
   const labels = lanes.map((id) => {
@@ -761,9 +767,10 @@ function drawSKU(r, sku) {
       const x0 = within(xs(g.t) - w / 2, w);
       return { g, text, x0, x1: x0 + w };
     }).sort((p, q) => p.x0 - q.x0);
-    const rows = rowsFor(ls, MAX_ROWS);
-    return rows < 0 ? { list: [], rows: 1, hidden: ls.length } : { list: ls, rows: Math.max(rows, 1), hidden: 0 };
+    const { placed, rows } = rowsFor(ls, r.view ? MAX_ROWS_ZOOMED : MAX_ROWS);
+    return { list: placed, rows: Math.max(rows, 1), hidden: ls.length - placed.length };
   });
+  const hidden = labels.reduce((n, l) => n + l.hidden, 0);
 
   // Faults: a span across the lanes, labelled in rows above them.
   const faults = r.faults.map((f) => {
@@ -780,7 +787,7 @@ function drawSKU(r, sku) {
     const x0 = within(xs(Math.max(f.t0, v0)), w);
     return { f, x0, x1: x0 + w };
   }).sort((p, q) => p.x0 - q.x0);
-  const frows = Math.max(1, rowsFor(flabels, flabels.length || 1));
+  const frows = Math.max(1, rowsFor(flabels, flabels.length).rows);
 
   // Vertical layout: the fault rows, then each lane (its token rows, then
   // its marks), then the axis.
@@ -807,10 +814,6 @@ function drawSKU(r, sku) {
     const h = labels[i].rows * ROW + MARK;
     root.append(svg('rect', { x: LEFT, y: laneTop[i], width: PW, height: h, class: i % 2 ? 'lane odd' : 'lane' }));
     root.append(svg('text', { x: LEFT - 20, y: laneTop[i] + h / 2 + 7, class: 'lane-label', 'text-anchor': 'end', fill: replicaColor(id) }, id));
-    if (labels[i].hidden) {
-      root.append(svg('text', { x: LEFT + 6, y: markY(i) - ROW + tokenH.asc + 1, class: 'lane-hint' },
-        `${labels[i].hidden} grants: zoom in to read their tokens`));
-    }
   });
 
   // Time axis: about ten ticks whatever the range.
@@ -944,6 +947,7 @@ function drawSKU(r, sku) {
   }
 
   brush(root, r, TOP, axisY);
+  root.dataset.hidden = hidden;
   return root;
 }
 
