@@ -775,7 +775,8 @@ function drawSKU(r, sku) {
   // Faults: a span across the lanes, labelled in rows above them.
   const faults = r.faults.map((f) => {
     const t0 = rel(r, f.at);
-    const t1 = Number.isFinite(f.until) ? rel(r, f.until) : rel(r, r.attackEnd ?? r.last);
+    // No end: it lasted to the end of the attack (so far, while it runs).
+    const t1 = rel(r, Number.isFinite(f.until) ? f.until : Number.isFinite(r.attackEnd) ? r.attackEnd : r.last);
     const idle = Number.isFinite(r.soldOut) && !(r.lastSale >= f.at);
     const label = [f.fault || 'fault', f.replica, f.shape].filter(Boolean).join(' ') + (idle ? ' · struck no sale' : '');
     return { ...f, t0, t1: Math.max(t0, t1), idle, label };
