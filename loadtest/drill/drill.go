@@ -174,6 +174,7 @@ var safeStrategies = strategy.NamesOf(func(in strategy.Info) bool { return in.Sa
 
 // Drill is one strategy run under one fault.
 type Drill struct {
+	Fault    string // the catalogue's name of its fault
 	Label    string // the fault as the tables show it
 	Strategy string
 	// Demo marks a deliberately weakened configuration (fencing off): its
@@ -232,7 +233,10 @@ type Event struct {
 	At     time.Time // when the fault struck
 	Healed time.Time // when it was over (the store answered again, the process resumed); zero: At
 	Victim string    // the replica the fault hit, "" for a store fault
-	Note   string
+	// Shape is the fault's size beyond its victim and its span, for a
+	// label: "350±150 ms"; "" when those say it all.
+	Shape string
+	Note  string
 	// DoubleHeld counts the polls after the fault at which two replicas
 	// held the lock at once (drills that look for double grants).
 	DoubleHeld int
@@ -266,6 +270,7 @@ func Plan(faults, strategies []string) []Drill {
 		}
 		for _, d := range f.drills() {
 			if slices.Contains(strategies, d.Strategy) {
+				d.Fault = f.Name
 				ds = append(ds, d)
 			}
 		}

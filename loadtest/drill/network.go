@@ -139,7 +139,11 @@ func SlowLinks(ctx context.Context, f *Ctx) (*Event, error) {
 	if err := f.Env.Slow(i, latencyAdded, latencyJitter); err != nil {
 		return nil, fmt.Errorf("slow replica %s's links: %w", f.Env.ID(i), err)
 	}
-	return heal(ctx, f, i, at, networkFault, fmt.Sprintf("replica %s's store links +%s ± %s for %s (%s)", f.Env.ID(i), latencyAdded, latencyJitter, networkFault, how))
+	ev, err := heal(ctx, f, i, at, networkFault, fmt.Sprintf("replica %s's store links +%s ± %s for %s (%s)", f.Env.ID(i), latencyAdded, latencyJitter, networkFault, how))
+	if ev != nil {
+		ev.Shape = fmt.Sprintf("%d±%d ms", latencyAdded.Milliseconds(), latencyJitter.Milliseconds())
+	}
+	return ev, err
 }
 
 // ResetLinks closes each of a replica's store connections once resetBytes
@@ -154,5 +158,9 @@ func ResetLinks(ctx context.Context, f *Ctx) (*Event, error) {
 	if err := f.Env.CutAfter(i, resetBytes); err != nil {
 		return nil, fmt.Errorf("reset replica %s's links: %w", f.Env.ID(i), err)
 	}
-	return heal(ctx, f, i, at, networkFault, fmt.Sprintf("replica %s's store connections closed after every %d KiB of replies for %s (%s)", f.Env.ID(i), resetBytes>>10, networkFault, how))
+	ev, err := heal(ctx, f, i, at, networkFault, fmt.Sprintf("replica %s's store connections closed after every %d KiB of replies for %s (%s)", f.Env.ID(i), resetBytes>>10, networkFault, how))
+	if ev != nil {
+		ev.Shape = fmt.Sprintf("every %d KiB", resetBytes>>10)
+	}
+	return ev, err
 }

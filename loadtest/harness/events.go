@@ -18,7 +18,7 @@ const (
 	EventProgress = "progress"  // Run, Strategy, Progress (about four a second)
 	EventGrant    = "grant"     // Run, Strategy, SKU, Replica, Fence: the first sale under a new fencing token
 	EventRefused  = "refused"   // Run, Strategy, SKU, Replica, Text: a write the fence or the lease check refused
-	EventFault    = "fault"     // Run, Strategy, Replica (the victim, if any), Text: a fault struck
+	EventFault    = "fault"     // Run, Strategy, Fault, Replica (the victim, if any), Shape, Until, Text: a fault struck
 	EventRunEnd   = "run-end"   // Run, Strategy, Result: the run's final numbers and verdict
 )
 
@@ -38,6 +38,14 @@ type Event struct {
 	Text     string      `json:"text,omitempty"`
 	Progress *Progress   `json:"progress,omitempty"`
 	Result   *report.Run `json:"result,omitempty"`
+
+	// Fault is the catalogue's name of a fault (drill.Catalogue), Shape
+	// its size beyond its victim and span ("350±150 ms"), and Until when
+	// it was over; zero Until: it had no end within the attack (a killed
+	// replica is started again only after it).
+	Fault string    `json:"fault,omitempty"`
+	Shape string    `json:"shape,omitempty"`
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Progress is a run's state while its attack goes on.

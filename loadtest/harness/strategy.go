@@ -187,7 +187,7 @@ type injections struct {
 func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, fs *faultSpec, started time.Time) *injections {
 	in := &injections{done: make(chan struct{})}
 	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2}
-	strike := func(inject drill.Injector, at time.Time, repeat int) {
+	strike := func(fault string, inject drill.Injector, at time.Time, repeat int) {
 		c := base
 		c.Strike, c.Repeat = at, repeat
 		ev, err := inject(ctx, &c)
@@ -196,7 +196,8 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 			return
 		}
 		in.events = append(in.events, ev)
-		h.emit(Event{Type: EventFault, Run: h.runNo, Strategy: strategy, Replica: ev.Victim, At: ev.At, Text: ev.Note})
+		h.emit(Event{Type: EventFault, Run: h.runNo, Strategy: strategy, Fault: fault, Replica: ev.Victim, Shape: ev.Shape,
+			At: ev.At, Until: ev.Healed, Text: ev.Note})
 	}
 	attacking := make(chan struct{})
 	h.setActive(true)
@@ -207,13 +208,13 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 	go func() {
 		defer close(in.done)
 		if fs != nil && fs.drill.Inject != nil {
-			strike(fs.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), fs.repeat)
+			strike(fs.drill.Fault, fs.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), fs.repeat)
 		}
 		for {
 			select {
 			case name := <-h.adhoc:
 				f, _ := drill.Lookup(name)
-				strike(f.Inject, time.Now(), h.runNo)
+				strike(name, f.Inject, time.Now(), h.runNo)
 			case <-attacking:
 				return
 			case <-ctx.Done():

@@ -67,6 +67,7 @@ type Server struct {
 	mu      sync.Mutex
 	runs    int
 	current *harness.Harness // the run under way, nil when idle
+	target  target           // what a fault button strikes in the run under way
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the run under way has finished
 	last    *Done
@@ -239,6 +240,7 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s"},
 		"fixed_replicas": s.env == nil,
 		"last":           s.last,
+		"strike":         s.target.strike(),
 	})
 }
 
@@ -327,11 +329,13 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.runs++
 	n := s.runs
 	cfg.OutDir = filepath.Join(s.outDir, fmt.Sprintf("run-%d", n))
-	h := harness.New(cfg, s.hub.publish, harness.WithEnv(s.env))
+	h := harness.New(cfg, s.follow, harness.WithEnv(s.env))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
+	s.target = newTarget(cfg.Strategies)
 	s.hub.reset()
 	s.hub.publishState(true)
+	s.hub.publishRaw("strike", s.target.strike())
 	go s.run(ctx, n, h, f, cfg)
 	writeJSON(w, http.StatusAccepted, map[string]int{"run": n})
 }
@@ -342,8 +346,13 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 	defer func() {
 		s.mu.Lock()
 		s.current, s.cancel = nil, nil
+		waiting := s.target.pending
+		s.target = target{}
 		close(s.done)
 		s.mu.Unlock()
+		if waiting != "" {
+			s.logf("the race ended before any strategy sold again: the fault %s did not strike", waiting)
+		}
 		s.hub.publishState(false)
 	}()
 	d := &Done{Run: n}
@@ -452,11 +461,28 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	h := s.current
-	s.mu.Unlock()
 	if h == nil {
-		fail(w, http.StatusConflict, "not_running", "no attack is running")
+		s.mu.Unlock()
+		fail(w, http.StatusConflict, "not_running", "no race is running")
 		return
 	}
+	if !s.target.selling {
+		// Nothing sells now: the fault waits for the next strategy that does.
+		st, err := s.target.ask(body.Name)
+		s.mu.Unlock()
+		switch {
+		case errors.Is(err, errNothingLeft):
+			fail(w, http.StatusConflict, "sold_out", "%v", err)
+		case err != nil:
+			fail(w, http.StatusConflict, "busy", "%v", err)
+		default:
+			s.hub.publishRaw("strike", st)
+			writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
+		}
+		return
+	}
+	selling := s.target.current
+	s.mu.Unlock()
 	switch err := h.Inject(body.Name); {
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
@@ -465,7 +491,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		fail(w, http.StatusBadRequest, "unknown_fault", "%v", err)
 	default:
-		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name})
+		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "strikes": selling})
 	}
 }
 

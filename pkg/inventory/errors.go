@@ -16,6 +16,10 @@ var (
 	// changed. The error is a *SoldOutError, which tells the stock seen.
 	ErrSoldOut = errors.New("inventory: sold out")
 
+	// ErrInsufficient means a restock would take the item's stock below
+	// zero. Nothing was changed. The error is an *InsufficientError.
+	ErrInsufficient = errors.New("inventory: not enough stock to remove")
+
 	// ErrLockUnavailable means the lock on the item could not be acquired
 	// within the strategy's wait budget.
 	ErrLockUnavailable = errors.New("inventory: lock unavailable")
@@ -87,3 +91,18 @@ func (e *SoldOutError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrSoldOut) true.
 func (e *SoldOutError) Unwrap() error { return ErrSoldOut }
+
+// InsufficientError is the ErrInsufficient of a restock: the stock it
+// found, and the (negative) qty asked for.
+type InsufficientError struct {
+	SKU   string
+	Stock int64
+	Qty   int64
+}
+
+func (e *InsufficientError) Error() string {
+	return fmt.Sprintf("inventory: %q: %d in stock, a restock of %d would leave it below zero", e.SKU, e.Stock, e.Qty)
+}
+
+// Unwrap makes errors.Is(err, ErrInsufficient) true.
+func (e *InsufficientError) Unwrap() error { return ErrInsufficient }

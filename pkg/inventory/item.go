@@ -25,6 +25,43 @@ type Item struct {
 	// for an order id in it is accepted (see Store.RecoverKeys). The
 	// entries are kept: a paused replica may send its write at any time.
 	Aborted map[string]time.Time `bson:"aborted,omitempty" json:"aborted,omitempty"`
+	// Restocks holds the last RestockKeys restocks applied to the item, by
+	// a hash of their idempotency key: a restock whose key is here is not
+	// applied again (see mongostore's Store.Restock). Not shown by the API.
+	Restocks map[string]Restock `bson:"restocks,omitempty" json:"-"`
+}
+
+// Restock is one relative stock change, applied once per idempotency key.
+type Restock struct {
+	Qty int64 `bson:"qty"`
+	// Seq orders the item's restocks, oldest first: the item's version
+	// when the restock was decided.
+	Seq int64 `bson:"seq"`
+}
+
+// RestockKeys is how many restock keys an item remembers: a retry of a
+// restock is recognised as long as fewer than this many other restocks of
+// the item were applied after it.
+const RestockKeys = 100
+
+// MaxRestockQty is the largest number of units one restock may add or
+// remove.
+const MaxRestockQty = 1_000_000_000
+
+// CheckRestock returns ErrInvalid, saying why, unless sku is valid, key is
+// a valid idempotency key, and qty is a whole number of units from
+// -MaxRestockQty to MaxRestockQty other than 0.
+func CheckRestock(sku, key string, qty int64) error {
+	if err := CheckSKU(sku); err != nil {
+		return err
+	}
+	if !ValidKey(key) {
+		return fmt.Errorf("%w: restock key %q must be 1 to %d printable ASCII characters", ErrInvalid, key, MaxKeyLen)
+	}
+	if qty == 0 || qty < -MaxRestockQty || qty > MaxRestockQty {
+		return fmt.Errorf("%w: restock qty %d must be from -%d to %d, and not 0", ErrInvalid, qty, MaxRestockQty, MaxRestockQty)
+	}
+	return nil
 }
 
 // MaxSKULen is the longest sku accepted, in bytes.

@@ -6,8 +6,9 @@
 // shares its connections and options. Errors of the service are *Error,
 // with errors.Is support for each code (ErrSoldOut, ErrLockUnavailable...).
 // A decrement takes an Idempotency-Key and a PUT an If-Match as call
-// options, and WithRetry makes the client retry what Retryable says is
-// safe, honouring Retry-After.
+// options; a restock always carries a key. WithRetry makes the client
+// retry what Retryable says is safe, as docs/api.md's retry tables say,
+// honouring Retry-After.
 package stockclient
 
 import (
@@ -54,7 +55,8 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithAdminToken sends token as the bearer token of stock changes (PUT).
+// WithAdminToken sends token as the bearer token of stock changes (PUT and
+// restock).
 func WithAdminToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // Retry is how a client retries. A request is sent again only when
@@ -240,17 +242,43 @@ func SKUOfURL(u string) string {
 
 // PutItem sets (or resets) sku's stock, creating the item if needed. It
 // needs WithAdminToken. With IfMatch it sets it only at that version.
+//
+// A set is not idempotent under concurrent sales: sent twice with a sale
+// in between, the second erases the sale. So even WithRetry sends it again
+// only after an answer of the service that says nothing changed; after no
+// answer, or ErrOutcomeUnknown, the stock may or may not have been set:
+// read the item before deciding again. Restock is the change that is safe
+// to retry.
 func (c *Client) PutItem(ctx context.Context, sku string, stock int64, opts ...CallOption) (Item, error) {
 	var it Item
 	body := map[string]int64{"stock": stock}
-	_, err := c.do(ctx, http.MethodPut, ItemURL(c.base, sku), body, true, &it, applyOpts(opts))
+	_, err := c.do(ctx, Call{http.MethodPut, RouteItem, false}, ItemURL(c.base, sku), body, &it, applyOpts(opts))
+	return it, err
+}
+
+// Restock adds qty units to sku's stock (removes -qty when qty is
+// negative), once: it carries an Idempotency-Key (IdempotencyKey's, or a
+// new one made before the first attempt), so that sending it again after
+// a lost answer, WithRetry's retries included, cannot apply it twice. A
+// retry whose first attempt landed answers the item as it is now. To send
+// it again yourself (later, or to another replica), pass the key with
+// IdempotencyKey: a new key is a new restock. It needs WithAdminToken. ErrInsufficientStock: the stock would go below
+// zero, and nothing changed.
+func (c *Client) Restock(ctx context.Context, sku string, qty int64, opts ...CallOption) (Item, error) {
+	o := applyOpts(opts)
+	if o.key == "" {
+		o.key = NewIdempotencyKey()
+	}
+	var it Item
+	body := map[string]int64{"qty": qty}
+	_, err := c.do(ctx, Call{http.MethodPost, RouteRestock, true}, ItemURL(c.base, sku)+"/restock", body, &it, o)
 	return it, err
 }
 
 // GetItem reads sku's item.
 func (c *Client) GetItem(ctx context.Context, sku string) (Item, error) {
 	var it Item
-	_, err := c.do(ctx, http.MethodGet, ItemURL(c.base, sku), nil, true, &it)
+	_, err := c.do(ctx, Call{http.MethodGet, RouteItem, false}, ItemURL(c.base, sku), nil, &it)
 	return it, err
 }
 
@@ -265,7 +293,7 @@ func (c *Client) Decrement(ctx context.Context, sku string, qty int64, strategy 
 	// Keyed, a decrement may be sent twice: the key sells it once.
 	o := applyOpts(opts)
 	var s Sale
-	h, err := c.do(ctx, http.MethodPost, ItemURL(c.base, sku)+"/decrement", body, o.key != "", &s, o)
+	h, err := c.do(ctx, Call{http.MethodPost, RouteDecrement, o.key != ""}, ItemURL(c.base, sku)+"/decrement", body, &s, o)
 	if err == nil {
 		s.Replayed = h.Get("Idempotent-Replayed") == "true"
 	}
@@ -289,7 +317,7 @@ func (c *Client) Orders(ctx context.Context, sku string, q OrdersQuery) (OrdersP
 		u += "?" + v.Encode()
 	}
 	var p OrdersPage
-	_, err := c.do(ctx, http.MethodGet, u, nil, true, &p)
+	_, err := c.do(ctx, Call{http.MethodGet, RouteOrders, false}, u, nil, &p)
 	return p, err
 }
 
@@ -314,7 +342,7 @@ func (c *Client) AllOrders(ctx context.Context, sku string, since time.Time) ([]
 // Health asks /healthz: the replica's name and the leases it holds.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	_, err := c.do(ctx, http.MethodGet, c.base+"/healthz", nil, true, &h)
+	_, err := c.do(ctx, Call{http.MethodGet, RouteHealthz, false}, c.base+RouteHealthz, nil, &h)
 	return h, err
 }
 
@@ -322,21 +350,21 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 // ErrNotReady, whose Checks say which dependency fails.
 func (c *Client) Ready(ctx context.Context) (Health, error) {
 	var h Health
-	_, err := c.do(ctx, http.MethodGet, c.base+"/readyz", nil, true, &h)
+	_, err := c.do(ctx, Call{http.MethodGet, RouteReadyz, false}, c.base+RouteReadyz, nil, &h)
 	return h, err
 }
 
 // Metrics fetches the Prometheus text exposition.
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
 	var b []byte
-	_, err := c.do(ctx, http.MethodGet, c.base+"/metrics", nil, true, &b)
+	_, err := c.do(ctx, Call{http.MethodGet, RouteMetrics, false}, c.base+RouteMetrics, nil, &b)
 	return b, err
 }
 
 // OpenAPI fetches the replica's OpenAPI document.
 func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
 	var b []byte
-	_, err := c.do(ctx, http.MethodGet, c.base+"/openapi.json", nil, true, &b)
+	_, err := c.do(ctx, Call{http.MethodGet, RouteOpenAPI, false}, c.base+RouteOpenAPI, nil, &b)
 	return b, err
 }
 
@@ -382,11 +410,11 @@ func (c *Client) WaitReady(ctx context.Context, bases []string, timeout time.Dur
 	}
 }
 
-// do sends a request, with retries when the client has them and
-// Retryable allows (idempotent says whether the request may be applied
-// twice), and decodes a 2xx answer into out (*[]byte takes it raw). It
-// returns the answer's headers.
-func (c *Client) do(ctx context.Context, method, u string, body any, idempotent bool, out any, opts ...callOpts) (http.Header, error) {
+// do sends call to u, with retries when the client has them and
+// Retryable allows, and decodes a 2xx answer into out (*[]byte takes it
+// raw). It returns the answer's headers.
+func (c *Client) do(ctx context.Context, call Call, u string, body any, out any, opts ...callOpts) (http.Header, error) {
+	method := call.Method
 	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -400,8 +428,8 @@ func (c *Client) do(ctx context.Context, method, u string, body any, idempotent 
 		attempts = c.retry.Attempts
 	}
 	for attempt := 1; ; attempt++ {
-		h, err := c.once(ctx, method, u, payload, out, opts...)
-		if err == nil || attempt >= attempts || ctx.Err() != nil || !Retryable(err, idempotent) {
+		h, err := c.once(ctx, call, u, payload, out, opts...)
+		if err == nil || attempt >= attempts || ctx.Err() != nil || !Retryable(call, err) {
 			return h, err
 		}
 		wait := c.backoff(attempt)
@@ -429,7 +457,8 @@ func (c *Client) backoff(attempt int) time.Duration {
 }
 
 // once sends one request.
-func (c *Client) once(ctx context.Context, method, u string, payload []byte, out any, opts ...callOpts) (http.Header, error) {
+func (c *Client) once(ctx context.Context, call Call, u string, payload []byte, out any, opts ...callOpts) (http.Header, error) {
+	method := call.Method
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -442,7 +471,7 @@ func (c *Client) once(ctx context.Context, method, u string, payload []byte, out
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if method == http.MethodPut && c.token != "" {
+	if (method == http.MethodPut || call.Route == RouteRestock) && c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	for _, o := range opts {
@@ -477,9 +506,13 @@ func (c *Client) once(ctx context.Context, method, u string, payload []byte, out
 	return resp.Header, nil
 }
 
-// answerError makes the *Error of a non-2xx answer.
+// answerError makes the *Error of a non-2xx answer. Its code is taken
+// only from an answer that is provably the service's: with the X-Replica
+// header, and a JSON error naming the same replica. A gateway's 503
+// {"error":"Service Unavailable"} is not: the request may have reached
+// the service, and must not be taken for its "nothing changed".
 func answerError(method, u string, resp *http.Response, body []byte) *Error {
-	e := &Error{Status: resp.StatusCode, Method: method, URL: u}
+	e := &Error{Status: resp.StatusCode, Method: method, URL: u, Replica: resp.Header.Get("X-Replica")}
 	var w struct {
 		Code     string            `json:"error"`
 		Message  string            `json:"message"`
@@ -490,17 +523,14 @@ func answerError(method, u string, resp *http.Response, body []byte) *Error {
 		Qty      *int64            `json:"qty"`
 		Checks   map[string]string `json:"checks"`
 	}
-	if json.Unmarshal(body, &w) == nil && w.Code != "" {
-		e.Code, e.Message, e.Replica, e.SKU, e.Strategy = w.Code, w.Message, w.Replica, w.SKU, w.Strategy
+	if json.Unmarshal(body, &w) == nil && w.Code != "" && e.Replica != "" && w.Replica == e.Replica {
+		e.Code, e.Message, e.SKU, e.Strategy = w.Code, w.Message, w.SKU, w.Strategy
 		e.Stock, e.Qty, e.Checks = w.Stock, w.Qty, w.Checks
 	} else {
 		if len(body) > 300 {
 			body = body[:300]
 		}
 		e.Body = string(body)
-	}
-	if e.Replica == "" {
-		e.Replica = resp.Header.Get("X-Replica")
 	}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		e.RetryAfter = time.Duration(s) * time.Second

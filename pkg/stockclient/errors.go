@@ -4,25 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Error is an answer of the service with a status other than 2xx. Code is
-// the service's error code (the "error" field; "" when the answer was not
-// the service's, such as a proxy's 502, whose text is then in Body).
-// Branch on Code, with errors.Is and the Err variables, never on Message.
+// Error is an answer with a status other than 2xx. Code is the service's
+// error code: the "error" field of an answer that is provably the
+// service's, one that carries the X-Replica header every replica sets and
+// names the same replica in its body. Any other answer, such as a proxy's
+// 502 or a gateway's 503 {"error":"Service Unavailable"}, has Code "" and
+// its text in Body: the request may have reached the service. Branch on
+// Code, with errors.Is and the Err variables, never on Message.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
-	Replica string // the replica that answered
+	Replica string // the replica that answered (its X-Replica header); "" when not the service's
 	// SKU and Strategy name the item and the strategy, when the error is
 	// about them.
 	SKU      string
 	Strategy string
-	// Stock and Qty explain a sold_out: what was left, what was asked.
+	// Stock and Qty explain a sold_out or an insufficient_stock: what was
+	// left, what was asked.
 	Stock *int64
 	Qty   *int64
 	// Checks explains a not_ready: each dependency's state, "ok" or
@@ -91,6 +97,7 @@ var (
 	ErrIdempotencyKeyReused  = code("idempotency_key_reused")
 	ErrIdempotencyInProgress = code("idempotency_in_progress")
 	ErrSoldOut               = code("sold_out")
+	ErrInsufficientStock     = code("insufficient_stock")
 	ErrAttemptAbandoned      = code("attempt_abandoned")
 	ErrLockUnavailable       = code("lock_unavailable")
 	ErrLeaseLost             = code("lease_lost")
@@ -105,59 +112,156 @@ var (
 	ErrInternal              = code("internal")
 )
 
-// Codes are the codes of the Err variables.
-var Codes = func() []string {
-	var out []string
-	for _, e := range []*Error{
-		ErrUnknownParameter, ErrInvalidSKU, ErrInvalidIdempotencyKey, ErrInvalidPrecondition, ErrUnsupportedMediaType,
-		ErrBodyTooLarge, ErrInvalidJSON, ErrInvalidType, ErrDuplicateField, ErrUnknownField, ErrUnknownStrategy,
-		ErrStrategyDisabled, ErrStrategyUnavailable, ErrMissingField, ErrInvalidQty, ErrInvalidStock, ErrInvalidSince,
-		ErrInvalidLimit, ErrInvalidCursor, ErrUnauthorized, ErrNotFound, ErrMethodNotAllowed, ErrVersionMismatch,
-		ErrIdempotencyKeyReused, ErrIdempotencyInProgress, ErrSoldOut, ErrAttemptAbandoned, ErrLockUnavailable,
-		ErrLeaseLost, ErrFenced, ErrStaleRead, ErrConflict, ErrTimeout, ErrStoreUnavailable, ErrShuttingDown,
-		ErrNotReady, ErrOutcomeUnknown, ErrInternal,
+// Rule is what an answer says about sending the same request again
+// (docs/api.md, "What a client may retry").
+type Rule int
+
+const (
+	// Stop: a final answer (every 4xx, strategy_unavailable). Sending
+	// the request again gets the same answer.
+	Stop Rule = iota
+	// Again: the service changed nothing, and a retry may succeed (the
+	// 503s but strategy_unavailable, idempotency_in_progress). Safe for
+	// any request.
+	Again
+	// IfIdempotent: the request may or may not have been applied
+	// (outcome_unknown, internal; and no answer, or one that is not the
+	// service's). Send it again only if applying it twice is harmless: a
+	// read, or a decrement or restock with its Idempotency-Key; never a
+	// PUT, which would erase the sales made in between, nor a decrement
+	// without a key, which could sell twice.
+	IfIdempotent
+)
+
+// rule is a code's status and what it says about retrying.
+type rule struct {
+	status int
+	rule   Rule
+}
+
+// rules holds every code of the contract with the status the service
+// answers it with. A service answer whose code or status is not here is
+// judged as no answer at all (IfIdempotent for a 5xx).
+var rules = func() map[string]rule {
+	m := map[string]rule{}
+	for _, r := range []struct {
+		e      *Error
+		status int
+		rule   Rule
+	}{
+		{ErrUnknownParameter, http.StatusBadRequest, Stop},
+		{ErrInvalidSKU, http.StatusBadRequest, Stop},
+		{ErrInvalidIdempotencyKey, http.StatusBadRequest, Stop},
+		{ErrInvalidPrecondition, http.StatusBadRequest, Stop},
+		{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, Stop},
+		{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, Stop},
+		{ErrInvalidJSON, http.StatusBadRequest, Stop},
+		{ErrInvalidType, http.StatusBadRequest, Stop},
+		{ErrDuplicateField, http.StatusBadRequest, Stop},
+		{ErrUnknownField, http.StatusBadRequest, Stop},
+		{ErrUnknownStrategy, http.StatusBadRequest, Stop},
+		{ErrStrategyDisabled, http.StatusForbidden, Stop},
+		{ErrStrategyUnavailable, http.StatusServiceUnavailable, Stop},
+		{ErrMissingField, http.StatusBadRequest, Stop},
+		{ErrInvalidQty, http.StatusBadRequest, Stop},
+		{ErrInvalidStock, http.StatusBadRequest, Stop},
+		{ErrInvalidSince, http.StatusBadRequest, Stop},
+		{ErrInvalidLimit, http.StatusBadRequest, Stop},
+		{ErrInvalidCursor, http.StatusBadRequest, Stop},
+		{ErrUnauthorized, http.StatusUnauthorized, Stop},
+		{ErrNotFound, http.StatusNotFound, Stop},
+		{ErrMethodNotAllowed, http.StatusMethodNotAllowed, Stop},
+		{ErrVersionMismatch, http.StatusPreconditionFailed, Stop},
+		{ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, Stop},
+		{ErrIdempotencyInProgress, http.StatusConflict, Again},
+		{ErrSoldOut, http.StatusConflict, Stop},
+		{ErrInsufficientStock, http.StatusConflict, Stop},
+		{ErrAttemptAbandoned, http.StatusServiceUnavailable, Again},
+		{ErrLockUnavailable, http.StatusServiceUnavailable, Again},
+		{ErrLeaseLost, http.StatusServiceUnavailable, Again},
+		{ErrFenced, http.StatusServiceUnavailable, Again},
+		{ErrStaleRead, http.StatusServiceUnavailable, Again},
+		{ErrConflict, http.StatusServiceUnavailable, Again},
+		{ErrTimeout, http.StatusServiceUnavailable, Again},
+		{ErrStoreUnavailable, http.StatusServiceUnavailable, Again},
+		{ErrShuttingDown, http.StatusServiceUnavailable, Again},
+		{ErrNotReady, http.StatusServiceUnavailable, Again},
+		{ErrOutcomeUnknown, http.StatusInternalServerError, IfIdempotent},
+		{ErrInternal, http.StatusInternalServerError, IfIdempotent},
 	} {
-		out = append(out, e.Code)
+		m[r.e.Code] = rule{r.status, r.rule}
 	}
-	return out
+	return m
 }()
 
-// Retryable reports whether sending the same request again is safe and
-// may succeed. idempotent says whether the request may be applied twice
-// without harm: a read, a PUT, or a decrement with an Idempotency-Key. A
-// decrement without a key is never retried after an answer that may hide
-// a sale: it could buy twice.
-//
-//   - A 503 of the service (it names its code), except
-//     strategy_unavailable: nothing was changed, and a retry may succeed
-//     (safe for any request).
-//   - 409 idempotency_in_progress: the first request with the key is
-//     still running; asking again gets its sale.
-//   - 500 outcome_unknown, no answer at all (a lost connection, the
-//     attempt's own timeout), and a 5xx that is not the service's (a
-//     proxy's 502, 503 or 504: the request may have reached the service):
-//     only idempotent requests.
-//   - A cancelled context, and everything else, sold_out and the other 4xx
-//     included: no.
-//
-// The client's retries also stop when the call's context is done.
-func Retryable(err error, idempotent bool) bool {
+// Codes are the codes of the Err variables.
+var Codes = slices.Sorted(maps.Keys(rules))
+
+// The routes of the service, as its OpenAPI document names them.
+const (
+	RouteItem      = "/v1/items/{sku}"
+	RouteDecrement = "/v1/items/{sku}/decrement"
+	RouteRestock   = "/v1/items/{sku}/restock"
+	RouteOrders    = "/v1/items/{sku}/orders"
+	RouteHealthz   = "/healthz"
+	RouteReadyz    = "/readyz"
+	RouteMetrics   = "/metrics"
+	RouteOpenAPI   = "/openapi.json"
+)
+
+// Call is a request as Retryable judges it.
+type Call struct {
+	Method string // GET, PUT, POST
+	Route  string // one of the Route constants
+	Keyed  bool   // it carries an Idempotency-Key
+}
+
+// Idempotent reports whether applying the request twice is harmless: a
+// read, or a decrement or a restock with an Idempotency-Key. A PUT is not:
+// sent twice with a sale in between, the second erases the sale.
+func (c Call) Idempotent() bool {
+	switch {
+	case c.Method == http.MethodGet:
+		return true
+	case c.Method == http.MethodPost && (c.Route == RouteDecrement || c.Route == RouteRestock):
+		return c.Keyed
+	}
+	return false
+}
+
+// RuleOf returns what err, the outcome of one attempt, says about sending
+// the same request again: the Rule of its code when it is an answer of
+// the service with a code and status of the contract; IfIdempotent for no
+// answer (a lost connection, the attempt's own timeout) and for a 5xx
+// that is not provably the service's; Stop for anything else (a cancelled
+// context, a 4xx that is not the service's).
+func RuleOf(err error) Rule {
 	if err == nil || errors.Is(err, context.Canceled) {
-		return false
+		return Stop
 	}
 	var e *Error
 	if !errors.As(err, &e) {
-		return idempotent
+		return IfIdempotent
 	}
-	switch {
-	case e.Code == "":
-		return idempotent && e.Status >= 500
-	case e.Status == http.StatusServiceUnavailable:
-		return e.Code != ErrStrategyUnavailable.Code
-	case e.Code == ErrIdempotencyInProgress.Code:
+	if r, ok := rules[e.Code]; ok && e.Code != "" && r.status == e.Status {
+		return r.rule
+	}
+	if e.Status >= 500 {
+		return IfIdempotent
+	}
+	return Stop
+}
+
+// Retryable reports whether sending call again after err is safe and may
+// succeed: err says nothing changed (Again), or it leaves the outcome
+// unknown and call is idempotent (IfIdempotent). The client's retries
+// (WithRetry) follow it exactly, and stop when the call's context is done.
+func Retryable(call Call, err error) bool {
+	switch RuleOf(err) {
+	case Again:
 		return true
-	case e.Code == ErrOutcomeUnknown.Code:
-		return idempotent
+	case IfIdempotent:
+		return call.Idempotent()
 	}
 	return false
 }

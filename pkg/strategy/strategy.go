@@ -25,6 +25,7 @@ const (
 	Redlock    = "redlock"
 	Optimistic = "optimistic"
 	Atomic     = "atomic"
+	Batched    = "batched"
 	RedisStock = "redis-stock"
 )
 
@@ -82,6 +83,7 @@ var registry = []Info{
 	{Name: Redlock, Safe: true, Lock: LockRedlock, Fenced: true, Doc: "redlock.md"},
 	{Name: Optimistic, Safe: true, Doc: "optimistic-vs-atomic.md"},
 	{Name: Atomic, Safe: true, Doc: "optimistic-vs-atomic.md"},
+	{Name: Batched, Safe: true, Doc: "batched.md"},
 	{Name: RedisStock, Safe: true, Doc: "redis-stock.md"},
 }
 

@@ -14,11 +14,10 @@ const FAULT_LABELS = {
   pause: 'Pause the holder past its TTL',
   'redis-restart': 'Restart Redis',
   'mongo-restart': 'Restart MongoDB',
+  'store-partition': 'Cut a replica off from MongoDB',
+  latency: 'Slow a replica\'s store links',
+  resets: 'Reset a replica\'s store connections',
 };
-const FAULT_SHORT = {
-  crash: 'kill -9', pause: 'pause', 'redis-restart': 'Redis restart', 'mongo-restart': 'MongoDB restart',
-};
-
 // One colour per replica lane (a, b, c, ...), distinguishable on a projector.
 const REPLICA_COLORS = ['#0b5cad', '#b34700', '#1d7a12', '#7a2bb8', '#00707a', '#a3006d', '#5e5a00', '#333333'];
 
@@ -33,6 +32,8 @@ const S = {
   duration: 8, // seconds per strategy, for the timeline's scale
   dirty: new Set(), // strategies whose timeline needs drawing
   starting: false, // our own POST /api/start is under way
+  strike: {}, // what a fault button strikes now (the server's strike event)
+  brushing: null, // the run whose timeline is being dragged across
 };
 
 // ---- small helpers -------------------------------------------------------
@@ -134,7 +135,7 @@ function setRunning(on) {
   document.body.dataset.running = on ? 'true' : 'false';
   $('#start').disabled = on || S.starting;
   $('#stop').disabled = !on;
-  for (const b of document.querySelectorAll('#faults button')) b.disabled = !on;
+  renderStrike();
   setStatus(on ? 'running' : 'idle', on ? 'A race is running' : 'Idle: choose strategies and start a race');
 }
 
@@ -177,7 +178,8 @@ function buildForm(st) {
     faults.append(el('button', {
       type: 'button', 'data-fault': f.name, title: f.doc, disabled: true,
       'aria-describedby': 'fault-doc-' + f.name,
-    }, FAULT_LABELS[f.name] ?? f.name, el('span', { id: 'fault-doc-' + f.name, class: 'sr-only', text: f.doc })));
+    }, FAULT_LABELS[f.name] ?? f.name, ' ', el('code', { class: 'fault-name', text: f.name }),
+    el('span', { id: 'fault-doc-' + f.name, class: 'sr-only', text: f.doc })));
   }
   faults.addEventListener('click', (e) => {
     const b = e.target.closest('button[data-fault]');
@@ -251,10 +253,12 @@ async function strike(button) {
   button.setAttribute('aria-busy', 'true');
   try {
     const r = await api('POST', '/api/fault', { name });
-    if (r.status === 202) {
-      log(`asked for a fault: ${name}; it strikes the strategy under attack and is marked on its timeline`, 'ui');
+    if (r.status === 202 && r.data?.waits_for) {
+      log(`${name} waits: nothing sells now; it strikes ${r.data.waits_for} once its attack sells, and is marked on its timeline`, 'ui');
+    } else if (r.status === 202) {
+      log(`${name} strikes ${r.data?.strikes || 'the strategy selling'} now, and is marked on its timeline`, 'ui');
     } else if (r.status === 409) {
-      log(`fault ${name}: ${r.data?.error === 'not_running' ? 'no attack is running right now' : (r.data?.message || r.data?.error || 'busy')}`, 'error');
+      log(`fault ${name}: ${r.data?.error === 'not_running' ? 'no race is running right now' : (r.data?.message || r.data?.error || 'busy')}`, 'error');
     } else {
       log(`fault ${name}: ${r.data?.message || r.data?.error || 'HTTP ' + r.status}`, 'error');
     }
@@ -262,6 +266,33 @@ async function strike(button) {
     log(`fault ${name}: ${err.message}`, 'error');
   } finally {
     button.removeAttribute('aria-busy');
+  }
+}
+
+// renderStrike says what a fault button would strike now, and enables the
+// buttons only when one would strike something and none waits.
+function renderStrike() {
+  const st = S.running ? S.strike ?? {} : {};
+  const p = $('#strike');
+  p.dataset.strategy = st.strategy ?? '';
+  p.dataset.now = st.now ? 'true' : 'false';
+  p.dataset.pending = st.pending ?? '';
+  let text = 'Enabled only while a race runs. Each fault is marked on the timeline of the strategy it strikes, as the span it lasted.';
+  if (S.running && st.pending) {
+    text = `${st.pending} waits for ${st.strategy}'s attack: it strikes once ${st.strategy} sells.`;
+  } else if (S.running && st.now) {
+    text = `A fault strikes ${st.strategy} now: it is selling.`;
+  } else if (S.running && st.strategy && st.after) {
+    text = `${st.after} sells no more (sold out, or its attack is over): a fault waits for ${st.strategy}'s attack and strikes it then.`;
+  } else if (S.running && st.strategy) {
+    text = `A fault waits for ${st.strategy}'s attack to start and strikes it then.`;
+  } else if (S.running && st.after) {
+    text = `${st.after} sells no more and no strategy follows: nothing is left to strike.`;
+  }
+  p.textContent = text;
+  for (const b of document.querySelectorAll('#faults button')) {
+    b.disabled = !S.running || !st.strategy || !!st.pending;
+    b.dataset.waiting = st.pending === b.dataset.fault ? 'true' : 'false';
   }
 }
 
@@ -285,6 +316,10 @@ function runOf(strategy) {
     strategy, run: 0, skus: [], initial: 0, replicas: [...S.replicas], t0: NaN, attack: false, last: 0,
     progress: null, result: null, phase: 'waiting',
     sales: new Map(), grants: new Map(), refused: [], faults: [],
+    // soldOut is when the stock ran out by the acknowledged sales, lastSale
+    // the latest sale, attackEnd when the attack ended (ms); view is the
+    // time range zoomed into, null for the whole run.
+    soldOut: NaN, lastSale: NaN, attackEnd: NaN, view: null,
   };
   S.runs.set(strategy, r);
   $('#live-rows').append(makeRow(strategy));
@@ -442,9 +477,13 @@ const handlers = {
     at(r, ev);
     for (const m of p.sales ?? []) {
       if (!r.sales.has(m.sku)) r.sales.set(m.sku, []);
-      r.sales.get(m.sku).push({ at: at(r, m), replica: m.replica, fence: m.fence ?? 0 });
+      const t = at(r, m);
+      r.sales.get(m.sku).push({ at: t, replica: m.replica, fence: m.fence ?? 0 });
+      if (!(r.lastSale >= t)) r.lastSale = t;
       if (!r.skus.includes(m.sku)) r.skus.push(m.sku);
     }
+    if (p.remaining <= 0 && !Number.isFinite(r.soldOut)) r.soldOut = Number.isFinite(r.lastSale) ? r.lastSale : parseTime(ev.at);
+    if (p.final) r.attackEnd = parseTime(ev.at);
     if (!r.result) {
       if (p.final) setPhase(r, 'checking', 'reading back, checking');
       else if (r.phase !== 'running') setPhase(r, 'running', 'attacking');
@@ -470,7 +509,7 @@ const handlers = {
     const r = withRun(ev);
     log(`fault on ${ev.strategy || 'the run'}: ${ev.text}`, 'fault', ev.at);
     if (!r) return;
-    r.faults.push({ at: at(r, ev), replica: ev.replica, text: ev.text });
+    r.faults.push({ at: at(r, ev), until: parseTime(ev.until), fault: ev.fault, replica: ev.replica, shape: ev.shape, note: ev.text });
     S.dirty.add(r.strategy);
   },
   'run-end'(ev) {
@@ -479,6 +518,10 @@ const handlers = {
     r.result = ev.result;
     renderResult(r);
     S.dirty.add(r.strategy);
+  },
+  strike(d) {
+    S.strike = d ?? {};
+    renderStrike();
   },
   done(d) { renderDone(d); },
 };
@@ -509,7 +552,10 @@ function connect() {
 async function refreshState() {
   try {
     const r = await api('GET', '/api/state');
-    if (r.ok) setRunning(!!r.data.running);
+    if (r.ok) {
+      S.strike = r.data.strike ?? {};
+      setRunning(!!r.data.running);
+    }
   } catch { /* the event stream retries */ }
 }
 
@@ -525,13 +571,15 @@ function schedule() {
   });
 }
 
-// flush draws every timeline with news now.
+// flush draws every timeline with news now, but for one being brushed:
+// it is drawn when the brush is let go.
 function flush() {
-  for (const name of S.dirty) {
+  for (const name of [...S.dirty]) {
     const r = S.runs.get(name);
+    if (r && S.brushing === r) continue;
     if (r) drawRun(r);
+    S.dirty.delete(name);
   }
-  S.dirty.clear();
 }
 
 function ensureTimeline(r) {
@@ -542,9 +590,17 @@ function ensureTimeline(r) {
   const note = info && !info.lock
     ? 'no lock: only sales (and faults) to draw'
     : info ? `${info.lock} lock: a diamond is a grant with its fencing token` : '';
+  const zoom = el('div', { class: 'zoom', role: 'group', 'aria-label': 'time range of ' + r.strategy + "'s timeline" },
+    el('span', { class: 'range', 'aria-live': 'polite' }),
+    ...[['in', 'Zoom in'], ['out', 'Zoom out'], ['earlier', '◀ Earlier'], ['later', 'Later ▶'], ['all', 'Whole run']]
+      .map(([act, text]) => el('button', { type: 'button', 'data-zoom': act, text })));
+  zoom.addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-zoom]');
+    if (b) zoomRun(r, b.dataset.zoom);
+  });
   sec = el('section', { id, class: 'run-timeline', 'data-strategy': r.strategy, 'aria-label': 'timeline of ' + r.strategy },
     el('h3', {}, el('span', { class: 'name', text: r.strategy }), ' ', el('span', { class: 'hint', text: note })),
-    el('div', { class: 'skus' }));
+    zoom, el('div', { class: 'skus' }));
   // Keep the timelines in the order of the rows.
   const order = [...S.runs.keys()];
   const after = [...$('#timeline').children].find((c) => order.indexOf(c.dataset.strategy) > order.indexOf(r.strategy));
@@ -552,12 +608,60 @@ function ensureTimeline(r) {
   return sec;
 }
 
-const W = 1000; // the SVG's user units across
+// Layout of a timeline, in the SVG's user units (CSS pixels at 1000 wide).
+const W = 1000;
 const LEFT = 76;
 const RIGHT = 16;
-const TOP = 30;
-const LANE = 46;
-const BOTTOM = 28;
+const PW = W - LEFT - RIGHT; // the plot's width
+const MARK = 34; // a lane's strip of marks: sales, grants, refused writes
+const BOTTOM = 30; // the time axis
+const GAP = 6; // between two labels side by side
+const COL = 4; // sales are counted per column this wide
+const GCOL = 12; // grants closer than this in a lane are drawn as one band
+// Rows of token labels a lane may take: few over the whole run, more once
+// zoomed in, so that a second of grants at 100 req/s has all its tokens.
+const MAX_ROWS = 2;
+const MAX_ROWS_ZOOMED = 8;
+const MIN_VIEW = 0.05; // the narrowest time range, in seconds
+
+// span is the run's length on its timeline, in seconds.
+function span(r) {
+  return Math.max(S.duration + 0.5, rel(r, r.last) + 0.25, 1);
+}
+
+// viewOf is the time range the run's timeline shows: the whole run, or
+// the range zoomed into.
+function viewOf(r) {
+  return r.view ?? [0, span(r)];
+}
+
+function zoomRun(r, act) {
+  const [a, b] = viewOf(r);
+  const w = b - a;
+  const mid = (a + b) / 2;
+  const whole = span(r);
+  let next = [a, b];
+  if (act === 'in') next = [mid - w / 4, mid + w / 4];
+  if (act === 'out') next = [mid - w, mid + w];
+  if (act === 'earlier') next = [a - w / 2, b - w / 2];
+  if (act === 'later') next = [a + w / 2, b + w / 2];
+  setView(r, act === 'all' ? null : next, whole);
+}
+
+// setView zooms the run's timelines into [from, to] seconds, kept within
+// the run; null or the whole run shows it all.
+function setView(r, v, whole = span(r)) {
+  if (v) {
+    let [a, b] = v[0] <= v[1] ? v : [v[1], v[0]];
+    const w = Math.min(Math.max(b - a, MIN_VIEW), whole);
+    a = Math.min(Math.max(a, 0), whole - w);
+    b = a + w;
+    v = b - a >= whole - 1e-9 ? null : [a, b];
+  }
+  r.view = v;
+  S.dirty.add(r.strategy);
+  flush();
+}
 
 function drawRun(r) {
   const sec = ensureTimeline(r);
@@ -574,119 +678,315 @@ function drawRun(r) {
     const old = fig.querySelector('svg');
     const next = drawSKU(r, r.skus.length ? sku : null);
     if (old) old.replaceWith(next); else fig.append(next);
+    const hidden = Number(next.dataset.hidden);
+    fig.querySelector('figcaption').textContent = (r.skus.length ? 'SKU ' + sku : sku) +
+      (hidden ? ` · ${hidden} fencing tokens do not fit as labels here: drag across the part to read, or hover a grant` : '');
   }
+  const [a, b] = viewOf(r);
+  sec.querySelector('.range').textContent = r.view
+    ? `showing ${secs(a, b - a)} to ${secs(b, b - a)} of ${secs(span(r), span(r))}: drag across a timeline to zoom`
+    : 'the whole run: drag across a timeline to zoom into a time range';
+  sec.dataset.zoomed = r.view ? 'true' : 'false';
+}
+
+// secs writes a time in seconds with the decimals a range this wide needs.
+function secs(t, width) {
+  const d = width >= 5 ? 1 : width >= 0.5 ? 2 : 3;
+  return (+t.toFixed(d)) + ' s';
+}
+
+// measure returns the width, height and ascent of text drawn with the
+// timeline's class cls, in user units, measured once in a hidden SVG.
+const measured = new Map();
+let meter = null;
+function measure(text, cls) {
+  const key = cls + '\n' + text;
+  let m = measured.get(key);
+  if (m) return m;
+  if (!meter) {
+    meter = svg('svg', { class: 'tl meter', 'aria-hidden': 'true' });
+    meter.append(svg('text', { x: 0, y: 0 }));
+    document.body.append(meter);
+  }
+  const t = meter.firstChild;
+  t.setAttribute('class', cls);
+  t.textContent = text;
+  const bb = t.getBBox();
+  m = { w: bb.width, h: bb.height, asc: -bb.y };
+  measured.set(key, m);
+  return m;
+}
+
+// rowsFor puts labels, each {x0, x1} sorted by x0, into rows in which
+// none overlaps another, each in the first row with room (for intervals,
+// the fewest rows), at most max rows: it returns the labels that found a
+// row, with their row set, and the number of rows.
+function rowsFor(labels, max) {
+  const ends = [];
+  const placed = [];
+  for (const l of labels) {
+    let row = ends.findIndex((end) => end + GAP <= l.x0);
+    if (row < 0 && ends.length < max) row = ends.push(0) - 1;
+    if (row < 0) continue;
+    ends[row] = l.x1;
+    l.row = row;
+    placed.push(l);
+  }
+  return { placed, rows: ends.length };
+}
+
+// placed keeps a label of width w near x within the plot.
+function within(x, w) {
+  return Math.min(Math.max(x, LEFT), W - RIGHT - w);
 }
 
 function drawSKU(r, sku) {
   const lanes = r.replicas.length ? r.replicas : S.replicas.length ? S.replicas : ['a', 'b'];
-  const H = TOP + LANE * lanes.length + BOTTOM;
-  const span = Math.max(S.duration + 0.5, rel(r, r.last) + 0.25, 1);
-  const x = (ms) => LEFT + (Math.min(span, Math.max(0, rel(r, ms))) / span) * (W - LEFT - RIGHT);
-  const xs = (t) => LEFT + (t / span) * (W - LEFT - RIGHT);
-  const laneY = (id) => {
-    const i = lanes.indexOf(id);
-    return TOP + LANE * (i < 0 ? lanes.length - 1 : i);
-  };
-  const root = svg('svg', {
-    viewBox: `0 0 ${W} ${H}`, class: 'tl', role: 'img',
-    'aria-label': `lock timeline of ${r.strategy}${sku ? ', sku ' + sku : ''}: ${lanes.length} replica lanes`,
-  });
+  const [v0, v1] = viewOf(r);
+  const xs = (t) => LEFT + ((t - v0) / (v1 - v0)) * PW;
+  const inView = (t) => t >= v0 && t <= v1;
+  const laneOf = (id) => Math.max(0, lanes.indexOf(id) < 0 ? lanes.length - 1 : lanes.indexOf(id));
 
-  // Lanes.
-  lanes.forEach((id, i) => {
-    const y = TOP + LANE * i;
-    root.append(svg('rect', { x: LEFT, y, width: W - LEFT - RIGHT, height: LANE, class: i % 2 ? 'lane odd' : 'lane' }));
-    root.append(svg('text', { x: LEFT - 20, y: y + LANE / 2 + 7, class: 'lane-label', 'text-anchor': 'end', fill: replicaColor(id) }, id));
-  });
-
-  // Time axis.
-  const step = span <= 5 ? 0.5 : span <= 12 ? 1 : span <= 30 ? 2 : span <= 90 ? 10 : 30;
-  const axisY = TOP + LANE * lanes.length;
-  for (let t = 0; t <= span + 1e-9; t += step) {
-    root.append(svg('line', { x1: xs(t), x2: xs(t), y1: TOP, y2: axisY + 5, class: 'grid' }));
-    root.append(svg('text', { x: xs(t), y: axisY + 22, class: 'axis', 'text-anchor': 'middle' }, (Math.round(t * 10) / 10) + 's'));
-  }
-
-  // Sales: a tick in the seller's lane.
-  const sales = sku ? r.sales.get(sku) ?? [] : [];
-  const g = svg('g', { class: 'sales' });
-  for (const s of sales) {
-    const y = laneY(s.replica);
-    const line = svg('line', {
-      x1: x(s.at), x2: x(s.at), y1: y + 8, y2: y + LANE - 8, class: 'sale', stroke: replicaColor(s.replica),
-      'data-replica': s.replica,
-    });
-    g.append(line);
-  }
-  root.append(g);
-
-  // Grants: a diamond with the fencing token; a handoff joins the lanes.
-  // Grants are sent as their sales are answered: draw them in time order.
-  const grants = (sku ? r.grants.get(sku) ?? [] : []).toSorted((p, q) => p.at - q.at);
+  // Grants in time order, with the handoff each one is.
+  const grants = (sku ? r.grants.get(sku) ?? [] : []).toSorted((p, q) => p.at - q.at)
+    .map((g, i, all) => ({ ...g, t: rel(r, g.at), from: i > 0 && all[i - 1].replica !== g.replica ? all[i - 1] : null }));
+  const shown = grants.filter((g) => inView(g.t));
   // Redis and MongoDB tokens can be long numbers: the labels show their
   // last digits (the tooltip has the whole token), enough to see them grow.
   const long = grants.some((gr) => String(gr.fence).length > 6);
   const tokenLabel = (f) => (long ? '…' + String(f).slice(-4) : '#' + f);
-  const lastLabel = new Map();
-  let prev = null;
-  for (const gr of grants) {
-    const y = laneY(gr.replica);
-    const gx = x(gr.at);
-    if (prev && prev.replica !== gr.replica) {
-      const h = svg('line', {
-        x1: gx, x2: gx, y1: laneY(prev.replica) + LANE / 2, y2: y + LANE / 2, class: 'handoff',
-        'data-from': prev.replica, 'data-to': gr.replica,
-      });
-      h.append(title(`handoff: ${prev.replica} → ${gr.replica} (token ${prev.fence} → ${gr.fence})`));
-      root.append(h);
+
+  // Token labels: one per grant in view, in rows above its lane's marks,
+  // as many as fit in the rows a lane may take.
+  const tokenH = measure('#0123456789…', 'fence');
+  const ROW = Math.ceil(tokenH.h) + 2;
+  const labels = lanes.map((id) => {
+    const ls = shown.filter((g) => laneOf(g.replica) === laneOf(id)).map((g) => {
+      const text = tokenLabel(g.fence);
+      const w = measure(text, 'fence').w;
+      const x0 = within(xs(g.t) - w / 2, w);
+      return { g, text, x0, x1: x0 + w };
+    }).sort((p, q) => p.x0 - q.x0);
+    const { placed, rows } = rowsFor(ls, r.view ? MAX_ROWS_ZOOMED : MAX_ROWS);
+    return { list: placed, rows: Math.max(rows, 1), hidden: ls.length - placed.length };
+  });
+  const hidden = labels.reduce((n, l) => n + l.hidden, 0);
+
+  // Faults: a span across the lanes, labelled in rows above them.
+  const faults = r.faults.map((f) => {
+    const t0 = rel(r, f.at);
+    // No end: it lasted to the end of the attack (so far, while it runs).
+    const t1 = rel(r, Number.isFinite(f.until) ? f.until : Number.isFinite(r.attackEnd) ? r.attackEnd : r.last);
+    const idle = Number.isFinite(r.soldOut) && !(r.lastSale >= f.at);
+    const label = [f.fault || 'fault', f.replica, f.shape].filter(Boolean).join(' ') + (idle ? ' · struck no sale' : '');
+    return { ...f, t0, t1: Math.max(t0, t1), idle, label };
+  }).filter((f) => f.t1 >= v0 && f.t0 <= v1);
+  const faultH = measure('fault', 'fault-label');
+  const FROW = Math.ceil(faultH.h) + 2;
+  const flabels = faults.map((f) => {
+    const w = measure(f.label, 'fault-label').w;
+    const x0 = within(xs(Math.max(f.t0, v0)), w);
+    return { f, x0, x1: x0 + w };
+  }).sort((p, q) => p.x0 - q.x0);
+  const frows = Math.max(1, rowsFor(flabels, flabels.length).rows);
+
+  // Vertical layout: the fault rows, then each lane (its token rows, then
+  // its marks), then the axis.
+  const TOP = 6 + FROW * frows;
+  const laneTop = [];
+  let y = TOP;
+  for (const l of labels) {
+    laneTop.push(y);
+    y += l.rows * ROW + MARK;
+  }
+  const axisY = y;
+  const H = axisY + BOTTOM;
+  const markY = (i) => laneTop[i] + labels[i].rows * ROW; // top of lane i's marks
+  const midY = (i) => markY(i) + MARK / 2;
+
+  const root = svg('svg', {
+    viewBox: `0 0 ${W} ${H}`, class: 'tl', role: 'img',
+    'aria-label': `lock timeline of ${r.strategy}${sku ? ', sku ' + sku : ''}: ${lanes.length} replica lanes, ${secs(v0, v1 - v0)} to ${secs(v1, v1 - v0)}`,
+    'data-from': v0, 'data-to': v1,
+  });
+
+  // Lanes.
+  lanes.forEach((id, i) => {
+    const h = labels[i].rows * ROW + MARK;
+    root.append(svg('rect', { x: LEFT, y: laneTop[i], width: PW, height: h, class: i % 2 ? 'lane odd' : 'lane' }));
+    root.append(svg('text', { x: LEFT - 20, y: laneTop[i] + h / 2 + 7, class: 'lane-label', 'text-anchor': 'end', fill: replicaColor(id) }, id));
+  });
+
+  // Time axis: about ten ticks whatever the range.
+  const w = v1 - v0;
+  const step = [0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120].find((s) => w / s <= 10) ?? 300;
+  const dec = step >= 1 ? 0 : step >= 0.1 && step !== 0.25 ? 1 : 2;
+  for (let k = Math.ceil(v0 / step - 1e-9); k * step <= v1 + 1e-9; k++) {
+    const t = k * step;
+    root.append(svg('line', { x1: xs(t), x2: xs(t), y1: TOP, y2: axisY + 5, class: 'grid' }));
+    root.append(svg('text', { x: xs(t), y: axisY + 22, class: 'axis', 'text-anchor': 'middle' }, (+t.toFixed(dec)) + 's'));
+  }
+
+  // Fault spans, under the marks.
+  for (const fl of flabels) {
+    const f = fl.f;
+    const a = xs(Math.max(f.t0, v0));
+    const b = xs(Math.min(f.t1, v1));
+    const m = svg('g', { class: 'fault' + (f.idle ? ' idle' : ''), 'data-fault': f.fault ?? '', 'data-replica': f.replica ?? '' });
+    m.append(svg('rect', { x: a, y: TOP, width: Math.max(b - a, 2), height: axisY - TOP, class: 'span' }));
+    if (f.replica && lanes.includes(f.replica)) {
+      const i = laneOf(f.replica);
+      m.append(svg('rect', { x: a, y: markY(i), width: Math.max(b - a, 2), height: MARK, class: 'victim' }));
     }
-    const mark = svg('g', { class: 'grant', 'data-replica': gr.replica, 'data-fence': gr.fence });
-    const cy = y + LANE / 2;
-    mark.append(svg('path', { d: `M${gx} ${cy - 8} L${gx + 8} ${cy} L${gx} ${cy + 8} L${gx - 8} ${cy} Z`, fill: replicaColor(gr.replica) }));
-    mark.append(title(`lock granted to ${gr.replica}, fencing token ${gr.fence}`));
-    const label = tokenLabel(gr.fence);
-    if (gx >= (lastLabel.get(gr.replica) ?? -1e9)) {
-      mark.append(svg('text', { x: gx + 10, y: cy - 9, class: 'fence' }, label));
-      lastLabel.set(gr.replica, gx + 10 + 9 * label.length + 8);
+    if (inView(f.t0)) m.append(svg('line', { x1: a, x2: a, y1: 6 + FROW * fl.row + FROW / 2, y2: axisY, class: 'start' }));
+    m.append(svg('text', { x: fl.x0, y: 6 + FROW * fl.row + faultH.asc + 1, class: 'fault-label' }, f.label));
+    m.append(title(`${f.label}: ${f.note ?? ''}` +
+      (Number.isFinite(f.until) ? '' : '; it lasted to the end of the attack') +
+      (f.idle ? '; the stock had sold out before it struck, and no sale came after it' : '')));
+    root.append(m);
+  }
+
+  // Sales: counted per column of each lane; a column with one sale is a
+  // tick, with more a band as dark as it is busy.
+  const sales = (sku ? r.sales.get(sku) ?? [] : []).map((s) => ({ ...s, t: rel(r, s.at) })).filter((s) => inView(s.t));
+  const cols = new Map();
+  for (const s of sales) {
+    const key = laneOf(s.replica) + ':' + Math.floor((xs(s.t) - LEFT) / COL);
+    const c = cols.get(key) ?? { lane: laneOf(s.replica), col: Math.floor((xs(s.t) - LEFT) / COL), n: 0, first: s, last: s };
+    c.n++;
+    c.last = s;
+    cols.set(key, c);
+  }
+  const busiest = Math.max(1, ...[...cols.values()].map((c) => c.n));
+  const g = svg('g', { class: 'sales' });
+  for (const c of cols.values()) {
+    const id = lanes[c.lane];
+    const top = markY(c.lane) + 4;
+    let mark;
+    if (c.n === 1) {
+      const x = xs(c.first.t);
+      mark = svg('line', { x1: x, x2: x, y1: top, y2: top + MARK - 8, class: 'sale', stroke: replicaColor(id), 'data-replica': id });
+      mark.append(title(`sale by ${id} at ${secs(c.first.t, w)}`));
+    } else {
+      mark = svg('rect', {
+        x: LEFT + c.col * COL, y: top, width: COL, height: MARK - 8, class: 'sale band', fill: replicaColor(id),
+        'fill-opacity': (0.3 + 0.7 * c.n / busiest).toFixed(2), 'data-replica': id, 'data-n': c.n,
+      });
+      mark.append(title(`${c.n} sales by ${id}, ${secs(c.first.t, w)} to ${secs(c.last.t, w)}: zoom in to tell them apart`));
+    }
+    g.append(mark);
+  }
+  root.append(g);
+
+  // Handoffs: a dashed line between the lanes, one per column (every
+  // handoff stays visible; the tooltip counts them).
+  const hcols = new Map();
+  for (const gr of shown) {
+    if (!gr.from) continue;
+    const col = Math.floor((xs(gr.t) - LEFT) / COL);
+    const h = hcols.get(col) ?? { x: xs(gr.t), lo: Infinity, hi: -Infinity, list: [] };
+    for (const id of [gr.from.replica, gr.replica]) {
+      h.lo = Math.min(h.lo, laneOf(id));
+      h.hi = Math.max(h.hi, laneOf(id));
+    }
+    h.list.push(gr);
+    hcols.set(col, h);
+  }
+  for (const h of hcols.values()) {
+    const first = h.list[0];
+    const line = svg('line', { x1: h.x, x2: h.x, y1: midY(h.lo), y2: midY(h.hi), class: 'handoff',
+      'data-from': first.from.replica, 'data-to': first.replica, 'data-n': h.list.length });
+    line.append(title(h.list.map((gr) => `handoff: ${gr.from.replica} → ${gr.replica} (token ${gr.from.fence} → ${gr.fence})`).join('\n')));
+    root.append(line);
+  }
+
+  // Grants: a diamond each, or, where they crowd, one band per lane and
+  // column with their tokens in its tooltip.
+  const groups = [];
+  for (const gr of shown) {
+    const lane = laneOf(gr.replica);
+    const x = xs(gr.t);
+    const last = groups.findLast((p) => p.lane === lane);
+    if (last && x - last.x0 < GCOL) { last.list.push(gr); last.x1 = x; } else groups.push({ lane, x0: x, x1: x, list: [gr] });
+  }
+  for (const gp of groups) {
+    const id = lanes[gp.lane];
+    const cy = midY(gp.lane);
+    const first = gp.list[0];
+    const lastG = gp.list[gp.list.length - 1];
+    let mark;
+    if (gp.list.length === 1) {
+      mark = svg('g', { class: 'grant', 'data-replica': id, 'data-fence': first.fence, 'data-at': first.t.toFixed(3) });
+      mark.append(svg('path', { d: `M${gp.x0} ${cy - 8} L${gp.x0 + 8} ${cy} L${gp.x0} ${cy + 8} L${gp.x0 - 8} ${cy} Z`, fill: replicaColor(id) }));
+      mark.append(title(`lock granted to ${id} at ${secs(first.t, w)}, fencing token ${first.fence}`));
+    } else {
+      mark = svg('g', { class: 'grant many', 'data-replica': id, 'data-n': gp.list.length });
+      mark.append(svg('rect', { x: gp.x0 - 6, y: cy - 6, width: gp.x1 - gp.x0 + 12, height: 12, rx: 3, fill: replicaColor(id) }));
+      mark.append(title(`${gp.list.length} grants to ${id}, ${secs(first.t, w)} to ${secs(lastG.t, w)}: tokens ${gp.list.map((x) => x.fence).join(', ')}`));
     }
     root.append(mark);
-    prev = gr;
   }
-
-  // Refused writes: a red cross in the refused replica's lane.
-  for (const f of r.refused) {
-    const y = laneY(f.replica) + LANE - 10;
-    const fx = x(f.at);
-    const m = svg('g', { class: 'refused', 'data-replica': f.replica ?? '' });
-    m.append(svg('path', { d: `M${fx - 6} ${y - 6} L${fx + 6} ${y + 6} M${fx - 6} ${y + 6} L${fx + 6} ${y - 6}` }));
-    m.append(title(`write refused on ${f.replica || 'a replica'}: ${f.text}`));
-    root.append(m);
-  }
-
-  // Faults: a vertical line across every lane, labelled on top.
-  for (const f of r.faults) {
-    const fx = x(f.at);
-    const m = svg('g', { class: 'fault', 'data-replica': f.replica ?? '' });
-    m.append(svg('line', { x1: fx, x2: fx, y1: TOP - 4, y2: axisY }));
-    if (f.replica && lanes.includes(f.replica)) {
-      m.append(svg('circle', { cx: fx, cy: laneY(f.replica) + LANE / 2, r: 10 }));
+  labels.forEach((l, i) => {
+    for (const lb of l.list) {
+      // Row 0 is the nearest to the marks.
+      const t = svg('text', { x: lb.x0, y: markY(i) - ROW * (lb.row + 1) + tokenH.asc + 1, class: 'fence', 'data-fence': lb.g.fence }, lb.text);
+      t.append(title(`fencing token ${lb.g.fence}, granted to ${lanes[i]} at ${secs(lb.g.t, w)}`));
+      root.append(t);
     }
-    const label = faultLabel(f.text) + (f.replica ? ' ' + f.replica : '');
-    const anchor = fx > W - 200 ? 'end' : 'start';
-    m.append(svg('text', { x: anchor === 'end' ? fx - 6 : fx + 6, y: TOP - 10, 'text-anchor': anchor }, label));
-    m.append(title('fault: ' + f.text));
+  });
+
+  // Refused writes: a red cross each in the refused replica's lane.
+  for (const f of r.refused) {
+    const t = rel(r, f.at);
+    if (!inView(t)) continue;
+    const cy = markY(laneOf(f.replica)) + MARK - 9;
+    const fx = xs(t);
+    const m = svg('g', { class: 'refused', 'data-replica': f.replica ?? '' });
+    m.append(svg('path', { d: `M${fx - 6} ${cy - 6} L${fx + 6} ${cy + 6} M${fx - 6} ${cy + 6} L${fx + 6} ${cy - 6}` }));
+    m.append(title(`write refused on ${f.replica || 'a replica'} at ${secs(t, w)}: ${f.text}`));
     root.append(m);
   }
+
+  brush(root, r, TOP, axisY);
+  root.dataset.hidden = hidden;
   return root;
 }
 
-function faultLabel(text) {
-  const t = String(text ?? '').toLowerCase();
-  if (t.includes('kill')) return FAULT_SHORT.crash;
-  if (t.includes('sigstop') || t.includes('pause')) return FAULT_SHORT.pause;
-  if (t.includes('redis')) return FAULT_SHORT['redis-restart'];
-  if (t.includes('mongo') || t.includes('ferret')) return FAULT_SHORT['mongo-restart'];
-  return 'fault';
+// brush lets a drag across a timeline zoom into the time range dragged.
+function brush(root, r, top, bottom) {
+  const toUnits = (e) => ((e.clientX - root.getBoundingClientRect().left) / root.getBoundingClientRect().width) * W;
+  const band = svg('rect', { class: 'brush', y: top, height: bottom - top, width: 0, x: 0 });
+  let from = null;
+  root.addEventListener('pointerdown', (e) => {
+    if (e.button !== 0) return;
+    from = Math.min(Math.max(toUnits(e), LEFT), W - RIGHT);
+    S.brushing = r;
+    root.setPointerCapture?.(e.pointerId);
+    band.setAttribute('x', from);
+    band.setAttribute('width', 0);
+    root.append(band);
+    e.preventDefault();
+  });
+  root.addEventListener('pointermove', (e) => {
+    if (from === null) return;
+    const to = Math.min(Math.max(toUnits(e), LEFT), W - RIGHT);
+    band.setAttribute('x', Math.min(from, to));
+    band.setAttribute('width', Math.abs(to - from));
+  });
+  const end = (e, apply) => {
+    if (from === null) return;
+    const to = Math.min(Math.max(toUnits(e), LEFT), W - RIGHT);
+    const a = from;
+    from = null;
+    S.brushing = null;
+    band.remove();
+    const [v0, v1] = viewOf(r);
+    const t = (x) => v0 + ((x - LEFT) / PW) * (v1 - v0);
+    if (apply && Math.abs(to - a) >= 4) setView(r, [t(a), t(to)]);
+    else { S.dirty.add(r.strategy); flush(); }
+  };
+  root.addEventListener('pointerup', (e) => end(e, true));
+  root.addEventListener('pointercancel', (e) => end(e, false));
 }
 
 // ---- the end -------------------------------------------------------------
@@ -745,6 +1045,7 @@ async function init() {
     const d = parseDuration(r.data.defaults?.duration ?? '');
     if (d > 0) S.duration = d;
     buildForm(r.data);
+    S.strike = r.data.strike ?? {};
     setRunning(!!r.data.running);
     // The last race's end comes with its replay on the event stream, after
     // its timelines: drawing it from here could show the end before them.

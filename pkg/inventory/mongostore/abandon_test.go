@@ -94,12 +94,22 @@ func TestAbandonedKeyCannotSellTwice(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					rec, err := b.RecoverKeys(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if rec.Abandoned != 1 {
-						t.Fatalf("B's recovery: %+v, want the paused attempt abandoned", rec)
+					// AbandonAfter is counted by the store's clock,
+					// estimated conservatively (a few round trips late):
+					// B's recovery gives the attempt up once it sees it
+					// that old.
+					for try := 1; ; try++ {
+						rec, err := b.RecoverKeys(ctx)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if rec.Abandoned == 1 {
+							break
+						}
+						if rec.Abandoned != 0 || try == 100 {
+							t.Fatalf("B's recovery %d: %+v, want the paused attempt abandoned", try, rec)
+						}
+						time.Sleep(20 * time.Millisecond)
 					}
 					close(h.release)
 					r1 := <-first
@@ -211,7 +221,10 @@ func TestOwnAttemptSettlesAtOnce(t *testing.T) {
 	s := replicaStore(t, base, StoreOptions{Replica: "self", AbandonAfter: time.Hour})
 	ctx := t.Context()
 	mustPut(t, s, "own", 3)
-	rec := s.newKeyRecord(inventory.Request{SKU: "own", Qty: 1, Key: "K"}, "fp")
+	rec, err := s.newKeyRecord(ctx, inventory.Request{SKU: "own", Qty: 1, Key: "K"}, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.attempts.InsertOne(ctx, attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At, Instance: s.instance}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@
 // An item is one document in the items collection:
 //
 //	{_id: sku, stock: NumberLong, version: NumberLong, fences: {<strategy>: NumberLong},
-//	 pending: {<order id>: order}}
+//	 pending: {<order id>: order}, restocks: {<key hash>: {qty, seq}}}
 //
 // version counts every write to stock, by every writer. Every stock write
 // of a safe strategy is conditional on the version it read (the optimistic
@@ -28,6 +28,12 @@
 //
 // The idempotency collection holds one reservation per sku and
 // Idempotency-Key ([Store.DecrementOnce]).
+//
+// restocks remembers the keys of the item's last [inventory.RestockKeys]
+// relative stock changes ([Store.Restock]), recorded by the update that
+// changes the stock, so that a restock sent again applies once. An
+// absolute set ([Store.Put]) is not idempotent under concurrent sales: a
+// second set erases the sales made since the first.
 //
 // # The strategies
 //

@@ -144,7 +144,11 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 			return out.sale, true, nil
 		case out.aborted:
 			// Given up: no sale can come of it. Take the key over.
-			next, ok, err := s.takeOver(ctx, rec, s.newKeyRecord(req, fp))
+			fresh, err := s.newKeyRecord(ctx, req, fp)
+			if err != nil {
+				return inventory.Sale{}, false, err
+			}
+			next, ok, err := s.takeOver(ctx, rec, fresh)
 			if err != nil {
 				return inventory.Sale{}, false, err
 			}
@@ -170,12 +174,19 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 }
 
 // newKeyRecord returns a fresh reservation of req's key, with a new order
-// id, stamped now.
-func (s *Store) newKeyRecord(req inventory.Request, fp string) keyRecord {
+// id, stamped now by the store's clock, never this replica's: the stamp is
+// an upper estimate of the store's clock (see storeTime), which expiry
+// compares with a lower one, so a key is never forgotten before the
+// retention has passed on the store's clock.
+func (s *Store) newKeyRecord(ctx context.Context, req inventory.Request, fp string) (keyRecord, error) {
+	at, err := s.storeTime(ctx, true)
+	if err != nil {
+		return keyRecord{}, unreachable("stamp idempotency key of", req.SKU, err)
+	}
 	return keyRecord{
 		ID: req.SKU + "/" + req.Key, SKU: req.SKU, Key: req.Key, Request: fp,
-		OrderID: newOrderID(), At: time.Now().UTC().Truncate(time.Millisecond),
-	}
+		OrderID: newOrderID(), At: at,
+	}, nil
 }
 
 // reserve inserts the reservation of req's key, or reads the one that is
@@ -185,12 +196,15 @@ func (s *Store) newKeyRecord(req inventory.Request, fp string) keyRecord {
 // until the caller removes it.
 func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
 	for {
-		rec := s.newKeyRecord(req, fp)
+		rec, err := s.newKeyRecord(ctx, req, fp)
+		if err != nil {
+			return keyRecord{}, false, err
+		}
 		if err := s.beginAttempt(ctx, rec); err != nil {
 			return keyRecord{}, false, err
 		}
 		cctx, cancel := s.commitContext(ctx)
-		_, err := s.keys.InsertOne(cctx, rec)
+		_, err = s.keys.InsertOne(cctx, rec)
 		cancel()
 		if err == nil {
 			return rec, true, nil
@@ -215,7 +229,11 @@ func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (
 		if !cur.free() {
 			return cur, false, nil
 		}
-		if rec, ok, err := s.takeOver(ctx, cur, s.newKeyRecord(req, fp)); err != nil || ok {
+		fresh, err := s.newKeyRecord(ctx, req, fp)
+		if err != nil {
+			return keyRecord{}, false, err
+		}
+		if rec, ok, err := s.takeOver(ctx, cur, fresh); err != nil || ok {
 			return rec, ok, err
 		}
 	}
@@ -322,7 +340,12 @@ func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error
 		return false, nil
 	case err != nil:
 		return false, unreachable("read idempotency attempt", rec.SKU, err)
-	case !s.overdue(a, time.Now()):
+	}
+	now, err := s.storeTime(ctx, false)
+	if err != nil {
+		return false, unreachable("read the clock for idempotency attempt of", rec.SKU, err)
+	}
+	if !s.overdue(a, now) {
 		return false, nil
 	}
 	sold, ended, err := s.settle(ctx, a)
@@ -436,9 +459,9 @@ const expireBatch = 100
 //     that would have settled it failed).
 //   - An attempt of a store whose heartbeat has stood still for DeadAfter,
 //     as this store saw it, is taken for dead.
-//   - Any other attempt is given up once older than AbandonAfter, by its
-//     stamp and this process's clock; a clock that is wrong makes that
-//     happen sooner or later, never unsafely.
+//   - Any other attempt is given up once older than AbandonAfter: its
+//     stamp and now are both the store's clock (see storeTime), now a
+//     lower estimate of it. Giving up is safe at any time anyway.
 func (s *Store) overdue(a attempt, now time.Time) bool {
 	switch {
 	case a.Instance == s.instance:
@@ -536,11 +559,19 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 // keys, and it deletes the heartbeats of dead stores with no attempt left.
 //
 // Where the server has no TTL index it also forgets keys older than the
-// retention: at most expireBatch a pass, from the oldest stored. Running
-// it on several replicas at once is safe.
+// retention, by the store's clock: at most expireBatch a pass, from the
+// oldest stored. Running it on several replicas at once is safe.
+//
+// A pass ends by the store's write timeout (see passContext): on a link
+// that went silent it returns an error instead of holding up the next.
 func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	var r KeyRecovery
-	now := time.Now()
+	ctx, cancel := s.passContext(ctx)
+	defer cancel()
+	now, err := s.storeTime(ctx, false)
+	if err != nil {
+		return r, err
+	}
 	cur, err := s.attempts.Find(ctx, bson.D{})
 	if err != nil {
 		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
@@ -582,7 +613,8 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	return r, errors.Join(append(errs, err)...)
 }
 
-// expireKeys forgets the keys past the retention among the first
+// expireKeys forgets the keys past the retention at now, a lower estimate
+// of the store's clock that the keys are stamped with, among the first
 // expireBatch stored (a find with no filter and a limit, which FerretDB
 // serves with a LIMIT), unless their attempt is still open. Storage order
 // is insertion order on SQLite, but not always on PostgreSQL, which reuses

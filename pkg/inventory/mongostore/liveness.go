@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,17 +18,22 @@ const DefaultDeadAfter = 5 * time.Second
 // heartbeat is one Store's sign of life, one document in the heartbeats
 // collection:
 //
-//	{_id: <instance>, replica, beat, at}
+//	{_id: <instance>, replica, beat, dead_after_ms, at, stopped}
 //
 // instance is random per Store, so a restarted replica is a new instance.
 // beat counts the Store's Heartbeat calls. Other stores judge liveness by
-// whether beat changes, timed by their own clock; at is the writer's
-// clock, kept only for people to read.
+// whether beat changes, timed by their own monotonic clock. dead_after_ms
+// is the writer's DeadAfter, which every store must share (see
+// CheckPeers). at is the store's clock at the write ($currentDate), kept
+// only for people to read. stopped says that the store has left for good
+// (see Leave): it is dead at once.
 type heartbeat struct {
-	Instance string    `bson:"_id"`
-	Replica  string    `bson:"replica"`
-	Beat     int64     `bson:"beat"`
-	At       time.Time `bson:"at"`
+	Instance  string    `bson:"_id"`
+	Replica   string    `bson:"replica"`
+	Beat      int64     `bson:"beat"`
+	DeadAfter int64     `bson:"dead_after_ms,omitempty"`
+	At        time.Time `bson:"at"`
+	Stopped   bool      `bson:"stopped,omitempty"`
 }
 
 // liveness is what one store has seen of the others' heartbeats.
@@ -37,43 +43,54 @@ type heartbeat struct {
 // readings, not on the time now. A store whose own readings stalled (a
 // long recovery pass, a slow store, a pause) has seen nothing stand still
 // since, and takes nobody for dead until it reads the heartbeats again.
+//
+// The server reads the heartbeats at some moment between the sending of
+// the find and the arrival of its answer, so each reading is stamped at
+// both ends, by this process's monotonic clock: a beat is known to have
+// stood still from the answer of the first reading that saw it to the
+// sending of the latest one. A pause on either side of the read (GC, CPU
+// starvation, SIGSTOP) can only shorten that span, never lengthen it.
 type liveness struct {
 	mu   sync.Mutex
 	seen map[string]*beatSeen // by instance
-	last time.Time            // this store's latest reading
+	last time.Time            // when this store's latest reading was sent
 }
 
 type beatSeen struct {
-	beat  int64
-	since time.Time // when this store first read beat, by its own clock
-	told  bool      // observe has counted this instance as dead
+	beat    int64
+	since   time.Time // when the answer of the first reading of beat came
+	stopped bool      // the instance has left (see Store.Leave)
+	told    bool      // observe has counted this instance as dead
 }
 
-// observe records the heartbeats read at now, forgets the instances whose
-// document is gone, and returns how many instances other than self it
-// finds dead for the first time.
+// observe records the heartbeats of a reading sent at sent whose answer
+// came at received, forgets the instances whose document is gone, and
+// returns how many instances other than self it finds dead for the first
+// time.
 //
 // At the first observation, the other instances of this store's own
 // replica name are dead at once: they are this replica before a restart
 // (replica names are unique, one process each), and nothing of theirs is
-// in flight any more.
-func (l *liveness) observe(now time.Time, hbs []heartbeat, deadAfter time.Duration, self heartbeat) int {
+// in flight any more. So is an instance that has left (Store.Leave).
+func (l *liveness) observe(sent, received time.Time, hbs []heartbeat, deadAfter time.Duration, self heartbeat) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	first := l.seen == nil
 	if first {
 		l.seen = map[string]*beatSeen{}
 	}
-	l.last = now
+	if sent.After(l.last) {
+		l.last = sent
+	}
 	present := make(map[string]bool, len(hbs))
 	for _, hb := range hbs {
 		present[hb.Instance] = true
-		if b := l.seen[hb.Instance]; b == nil || b.beat != hb.Beat {
-			since := now
-			if first && hb.Replica == self.Replica && hb.Instance != self.Instance {
-				since = now.Add(-deadAfter)
+		if b := l.seen[hb.Instance]; b == nil || b.beat != hb.Beat || b.stopped != hb.Stopped {
+			since := received
+			if hb.Instance != self.Instance && (hb.Stopped || first && hb.Replica == self.Replica) {
+				since = l.last.Add(-deadAfter)
 			}
-			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: since}
+			l.seen[hb.Instance] = &beatSeen{beat: hb.Beat, since: since, stopped: hb.Stopped}
 		}
 	}
 	died := 0
@@ -122,8 +139,12 @@ func (l *liveness) deadBeats(deadAfter time.Duration, self string) map[string]in
 // Heartbeat tells the other stores on the database that this one is alive,
 // and reads their heartbeats. It returns how many stores it has just found
 // dead: their heartbeat has stood still for DeadAfter, timed by this
-// process's clock. Their idempotency attempts may then be given up at once
-// (RecoverKeys does), instead of after AbandonAfter.
+// process's monotonic clock between its own readings (see liveness).
+// Their idempotency attempts may then be given up at once (RecoverKeys
+// does), instead of after AbandonAfter. A call ends by half of DeadAfter
+// (at least a second): on a link that went silent it fails in time for
+// the next call to beat on a fresh connection before the others take this
+// store for dead.
 //
 // Call it every DeadAfter/5 or so while the store serves DecrementOnce: a
 // store that stops calling it is taken for dead, and its keyed requests in
@@ -133,25 +154,123 @@ func (l *liveness) deadBeats(deadAfter time.Duration, self string) map[string]in
 // name for dead at once: a restarted replica settles what its previous
 // process left in flight without waiting DeadAfter. So two processes must
 // not share a replica name, or the start of one fails the other's keyed
-// requests in flight (safely: a retry sells).
+// requests in flight (safely: a retry sells); CheckPeers refuses it.
 func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, max(s.deadAfter/2, time.Second))
+	defer cancel()
 	_, err = s.beats.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.instance}},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "beat", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: "replica", Value: s.replica}, {Key: "at", Value: time.Now().UTC()}}},
+			{Key: "$set", Value: bson.D{{Key: "replica", Value: s.replica}, {Key: "dead_after_ms", Value: s.deadAfter.Milliseconds()}}},
+			{Key: "$currentDate", Value: bson.D{{Key: "at", Value: true}}},
 		}, options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return 0, fmt.Errorf("inventory: heartbeat of %s: %w", s.replica, err)
 	}
-	cur, err := s.beats.Find(ctx, bson.D{})
+	hbs, sent, received, err := s.readBeats(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("inventory: read heartbeats: %w", err)
+		return 0, err
 	}
-	var hbs []heartbeat
-	if err := cur.All(ctx, &hbs); err != nil {
-		return 0, fmt.Errorf("inventory: read heartbeats: %w", err)
+	return s.live.observe(sent, received, hbs, s.deadAfter, heartbeat{Instance: s.instance, Replica: s.replica}), nil
+}
+
+// readBeats reads every heartbeat, and this process's clock just before
+// the find was sent and just after its answer came back.
+func (s *Store) readBeats(ctx context.Context) (hbs []heartbeat, sent, received time.Time, err error) {
+	sent = s.now()
+	cur, err := s.beats.Find(ctx, bson.D{})
+	if err == nil {
+		err = cur.All(ctx, &hbs)
 	}
-	return s.live.observe(time.Now(), hbs, s.deadAfter, heartbeat{Instance: s.instance, Replica: s.replica}), nil
+	if err != nil {
+		return nil, sent, received, fmt.Errorf("inventory: read heartbeats: %w", err)
+	}
+	if s.afterBeatRead != nil {
+		s.afterBeatRead()
+	}
+	return hbs, sent, s.now(), nil
+}
+
+// Errors of CheckPeers.
+var (
+	// ErrReplicaInUse: a live process beats under this store's replica
+	// name. Two processes with one name would take each other's in-flight
+	// keyed requests for those of a dead predecessor and fail them.
+	ErrReplicaInUse = errors.New("inventory: replica name in use by a live process")
+	// ErrDeadAfterDiffers: a live store beats with another DeadAfter.
+	// Stores that differ take each other for dead (a short DeadAfter
+	// against a long beat interval) and fail each other's keyed requests.
+	ErrDeadAfterDiffers = errors.New("inventory: heartbeat timeout differs from the live replicas'")
+)
+
+// CheckPeers refuses to let this store join stores it would harm: it
+// returns ErrReplicaInUse if a live store beats under this store's replica
+// name, and ErrDeadAfterDiffers if a live store beats with another
+// DeadAfter. Call it once at start-up, before the first Heartbeat.
+//
+// A store is live if its beat advances while this one watches. Only the
+// heartbeats that would conflict are watched, for two of their beat
+// intervals (two fifths of their DeadAfter): a replica restarted after
+// its predecessor was killed waits that long (2 s at the default
+// DeadAfter) before it starts; with no conflicting heartbeat, or a
+// predecessor that stopped cleanly (Leave), there is no wait. A predecessor that is paused, not dead, is not seen beating and
+// does not stop the start: its keyed requests are fenced out as a dead
+// replica's are. Two processes that start with one name at the same
+// moment are not caught.
+func (s *Store) CheckPeers(ctx context.Context) error {
+	hbs, _, _, err := s.readBeats(ctx)
+	if err != nil {
+		return err
+	}
+	watch := map[string]heartbeat{}
+	window := time.Duration(0)
+	for _, hb := range hbs {
+		if hb.Instance == s.instance || hb.Stopped || (hb.Replica != s.replica && (hb.DeadAfter == 0 || hb.DeadAfter == s.deadAfter.Milliseconds())) {
+			continue
+		}
+		watch[hb.Instance] = hb
+		window = max(window, 2*time.Duration(hb.DeadAfter)*time.Millisecond/5, 2*s.deadAfter/5)
+	}
+	if len(watch) == 0 {
+		return nil
+	}
+	if err := pause(ctx, window); err != nil {
+		return err
+	}
+	now, _, _, err := s.readBeats(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, hb := range now {
+		was, ok := watch[hb.Instance]
+		if !ok || hb.Beat == was.Beat {
+			continue
+		}
+		if hb.Replica == s.replica {
+			errs = append(errs, fmt.Errorf("%w: replica %q beat %d times in %v; give each process a name of its own",
+				ErrReplicaInUse, s.replica, hb.Beat-was.Beat, window))
+		} else {
+			errs = append(errs, fmt.Errorf("%w: replica %q uses %v, this one %v; give every replica the same",
+				ErrDeadAfterDiffers, hb.Replica, time.Duration(hb.DeadAfter)*time.Millisecond, s.deadAfter))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leave tells the other stores that this one has stopped for good: they
+// take it for dead at once, and settle its idempotency attempts that are
+// left (those whose outcome was unknown) without waiting DeadAfter, and a
+// successor of its replica name starts without watching its heartbeat
+// (see CheckPeers). Call it last, once no request runs on the store and
+// Heartbeat is no longer called.
+func (s *Store) Leave(ctx context.Context) error {
+	_, err := s.beats.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.instance}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "stopped", Value: true}}}})
+	if err != nil {
+		return fmt.Errorf("inventory: mark heartbeat of %s stopped: %w", s.replica, err)
+	}
+	return nil
 }
 
 // forgetDead deletes the heartbeats of dead instances that have no

@@ -210,8 +210,11 @@ func (s *Store) order(ctx context.Context, sku, id string) (inventory.Order, err
 // grace only spares the duplicate work of recording orders whose replica is
 // about to record them itself. It returns the number of orders this call
 // put in the ledger: an order that the seller or another replica recorded
-// first has its pending entry cleared but is not counted.
+// first has its pending entry cleared but is not counted. A pass ends by
+// the store's write timeout (see passContext).
 func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, error) {
+	ctx, cancel := s.passContext(ctx)
+	defer cancel()
 	cur, err := s.items.Find(ctx, bson.D{{Key: "pending", Value: bson.D{
 		{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}},
 	}}})

@@ -22,7 +22,7 @@ import (
 
 // replicaStore returns a second Store on s's database, as another replica
 // would have, with opts applied.
-func replicaStore(t *testing.T, s *Store, opts StoreOptions) *Store {
+func replicaStore(t testing.TB, s *Store, opts StoreOptions) *Store {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
@@ -248,6 +248,7 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			idle(st)
 			it := mustGet(t, a, sku)
 			taken := stock - it.Stock
 			if len(it.Pending) == 0 {

@@ -51,7 +51,8 @@ type StoreOptions struct {
 	WriteTimeout time.Duration
 
 	// KeyRetention is how long an idempotency key is remembered after its
-	// decrement began (see DecrementOnce). Default DefaultKeyRetention.
+	// decrement began (see DecrementOnce), by the store's clock (see
+	// storeTime). Default DefaultKeyRetention.
 	KeyRetention time.Duration
 
 	// AbandonAfter is how old an idempotency attempt of a replica that
@@ -64,9 +65,10 @@ type StoreOptions struct {
 	AbandonAfter time.Duration
 
 	// DeadAfter is how long another store's heartbeat must stand still,
-	// timed by this process's clock, before this store takes that store
-	// for dead and gives up its idempotency attempts at once (see
-	// Store.Heartbeat). Default DefaultDeadAfter.
+	// timed by this process's monotonic clock, before this store takes
+	// that store for dead and gives up its idempotency attempts at once
+	// (see Store.Heartbeat). Every store on a database must use the same
+	// (see Store.CheckPeers). Default DefaultDeadAfter.
 	DeadAfter time.Duration
 
 	// AfterTake, when set, runs right after a stock write that took stock
@@ -101,6 +103,16 @@ type Store struct {
 	inFlight  inFlight
 	afterTake func(inventory.Order)
 	logger    *slog.Logger
+	// now is this process's clock. Only the monotonic part of its
+	// readings is used for a safety decision (elapsed time); tests shift
+	// its wall part to play a replica whose clock is wrong.
+	now func() time.Time
+	// clock estimates the store's clock (see storeTime).
+	clock storeClock
+	// afterBeatRead, when set, runs in Heartbeat right after the
+	// heartbeats are read: a test's stand-in for a pause (GC, CPU
+	// starvation, SIGSTOP) before the reading is judged.
+	afterBeatRead func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -152,6 +164,7 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		instance:        newOrderID(),
 		afterTake:       opts.AfterTake,
 		logger:          opts.Logger,
+		now:             time.Now,
 	}, nil
 }
 
@@ -215,6 +228,11 @@ const (
 // administrative reset. A decrement in flight that read the item before
 // the reset cannot write over it: every stock write of a safe strategy is
 // conditional on the version it read (ErrStale).
+//
+// Put is not idempotent under concurrent sales: sent twice with a sale in
+// between, the second erases the sale. A Put whose answer was lost is
+// ErrOutcomeUnknown, and must not be sent again blindly; Restock is the
+// stock change that is safe to retry.
 func (s *Store) Put(ctx context.Context, sku string, stock int64) (inventory.Item, error) {
 	return s.put(ctx, sku, stock, nil)
 }
@@ -259,9 +277,11 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 		return inventory.Item{}, fmt.Errorf("%w: put %q at version %d (version now %d)", inventory.ErrStale, sku, *version, cur.Version)
 	}
 	if err != nil {
-		// A PUT sets an absolute stock: retrying one whose outcome is
-		// unknown is safe, so a passing error is "unavailable".
-		return inventory.Item{}, unreachable("put", sku, err)
+		// Sent and unanswered, the stock may have been set: that is not
+		// "unavailable, nothing changed". Setting it again is not safe
+		// either, because a sale may have come in between, which a second
+		// set would erase: the caller must read the item to find out.
+		return inventory.Item{}, unknownOutcome("put", sku, err)
 	}
 	return it, nil
 }
@@ -342,6 +362,25 @@ func unknownOutcome(op, sku string, err error) error {
 // commitContext returns the context of a write that must run to completion
 // once sent: it keeps ctx's values but not its cancellation, and is bounded
 // by the store's write timeout instead (see StoreOptions.WriteTimeout).
+// Within a recovery pass (see passContext) it is ctx itself: every write
+// of a pass is retried by the next one, so the pass's deadline bounds its
+// writes too.
 func (s *Store) commitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Value(passKey{}) != nil {
+		return context.WithCancel(ctx)
+	}
 	return context.WithTimeout(context.WithoutCancel(ctx), s.writeTimeout)
+}
+
+// passKey marks the context of a recovery pass.
+type passKey struct{}
+
+// passContext returns the context of one recovery pass (RecoverPending,
+// RecoverKeys): it ends by the store's write timeout, so that a link that
+// went silent (packets dropped, no reset) fails the pass instead of
+// holding up the next one for as long as the kernel keeps the connection.
+// Everything a pass does is safe to cut off and do again.
+func (s *Store) passContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
+	return context.WithValue(ctx, passKey{}, true), cancel
 }

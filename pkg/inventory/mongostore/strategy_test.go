@@ -28,7 +28,7 @@ func strategies(t *testing.T, s *Store) []inventory.Strategy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []inventory.Strategy{NewUnsafe(s, 0), local, fenced, NewOptimistic(s, 0, 0), NewAtomic(s)}
+	return []inventory.Strategy{NewUnsafe(s, 0), local, fenced, NewOptimistic(s, 0, 0), NewAtomic(s), NewBatched(s, 0)}
 }
 
 func localLocker(t *testing.T, opts ...lock.Option) *lock.Locker {

@@ -346,11 +346,29 @@ func TestStoreFaultAnswers(t *testing.T) {
 	p.armed.Store(true)
 	want(t, "a stock write without an answer", <-unknown, http.StatusInternalServerError, "outcome_unknown")
 
-	p.find.Store(true)
-	want(t, "a read whose connection drops", ask(h, http.MethodGet, "/v1/items/cut", ""), http.StatusServiceUnavailable, "store_unavailable")
 	if n := stockOf(t, h, "cut"); n != 4 && n != 5 {
 		t.Fatalf("stock %d; want 5, or 4 if the unanswered write landed", n)
 	}
+
+	// A PUT whose write got no answer may have set the stock: not 503
+	// store_unavailable ("nothing changed") but 500 outcome_unknown.
+	p.armed.Store(true)
+	want(t, "a PUT without an answer", ask(h, http.MethodPut, "/v1/items/cut", `{"stock":5}`), http.StatusInternalServerError, "outcome_unknown")
+	// A restock likewise; sent again with its key, it applies once.
+	before := stockOf(t, h, "cut")
+	p.armed.Store(true)
+	want(t, "a restock without an answer", ask(h, http.MethodPost, "/v1/items/cut/restock", `{"qty":10}`, "Idempotency-Key", "rk"),
+		http.StatusInternalServerError, "outcome_unknown")
+	landed := stockOf(t, h, "cut")
+	for range 2 {
+		want(t, "the restock again, with its key", ask(h, http.MethodPost, "/v1/items/cut/restock", `{"qty":10}`, "Idempotency-Key", "rk"), http.StatusOK, "")
+	}
+	if n := stockOf(t, h, "cut"); n != before+10 || (landed != before && landed != before+10) {
+		t.Fatalf("stock %d before, %d after the unanswered restock, %d after two retries; want the 10 units added once", before, landed, n)
+	}
+
+	p.find.Store(true)
+	want(t, "a read whose connection drops", ask(h, http.MethodGet, "/v1/items/cut", ""), http.StatusServiceUnavailable, "store_unavailable")
 
 	// MongoDB gone: the driver's server selection runs out (1 s here),
 	// which is the store's unavailability, not the request's timeout.

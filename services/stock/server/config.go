@@ -64,6 +64,9 @@ type Config struct {
 	// afterTake is mongostore.StoreOptions.AfterTake, for tests that stop a
 	// request between its stock write and its ledger write.
 	afterTake func(inventory.Order)
+	// beforeKeysPass, if set, runs before each pass that settles
+	// idempotency keys, for tests that hold a pass.
+	beforeKeysPass func()
 	// wrapHandler, if set, wraps the API's and the internal listener's
 	// handlers: the tests check every request and answer against the
 	// OpenAPI document with it.
@@ -122,7 +125,7 @@ func (c *Config) settings() []setting {
 		{"redis-password", "REDIS_PASSWORD", "Redis password (AUTH); prefer the variable to the flag, which other users can see in the process list", (*stringValue)(&c.RedisPassword)},
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
 		{"redlock-addrs", "REDLOCK_ADDRS", "comma-separated host:port of the independent redis-servers (no replication between them, an odd number of at least 3, for example 5) of the redlock strategy; empty: redlock answers 503 strategy_unavailable", (*listValue)(&c.RedlockAddrs)},
-		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners", (*stringValue)(&c.Replica)},
+		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners; one process per name: a replica refuses to start while a heartbeat of its name still advances", (*stringValue)(&c.Replica)},
 		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
 		{"lock-wait", "LOCK_WAIT", "how long a decrement waits for its lock before 503 lock_unavailable", (*durationValue)(&c.LockWait)},
 		{"lock-skew", "LOCK_SKEW", "mongo-lease: clock-skew allowance, how far past its expiresAt (by this replica's clock) a lease must be before this replica takes it over; must cover the largest clock difference between replicas", (*durationValue)(&c.LockSkew)},
@@ -140,7 +143,7 @@ func (c *Config) settings() []setting {
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
 		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
 		{"recovery-grace", "RECOVERY_GRACE", "how old a pending order must be before recovery records it (younger ones are left to the replica that sold them)", (*durationValue)(&c.RecoveryGrace)},
-		{"heartbeat-timeout", "HEARTBEAT_TIMEOUT", "how long another replica's heartbeat (sent every fifth of this) must stand still before this replica takes it for dead and gives up its Idempotency-Key requests in flight, so that their retries can sell; giving up is fenced, so a replica that was only paused cannot sell them too", (*durationValue)(&c.DeadAfter)},
+		{"heartbeat-timeout", "HEARTBEAT_TIMEOUT", "how long another replica's heartbeat (sent every fifth of this) must stand still before this replica takes it for dead and gives up its Idempotency-Key requests in flight, so that their retries can sell; giving up is fenced, so a replica that was only paused cannot sell them too; every replica must use the same, and one refuses to start beside live replicas that use another", (*durationValue)(&c.DeadAfter)},
 		{"idempotency-retention", "IDEMPOTENCY_RETENTION", "how long an Idempotency-Key is remembered, at least 24h", (*durationValue)(&c.KeyRetention)},
 		{"log-format", "LOG_FORMAT", "log format: json or text", (*stringValue)(&c.LogFormat)},
 		{"log-level", "LOG_LEVEL", "log level: debug, info, warn or error", (*stringValue)(&c.LogLevel)},

@@ -29,6 +29,7 @@ const (
 	codeNotFound            = "not_found"
 	codeMethodNotAllowed    = "method_not_allowed"
 	codeSoldOut             = "sold_out"
+	codeInsufficientStock   = "insufficient_stock"
 	codeLockUnavailable     = "lock_unavailable"
 	codeLeaseLost           = "lease_lost"
 	codeFenced              = "fenced"

@@ -14,3 +14,7 @@ func SetAfterTake(c *Config, f func(inventory.Order)) { c.afterTake = f }
 // SetHandlerWrapper sets a wrapper of the replica's handlers, for the
 // contract check of every request and answer.
 func SetHandlerWrapper(c *Config, f func(http.Handler) http.Handler) { c.wrapHandler = f }
+
+// SetBeforeKeysPass sets a hook that runs before each pass that settles
+// idempotency keys, for tests that hold such a pass.
+func SetBeforeKeysPass(c *Config, f func()) { c.beforeKeysPass = f }

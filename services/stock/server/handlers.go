@@ -119,6 +119,11 @@ func storeError(err error, sku string) error {
 		e := newError(http.StatusPreconditionFailed, codeVersionMismatch, "the item's version is not the one in If-Match: read it again; nothing was changed")
 		e.SKU = sku
 		return e
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
+		e := newError(http.StatusInternalServerError, codeOutcomeUnknown,
+			"the stock write got no answer: it may or may not have been applied. Do not send a PUT again blindly (a sale since would be overwritten): read the item; a restock may be sent again with the same Idempotency-Key")
+		e.SKU, e.cause = sku, err
+		return e
 	}
 	e, _ := decrementError(err) // timeouts and internal errors alike
 	return e
@@ -158,6 +163,68 @@ func (s *Server) putItem(c echo.Context) error {
 	if err != nil {
 		return storeError(err, sku)
 	}
+	return s.itemAnswer(c, it)
+}
+
+// restock changes an item's stock by a number of units, once per
+// Idempotency-Key: POST /v1/items/:sku/restock {"qty": n}, n from
+// -MaxRestockQty to MaxRestockQty and not 0. Unlike a PUT it is safe to
+// send again after a lost answer: the key makes a retry change nothing,
+// and it commutes with the sales made in between.
+func (s *Server) restock(c echo.Context) error {
+	sku, aerr := sku(c)
+	if aerr != nil {
+		return aerr
+	}
+	key, aerr := idempotencyKey(c)
+	if aerr != nil {
+		return aerr
+	}
+	if key == "" {
+		return newError(http.StatusBadRequest, codeInvalidKey,
+			"a restock needs an Idempotency-Key (one per intended change, a UUID is a good choice): with it, a retry after a lost answer cannot apply it twice")
+	}
+	fields, aerr := decodeObject(c, "qty")
+	if aerr != nil {
+		return aerr
+	}
+	qty, aerr := integerField(fields, "qty", codeInvalidQty)
+	if aerr != nil {
+		return aerr
+	}
+	if qty == 0 || qty < -inventory.MaxRestockQty || qty > inventory.MaxRestockQty {
+		return newError(http.StatusBadRequest, codeInvalidQty,
+			fmt.Sprintf(`"qty" must be from -%d to %d, and not 0, got %d`, inventory.MaxRestockQty, inventory.MaxRestockQty, qty))
+	}
+	it, replayed, err := s.store.Restock(c.Request().Context(), sku, key, qty)
+	var ie *inventory.InsufficientError
+	switch {
+	case errors.As(err, &ie):
+		e := newError(http.StatusConflict, codeInsufficientStock, "the restock would take the stock below zero; nothing was changed")
+		e.SKU, e.Stock, e.Qty = sku, &ie.Stock, &ie.Qty
+		return e
+	case errors.Is(err, inventory.ErrKeyReused):
+		e := newError(http.StatusUnprocessableEntity, codeKeyReused, "this Idempotency-Key was used for a restock with another qty; nothing was changed")
+		e.SKU = sku
+		return e
+	case errors.Is(err, inventory.ErrInvalid):
+		return newError(http.StatusBadRequest, codeInvalidQty, err.Error())
+	case errors.Is(err, inventory.ErrConflict):
+		return unavailable(codeConflict, "the item kept changing between the restock's read and its write; nothing was changed", err)
+	case err != nil:
+		return storeError(err, sku)
+	}
+	if replayed {
+		c.Response().Header().Set(headerReplayed, "true")
+	}
+	return s.itemAnswer(c, it)
+}
+
+// itemAnswer answers 200 with it and its ETag.
+func (s *Server) itemAnswer(c echo.Context, it inventory.Item) error {
+	if it.Fences == nil {
+		it.Fences = map[string]int64{}
+	}
 	c.Response().Header().Set("ETag", etag(it.Version))
 	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
 }
@@ -172,11 +239,7 @@ func (s *Server) getItem(c echo.Context) error {
 	if err != nil {
 		return storeError(err, sku)
 	}
-	if it.Fences == nil {
-		it.Fences = map[string]int64{}
-	}
-	c.Response().Header().Set("ETag", etag(it.Version))
-	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
+	return s.itemAnswer(c, it)
 }
 
 // strategyNotOffered answers a request for a strategy the service has but

@@ -2,8 +2,11 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,21 +83,139 @@ func TestDeadReplicaRequestSettles(t *testing.T) {
 	if s.replayed || s.Replica != reps[0].name {
 		t.Fatalf("retry: %+v; want a new sale by %s", s, reps[0].name)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	waitSettled(t, attempts, "the heartbeat loop did not settle them")
+	left, orders := ledger(t, client, reps[0], "ghost")
+	if left != 4 || len(orders) != 1 {
+		t.Fatalf("stock %d, orders %d: want 4 and 1", left, len(orders))
+	}
+}
+
+// TestBeatNeverWaitsForSettling: a replica that settles a dead replica's
+// attempts keeps beating meanwhile, however long settling takes (held
+// here), so that the others never take it for dead and fail its own keyed
+// requests.
+func TestBeatNeverWaitsForSettling(t *testing.T) {
+	var armed atomic.Bool
+	var once sync.Once
+	held, release := make(chan struct{}), make(chan struct{})
+	var db string
+	reps := startReplicas(t, 1, func(c *server.Config) {
+		c.RecoveryEvery, c.DeadAfter = time.Hour, time.Second
+		db = c.DB
+		server.SetBeforeKeysPass(c, func() {
+			if armed.Load() {
+				once.Do(func() {
+					close(held)
+					<-release
+				})
+			}
+		})
+	})
+	var released sync.Once
+	unhold := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(unhold) // before the replica's Shutdown, which waits for the pass
+
+	mc, err := mongo.Connect(options.Client().ApplyURI(mongoURI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mc.Disconnect(context.Background()) })
+	client := &http.Client{Timeout: time.Minute}
+	t.Cleanup(client.CloseIdleConnections)
+	put(t, client, reps[0], "held", 5)
+	dead, err := mongostore.NewStore(mc.Database(db), mongostore.StoreOptions{Replica: "dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.Heartbeat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = dead.DecrementOnce(context.Background(), killed{mongostore.NewAtomic(dead)}, inventory.Request{SKU: "held", Qty: 1, Key: "K"}, "atomic")
+	}()
+	<-done
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no keys pass began within 30s of the dead replica's last beat")
+	}
+
+	beats := mc.Database(db).Collection(mongostore.HeartbeatsCollection)
+	beatOf := func() int64 {
+		var hb struct {
+			Beat int64 `bson:"beat"`
+		}
+		if err := beats.FindOne(t.Context(), bson.D{{Key: "replica", Value: reps[0].name}}).Decode(&hb); err != nil {
+			t.Fatal(err)
+		}
+		return hb.Beat
+	}
+	from := beatOf()
+	for deadline := time.Now().Add(20 * time.Second); beatOf() < from+3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's beat stood at %d for 20s while a keys pass was held", reps[0].name, beatOf())
+		}
+	}
+	unhold()
+	waitSettled(t, mc.Database(db).Collection(mongostore.AttemptsCollection), "the released pass did not settle them")
+}
+
+// waitSettled waits until no idempotency attempt is open, at most 30 s.
+func waitSettled(t *testing.T, attempts *mongo.Collection, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		n, err := attempts.CountDocuments(t.Context(), bson.D{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts of the dead replica still open after 30s: the heartbeat loop did not settle them", n)
+			t.Fatalf("%d attempts of the dead replica still open after 30s: %s", n, why)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	left, orders := ledger(t, client, reps[0], "ghost")
-	if left != 4 || len(orders) != 1 {
-		t.Fatalf("stock %d, orders %d: want 4 and 1", left, len(orders))
+}
+
+// TestStartRefusesConflicts: a replica does not start beside a live one
+// with its name, nor beside live ones with another heartbeat timeout; it
+// starts once its namesake has stopped beating.
+func TestStartRefusesConflicts(t *testing.T) {
+	var cfg server.Config
+	startReplicas(t, 1, func(c *server.Config) {
+		c.DeadAfter = time.Second
+		cfg = *c
+	})
+	logger := server.NewLogger(t.Output(), cfg)
+
+	if _, err := server.New(t.Context(), cfg, logger); !errors.Is(err, mongostore.ErrReplicaInUse) {
+		t.Errorf("second process as %s: %v, want mongostore.ErrReplicaInUse", cfg.Replica, err)
+	} else {
+		t.Log(err)
 	}
+	other := cfg
+	other.Replica, other.DeadAfter = "replica-z", 2*time.Second
+	if _, err := server.New(t.Context(), other, logger); !errors.Is(err, mongostore.ErrDeadAfterDiffers) {
+		t.Errorf("replica with --heartbeat-timeout %v beside %v: %v, want mongostore.ErrDeadAfterDiffers", other.DeadAfter, cfg.DeadAfter, err)
+	} else {
+		t.Log(err)
+	}
+
+	// A replica that stopped beating (killed, or shut down) does not
+	// stop its successor of the same name.
+	gone := cfg
+	gone.Replica = "replica-gone"
+	first, err := server.New(t.Context(), gone, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newServer(t, gone)
 }

@@ -12,24 +12,46 @@ import (
 // whose replica died between its stock write and its ledger write, and
 // settles idempotency keys (see mongostore.Store.RecoverPending and
 // RecoverKeys). Every replica runs it; running it on several at once is
-// safe. Beside it, in a goroutine of its own so that a slow recovery pass
-// never silences it, the replica beats every fifth of DeadAfter (see
-// mongostore.Store.Heartbeat), and settles the keys at once when a beat
-// finds another replica dead, so that a retry of a dead replica's request
-// sells within DeadAfter and a beat, not a recovery interval later.
+// safe. Beside it, in a goroutine of its own so that neither recovery nor
+// anything else ever delays it, the replica beats every fifth of
+// DeadAfter (see mongostore.Store.Heartbeat). When a beat finds another
+// replica dead it only asks for a keys pass, which a third goroutine runs
+// (one at a time; requests that come while one runs make one more pass),
+// so that a retry of a dead replica's request sells within DeadAfter and
+// a beat, not a recovery interval later, and a replica busy settling a
+// dead peer's thousands of attempts keeps beating and is not itself taken
+// for dead.
 func (s *Server) startRecovery(ctx context.Context) {
 	ctx, s.stopRecovery = context.WithCancel(context.WithoutCancel(ctx))
 	s.recovered = make(chan struct{})
+	settle := make(chan struct{}, 1)
+	askSettle := func() {
+		select {
+		case settle <- struct{}{}:
+		default: // a pass is already asked for
+		}
+	}
 	var loops sync.WaitGroup
 	loops.Go(func() {
 		t := time.NewTicker(s.cfg.RecoveryEvery)
 		defer t.Stop()
 		for {
-			s.runRecovery(ctx)
+			s.recoverPending(ctx)
+			askSettle()
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			}
+		}
+	})
+	loops.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-settle:
+				s.recoverKeys(ctx)
 			}
 		}
 	})
@@ -42,7 +64,7 @@ func (s *Server) startRecovery(ctx context.Context) {
 				return
 			case <-t.C:
 				if s.beat(ctx) {
-					s.recoverKeys(ctx)
+					askSettle()
 				}
 			}
 		}
@@ -66,7 +88,7 @@ func (s *Server) beat(ctx context.Context) bool {
 	return died > 0
 }
 
-func (s *Server) runRecovery(ctx context.Context) {
+func (s *Server) recoverPending(ctx context.Context) {
 	n, err := s.store.RecoverPending(ctx, s.cfg.RecoveryGrace)
 	s.metrics.recovered.Add(float64(n))
 	if err != nil && ctx.Err() == nil {
@@ -77,10 +99,12 @@ func (s *Server) runRecovery(ctx context.Context) {
 			s.logger.Warn("recovery of redis-stock's sales taken in Redis failed; retrying at the next interval", slog.Any("error", err))
 		}
 	}
-	s.recoverKeys(ctx)
 }
 
 func (s *Server) recoverKeys(ctx context.Context) {
+	if s.cfg.beforeKeysPass != nil {
+		s.cfg.beforeKeysPass()
+	}
 	keys, err := s.store.RecoverKeys(ctx)
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("recovery of idempotency keys failed; retrying at the next interval", slog.Any("error", err))

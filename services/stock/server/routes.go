@@ -29,6 +29,7 @@ func (s *Server) routes() (api, internal *echo.Echo) {
 		{http.MethodPut, "/v1/items/:sku", s.trackWrite(s.admin(s.putItem)), nil, false},
 		{http.MethodGet, "/v1/items/:sku", s.getItem, nil, false},
 		{http.MethodPost, "/v1/items/:sku/decrement", s.trackWrite(s.decrement), nil, false},
+		{http.MethodPost, "/v1/items/:sku/restock", s.trackWrite(s.admin(s.restock)), nil, false},
 		{http.MethodGet, "/v1/items/:sku/orders", s.orders, []string{"since", "limit", "after"}, false},
 		{http.MethodGet, "/openapi.json", s.openapi, nil, false},
 		{http.MethodGet, "/healthz", s.healthz, nil, true},

@@ -71,7 +71,11 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("same key, other body: %+v, want 422 idempotency_key_reused", other)
 	}
 	// A replica started later, on the same database, still knows the key.
-	restarted := newServer(t, cfgs[0])
+	// (Under a name of its own: replica-a still beats, and a second
+	// process with its name would be refused.)
+	late := cfgs[0]
+	late.Replica = "replica-late"
+	restarted := newServer(t, late)
 	rec, body := call(t, restarted.Handler(), http.MethodPost, "/v1/items/idem/decrement", jsonCT, `{"qty":2,"strategy":"atomic"}`, "Idempotency-Key", "order-42")
 	if rec.Code != 200 || body["order_id"] != first.OrderID || rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry after a restart: %d %v", rec.Code, body)

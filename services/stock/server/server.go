@@ -156,6 +156,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err := s.store.EnsureIndexes(pctx); err != nil {
 		return nil, err
 	}
+	// Refuse to join a fleet this replica would harm: a live process
+	// with its name, or live replicas with another heartbeat timeout.
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout+cfg.DeadAfter)
+	defer cancel()
+	if err := s.store.CheckPeers(cctx); err != nil {
+		return nil, fmt.Errorf("server: check --replica / REPLICA_ID and --heartbeat-timeout / HEARTBEAT_TIMEOUT: %w", err)
+	}
 	// Beat once before serving: an attempt of this replica is then never
 	// of an instance the others have not seen.
 	if _, err := s.store.Heartbeat(pctx); err != nil {
@@ -372,11 +379,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("server: stop HTTP: %w", err))
 		}
 	}
-	if err := s.waitWrites(); err != nil {
-		errs = append(errs, err)
+	writing := s.waitWrites()
+	if writing != nil {
+		errs = append(errs, writing)
 	}
 	s.stopRecovery()
 	<-s.recovered
+	if writing == nil {
+		// Nothing of this replica is in flight: the others may settle
+		// what it left at once, and a successor of its name need not
+		// watch its heartbeat.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		if err := s.store.Leave(lctx); err != nil {
+			s.logger.Warn("could not mark this replica's heartbeat stopped: the others take it for dead after --heartbeat-timeout, and a restart waits two fifths of it", slog.Any("error", err))
+		}
+		cancel()
+	}
 	for _, l := range s.locked {
 		if n := l.Held(); n > 0 {
 			s.logger.Warn("releasing leases of unfinished requests", slog.String("strategy", l.Name()), slog.Int("leases", n))

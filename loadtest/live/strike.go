@@ -1,0 +1,146 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/harness"
+)
+
+// target follows which strategy the page's fault buttons strike: the one
+// whose attack runs with stock left. A fault asked for while none does
+// waits for the next one that does, so that it never lands on a strategy
+// that has nothing left to sell.
+type target struct {
+	left     []string // the race's strategies whose run has not started
+	current  string   // the strategy whose run is under way, "" before the first
+	attacked bool     // its attack has reported progress
+	selling  bool     // its attack runs and the stock is not sold out
+	pending  string   // a fault waiting for the next strategy that sells
+}
+
+// Strike is what a fault button would strike now, as the page shows it.
+type Strike struct {
+	// Strategy is the strategy a fault asked for now strikes: the one
+	// selling, or the next one to; "" when none is left.
+	Strategy string `json:"strategy,omitempty"`
+	Now      bool   `json:"now"`               // Strategy is selling: a fault strikes at once
+	After    string `json:"after,omitempty"`   // the strategy that sold out, when Strategy is the next one
+	Pending  string `json:"pending,omitempty"` // a fault waiting for Strategy to sell
+}
+
+// newTarget starts following a race of strategies, in the order they run.
+func newTarget(strategies []string) target {
+	return target{left: slices.Clone(strategies)}
+}
+
+// observe follows ev and returns whether what a fault strikes changed.
+func (t *target) observe(ev harness.Event) bool {
+	before := t.strike()
+	switch ev.Type {
+	case harness.EventRunStart:
+		if i := slices.Index(t.left, ev.Strategy); i >= 0 {
+			t.left = t.left[i+1:]
+		}
+		t.current, t.attacked, t.selling = ev.Strategy, false, false
+	case harness.EventProgress:
+		if ev.Strategy == t.current && ev.Progress != nil {
+			t.attacked = true
+			t.selling = !ev.Progress.Final && ev.Progress.Remaining > 0
+		}
+	case harness.EventRunEnd:
+		if ev.Strategy == t.current {
+			t.selling = false
+		}
+	}
+	return t.strike() != before
+}
+
+// strike says what a fault asked for now strikes.
+func (t *target) strike() Strike {
+	s := Strike{Pending: t.pending}
+	switch {
+	case t.selling:
+		s.Strategy, s.Now = t.current, true
+	case t.current != "" && !t.attacked:
+		s.Strategy = t.current
+	case len(t.left) > 0:
+		s.Strategy = t.left[0]
+		s.After = t.current
+	default:
+		s.After = t.current
+	}
+	return s
+}
+
+// Errors of ask.
+var (
+	errNothingLeft = errors.New("nothing left to strike")
+	errWaiting     = errors.New("a fault already waits")
+)
+
+// ask queues fault for the next strategy that sells; the caller strikes
+// at once when a strategy is selling.
+func (t *target) ask(fault string) (Strike, error) {
+	s := t.strike()
+	switch {
+	case s.Strategy == "":
+		return s, fmt.Errorf("%w: %s has sold out and no strategy follows", errNothingLeft, s.After)
+	case t.pending != "":
+		return s, fmt.Errorf("%w for %s: %s", errWaiting, s.Strategy, t.pending)
+	}
+	t.pending = fault
+	s.Pending = fault
+	return s, nil
+}
+
+// due hands over the waiting fault if a strategy now sells, and forgets
+// it: the caller strikes it, and gives it back with wait if it could not.
+func (t *target) due() string {
+	if !t.selling || t.pending == "" {
+		return ""
+	}
+	f := t.pending
+	t.pending = ""
+	return f
+}
+
+// follow is the harness's sink: it publishes ev, follows what the fault
+// buttons strike and strikes a waiting fault once a strategy sells.
+func (s *Server) follow(ev harness.Event) {
+	s.hub.publish(ev)
+	s.mu.Lock()
+	h := s.current
+	changed := s.target.observe(ev)
+	fault := s.target.due()
+	strike := s.target.strike()
+	s.mu.Unlock()
+	switch {
+	case fault != "" && h != nil:
+		s.strikeWaiting(h, fault, strike.Strategy)
+	case changed:
+		s.hub.publishRaw("strike", strike)
+	}
+}
+
+// strikeWaiting strikes the fault that waited for a strategy to sell.
+func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
+	err := h.Inject(fault)
+	s.mu.Lock()
+	if err != nil && s.target.pending == "" {
+		s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
+	}
+	strike := s.target.strike()
+	s.mu.Unlock()
+	if err == nil {
+		s.logf("the fault %s that waited strikes %s now", fault, strategy)
+	}
+	s.hub.publishRaw("strike", strike)
+}
+
+// logf adds a line to the page's log.
+func (s *Server) logf(format string, a ...any) {
+	s.hub.publish(harness.Event{Type: harness.EventLog, At: time.Now(), Text: fmt.Sprintf(format, a...)})
+}
