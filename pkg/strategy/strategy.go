@@ -25,6 +25,7 @@ const (
 	Redlock    = "redlock"
 	Optimistic = "optimistic"
 	Atomic     = "atomic"
+	Buckets    = "buckets"
 )
 
 // Names of the lock services a strategy can take its leases from.
@@ -81,6 +82,7 @@ var registry = []Info{
 	{Name: Redlock, Safe: true, Lock: LockRedlock, Fenced: true, Doc: "redlock.md"},
 	{Name: Optimistic, Safe: true, Doc: "optimistic-vs-atomic.md"},
 	{Name: Atomic, Safe: true, Doc: "optimistic-vs-atomic.md"},
+	{Name: Buckets, Safe: true, Doc: "buckets.md"},
 }
 
 // lockServices lists every lock service, in the order of the strategies

@@ -25,6 +25,9 @@ type Deps struct {
 	Delay       time.Duration
 	Stall       time.Duration
 	CASAttempts int
+	// Buckets is the number of documents the buckets strategy splits a
+	// sku's stock across (0: DefaultBuckets).
+	Buckets int
 	Observer    inventory.LockObserver
 	Logger      *slog.Logger
 }

@@ -50,6 +50,7 @@ type Config struct {
 	MaxQty          int64         // largest qty one decrement may ask for
 	Fencing         bool          // fence the reads and writes of the strategies whose registry entry is Fenced
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
+	Buckets         int           // documents the buckets strategy splits a sku's stock across
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight reads; decrements and PUTs are always waited for (see WriteBudget)
 	RecoveryEvery   time.Duration // how often the replica records other replicas' pending orders and settles idempotency keys
@@ -86,6 +87,7 @@ func DefaultConfig() Config {
 		MaxQty:          100,
 		Fencing:         true,
 		CASAttempts:     mongostore.DefaultCASAttempts,
+		Buckets:         mongostore.DefaultBuckets,
 		RequestTimeout:  15 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		RecoveryEvery:   5 * time.Second,
@@ -130,6 +132,7 @@ func (c *Config) settings() []setting {
 		{"max-qty", "MAX_QTY", "largest qty one decrement may ask for", (*int64Value)(&c.MaxQty)},
 		{"fencing", "FENCING", "fence the reads and writes of the lock strategies (" + strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Fenced }), ", ") + "; false only to demonstrate)", (*boolValue)(&c.Fencing)},
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
+		{"buckets", "BUCKETS", "documents the buckets strategy splits a sku's stock across when it first splits it (an item keeps its count)", (*intValue)(&c.Buckets)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
 		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
@@ -302,6 +305,9 @@ func (c Config) problems() []error {
 	}
 	if c.CASAttempts < 1 {
 		bad("cas-attempts", "CAS_ATTEMPTS", "%d: must be at least 1", c.CASAttempts)
+	}
+	if c.Buckets < 1 || c.Buckets > mongostore.MaxBuckets {
+		bad("buckets", "BUCKETS", "%d: want 1 to %d", c.Buckets, mongostore.MaxBuckets)
 	}
 	if c.RequestTimeout <= c.LockWait {
 		bad("request-timeout", "REQUEST_TIMEOUT", "%v must be longer than the lock wait (%v), or every lock wait ends as a timeout", c.RequestTimeout, c.LockWait)

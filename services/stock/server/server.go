@@ -206,7 +206,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	deps := mongostore.Deps{
 		Store: s.store, Lockers: lockers, Fencing: cfg.Fencing, LockWait: cfg.LockWait,
 		Delay: cfg.RMWDelay, Stall: cfg.WriteStall, CASAttempts: cfg.CASAttempts,
-		Observer: s.metrics, Logger: s.logger,
+		Buckets: cfg.Buckets, Observer: s.metrics, Logger: s.logger,
 	}
 	s.strategies = map[string]inventory.Strategy{}
 	for _, in := range strategy.All() {
@@ -217,10 +217,13 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
-		s.strategies[in.Name] = st
 		if l, ok := st.(*mongostore.Locked); ok {
 			s.locked = append(s.locked, l)
 		}
+		if st, err = mongostore.SplitAware(st, s.store, cfg.Buckets); err != nil {
+			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
+		}
+		s.strategies[in.Name] = st
 	}
 	return nil
 }
