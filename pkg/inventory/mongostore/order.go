@@ -164,11 +164,16 @@ func (s *Store) soldIn(ctx context.Context, doc string, o inventory.Order, remai
 	return sale
 }
 
-// record inserts o into the ledger and then clears its pending entry. It
-// is idempotent: the replica that sold and any replica recovering the
-// sale may both record it, and the ledger keeps one order.
+// record inserts o into the ledger and then clears its pending entry, in
+// the item or in whichever of its buckets holds it (see Buckets). It is
+// idempotent: the replica that sold and any replica recovering the sale
+// may both record it, and the ledger keeps one order.
 func (s *Store) record(ctx context.Context, o inventory.Order) error {
-	_, err := s.recordTimed(ctx, o, stepTimer{})
+	doc := o.SKU
+	if _, in, found, err := s.pendingInBuckets(ctx, s.items, o.SKU, o.ID); err == nil && found {
+		doc = in
+	}
+	_, err := s.recordIn(ctx, doc, o, stepTimer{})
 	return err
 }
 
