@@ -53,35 +53,13 @@ func sellEach(sts []inventory.Strategy, sku string, qty int64) ([]inventory.Sale
 	return sales, errs
 }
 
-// checkBucketBooks asserts that sku's total stock (over its buckets) went
-// down by exactly the units of sales, that the ledger holds exactly those
-// orders, and that nothing is pending.
-func checkBucketBooks(t *testing.T, s *Store, sku string, initial int64, sales []inventory.Sale) {
-	t.Helper()
-	var units int64
-	for _, sale := range sales {
-		units += sale.Qty
+// alternate returns n strategies taking turns from sts.
+func alternate(n int, sts ...inventory.Strategy) []inventory.Strategy {
+	out := make([]inventory.Strategy, n)
+	for i := range out {
+		out[i] = sts[i%len(sts)]
 	}
-	it := mustSnapshot(t, s, sku)
-	if units > initial || it.Stock != initial-units {
-		t.Errorf("%s: %d units acknowledged of %d, stock now %d: oversold or lost", sku, units, initial, it.Stock)
-	}
-	orders := allOrders(t, s, sku, time.Time{})
-	inLedger := map[string]bool{}
-	for _, o := range orders {
-		inLedger[o.ID] = true
-	}
-	for _, sale := range sales {
-		if !inLedger[sale.OrderID] {
-			t.Errorf("%s: acknowledged order %s is not in the ledger", sku, sale.OrderID)
-		}
-	}
-	if len(orders) != len(sales) {
-		t.Errorf("%s: ledger has %d orders, %d sales acknowledged", sku, len(orders), len(sales))
-	}
-	if len(it.Pending) != 0 {
-		t.Errorf("%s: %d orders still pending", sku, len(it.Pending))
-	}
+	return out
 }
 
 // TestBucketsTwoStoresSellExactly races two replicas' buckets strategies
@@ -94,18 +72,12 @@ func TestBucketsTwoStoresSellExactly(t *testing.T) {
 	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 4)
 	const sku, stock = "bk-race", 48
 	mustPut(t, a, sku, stock)
-	sts := make([]inventory.Strategy, stock)
-	for i := range sts {
-		sts[i] = ba
-		if i%2 == 1 {
-			sts[i] = bb
-		}
-	}
+	sts := alternate(stock, ba, bb)
 	sales, errs := sellEach(sts, sku, 1)
 	for _, err := range errs {
 		t.Errorf("a request for one of the %d units left: %v", stock, err)
 	}
-	checkBucketBooks(t, a, sku, stock, sales)
+	checkBooks(t, a, sku, stock, sales)
 	_, err := bb.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1})
 	var so *inventory.SoldOutError
 	if !errors.As(err, &so) || so.Stock != 0 {
@@ -124,18 +96,12 @@ func TestBucketsNoFalseSoldOut(t *testing.T) {
 	// 40 units in 8 buckets of 5; 13 requests of 3 units = 39, at once.
 	const sku, stock = "bk-drain", 40
 	mustPut(t, a, sku, stock)
-	sts := make([]inventory.Strategy, 13)
-	for i := range sts {
-		sts[i] = ba
-		if i%2 == 1 {
-			sts[i] = bb
-		}
-	}
+	sts := alternate(13, ba, bb)
 	sales, errs := sellEach(sts, sku, 3)
 	for _, err := range errs {
 		t.Errorf("a 3-unit request while the buckets held at least 3: %v", err)
 	}
-	checkBucketBooks(t, a, sku, stock, sales)
+	checkBooks(t, a, sku, stock, sales)
 	_, err := ba.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 3})
 	var so *inventory.SoldOutError
 	if !errors.As(err, &so) || so.Stock != 1 {
@@ -153,7 +119,7 @@ func TestBucketsNoFalseSoldOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("7 units of 39 split over 8 buckets: %v", err)
 	}
-	checkBucketBooks(t, a, big, stock, []inventory.Sale{one, seven})
+	checkBooks(t, a, big, stock, []inventory.Sale{one, seven})
 }
 
 // TestBucketsPutDuringSales: a PUT of a split sku ends every sale of the
@@ -185,13 +151,7 @@ func TestBucketsPutDuringSales(t *testing.T) {
 
 	// PUT 30 while 40 one-unit requests run against it from two replicas.
 	bb := newBuckets(t, b, 4)
-	sts := make([]inventory.Strategy, 40)
-	for i := range sts {
-		sts[i] = ba
-		if i%2 == 1 {
-			sts[i] = bb
-		}
-	}
+	sts := alternate(40, ba, bb)
 	putDone := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(5 * time.Millisecond)
@@ -284,10 +244,7 @@ func TestBucketsCrashBetweenBucketAndLedger(t *testing.T) {
 	st := newBuckets(t, dying, 4)
 	const sku, stock = "bk-crash", 24
 	mustPut(t, a, sku, stock)
-	sts := make([]inventory.Strategy, 18)
-	for i := range sts {
-		sts[i] = st
-	}
+	sts := alternate(18, st)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -365,16 +322,12 @@ func TestBucketsMixedWritersOneSKU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reqs := make([]inventory.Strategy, stock-1)
-		for i := range reqs {
-			reqs[i] = sts[i%len(sts)]
-		}
-		sales, errs := sellEach(reqs, sku, 1)
+		sales, errs := sellEach(alternate(stock-1, sts...), sku, 1)
 		for _, err := range errs {
 			if errors.Is(err, inventory.ErrSoldOut) {
 				t.Errorf("%s: sold out while units remained: %v", sku, err)
 			}
 		}
-		checkBucketBooks(t, a, sku, stock, append(sales, first))
+		checkBooks(t, a, sku, stock, append(sales, first))
 	}
 }

@@ -27,9 +27,9 @@ type Deps struct {
 	CASAttempts int
 	// Buckets is the number of documents the buckets strategy splits a
 	// sku's stock across (0: DefaultBuckets).
-	Buckets int
-	Observer    inventory.LockObserver
-	Logger      *slog.Logger
+	Buckets  int
+	Observer inventory.LockObserver
+	Logger   *slog.Logger
 }
 
 // builders holds the constructors of the strategies that take no lease,
