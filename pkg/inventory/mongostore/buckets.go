@@ -274,11 +274,17 @@ func (s *Store) pendingInBuckets(ctx context.Context, items *mongo.Collection, s
 type Buckets struct {
 	store *Store
 	k     int
-	// gens caches each sku's split generation, so that a sale writes
-	// without reading first. A stale one only costs a miss: a bucket's
-	// generation moves on before its item's does.
-	mu   sync.Mutex
-	gens map[string]int64
+	// splits caches each sku's split generation and bucket count, so
+	// that a sale writes without reading first. A stale one only costs a
+	// miss: a bucket's generation moves on before its item's does.
+	mu     sync.Mutex
+	splits map[string]cachedSplit
+}
+
+// cachedSplit is what a replica remembers of a sku's split.
+type cachedSplit struct {
+	gen int64
+	k   int
 }
 
 // NewBuckets returns the buckets strategy, splitting new splits into k
@@ -291,27 +297,27 @@ func NewBuckets(store *Store, k int) (*Buckets, error) {
 	if k < 1 || k > MaxBuckets {
 		return nil, fmt.Errorf("%w: %d buckets: want 1 to %d", inventory.ErrInvalid, k, MaxBuckets)
 	}
-	return &Buckets{store: store, k: k, gens: map[string]int64{}}, nil
+	return &Buckets{store: store, k: k, splits: map[string]cachedSplit{}}, nil
 }
 
 // Name returns strategy.Buckets.
 func (b *Buckets) Name() string { return strategy.Buckets }
 
-func (b *Buckets) cached(sku string) (int64, bool) {
+func (b *Buckets) cached(sku string) (cachedSplit, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	g, ok := b.gens[sku]
-	return g, ok
+	c, ok := b.splits[sku]
+	return c, ok
 }
 
-func (b *Buckets) remember(sku string, sp *split) {
+func (b *Buckets) remember(sku string, v *view) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if sp == nil {
-		delete(b.gens, sku)
+	if v.item.Split == nil {
+		delete(b.splits, sku)
 		return
 	}
-	b.gens[sku] = sp.Gen
+	b.splits[sku] = cachedSplit{gen: v.item.Split.Gen, k: len(v.buckets)}
 }
 
 // Decrement implements Strategy.
@@ -328,10 +334,9 @@ func (b *Buckets) Decrement(ctx context.Context, req inventory.Request) (invento
 // decrement is Decrement recording its order as strategy name's.
 func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name string) (inventory.Sale, error) {
 	o := b.store.newOrder(req, name, 0)
-	if gen, ok := b.cached(req.SKU); ok {
+	if c, ok := b.cached(req.SKU); ok {
 		// The fast path: one write, no read.
-		i := rand.IntN(b.k)
-		sale, took, err := b.take(ctx, o, bucketID(req.SKU, i), gen)
+		sale, took, err := b.take(ctx, o, bucketID(req.SKU, rand.IntN(c.k)), c.gen)
 		if took || err != nil {
 			return sale, err
 		}
@@ -341,7 +346,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 		if err != nil {
 			return inventory.Sale{}, err
 		}
-		b.remember(req.SKU, v.item.Split)
+		b.remember(req.SKU, v)
 		if _, ok := v.item.Aborted[o.ID]; ok {
 			return inventory.Sale{}, abandoned("buckets decrement", o)
 		}

@@ -66,10 +66,12 @@ func alternate(n int, sts ...inventory.Strategy) []inventory.Strategy {
 // on one sku, with as many one-unit requests as units: every request must
 // sell (a sold out would be false: the units were there), and the stock,
 // the sales and the ledger agree. Then one more request finds it sold out.
+// The replicas are configured with different bucket counts: the item
+// keeps the count of whichever split it first.
 func TestBucketsTwoStoresSellExactly(t *testing.T) {
 	a := testStore(t)
 	b := replicaStore(t, a, StoreOptions{Replica: "b"})
-	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 4)
+	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 8)
 	const sku, stock = "bk-race", 48
 	mustPut(t, a, sku, stock)
 	sts := alternate(stock, ba, bb)
