@@ -517,14 +517,20 @@ func (b *Buckets) spread(ctx context.Context, v *view) error {
 		return nil // another writer changed the item first: read again
 	}
 	// Materialize every bucket now, so that the sales that follow find
-	// them live without a read. The item no longer holds the stock; each
-	// bucket's share counts whether or not this lands.
-	spread := &view{item: *it, buckets: make([]bucketDoc, k)}
-	spread.item.Split = &split{Gen: gen, Base: it.Stock}
-	spread.item.Stock = 0
-	for i := range k {
-		if err := b.store.materialize(ctx, spread, i); err != nil {
-			return err
+	// them live without a read; each bucket's share counts whether or not
+	// this lands. From a read after the spread: a bucket must copy every
+	// order id given up in the item before the spread, and one given up
+	// between v's read and the spread is in the item only (settle's fence
+	// of an unsplit item does not move its version).
+	after, err := b.store.read(ctx, b.store.items, it.SKU, k)
+	if err != nil || after.item.Split == nil || after.item.Split.Gen != gen {
+		return err // merged or put meanwhile, or unreadable: read again
+	}
+	for i := range after.buckets {
+		if after.state(i) == bucketFresh {
+			if err := b.store.materialize(ctx, after, i); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -333,3 +333,53 @@ func TestBucketsMixedWritersOneSKU(t *testing.T) {
 		checkBooks(t, a, sku, stock, append(sales, first))
 	}
 }
+
+// TestBucketsGiveUpBeforeSpread: recovery gives a keyed attempt up while
+// its item is not split yet (the fence is then in the item only), and a
+// spread computed from a read before that give-up lands after it (the
+// fence does not move the item's version). The buckets it materializes
+// must refuse the attempt too, even from a replica that writes its bucket
+// without reading the item.
+func TestBucketsGiveUpBeforeSpread(t *testing.T) {
+	a := testStore(t)
+	b := replicaStore(t, a, StoreOptions{Replica: "b", AbandonAfter: time.Millisecond})
+	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 4)
+	ctx := t.Context()
+	const sku = "bk-spread-race"
+	mustPut(t, a, sku, 20)
+
+	req := inventory.Request{SKU: sku, Qty: 1, Key: "K"}
+	h := hold(ba)
+	paused := make(chan error, 1)
+	go func() {
+		_, _, err := a.DecrementOnce(context.Background(), h, req, "")
+		paused <- err
+	}()
+	<-h.reached
+	before, err := a.read(ctx, a.items, sku, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := b.RecoverKeys(ctx); err != nil || rec.Abandoned != 1 {
+		t.Fatalf("b's recovery: %+v, %v; want the paused attempt abandoned", rec, err)
+	}
+	if err := ba.spread(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ba.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
+		t.Fatal(err) // a caches the split
+	}
+	close(h.release)
+	if err := <-paused; !errors.Is(err, inventory.ErrAbandoned) {
+		t.Errorf("the given-up request: %v; want inventory.ErrAbandoned", err)
+	}
+	if _, _, err := b.DecrementOnce(ctx, bb, req, ""); err != nil {
+		t.Fatalf("retry of K on b: %v", err)
+	}
+	if it := mustSnapshot(t, a, sku); it.Stock != 18 {
+		t.Errorf("stock = %d, want 18: one unsold-key sale and K once", it.Stock)
+	}
+	if n := mustCount(t, a, sku); n != 2 {
+		t.Errorf("orders = %d, want 2: K sold twice", n)
+	}
+}
