@@ -175,17 +175,47 @@ func TestBucketsPutDuringSales(t *testing.T) {
 	}
 }
 
+// keyedPair returns two replicas' stores on one database, b giving up
+// attempts after a millisecond, their buckets strategies, and a sku of
+// 20 units.
+func keyedPair(t *testing.T, sku string) (a, b *Store, ba, bb *Buckets) {
+	t.Helper()
+	a = testStore(t)
+	b = replicaStore(t, a, StoreOptions{Replica: "b", AbandonAfter: time.Millisecond})
+	mustPut(t, a, sku, 20)
+	return a, b, newBuckets(t, a, 4), newBuckets(t, b, 4)
+}
+
+// pauseKeyed starts DecrementOnce of req on s, held just before st's
+// Decrement, and returns once it is held, with the function that lets it
+// go on and returns its sale and error.
+func pauseKeyed(s *Store, st inventory.Strategy, req inventory.Request) func() (inventory.Sale, error) {
+	h := hold(st)
+	type result struct {
+		sale inventory.Sale
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sale, _, err := s.DecrementOnce(context.Background(), h, req, "")
+		done <- result{sale, err}
+	}()
+	<-h.reached
+	return func() (inventory.Sale, error) {
+		close(h.release)
+		r := <-done
+		return r.sale, r.err
+	}
+}
+
 // TestBucketsKeyed: DecrementOnce replays a buckets sale; and an attempt
 // given up by recovery cannot sell afterwards, even from a replica that
 // writes its bucket without reading the item (its split cached): the
 // give-up fences every bucket, not the item alone.
 func TestBucketsKeyed(t *testing.T) {
-	a := testStore(t)
-	b := replicaStore(t, a, StoreOptions{Replica: "b", AbandonAfter: time.Millisecond})
-	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 4)
-	ctx := t.Context()
 	const sku = "bk-keyed"
-	mustPut(t, a, sku, 20)
+	a, b, ba, bb := keyedPair(t, sku)
+	ctx := t.Context()
 
 	req := inventory.Request{SKU: sku, Qty: 2, Key: "R"}
 	first, replayed, err := a.DecrementOnce(ctx, ba, req, "")
@@ -200,25 +230,14 @@ func TestBucketsKeyed(t *testing.T) {
 	// a's cache holds the split now. Pause a keyed request of a before
 	// its write, give it up on b, then let it write.
 	req = inventory.Request{SKU: sku, Qty: 1, Key: "K"}
-	h := hold(ba)
-	type result struct {
-		sale inventory.Sale
-		err  error
-	}
-	paused := make(chan result, 1)
-	go func() {
-		sale, _, err := a.DecrementOnce(context.Background(), h, req, "")
-		paused <- result{sale, err}
-	}()
-	<-h.reached
+	release := pauseKeyed(a, ba, req)
 	rec, err := b.RecoverKeys(ctx)
 	if err != nil || rec.Abandoned != 1 {
 		t.Fatalf("b's recovery: %+v, %v; want the paused attempt abandoned", rec, err)
 	}
-	close(h.release)
-	r := <-paused
-	if !errors.Is(r.err, inventory.ErrAbandoned) {
-		t.Errorf("the given-up request: sale %+v, %v; want inventory.ErrAbandoned", r.sale, r.err)
+	paused, pausedErr := release()
+	if !errors.Is(pausedErr, inventory.ErrAbandoned) {
+		t.Errorf("the given-up request: sale %+v, %v; want inventory.ErrAbandoned", paused, pausedErr)
 	}
 	retry, replayed, err := b.DecrementOnce(ctx, bb, req, "")
 	if err != nil || replayed {
@@ -230,68 +249,8 @@ func TestBucketsKeyed(t *testing.T) {
 	if n := mustCount(t, a, sku); n != 2 {
 		t.Errorf("orders = %d, want 2", n)
 	}
-	if r.err == nil && r.sale.OrderID != retry.OrderID {
-		t.Errorf("K sold twice: %s and %s", r.sale.OrderID, retry.OrderID)
-	}
-}
-
-// TestBucketsCrashBetweenBucketAndLedger kills a replica's requests right
-// after their bucket write, before the ledger: the other replica's
-// recovery must find the orders pending in the buckets and record them,
-// so that units taken equal orders.
-func TestBucketsCrashBetweenBucketAndLedger(t *testing.T) {
-	a := testStore(t)
-	hook, deaths := dieAfterTake(3)
-	dying := replicaStore(t, a, StoreOptions{Replica: "dying", AfterTake: hook})
-	st := newBuckets(t, dying, 4)
-	const sku, stock = "bk-crash", 24
-	mustPut(t, a, sku, stock)
-	sts := alternate(18, st)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		sales []inventory.Sale
-	)
-	for _, st := range sts {
-		wg.Go(func() {
-			sale, err := st.Decrement(context.Background(), inventory.Request{SKU: sku, Qty: 1})
-			if err == nil {
-				mu.Lock()
-				sales = append(sales, sale)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	it := mustSnapshot(t, a, sku)
-	taken := stock - it.Stock
-	if len(it.Pending) == 0 || deaths.Load() == 0 {
-		t.Fatalf("no pending order after %d deaths: the hook did not fire", deaths.Load())
-	}
-	n, err := a.RecoverPending(t.Context(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != len(it.Pending) {
-		t.Errorf("recovered %d orders, %d were pending", n, len(it.Pending))
-	}
-	if orders := mustCount(t, a, sku); orders != taken {
-		t.Errorf("units taken %d, orders %d", taken, orders)
-	}
-	ids := map[string]bool{}
-	for _, o := range allOrders(t, a, sku, time.Time{}) {
-		ids[o.ID] = true
-		if o.SKU != sku || o.Replica != "dying" {
-			t.Errorf("recovered order %+v: want sku %s, replica dying", o, sku)
-		}
-	}
-	for _, s := range sales {
-		if !ids[s.OrderID] {
-			t.Errorf("acknowledged order %s not in the ledger", s.OrderID)
-		}
-	}
-	if it := mustSnapshot(t, a, sku); len(it.Pending) != 0 {
-		t.Errorf("still pending after recovery: %v", it.Pending)
+	if pausedErr == nil && paused.OrderID != retry.OrderID {
+		t.Errorf("K sold twice: %s and %s", paused.OrderID, retry.OrderID)
 	}
 }
 
@@ -341,21 +300,12 @@ func TestBucketsMixedWritersOneSKU(t *testing.T) {
 // must refuse the attempt too, even from a replica that writes its bucket
 // without reading the item.
 func TestBucketsGiveUpBeforeSpread(t *testing.T) {
-	a := testStore(t)
-	b := replicaStore(t, a, StoreOptions{Replica: "b", AbandonAfter: time.Millisecond})
-	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 4)
-	ctx := t.Context()
 	const sku = "bk-spread-race"
-	mustPut(t, a, sku, 20)
+	a, b, ba, bb := keyedPair(t, sku)
+	ctx := t.Context()
 
 	req := inventory.Request{SKU: sku, Qty: 1, Key: "K"}
-	h := hold(ba)
-	paused := make(chan error, 1)
-	go func() {
-		_, _, err := a.DecrementOnce(context.Background(), h, req, "")
-		paused <- err
-	}()
-	<-h.reached
+	release := pauseKeyed(a, ba, req)
 	before, err := a.read(ctx, a.items, sku, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -369,8 +319,7 @@ func TestBucketsGiveUpBeforeSpread(t *testing.T) {
 	if _, err := ba.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
 		t.Fatal(err) // a caches the split
 	}
-	close(h.release)
-	if err := <-paused; !errors.Is(err, inventory.ErrAbandoned) {
+	if _, err := release(); !errors.Is(err, inventory.ErrAbandoned) {
 		t.Errorf("the given-up request: %v; want inventory.ErrAbandoned", err)
 	}
 	if _, _, err := b.DecrementOnce(ctx, bb, req, ""); err != nil {

@@ -235,7 +235,8 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 	a := testStore(t)
 	hook, deaths := dieAfterTake(3)
 	dying := replicaStore(t, a, StoreOptions{Replica: "dying", AfterTake: hook})
-	for _, st := range append(strategies(t, dying)[1:], safeStrategies(t, dying, newLockServices(t))[:2]...) {
+	sts := append(strategies(t, dying)[1:], safeStrategies(t, dying, newLockServices(t))[:2]...)
+	for _, st := range append(sts, newBuckets(t, dying, 4)) {
 		t.Run(st.Name(), func(t *testing.T) {
 			sku := "crash-" + st.Name()
 			const stock = 9
@@ -256,7 +257,7 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			it := mustGet(t, a, sku)
+			it := mustSnapshot(t, a, sku)
 			taken := stock - it.Stock
 			if len(it.Pending) == 0 {
 				t.Fatalf("no pending order after %d deaths: the hook did not fire", deaths.Load())
@@ -284,7 +285,7 @@ func TestCrashBetweenStockAndLedger(t *testing.T) {
 					t.Errorf("acknowledged order %s not in the ledger", s.OrderID)
 				}
 			}
-			if it := mustGet(t, a, sku); len(it.Pending) != 0 {
+			if it := mustSnapshot(t, a, sku); len(it.Pending) != 0 {
 				t.Errorf("still pending after recovery: %v", it.Pending)
 			}
 		})
