@@ -341,7 +341,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 			return sale, err
 		}
 	}
-	for range bucketRounds {
+	for r := range bucketRounds {
 		v, err := b.store.read(ctx, b.store.items, req.SKU, b.k)
 		if err != nil {
 			return inventory.Sale{}, err
@@ -350,7 +350,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 		if _, ok := v.item.Aborted[o.ID]; ok {
 			return inventory.Sale{}, abandoned("buckets decrement", o)
 		}
-		sale, done, err := b.round(ctx, o, v)
+		sale, done, err := b.round(ctx, o, v, r < bucketRounds/2)
 		if done || err != nil {
 			return sale, err
 		}
@@ -359,8 +359,10 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 }
 
 // round tries to sell o from what v shows. done is false when another
-// writer changed the split first: the caller reads again.
-func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view) (inventory.Sale, bool, error) {
+// writer changed the split first: the caller reads again. With reread, a
+// round whose every bucket that covered qty was taken first by other sales
+// reads again instead of merging.
+func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view, reread bool) (inventory.Sale, bool, error) {
 	it := &v.item
 	if it.Split == nil {
 		switch {
@@ -375,7 +377,7 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view) (invent
 		}
 		return inventory.Sale{}, false, b.spread(ctx, v)
 	}
-	frozen := false
+	frozen, tried := false, 0
 	order := rand.Perm(len(v.buckets))
 	for _, i := range order {
 		switch v.state(i) {
@@ -396,6 +398,7 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view) (invent
 				continue
 			}
 		}
+		tried++
 		sale, took, err := b.take(ctx, o, bucketID(o.SKU, i), it.Split.Gen)
 		if took || err != nil {
 			return sale, true, err
@@ -408,8 +411,12 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view) (invent
 			return sale, true, err
 		}
 	}
+	if tried > 0 && !frozen && reread {
+		return inventory.Sale{}, false, nil // other sales took them first
+	}
 	// No one document covers qty, a merge or PUT is under way, or the
-	// buckets changed under this read: merge, and sell from the total.
+	// buckets kept changing under these reads: merge, and sell from the
+	// total.
 	return b.store.merge(ctx, o, it.Split.Gen)
 }
 
