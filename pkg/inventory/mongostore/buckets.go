@@ -162,8 +162,12 @@ func (v *view) version() int64 {
 
 // read returns the item and its buckets in one find, so that on a store
 // that answers a find from one snapshot (FerretDB on PostgreSQL) the view
-// is one moment's. ErrNotFound without the item.
+// is one moment's. k is a guess of the bucket count: an item with more
+// buckets is read again. ErrNotFound without the item.
 func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string, k int) (*view, error) {
+	if k <= 0 {
+		k = DefaultBuckets
+	}
 	for {
 		ids := bson.A{sku}
 		for i := range k {
@@ -194,10 +198,11 @@ func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string, k
 		if !found {
 			return nil, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
 		}
-		if n := v.item.Buckets; n > 0 && n != k {
-			k = n // the item says how many buckets it has: read those
+		if n := v.item.Buckets; n > k {
+			k = n // the item has more buckets than this find named: read them all
 			continue
 		}
+		k = v.item.Buckets
 		v.buckets = make([]bucketDoc, k)
 		for i := range k {
 			if r, ok := byID[bucketID(sku, i)]; ok {
@@ -205,9 +210,6 @@ func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string, k
 					return nil, fmt.Errorf("inventory: decode bucket %d of %q: %w", i, sku, err)
 				}
 			}
-		}
-		if v.item.Buckets == 0 {
-			v.buckets = nil // never split: buckets left from nothing count nothing
 		}
 		return v, nil
 	}
@@ -533,14 +535,17 @@ func (b *Buckets) spread(ctx context.Context, v *view) error {
 	if err != nil || after.item.Split == nil || after.item.Split.Gen != gen {
 		return err // merged or put meanwhile, or unreadable: read again
 	}
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, len(after.buckets))
+	)
 	for i := range after.buckets {
 		if after.state(i) == bucketFresh {
-			if err := b.store.materialize(ctx, after, i); err != nil {
-				return err
-			}
+			wg.Go(func() { errs[i] = b.store.materialize(ctx, after, i) }) // different documents: at once
 		}
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // materialize writes bucket i's share of v's split into it, if it is still
