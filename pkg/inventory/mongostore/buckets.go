@@ -374,7 +374,7 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view, reread 
 			return inventory.Sale{}, true, soldOut(o.SKU, it.Stock, o.Qty)
 		case it.Stock < int64(2*b.kOf(v)):
 			// Too little to split: sell from the item, as atomic does.
-			sale, took, err := b.takeItem(ctx, o, it.Version)
+			sale, took, err := b.takeItem(ctx, o)
 			return sale, took || err != nil, err
 		}
 		return inventory.Sale{}, false, b.spread(ctx, v)
@@ -408,7 +408,7 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view, reread 
 	}
 	if !frozen && it.Stock >= o.Qty {
 		// Stock the item holds beside its buckets (a restock).
-		sale, took, err := b.takeItem(ctx, o, it.Version)
+		sale, took, err := b.takeItem(ctx, o)
 		if took || err != nil {
 			return sale, true, err
 		}
@@ -459,14 +459,16 @@ func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen in
 	return b.store.soldIn(ctx, id, o, -1, 1, stepTimer{}), true, nil
 }
 
-// takeItem sells o from the item's own stock, at the version v read, as
-// atomic does.
-func (b *Buckets) takeItem(ctx context.Context, o inventory.Order, version int64) (inventory.Sale, bool, error) {
+// takeItem sells o from the item's own stock, as atomic does. The item's
+// own stock counts in the sku's total whether it is split or not, so the
+// take needs no other condition; a merge's write, conditional on the
+// item's version, then reads again.
+func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sale, bool, error) {
 	cctx, cancel := b.store.commitContext(ctx)
 	defer cancel()
 	var it itemDoc
 	err := b.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: o.SKU}, {Key: "version", Value: version}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o.ID)},
+		bson.D{{Key: "_id", Value: o.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o.ID)},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
 			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
