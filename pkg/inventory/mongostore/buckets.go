@@ -147,6 +147,22 @@ func (v *view) total() int64 {
 	return t
 }
 
+// givenUp reports whether recovery has begun to give order id up: its
+// fence is in the item or in a bucket (settle fences the buckets first).
+// Nothing of id was sold where the view looked, so refusing it now is
+// safe; settle then finds no sale, or one that landed before.
+func (v *view) givenUp(id string) bool {
+	if _, ok := v.item.Aborted[id]; ok {
+		return true
+	}
+	for _, b := range v.buckets {
+		if _, ok := b.Aborted[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // version is the sku's version: the item's plus that of every bucket that
 // counts its own stock. Every write that changes what the view counts
 // raises it, and a merge sets the item's past it, so it never repeats.
@@ -349,7 +365,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 			return inventory.Sale{}, err
 		}
 		b.remember(req.SKU, v)
-		if _, ok := v.item.Aborted[o.ID]; ok {
+		if v.givenUp(o.ID) {
 			return inventory.Sale{}, abandoned("buckets decrement", o)
 		}
 		sale, done, err := b.round(ctx, o, v, r < bucketRounds/2)
@@ -432,8 +448,8 @@ func (b *Buckets) kOf(v *view) int {
 
 // take sells o from bucket id at generation gen. took is false, with no
 // error, when the bucket could not: another generation, too little stock,
-// or no such bucket yet; a take refused because o's attempt was given up
-// is ErrAbandoned.
+// no such bucket yet, or o's attempt given up (the caller's next read
+// says so).
 func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen int64) (inventory.Sale, bool, error) {
 	cctx, cancel := b.store.commitContext(ctx)
 	defer cancel()
@@ -447,11 +463,6 @@ func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen in
 		return inventory.Sale{}, false, unknownOutcome("buckets decrement", o.SKU, err)
 	}
 	if res.MatchedCount == 0 {
-		if o.Key != "" {
-			if err := b.store.abortedIn(ctx, id, o); err != nil {
-				return inventory.Sale{}, false, err
-			}
-		}
 		return inventory.Sale{}, false, nil
 	}
 	// The bucket's remaining stock is not the sku's: the total it left is
@@ -486,19 +497,6 @@ func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sa
 		remaining = it.Stock // the item holds all of the sku's stock
 	}
 	return b.store.sold(ctx, o, remaining, 1), true, nil
-}
-
-// abortedIn returns ErrAbandoned when doc refuses o because o's attempt
-// was given up (see Store.settle).
-func (s *Store) abortedIn(ctx context.Context, doc string, o inventory.Order) error {
-	var d bucketDoc
-	err := s.items.FindOne(ctx, bson.D{{Key: "_id", Value: doc}}).Decode(&d)
-	if err == nil {
-		if _, ok := d.Aborted[o.ID]; ok {
-			return abandoned("buckets decrement", o)
-		}
-	}
-	return nil
 }
 
 // spread splits v's item, which is not split: one write of the item moves
