@@ -265,6 +265,7 @@ type observed struct {
 	metrics  vegeta.Metrics
 	tally    *attack.Tally
 	acked    []verdict.Order
+	soldOut  []verdict.SoldOutAnswer
 	sales    []drill.Sale
 	lastSale time.Time
 	// noAnswer counts, per sku, the requests that reached a replica and
@@ -307,6 +308,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
 		case verdict.SoldOut:
 			t.SoldOut.Add(1)
+			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: stockclient.SKUOfURL(r.URL), Qty: qty})
 		case verdict.Unavailable:
 			t.Unavailable.Add(1)
 		case verdict.Other:
@@ -406,7 +408,7 @@ func (h *Harness) writePlot(run *report.Run, pl *plot.Plot) {
 // which would itself be a finding), waits for pending orders, then reads
 // every sku's stock and ledger from the first replica.
 func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time, obs *observed) (verdict.Input, error) {
-	in := verdict.Input{Acked: obs.acked, NoAnswer: obs.noAnswer}
+	in := verdict.Input{Acked: obs.acked, NoAnswer: obs.noAnswer, SoldOut: obs.soldOut}
 	if err := drill.Sleep(ctx, h.cfg.Settle); err != nil {
 		return in, err
 	}
@@ -439,6 +441,7 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 // not resume, orders still pending), never in their place.
 func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizability) {
 	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
+	run.FalseSoldOut = res.FalseSoldOut
 	run.History, run.HistoryOps, run.Linearizable = lin.file, lin.ops, string(lin.verdict)
 	run.Conflicts, run.Violations, run.CheckSeconds = lin.conflicts, lin.pictures, lin.elapsed.Seconds()
 	run.Sold = res.Sold

@@ -43,15 +43,18 @@ type Run struct {
 	Other       int `json:"other_status"` // any other status
 	Transport   int `json:"transport_errors"`
 
-	Sold           int            `json:"sold"` // units: sum of qty over the 200s
-	Initial        int            `json:"initial"`
-	Remaining      int            `json:"remaining"`
-	Oversold       int            `json:"oversold"`
-	LostUpdates    int            `json:"lost_updates"`
-	Unacknowledged int            `json:"unacknowledged"`
-	LedgerMismatch int            `json:"ledger_mismatch"`
-	Ledger         verdict.Ledger `json:"ledger"`
-	LedgerOrders   int            `json:"ledger_orders"`
+	Sold           int `json:"sold"` // units: sum of qty over the 200s
+	Initial        int `json:"initial"`
+	Remaining      int `json:"remaining"`
+	Oversold       int `json:"oversold"`
+	LostUpdates    int `json:"lost_updates"`
+	Unacknowledged int `json:"unacknowledged"`
+	LedgerMismatch int `json:"ledger_mismatch"`
+	// FalseSoldOut counts sold_out answers for a qty that the stock left
+	// at the end still covered (verdict.Result.FalseSoldOut).
+	FalseSoldOut int            `json:"false_sold_out"`
+	Ledger       verdict.Ledger `json:"ledger"`
+	LedgerOrders int            `json:"ledger_orders"`
 
 	// AttackSeconds is how long the attack ran, from the first request to
 	// the last response.
@@ -221,14 +224,14 @@ func lockWait(r Run) string {
 }
 
 var header = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
-	"oversold", "lost upd", "ledger≠", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
+	"oversold", "lost upd", "ledger≠", "false s/o", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
 
 func row(r Run) []string {
 	return []string{
 		r.Strategy, r.Verdict, linText(r),
 		fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
 		fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
-		fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
+		fmt.Sprint(r.FalseSoldOut), fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
 		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), lockWait(r),
 	}
 }
@@ -380,7 +383,9 @@ violation), or the checker ran out of time (unknown);
 *sold* is units acknowledged by 200 responses; *oversold* is
 max(0, sold − stock, −remaining); *lost upd* is acknowledged units that the
 stock does not reflect, sold − (stock − remaining); *ledger≠* counts orders
-that differ between the ledger and the 200 responses; *sales/s* is the rate
+that differ between the ledger and the 200 responses; *false s/o* counts
+sold_out answers for a qty that the stock left at the end still covered
+(the stock only falls during a run, so it covered it then too); *sales/s* is the rate
 at which sales completed while the stock lasted (95% of the sales over the
 time from the attack's start until they had completed);
 *req/s* is the request rate achieved; latencies cover every request, sales

@@ -112,6 +112,16 @@ type Input struct {
 	// (a unit taken whose order the service has yet to write): the stock
 	// and the ledger must then agree unit for unit.
 	Drained bool
+	// SoldOut are the run's sold_out answers, one per answer. A run
+	// raises no stock after its PUT, so stock only falls: a sold_out for
+	// qty of a sku that ends the run with at least qty left was false.
+	SoldOut []SoldOutAnswer
+}
+
+// SoldOutAnswer is one sold_out answer: the sku and the quantity it refused.
+type SoldOutAnswer struct {
+	SKU string
+	Qty int
 }
 
 // SKUResult is the arithmetic for one sku.
@@ -123,6 +133,9 @@ type SKUResult struct {
 	Oversold  int    `json:"oversold"`
 	Lost      int    `json:"lost_updates"`
 	Unacked   int    `json:"unacknowledged"`
+	// FalseSoldOut counts the sold_out answers for a qty that the
+	// remaining stock still covers (see Input.SoldOut).
+	FalseSoldOut int `json:"false_sold_out,omitempty"`
 }
 
 // Ledger is how the ledger differs from the acknowledged sales.
@@ -182,6 +195,12 @@ type Result struct {
 	Unrecorded int `json:"unrecorded"`
 	// DoubleSold is the number of units the ledger sold under an
 	// idempotency key beyond its first order: a retry that sold again.
+	// FalseSoldOut is, summed over skus, the sold_out answers for a qty
+	// that the stock left at the end still covers: the stock only falls
+	// during a run, so it covered qty when the answer was given. A unit
+	// that a strategy cannot find while it is there is lost to the sale
+	// as surely as a unit sold twice is to the stock.
+	FalseSoldOut   int         `json:"false_sold_out"`
 	DoubleSold     int         `json:"double_sold"`
 	DoubleSoldKeys int         `json:"double_sold_keys"`
 	Ledger         Ledger      `json:"ledger"`
@@ -190,10 +209,10 @@ type Result struct {
 	Problems       []string    `json:"problems,omitempty"`
 }
 
-// Anomalous reports whether the run shows any oversell, lost update or
-// ledger mismatch.
+// Anomalous reports whether the run shows any oversell, lost update,
+// ledger mismatch, unrecorded or double-sold unit, or false sold-out.
 func (r Result) Anomalous() bool {
-	return r.Oversold > 0 || r.LostUpdates > 0 || r.LedgerMismatch > 0 || r.Unrecorded > 0 || r.DoubleSold > 0
+	return r.Oversold > 0 || r.LostUpdates > 0 || r.LedgerMismatch > 0 || r.Unrecorded > 0 || r.DoubleSold > 0 || r.FalseSoldOut > 0
 }
 
 // Check computes the anomalies of one run.
@@ -213,9 +232,18 @@ func Check(in Input) Result {
 			recorded[o.SKU] += o.Qty
 		}
 	}
+	refused := make(map[string][]int, len(in.Items))
+	for _, so := range in.SoldOut {
+		refused[so.SKU] = append(refused[so.SKU], so.Qty)
+	}
 	for _, it := range in.Items {
 		known[it.SKU] = true
 		s := SKUResult{SKU: it.SKU, Initial: it.Initial, Remaining: it.Remaining, Sold: sold[it.SKU]}
+		for _, qty := range refused[it.SKU] {
+			if qty <= it.Remaining {
+				s.FalseSoldOut++
+			}
+		}
 		s.Oversold = max(0, s.Sold-s.Initial, -s.Remaining)
 		taken := s.Initial - s.Remaining // what the stock says left it
 		s.Lost = max(0, s.Sold-taken, recorded[it.SKU]-taken)
@@ -228,6 +256,7 @@ func Check(in Input) Result {
 		r.Oversold += s.Oversold
 		r.LostUpdates += s.Lost
 		r.Unacknowledged += s.Unacked
+		r.FalseSoldOut += s.FalseSoldOut
 		r.SKUs = append(r.SKUs, s)
 	}
 	// A 200 for a sku the run did not set up cannot be checked against
@@ -255,6 +284,9 @@ func Check(in Input) Result {
 	}
 	if r.DoubleSold > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d units sold twice under %d idempotency keys", r.DoubleSold, r.DoubleSoldKeys))
+	}
+	if r.FalseSoldOut > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d sold_out answers for a qty that the stock left at the end still covers (false sold-outs)", r.FalseSoldOut))
 	}
 	if r.Oversold > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("oversold %d units", r.Oversold))

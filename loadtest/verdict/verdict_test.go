@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -251,5 +252,35 @@ func TestDoubleSoldAndUnrecorded(t *testing.T) {
 	}
 	if !SafeAll([]string{"atomic", "redis-lock"}) || SafeAll([]string{"atomic", "local"}) || SafeAll(nil) {
 		t.Error("SafeAll")
+	}
+}
+
+func TestCheckFalseSoldOut(t *testing.T) {
+	// 90 of 100 units sold; sold_out answers for 5, 10 and 11 units.
+	// The 10 units left cover 5 and 10: those two answers were false,
+	// whatever order they came in, since the stock only fell. 11 was not.
+	acked := orders("a", 90)
+	in := Input{
+		Items:   []Item{{SKU: "a", Initial: 100, Remaining: 10}, {SKU: "b", Initial: 10, Remaining: 0}},
+		Acked:   acked,
+		Ledger:  acked,
+		SoldOut: []SoldOutAnswer{{SKU: "a", Qty: 5}, {SKU: "a", Qty: 10}, {SKU: "a", Qty: 11}, {SKU: "b", Qty: 1}},
+	}
+	r := Check(in)
+	if r.FalseSoldOut != 2 || r.SKUs[0].FalseSoldOut != 2 || r.SKUs[1].FalseSoldOut != 0 {
+		t.Fatalf("false sold-outs = %d (by sku %+v), want 2 on a, 0 on b", r.FalseSoldOut, r.SKUs)
+	}
+	if !r.Anomalous() || Judge("atomic", r) != Fail {
+		t.Fatalf("a safe strategy with false sold-outs must fail: anomalous %v, verdict %v", r.Anomalous(), Judge("atomic", r))
+	}
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "false sold-outs") {
+		t.Fatalf("problems = %q, want one naming the false sold-outs", r.Problems)
+	}
+
+	// Sold out for real: the stock left is below every refused qty.
+	in.Items[0].Remaining = 4
+	in.Acked, in.Ledger = orders("a", 96), orders("a", 96)
+	if r := Check(in); r.FalseSoldOut != 0 || r.Anomalous() {
+		t.Fatalf("true sold-outs judged false: %+v", r)
 	}
 }

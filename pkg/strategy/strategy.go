@@ -27,6 +27,7 @@ const (
 	Atomic     = "atomic"
 	Batched    = "batched"
 	RedisStock = "redis-stock"
+	Buckets    = "buckets"
 )
 
 // Names of the lock services a strategy can take its leases from.
@@ -85,6 +86,7 @@ var registry = []Info{
 	{Name: Atomic, Safe: true, Doc: "optimistic-vs-atomic.md"},
 	{Name: Batched, Safe: true, Doc: "batched.md"},
 	{Name: RedisStock, Safe: true, Doc: "redis-stock.md"},
+	{Name: Buckets, Safe: true, Doc: "buckets.md"},
 }
 
 // lockServices lists every lock service, in the order of the strategies

@@ -413,6 +413,7 @@ function renderResult(r) {
   row.dataset.verdict = v;
   const extra = [];
   if (res.ledger_mismatch) extra.push(`ledger≠ ${res.ledger_mismatch}`);
+  if (res.false_sold_out) extra.push(`false sold-out ${res.false_sold_out}`);
   if (res.linearizable) extra.push(`linearizable: ${res.linearizable}`);
   if (extra.length) field(r.strategy, 'state').append(el('span', { class: 'sub', text: extra.join(', ') }));
 }

@@ -500,9 +500,36 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	res, err := s.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: pendingPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(a.OrderID), Value: time.Now().UTC().Truncate(time.Millisecond)}}}})
+	// An item split across buckets (see Buckets) is fenced in every bucket
+	// first, and in the item last, on the bucket count seen here.
+	k, err := s.bucketCount(ctx, s.items, sku)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	itemFilter := bson.D{{Key: "_id", Value: sku}, {Key: pendingPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}}}
+	if k > 0 {
+		doc, err := s.fenceBuckets(cctx, sku, a.OrderID, k, now)
+		if err != nil {
+			return false, false, err
+		}
+		if doc != "" {
+			p, _, found, err := s.pendingInBuckets(ctx, s.committedItems, sku, a.OrderID)
+			if err != nil || !found {
+				return false, false, err // recorded meanwhile: the next pass finds it in the ledger
+			}
+			p.ID, p.SKU = a.OrderID, sku
+			if _, err := s.recordIn(cctx, doc, p, stepTimer{}); err != nil {
+				return false, false, unreachable("record order "+a.OrderID+" of", sku, err)
+			}
+			return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
+		}
+		itemFilter = append(itemFilter, bson.E{Key: "buckets", Value: k})
+	} else {
+		itemFilter = append(itemFilter, bson.E{Key: "buckets", Value: bson.D{{Key: "$exists", Value: false}}})
+	}
+	res, err := s.items.UpdateOne(cctx, itemFilter,
+		bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(a.OrderID), Value: now}}}})
 	if err != nil {
 		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
 	}

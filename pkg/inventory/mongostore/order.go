@@ -136,7 +136,16 @@ func (s *Store) sold(ctx context.Context, o inventory.Order, remaining int64, at
 
 // soldTimed is sold, reporting the ledger and unpend steps to steps.
 func (s *Store) soldTimed(ctx context.Context, o inventory.Order, remaining int64, attempts int, steps stepTimer) inventory.Sale {
-	o.Remaining = &remaining
+	return s.soldIn(ctx, o.SKU, o, remaining, attempts, steps)
+}
+
+// soldIn is soldTimed of a sale whose order is pending in document doc of
+// the items collection (the item, or one of its buckets). A remaining
+// below 0 is unknown, and not recorded.
+func (s *Store) soldIn(ctx context.Context, doc string, o inventory.Order, remaining int64, attempts int, steps stepTimer) inventory.Sale {
+	if remaining >= 0 {
+		o.Remaining = &remaining
+	}
 	if attempts > 1 {
 		o.Attempts = attempts
 	}
@@ -146,7 +155,7 @@ func (s *Store) soldTimed(ctx context.Context, o inventory.Order, remaining int6
 	sale := o.Sale()
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if _, err := s.recordTimed(cctx, o, steps); err != nil {
+	if _, err := s.recordIn(cctx, doc, o, steps); err != nil {
 		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, err)
 		s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
 			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
@@ -155,11 +164,16 @@ func (s *Store) soldTimed(ctx context.Context, o inventory.Order, remaining int6
 	return sale
 }
 
-// record inserts o into the ledger and then clears its pending entry. It
-// is idempotent: the replica that sold and any replica recovering the
-// sale may both record it, and the ledger keeps one order.
+// record inserts o into the ledger and then clears its pending entry, in
+// the item or in whichever of its buckets holds it (see Buckets). It is
+// idempotent: the replica that sold and any replica recovering the sale
+// may both record it, and the ledger keeps one order.
 func (s *Store) record(ctx context.Context, o inventory.Order) error {
-	_, err := s.recordTimed(ctx, o, stepTimer{})
+	doc := o.SKU
+	if _, in, found, err := s.pendingInBuckets(ctx, s.items, o.SKU, o.ID); err == nil && found {
+		doc = in
+	}
+	_, err := s.recordIn(ctx, doc, o, stepTimer{})
 	return err
 }
 
@@ -167,6 +181,12 @@ func (s *Store) record(ctx context.Context, o inventory.Order) error {
 // when the ledger already held the order at this call's first try, so
 // that another caller recorded it (see retryInsert).
 func (s *Store) recordTimed(ctx context.Context, o inventory.Order, steps stepTimer) (mine bool, err error) {
+	return s.recordIn(ctx, o.SKU, o, steps)
+}
+
+// recordIn is recordTimed of an order pending in document doc of the items
+// collection: the item, or one of its buckets.
+func (s *Store) recordIn(ctx context.Context, doc string, o inventory.Order, steps stepTimer) (mine bool, err error) {
 	start := time.Now()
 	mine, err = s.insertOrder(ctx, o)
 	steps.since(strategy.StepLedger, start)
@@ -175,7 +195,7 @@ func (s *Store) recordTimed(ctx context.Context, o inventory.Order, steps stepTi
 	}
 	start = time.Now()
 	_, err = s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: o.SKU}},
+		bson.D{{Key: "_id", Value: doc}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: pendingPath(o.ID), Value: ""}}}})
 	steps.since(strategy.StepUnpend, start)
 	if err != nil {
@@ -232,17 +252,19 @@ func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, e
 			if o.At.After(cutoff) {
 				continue
 			}
-			o.ID, o.SKU = id, it.SKU
-			mine, err := s.recordTimed(ctx, o, stepTimer{})
+			// it.SKU is the document's _id: the sku, or one of its
+			// buckets (see Buckets).
+			o.ID, o.SKU = id, skuOfDoc(it.SKU)
+			mine, err := s.recordIn(ctx, it.SKU, o, stepTimer{})
 			if err != nil {
-				return n, fmt.Errorf("inventory: recover pending order %s of %q: %w", id, it.SKU, err)
+				return n, fmt.Errorf("inventory: recover pending order %s of %q: %w", id, o.SKU, err)
 			}
 			if !mine {
 				continue
 			}
 			n++
 			s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
-				slog.String("order_id", id), slog.String("sku", it.SKU), slog.Int64("qty", o.Qty),
+				slog.String("order_id", id), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
 				slog.String("sold_by", o.Replica), slog.String("strategy", o.Strategy))
 		}
 	}

@@ -25,8 +25,11 @@ type Deps struct {
 	Delay       time.Duration
 	Stall       time.Duration
 	CASAttempts int
-	Observer    inventory.LockObserver
-	Logger      *slog.Logger
+	// Buckets is the number of documents the buckets strategy splits a
+	// sku's stock across (0: DefaultBuckets).
+	Buckets  int
+	Observer inventory.LockObserver
+	Logger   *slog.Logger
 	// RedisStock is what the redis-stock strategy needs: its Redis.
 	RedisStock RedisStockOptions
 }

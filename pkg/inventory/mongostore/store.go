@@ -252,7 +252,8 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 	if stock < 0 {
 		return inventory.Item{}, fmt.Errorf("%w: stock %d must not be negative", inventory.ErrInvalid, stock)
 	}
-	filter := bson.D{{Key: "_id", Value: sku}}
+	// An item split across buckets (see Buckets) is put by putSplit.
+	filter := bson.D{{Key: "_id", Value: sku}, {Key: "split", Value: bson.D{{Key: "$exists", Value: false}}}}
 	if version != nil {
 		filter = append(filter, bson.E{Key: "version", Value: *version})
 	}
@@ -269,6 +270,14 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 		},
 		options.FindOneAndUpdate().SetUpsert(version == nil).SetReturnDocument(options.After),
 	).Decode(&it)
+	if errors.Is(err, mongo.ErrNoDocuments) || mongo.IsDuplicateKeyError(err) {
+		if sit, ok, serr := s.putSplit(ctx, sku, stock, version); ok || serr != nil {
+			return sit, serr
+		}
+		if version == nil {
+			return s.put(ctx, sku, stock, nil) // unsplit meanwhile: put the item itself
+		}
+	}
 	if version != nil && errors.Is(err, mongo.ErrNoDocuments) {
 		cur, gerr := s.Get(ctx, sku)
 		if gerr != nil {
@@ -292,8 +301,19 @@ func (s *Store) Get(ctx context.Context, sku string) (inventory.Item, error) {
 }
 
 // getCommitted is Get with majority read concern (see committedItems).
+// Its Pending holds the orders pending in the item's buckets too (see
+// Buckets): its callers look for an order wherever a sale may have put it.
 func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, error) {
-	return s.get(ctx, s.committedItems, sku)
+	if err := inventory.CheckSKU(sku); err != nil {
+		return inventory.Item{}, err
+	}
+	v, err := s.read(ctx, s.committedItems, sku, 0)
+	if err != nil {
+		return inventory.Item{}, err
+	}
+	it := v.merged()
+	it.Stock, it.Version = v.item.Stock, v.item.Version
+	return it, nil
 }
 
 func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (inventory.Item, error) {

@@ -52,6 +52,7 @@ type Config struct {
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
 	RedisStockAck   string        // redis-stock acknowledges a sale after "mongo" (the ledger) or "redis" (demo: the Lua take alone)
 	RedisStockFlush time.Duration // redis-stock's write-behind interval with RedisStockAck "redis"
+	Buckets         int           // documents the buckets strategy splits a sku's stock across
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight reads; decrements and PUTs are always waited for (see WriteBudget)
 	RecoveryEvery   time.Duration // how often the replica records other replicas' pending orders and settles idempotency keys
@@ -93,6 +94,7 @@ func DefaultConfig() Config {
 		CASAttempts:     mongostore.DefaultCASAttempts,
 		RedisStockAck:   RedisStockAckMongo,
 		RedisStockFlush: mongostore.DefaultRedisStockFlush,
+		Buckets:         mongostore.DefaultBuckets,
 		RequestTimeout:  15 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		RecoveryEvery:   5 * time.Second,
@@ -139,6 +141,7 @@ func (c *Config) settings() []setting {
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"redis-stock-ack", "REDIS_STOCK_ACK", `when redis-stock answers a sale: "mongo", once it is in MongoDB (the item and the ledger), or "redis", as soon as the Lua script took it in Redis, written to MongoDB behind (demo only: a Redis restart sells units twice)`, (*stringValue)(&c.RedisStockAck)},
 		{"redis-stock-flush", "REDIS_STOCK_FLUSH", `redis-stock with --redis-stock-ack=redis: how often the sales acknowledged from Redis are written to MongoDB`, (*durationValue)(&c.RedisStockFlush)},
+		{"buckets", "BUCKETS", "documents the buckets strategy splits a sku's stock across when it first splits it (an item keeps its count)", (*intValue)(&c.Buckets)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
 		{"recovery-interval", "RECOVERY_INTERVAL", "how often this replica records the pending orders of sales whose replica died between the stock write and the ledger write, and settles idempotency keys", (*durationValue)(&c.RecoveryEvery)},
@@ -319,6 +322,9 @@ func (c Config) problems() []error {
 	}
 	if c.CASAttempts < 1 {
 		bad("cas-attempts", "CAS_ATTEMPTS", "%d: must be at least 1", c.CASAttempts)
+	}
+	if c.Buckets < 1 || c.Buckets > mongostore.MaxBuckets {
+		bad("buckets", "BUCKETS", "%d: want 1 to %d", c.Buckets, mongostore.MaxBuckets)
 	}
 	if c.RequestTimeout <= c.LockWait {
 		bad("request-timeout", "REQUEST_TIMEOUT", "%v must be longer than the lock wait (%v), or every lock wait ends as a timeout", c.RequestTimeout, c.LockWait)

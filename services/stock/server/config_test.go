@@ -30,7 +30,7 @@ func TestParseConfig(t *testing.T) {
 	vars := map[string]string{
 		"MONGO_URI": "mongodb://db:27017/", "REDIS_ADDR": "cache:6379", "STOCK_ADDR": "127.0.0.1:9000",
 		"MONGO_DB": "shop", "REPLICA_ID": "r-1", "LOCK_TTL": "3s", "LOCK_WAIT": "500ms", "STRATEGY": "atomic",
-		"RMW_DELAY": "5ms", "WRITE_CONCERN": "1", "MAX_QTY": "7", "FENCING": "false", "CAS_ATTEMPTS": "3",
+		"RMW_DELAY": "5ms", "WRITE_CONCERN": "1", "MAX_QTY": "7", "FENCING": "false", "CAS_ATTEMPTS": "3", "BUCKETS": "4",
 		"REQUEST_TIMEOUT": "4s", "SHUTDOWN_TIMEOUT": "2s", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
 		"ETCD_ENDPOINTS": "http://etcd-1:2379, http://etcd-2:2379,,etcd-3:2379",
 		"REDLOCK_ADDRS":  "r1:6379, r2:6379,r3:6379",
@@ -46,7 +46,7 @@ func TestParseConfig(t *testing.T) {
 	want := server.Config{
 		Addr: "127.0.0.1:9000", MongoURI: "mongodb://db:27017/", DB: "shop", RedisAddr: "cache:6379", Replica: "r-1",
 		LockTTL: 3 * time.Second, LockWait: 500 * time.Millisecond, Strategy: "atomic", RMWDelay: 5 * time.Millisecond,
-		WriteConcern: "1", MaxQty: 7, Fencing: false, CASAttempts: 3, RequestTimeout: 4 * time.Second,
+		WriteConcern: "1", MaxQty: 7, Fencing: false, CASAttempts: 3, Buckets: 4, RequestTimeout: 4 * time.Second,
 		ShutdownTimeout: 2 * time.Second, LogFormat: "text", LogLevel: "debug",
 		EtcdEndpoints: []string{"http://etcd-1:2379", "http://etcd-2:2379", "etcd-3:2379"},
 		RedlockAddrs:  []string{"r1:6379", "r2:6379", "r3:6379"},
@@ -118,6 +118,8 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"must start with mongodb://", `"cache" is not host:port`, `"yolo" is not one of`, "MAX_QTY: 0", "LOCK_TTL: 1ms is under", `WRITE_CONCERN: "0"`, `MONGO_DB: "a.b"`, `REPLICA_ID: "a b"`, `LOG_FORMAT: "xml"`}},
 		{"bad environment", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "LOCK_WAIT": "soon", "FENCING": "maybe", "MAX_QTY": "lots"},
 			[]string{`LOCK_WAIT="soon": not a duration`, `FENCING="maybe": want true or false`, `MAX_QTY="lots": not a whole number`}},
+		{"buckets out of range", []string{"--buckets=0"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "BUCKETS": "65"},
+			[]string{"--buckets / BUCKETS: 0: want 1 to 64"}},
 		{"lock wait longer than the request", []string{"--lock-wait=20s"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"must be longer than the lock wait"}},
 		{"etcd-lock without etcd", []string{"--strategy=etcd-lock"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},

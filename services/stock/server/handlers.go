@@ -26,8 +26,9 @@ type saleResponse struct {
 	OrderID string `json:"order_id"`
 	SKU     string `json:"sku"`
 	Qty     int64  `json:"qty"`
-	// Remaining is null only in the replay of an atomic sale whose replica
-	// died before it read the stock its write left (see inventory.Order).
+	// Remaining is null in the replay of an atomic sale whose replica
+	// died before it read the stock its write left (see inventory.Order),
+	// and in a buckets sale from one bucket, which does not see the total.
 	Remaining *int64    `json:"remaining"`
 	Strategy  string    `json:"strategy"`
 	Replica   string    `json:"replica"`
@@ -235,7 +236,7 @@ func (s *Server) getItem(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	it, err := s.store.Get(c.Request().Context(), sku)
+	it, err := s.store.Snapshot(c.Request().Context(), sku)
 	if err != nil {
 		return storeError(err, sku)
 	}

@@ -214,7 +214,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 	deps := mongostore.Deps{
 		Store: s.store, Lockers: lockers, Fencing: cfg.Fencing, LockWait: cfg.LockWait,
 		Delay: cfg.RMWDelay, Stall: cfg.WriteStall, CASAttempts: cfg.CASAttempts,
-		Observer: s.metrics, Logger: s.logger,
+		Buckets: cfg.Buckets, Observer: s.metrics, Logger: s.logger,
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
@@ -229,13 +229,16 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
-		s.strategies[in.Name] = st
 		if l, ok := st.(*mongostore.Locked); ok {
 			s.locked = append(s.locked, l)
 		}
 		if rs, ok := st.(*mongostore.RedisStock); ok {
 			s.redisStock = rs
 		}
+		if st, err = mongostore.SplitAware(st, s.store, cfg.Buckets); err != nil {
+			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
+		}
+		s.strategies[in.Name] = st
 	}
 	return nil
 }

@@ -1,0 +1,816 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Bucket counts.
+const (
+	// DefaultBuckets is the number of documents a sku's stock is split
+	// across by the buckets strategy.
+	DefaultBuckets = 8
+	// MaxBuckets bounds it: a merge or a PUT writes every bucket.
+	MaxBuckets = 64
+)
+
+// bucketRounds bounds the rounds of one buckets decrement: each round
+// either sells, answers sold out, or lost a race to another writer that
+// changed the split (a spread, a merge, a PUT) and so made progress.
+const bucketRounds = 8
+
+// bucketSep separates a sku from its bucket number in a bucket's _id; no
+// sku contains it (inventory.ValidSKU).
+const bucketSep = "#"
+
+// split is the item's record of its stock being split across buckets,
+// set by a spread and removed by a merge or a PUT:
+//
+//	split: {gen: NumberLong, base: NumberLong}
+//
+// A bucket at gen counts its own stock; a bucket at gen+1 is frozen by a
+// merge or PUT in progress and counts its stock too, but takes no sale; a
+// bucket below gen, or missing, has not been materialized yet and counts
+// share(base, k, i), which its materialization writes.
+type split struct {
+	Gen  int64 `bson:"gen"`
+	Base int64 `bson:"base"`
+}
+
+// itemDoc is an item document with the fields that only the buckets
+// strategy writes: split, buckets (the bucket count k, fixed at the first
+// spread) and last_gen (the highest generation used, so that a new split
+// never meets a bucket of its own generation left from before).
+type itemDoc struct {
+	inventory.Item `bson:",inline"`
+	Split          *split `bson:"split,omitempty"`
+	Buckets        int    `bson:"buckets,omitempty"`
+	LastGen        int64  `bson:"last_gen,omitempty"`
+}
+
+// bucketDoc is one bucket, a document in the items collection:
+//
+//	{_id: "<sku>#<i>", sku, gen, stock, version, pending: {<order id>: order}, aborted: {<order id>: date}}
+//
+// pending and aborted mean what they mean in an item: a take records its
+// order as pending in the same update, and no take of an aborted order id
+// is accepted.
+type bucketDoc struct {
+	ID      string                     `bson:"_id"`
+	SKU     string                     `bson:"sku"`
+	Gen     *int64                     `bson:"gen"`
+	Stock   int64                      `bson:"stock"`
+	Version int64                      `bson:"version"`
+	Pending map[string]inventory.Order `bson:"pending,omitempty"`
+	Aborted map[string]time.Time       `bson:"aborted,omitempty"`
+}
+
+// bucketID is the _id of sku's bucket i.
+func bucketID(sku string, i int) string { return sku + bucketSep + strconv.Itoa(i) }
+
+// skuOfDoc returns the sku of an items document: its _id, up to the
+// bucket separator for a bucket.
+func skuOfDoc(id string) string {
+	sku, _, _ := strings.Cut(id, bucketSep)
+	return sku
+}
+
+// share is bucket i's part of base units spread over k buckets.
+func share(base int64, k, i int) int64 {
+	s := base / int64(k)
+	if int64(i) < base%int64(k) {
+		s++
+	}
+	return s
+}
+
+// view is one read of an item and its buckets, in one find.
+type view struct {
+	item    itemDoc
+	buckets []bucketDoc // by number; a missing bucket has a nil Gen
+}
+
+// state of bucket i as this view counts it.
+const (
+	bucketLive   = iota // at the split's generation: takes sales
+	bucketFresh         // below it, or missing: counts its share, not yet materialized
+	bucketFrozen        // one above it: frozen by a merge or PUT in progress
+	bucketDead          // any other generation: counts nothing (only under an unsplit item)
+)
+
+func (v *view) state(i int) int {
+	sp, b := v.item.Split, v.buckets[i]
+	switch {
+	case sp == nil:
+		return bucketDead
+	case b.Gen == nil || *b.Gen < sp.Gen:
+		return bucketFresh
+	case *b.Gen == sp.Gen:
+		return bucketLive
+	case *b.Gen == sp.Gen+1:
+		return bucketFrozen
+	}
+	return bucketDead
+}
+
+// units is what bucket i holds as the view counts it.
+func (v *view) units(i int) int64 {
+	switch v.state(i) {
+	case bucketLive, bucketFrozen:
+		return v.buckets[i].Stock
+	case bucketFresh:
+		return share(v.item.Split.Base, len(v.buckets), i)
+	}
+	return 0
+}
+
+// total is the sku's stock: the item's own and its buckets'.
+func (v *view) total() int64 {
+	t := v.item.Stock
+	for i := range v.buckets {
+		t += v.units(i)
+	}
+	return t
+}
+
+// givenUp reports whether recovery has begun to give order id up: its
+// fence is in the item or in a bucket (settle fences the buckets first).
+// Nothing of id was sold where the view looked, so refusing it now is
+// safe; settle then finds no sale, or one that landed before.
+func (v *view) givenUp(id string) bool {
+	if _, ok := v.item.Aborted[id]; ok {
+		return true
+	}
+	for _, b := range v.buckets {
+		if _, ok := b.Aborted[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// version is the sku's version: the item's plus that of every bucket that
+// counts its own stock. Every write that changes what the view counts
+// raises it, and a merge sets the item's past it, so it never repeats.
+func (v *view) version() int64 {
+	n := v.item.Version
+	for i, b := range v.buckets {
+		if s := v.state(i); s == bucketLive || s == bucketFrozen {
+			n += b.Version
+		}
+	}
+	return n
+}
+
+// read returns the item and its buckets in one find, so that on a store
+// that answers a find from one snapshot (FerretDB on PostgreSQL) the view
+// is one moment's. k is a guess of the bucket count: an item with more
+// buckets is read again. ErrNotFound without the item.
+func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string, k int) (*view, error) {
+	if k <= 0 {
+		k = DefaultBuckets
+	}
+	for {
+		ids := bson.A{sku}
+		for i := range k {
+			ids = append(ids, bucketID(sku, i))
+		}
+		cur, err := items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		if err != nil {
+			return nil, unreachable("read buckets of", sku, err)
+		}
+		var raws []bson.Raw
+		if err := cur.All(ctx, &raws); err != nil {
+			return nil, unreachable("read buckets of", sku, err)
+		}
+		v := &view{}
+		found := false
+		byID := map[string]bson.Raw{}
+		for _, r := range raws {
+			id, _ := r.Lookup("_id").StringValueOK()
+			if id == sku {
+				found = true
+				if err := bson.Unmarshal(r, &v.item); err != nil {
+					return nil, fmt.Errorf("inventory: decode item %q: %w", sku, err)
+				}
+				continue
+			}
+			byID[id] = r
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+		}
+		if n := v.item.Buckets; n > k {
+			k = n // the item has more buckets than this find named: read them all
+			continue
+		}
+		k = v.item.Buckets
+		v.buckets = make([]bucketDoc, k)
+		for i := range k {
+			if r, ok := byID[bucketID(sku, i)]; ok {
+				if err := bson.Unmarshal(r, &v.buckets[i]); err != nil {
+					return nil, fmt.Errorf("inventory: decode bucket %d of %q: %w", i, sku, err)
+				}
+			}
+		}
+		return v, nil
+	}
+}
+
+// Snapshot returns the item as clients see it: with its stock summed over
+// its buckets (see Buckets), its version the sum of theirs, and the
+// orders pending in any of them. For an item never split it is Get.
+func (s *Store) Snapshot(ctx context.Context, sku string) (inventory.Item, error) {
+	if err := inventory.CheckSKU(sku); err != nil {
+		return inventory.Item{}, err
+	}
+	v, err := s.read(ctx, s.items, sku, 0)
+	if err != nil {
+		return inventory.Item{}, err
+	}
+	return v.merged(), nil
+}
+
+// merged is the view as one item.
+func (v *view) merged() inventory.Item {
+	it := v.item.Item
+	it.Stock, it.Version = v.total(), v.version()
+	for _, b := range v.buckets {
+		for id, o := range b.Pending {
+			if it.Pending == nil {
+				it.Pending = map[string]inventory.Order{}
+			}
+			it.Pending[id] = o
+		}
+	}
+	return it
+}
+
+// pendingInBuckets returns the order id pending in one of sku's buckets,
+// and the bucket's _id, read with the given collection's read concern.
+func (s *Store) pendingInBuckets(ctx context.Context, items *mongo.Collection, sku, id string) (inventory.Order, string, bool, error) {
+	v, err := s.read(ctx, items, sku, 0)
+	if err != nil {
+		return inventory.Order{}, "", false, err
+	}
+	for _, b := range v.buckets {
+		if o, ok := b.Pending[id]; ok {
+			return o, b.ID, true, nil
+		}
+	}
+	return inventory.Order{}, "", false, nil
+}
+
+// Buckets splits a sku's stock across k documents, its buckets, so that
+// sales of one hot sku write k documents instead of one. A sale takes
+// from one bucket, chosen at random, with the atomic strategy's
+// conditional update:
+//
+//	updateOne({_id: "<sku>#<i>", gen: G, stock: {$gte: qty}, aborted.<id>: {$exists: false}},
+//	          {$inc: {stock: -qty, version: 1}, $set: {pending.<id>: order}})
+//
+// and records its order as atomic does. A bucket that cannot cover qty
+// sends it to the others; when none can, a merge freezes every bucket,
+// reads the exact total, and in one write of the item unsplits it and
+// takes the sale from the total, or answers sold out because the total is
+// short: it never answers sold out while the buckets together hold qty.
+// See docs/buckets.md for the protocol and why it sells every unit once.
+type Buckets struct {
+	store *Store
+	k     int
+	// splits caches each sku's split generation and bucket count, so
+	// that a sale writes without reading first. A stale one only costs a
+	// miss: a bucket's generation moves on before its item's does.
+	mu     sync.Mutex
+	splits map[string]cachedSplit
+}
+
+// cachedSplit is what a replica remembers of a sku's split.
+type cachedSplit struct {
+	gen int64
+	k   int
+}
+
+// NewBuckets returns the buckets strategy, splitting new splits into k
+// buckets (1 to MaxBuckets; 0 means DefaultBuckets). An item keeps the
+// count of its first split.
+func NewBuckets(store *Store, k int) (*Buckets, error) {
+	if k == 0 {
+		k = DefaultBuckets
+	}
+	if k < 1 || k > MaxBuckets {
+		return nil, fmt.Errorf("%w: %d buckets: want 1 to %d", inventory.ErrInvalid, k, MaxBuckets)
+	}
+	return &Buckets{store: store, k: k, splits: map[string]cachedSplit{}}, nil
+}
+
+// Name returns strategy.Buckets.
+func (b *Buckets) Name() string { return strategy.Buckets }
+
+func (b *Buckets) cached(sku string) (cachedSplit, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.splits[sku]
+	return c, ok
+}
+
+func (b *Buckets) remember(sku string, v *view) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v.item.Split == nil {
+		delete(b.splits, sku)
+		return
+	}
+	b.splits[sku] = cachedSplit{gen: v.item.Split.Gen, k: len(v.buckets)}
+}
+
+// Decrement implements Strategy.
+func (b *Buckets) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return inventory.Sale{}, context.Cause(ctx)
+	}
+	return b.decrement(ctx, req, strategy.Buckets)
+}
+
+// decrement is Decrement recording its order as strategy name's.
+func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name string) (inventory.Sale, error) {
+	o := b.store.newOrder(req, name, 0)
+	if c, ok := b.cached(req.SKU); ok {
+		// The fast path: one write, no read.
+		sale, took, err := b.take(ctx, o, bucketID(req.SKU, rand.IntN(c.k)), c.gen)
+		if took || err != nil {
+			return sale, err
+		}
+	}
+	for r := range bucketRounds {
+		v, err := b.store.read(ctx, b.store.items, req.SKU, b.k)
+		if err != nil {
+			return inventory.Sale{}, err
+		}
+		b.remember(req.SKU, v)
+		if v.givenUp(o.ID) {
+			return inventory.Sale{}, abandoned("buckets decrement", o)
+		}
+		sale, done, err := b.round(ctx, o, v, r < bucketRounds/2)
+		if done || err != nil {
+			return sale, err
+		}
+	}
+	return inventory.Sale{}, fmt.Errorf("%w: buckets of %q kept changing for %d rounds", inventory.ErrConflict, req.SKU, bucketRounds)
+}
+
+// round tries to sell o from what v shows. done is false when another
+// writer changed the split first: the caller reads again. With reread, a
+// round whose every bucket that covered qty was taken first by other sales
+// reads again instead of merging.
+func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view, reread bool) (inventory.Sale, bool, error) {
+	it := &v.item
+	if it.Split == nil {
+		switch {
+		case it.Stock < o.Qty:
+			// Not split: the item alone holds the stock, and this read of
+			// one document is the moment it fell short.
+			return inventory.Sale{}, true, soldOut(o.SKU, it.Stock, o.Qty)
+		case it.Stock < int64(2*b.kOf(v)):
+			// Too little to split: sell from the item, as atomic does.
+			sale, took, err := b.takeItem(ctx, o)
+			return sale, took || err != nil, err
+		}
+		return inventory.Sale{}, false, b.spread(ctx, v)
+	}
+	frozen, tried := false, 0
+	order := rand.Perm(len(v.buckets))
+	for _, i := range order {
+		switch v.state(i) {
+		case bucketFrozen:
+			frozen = true
+			continue
+		case bucketDead:
+			continue
+		case bucketFresh:
+			if v.units(i) < o.Qty {
+				continue
+			}
+			if err := b.store.materialize(ctx, v, i); err != nil {
+				return inventory.Sale{}, false, err
+			}
+		case bucketLive:
+			if v.units(i) < o.Qty {
+				continue
+			}
+		}
+		tried++
+		sale, took, err := b.take(ctx, o, bucketID(o.SKU, i), it.Split.Gen)
+		if took || err != nil {
+			return sale, true, err
+		}
+	}
+	if !frozen && it.Stock >= o.Qty {
+		// Stock the item holds beside its buckets (a restock).
+		sale, took, err := b.takeItem(ctx, o)
+		if took || err != nil {
+			return sale, true, err
+		}
+	}
+	if tried > 0 && !frozen && reread {
+		return inventory.Sale{}, false, nil // other sales took them first
+	}
+	// No one document covers qty, a merge or PUT is under way, or the
+	// buckets kept changing under these reads: merge, and sell from the
+	// total.
+	return b.store.merge(ctx, o, it.Split.Gen)
+}
+
+// kOf is the bucket count of v's item: its own once split, else b's.
+func (b *Buckets) kOf(v *view) int {
+	if v.item.Buckets > 0 {
+		return v.item.Buckets
+	}
+	return b.k
+}
+
+// take sells o from bucket id at generation gen. took is false, with no
+// error, when the bucket could not: another generation, too little stock,
+// no such bucket yet, or o's attempt given up (the caller's next read
+// says so).
+func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen int64) (inventory.Sale, bool, error) {
+	cctx, cancel := b.store.commitContext(ctx)
+	defer cancel()
+	res, err := b.store.items.UpdateOne(cctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "gen", Value: gen}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o.ID)},
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
+			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
+		})
+	if err != nil {
+		return inventory.Sale{}, false, unknownOutcome("buckets decrement", o.SKU, err)
+	}
+	if res.MatchedCount == 0 {
+		return inventory.Sale{}, false, nil
+	}
+	// The bucket's remaining stock is not the sku's: the total it left is
+	// not known at the write, so the sale reports none.
+	return b.store.soldIn(ctx, id, o, -1, 1, stepTimer{}), true, nil
+}
+
+// takeItem sells o from the item's own stock, as atomic does. The item's
+// own stock counts in the sku's total whether it is split or not, so the
+// take needs no other condition; a merge's write, conditional on the
+// item's version, then reads again.
+func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sale, bool, error) {
+	cctx, cancel := b.store.commitContext(ctx)
+	defer cancel()
+	var it itemDoc
+	err := b.store.items.FindOneAndUpdate(cctx,
+		bson.D{{Key: "_id", Value: o.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o.ID)},
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
+			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
+		},
+		options.FindOneAndUpdate().SetReturnDocument(options.After),
+	).Decode(&it)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return inventory.Sale{}, false, nil
+	}
+	if err != nil {
+		return inventory.Sale{}, false, unknownOutcome("buckets decrement", o.SKU, err)
+	}
+	remaining := int64(-1)
+	if it.Split == nil {
+		remaining = it.Stock // the item holds all of the sku's stock
+	}
+	return b.store.sold(ctx, o, remaining, 1), true, nil
+}
+
+// spread splits v's item, which is not split: one write of the item moves
+// its stock to its buckets at a new generation, as shares each bucket
+// takes up when first written (materialize). The item's total is the same
+// before and after, and nothing is in transit between documents.
+func (b *Buckets) spread(ctx context.Context, v *view) error {
+	it := &v.item
+	gen := it.LastGen + 1
+	k := b.kOf(v)
+	cctx, cancel := b.store.commitContext(ctx)
+	defer cancel()
+	res, err := b.store.items.UpdateOne(cctx,
+		bson.D{{Key: "_id", Value: it.SKU}, {Key: "version", Value: it.Version}, {Key: "split", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{
+			{Key: "$set", Value: bson.D{
+				{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: it.Stock}},
+				{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen},
+			}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
+		})
+	if err != nil {
+		// Whether or not it landed, the total is the same: read again.
+		return unreachable("spread", it.SKU, err)
+	}
+	if res.MatchedCount == 0 {
+		return nil // another writer changed the item first: read again
+	}
+	// Materialize every bucket now, so that the sales that follow find
+	// them live without a read; each bucket's share counts whether or not
+	// this lands. From a read after the spread: a bucket must copy every
+	// order id given up in the item before the spread, and one given up
+	// between v's read and the spread is in the item only (settle's fence
+	// of an unsplit item does not move its version).
+	after, err := b.store.read(ctx, b.store.items, it.SKU, k)
+	if err != nil || after.item.Split == nil || after.item.Split.Gen != gen {
+		return err // merged or put meanwhile, or unreadable: read again
+	}
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, len(after.buckets))
+	)
+	for i := range after.buckets {
+		if after.state(i) == bucketFresh {
+			wg.Go(func() { errs[i] = b.store.materialize(ctx, after, i) }) // different documents: at once
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// materialize writes bucket i's share of v's split into it, if it is still
+// below the split's generation (or missing), with the item's aborted
+// order ids: a bucket written after an attempt was given up refuses it
+// too. Its count does not change: the view counted the share already.
+func (s *Store) materialize(ctx context.Context, v *view, i int) error {
+	sp := v.item.Split
+	return s.setBucket(ctx, v, i, sp.Gen, share(sp.Base, len(v.buckets), i))
+}
+
+// setBucket sets bucket i to generation gen with stock, if its generation
+// is below the view's split generation or missing, copying the item's
+// aborted order ids; a bucket already at or past it is left alone. Its
+// version starts at 0, so that the sku's version (view.version) does not
+// move: the bucket counted its share, and counts it still.
+func (s *Store) setBucket(ctx context.Context, v *view, i int, gen, stock int64) error {
+	sku := v.item.SKU
+	set := bson.D{{Key: "sku", Value: sku}, {Key: "gen", Value: gen}, {Key: "stock", Value: stock}, {Key: "version", Value: int64(0)}}
+	for id, at := range v.item.Aborted {
+		set = append(set, bson.E{Key: abortedPath(id), Value: at})
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	_, err := s.items.UpdateOne(cctx,
+		bson.D{{Key: "_id", Value: bucketID(sku, i)}, {Key: "$or", Value: bson.A{
+			bson.D{{Key: "gen", Value: bson.D{{Key: "$lt", Value: v.item.Split.Gen}}}},
+			bson.D{{Key: "gen", Value: bson.D{{Key: "$exists", Value: false}}}},
+		}}},
+		bson.D{{Key: "$set", Value: set}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		// A duplicate key is a bucket at or past the generation: done.
+		return unreachable("write bucket of", sku, err)
+	}
+	return nil
+}
+
+// freeze moves every bucket of v's split to the frozen generation (one
+// above the split's), keeping what each counts: a live bucket keeps its
+// stock and version, a fresh one gets its share. A frozen bucket takes no
+// sale, so once all are frozen the total no longer moves but by the item;
+// and freezing moves neither the total nor the version, so that a PutIf
+// at the version a client read still matches.
+func (s *Store) freeze(ctx context.Context, v *view) error {
+	sp := v.item.Split
+	for i := range v.buckets {
+		switch v.state(i) {
+		case bucketFrozen, bucketDead:
+			continue
+		case bucketFresh:
+			if err := s.setBucket(ctx, v, i, sp.Gen+1, share(sp.Base, len(v.buckets), i)); err != nil {
+				return err
+			}
+			// A bucket materialized meanwhile is live: freeze it below.
+		}
+		cctx, cancel := s.commitContext(ctx)
+		_, err := s.items.UpdateOne(cctx,
+			bson.D{{Key: "_id", Value: bucketID(v.item.SKU, i)}, {Key: "gen", Value: sp.Gen}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "gen", Value: sp.Gen + 1}}}})
+		cancel()
+		if err != nil {
+			return unreachable("freeze bucket of", v.item.SKU, err)
+		}
+	}
+	return nil
+}
+
+// frozenView freezes the buckets of sku's split generation gen and reads
+// them back, all frozen. ok is false when the item is no longer split at
+// gen: another merge or PUT finished first.
+func (s *Store) frozenView(ctx context.Context, sku string, gen int64) (*view, bool, error) {
+	for range bucketRounds {
+		v, err := s.read(ctx, s.items, sku, 0)
+		if err != nil {
+			return nil, false, err
+		}
+		if v.item.Split == nil || v.item.Split.Gen != gen {
+			return v, false, nil
+		}
+		all := true
+		for i := range v.buckets {
+			if st := v.state(i); st != bucketFrozen && st != bucketDead {
+				all = false
+			}
+		}
+		if all {
+			return v, true, nil
+		}
+		if err := s.freeze(ctx, v); err != nil {
+			return nil, false, err
+		}
+	}
+	return nil, false, fmt.Errorf("%w: freeze the buckets of %q: they kept changing", inventory.ErrStoreUnavailable, sku)
+}
+
+// unsplit ends split generation gen of v's item, all of whose buckets are
+// frozen, in one write of the item conditional on its version: the item
+// holds stock from then on, its buckets count nothing, and its version
+// passes every version the view had. With o, the same write takes o's
+// qty and records o as pending. ok is false when the item changed since
+// v: nothing was written.
+func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order) (itemDoc, bool, error) {
+	sp := v.item.Split
+	set := bson.D{{Key: "stock", Value: stock}, {Key: "version", Value: v.version() + 1}, {Key: "last_gen", Value: max(v.item.LastGen, sp.Gen+1)}}
+	filter := bson.D{{Key: "_id", Value: v.item.SKU}, {Key: "version", Value: v.item.Version}, {Key: "split.gen", Value: sp.Gen}}
+	if o != nil {
+		set = append(set, bson.E{Key: pendingPath(o.ID), Value: *o})
+		filter = append(filter, notAborted(o.ID))
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	var it itemDoc
+	err := s.items.FindOneAndUpdate(cctx, filter,
+		bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "split", Value: ""}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After),
+	).Decode(&it)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return itemDoc{}, false, nil
+	case err != nil && o != nil:
+		return itemDoc{}, false, unknownOutcome("buckets merge", v.item.SKU, err)
+	case err != nil:
+		return itemDoc{}, false, unreachable("merge buckets of", v.item.SKU, err)
+	}
+	return it, true, nil
+}
+
+// merge sells o from the whole of split generation gen: it freezes every
+// bucket, reads the exact total, and unsplits the item taking o's qty from
+// it, or answers sold out when the total, exact at that read, is short
+// (then it still unsplits, with the total, so that the next sale reads
+// one document). done is false when another writer ended the split first.
+func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (inventory.Sale, bool, error) {
+	v, ok, err := s.frozenView(ctx, o.SKU, gen)
+	if err != nil || !ok {
+		return inventory.Sale{}, false, err
+	}
+	if _, ok := v.item.Aborted[o.ID]; ok {
+		return inventory.Sale{}, true, abandoned("buckets decrement", o)
+	}
+	total := v.total()
+	if total < o.Qty {
+		if _, _, err := s.unsplit(ctx, v, total, nil); err != nil {
+			return inventory.Sale{}, true, err
+		}
+		// Exact whether or not the unsplit landed: frozen buckets take no
+		// sale, and the item's own stock was read with them.
+		return inventory.Sale{}, true, soldOut(o.SKU, total, o.Qty)
+	}
+	it, ok, err := s.unsplit(ctx, v, total-o.Qty, &o)
+	if err != nil || !ok {
+		return inventory.Sale{}, false, err
+	}
+	return s.sold(ctx, o, it.Stock, 1), true, nil
+}
+
+// putSplit is Put (or PutIf, with version) of an item that is split: it
+// freezes the buckets and sets the stock in the same write that unsplits
+// the item. ok is false when the item is not split (any more): put the
+// item itself.
+func (s *Store) putSplit(ctx context.Context, sku string, stock int64, version *int64) (inventory.Item, bool, error) {
+	for range bucketRounds {
+		v, err := s.read(ctx, s.items, sku, 0)
+		if err != nil {
+			return inventory.Item{}, false, err
+		}
+		if v.item.Split == nil {
+			return inventory.Item{}, false, nil
+		}
+		fv, ok, err := s.frozenView(ctx, sku, v.item.Split.Gen)
+		if err != nil {
+			return inventory.Item{}, false, err
+		}
+		if !ok {
+			continue
+		}
+		if version != nil && fv.version() != *version {
+			return inventory.Item{}, true, fmt.Errorf("%w: put %q at version %d (version now %d)", inventory.ErrStale, sku, *version, fv.version())
+		}
+		it, ok, err := s.unsplit(ctx, fv, stock, nil)
+		if err != nil {
+			return inventory.Item{}, true, err
+		}
+		if ok {
+			return it.Item, true, nil
+		}
+	}
+	return inventory.Item{}, true, fmt.Errorf("%w: put %q: its buckets kept changing", inventory.ErrStoreUnavailable, sku)
+}
+
+// fenceBuckets gives order id up in every bucket of sku, before settle
+// gives it up in the item: each bucket, existing or not yet, gets
+// aborted.<id> unless the order is pending there. It returns the bucket
+// where the order is pending, if one is: the sale happened. k is the
+// item's bucket count as settle read it; settle's fence of the item is
+// conditional on it, so that a split after this read makes settle look
+// again (a bucket materialized later copies the item's aborted ids).
+func (s *Store) fenceBuckets(ctx context.Context, sku, id string, k int, at time.Time) (string, error) {
+	for i := range k {
+		doc := bucketID(sku, i)
+		_, err := s.items.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: doc}, {Key: pendingPath(id), Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(id), Value: at}}}},
+			options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) {
+			return doc, nil // pending there: the filter missed, the upsert met the bucket
+		}
+		if err != nil {
+			return "", unreachable("give up idempotency attempt "+id+" in a bucket of", sku, err)
+		}
+	}
+	return "", nil
+}
+
+// bucketCount returns how many buckets sku's item has (0: never split).
+func (s *Store) bucketCount(ctx context.Context, items *mongo.Collection, sku string) (int, error) {
+	var it itemDoc
+	err := items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
+	if err != nil {
+		return 0, err
+	}
+	return it.Buckets, nil
+}
+
+// splitAware is a strategy that sells from the item document alone, made
+// to sell from its buckets too when the buckets strategy has split the
+// item: without it, a request of that strategy would answer sold out
+// while the buckets hold the stock. Its sold out stands only for an item
+// that is not split; for a split one the buckets strategy decides, and
+// records the sale under this strategy's name.
+type splitAware struct {
+	inventory.Strategy
+	buckets *Buckets
+}
+
+// SplitAware returns st made to sell from the buckets of an item the
+// buckets strategy has split (see Buckets), with k as that strategy's
+// bucket count. The buckets strategy itself, and one that is not safe, is
+// returned as it is.
+func SplitAware(st inventory.Strategy, s *Store, k int) (inventory.Strategy, error) {
+	if in, ok := strategy.Lookup(st.Name()); st.Name() == strategy.Buckets || (ok && !in.Safe) {
+		return st, nil
+	}
+	b, err := NewBuckets(s, k)
+	if err != nil {
+		return nil, err
+	}
+	return &splitAware{Strategy: st, buckets: b}, nil
+}
+
+// Decrement implements Strategy.
+func (w *splitAware) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	sale, err := w.Strategy.Decrement(ctx, req)
+	if !errors.Is(err, inventory.ErrSoldOut) {
+		return sale, err
+	}
+	var it itemDoc
+	if gerr := w.buckets.store.items.FindOne(ctx, bson.D{{Key: "_id", Value: req.SKU}}).Decode(&it); gerr != nil || (it.Split == nil && it.Stock < req.Qty) {
+		// Not split, and short at this read, which is the moment the
+		// sold out holds (a merge may have unsplit the item since the
+		// strategy looked).
+		return sale, err
+	}
+	return w.buckets.decrement(ctx, req, w.Name())
+}
+
+var _ = addBuilder(strategy.Buckets, func(d Deps) (inventory.Strategy, error) { return NewBuckets(d.Store, d.Buckets) })
