@@ -180,7 +180,7 @@ func (s *Store) newKeyRecord(req inventory.Request, fp string) keyRecord {
 
 // reserve inserts the reservation of req's key, or reads the one that is
 // already there; mine tells which. A key whose attempt sold nothing is
-// taken over, and a reservation that went away between the insert and the
+// taken over if it was reserved for the same request (fp), and a reservation that went away between the insert and the
 // read is inserted again. A reservation that is mine is in s.inFlight
 // until the caller removes it.
 func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
@@ -223,11 +223,17 @@ func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (
 
 // takeOver reserves the key of cur for rec, if cur still holds it: cur's
 // attempt sold nothing, and none of it can (its key was freed, or its
-// order id is aborted in the item). It replaces the document on a filter
+// order id is aborted in the item). A key keeps the fingerprint of the
+// request it was first reserved for, freed or not: rec for another
+// request is refused with ErrKeyReused, as a key in use would be. It
+// replaces the document on a filter
 // beyond _id, which FerretDB serves by reading the whole collection; it
 // runs only when a key is used again after its attempt sold nothing. On
 // success rec is in s.inFlight until the caller removes it.
 func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
+	if rec.Request != cur.Request {
+		return keyRecord{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, rec.Key, rec.SKU)
+	}
 	if err := s.beginAttempt(ctx, rec); err != nil {
 		return keyRecord{}, false, err
 	}
@@ -375,8 +381,10 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 // settled by recovery, which freed the key itself; it is left alone.
 //
 // Without owned, the caller does not know whether its reservation landed:
-// it deletes the key only if it is still rec's, and leaves the attempt to
-// recovery, which gives it up if the reservation lands after all.
+// it marks the key free only if it is still rec's, and leaves the attempt
+// to recovery, which gives it up if the reservation lands after all. A
+// freed key is kept, not deleted, so that it keeps its request's
+// fingerprint (see takeOver).
 //
 // It reports whether this call freed the key.
 func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
@@ -395,9 +403,10 @@ func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
 			s.endAttempt(ctx, rec)
 		}
 	} else {
-		var res *mongo.DeleteResult
-		res, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
-		if err == nil && res.DeletedCount == 0 {
+		var res *mongo.UpdateResult
+		res, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
+		if err == nil && res.MatchedCount == 0 {
 			return false
 		}
 	}
