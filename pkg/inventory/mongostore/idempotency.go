@@ -312,8 +312,7 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 	case err == nil:
 		return keyOutcome{sale: o.Sale(), sold: true}, nil
 	case errors.Is(err, inventory.ErrNotFound):
-		_, aborted := it.Aborted[rec.OrderID]
-		return keyOutcome{aborted: aborted}, nil
+		return keyOutcome{aborted: gaveUp(it, inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
 	}
 	return keyOutcome{}, err
 }
@@ -432,6 +431,7 @@ type KeyRecovery struct {
 	Expired   int // keys older than the retention, forgotten
 	Settled   int // attempts whose sale was found, ended
 	Abandoned int // attempts with no sale, given up: their keys freed, their order ids aborted
+	Compacted int // aborted fences moved into their item's aborted_through (see compactAborted)
 }
 
 // expireBatch bounds the keys one RecoverKeys looks at for expiry.
@@ -491,6 +491,9 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(a.OrderID), Value: time.Now().UTC().Truncate(time.Millisecond)}}}})
 	if err != nil {
 		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
+	}
+	if res.MatchedCount == 1 {
+		s.compact.add(sku)
 	}
 	if res.MatchedCount == 0 {
 		it, err := s.getCommitted(ctx, sku)
@@ -583,6 +586,18 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 		}
 	}
 	s.forgetDead(ctx, withAttempts)
+	for _, sku := range s.compact.drain() {
+		n, rest, err := s.compactAborted(ctx, sku)
+		r.Compacted += n
+		if rest {
+			// Fences above an attempt still open, or not yet due: the
+			// next pass looks again.
+			s.compact.add(sku)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.ttl.Load() {
 		return r, errors.Join(errs...)
 	}
