@@ -3,7 +3,9 @@ package mongostore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 
@@ -51,9 +53,10 @@ func itemBytes(t testing.TB, s *Store, sku string) int {
 // it had, while every given-up order is still refused by every kind of
 // stock write. A live attempt with a lower order id, open meanwhile, keeps
 // the fences above it in place and is not refused; once it has sold, the
-// next pass compacts them.
+// next pass compacts them. (AbandonAfter is a millisecond, so that the
+// fences are old enough to move at once; see TestYoungFencesStay.)
 func TestGiveUpsKeepTheItemSmall(t *testing.T) {
-	s := testStore(t)
+	s := replicaStore(t, testStore(t), StoreOptions{Replica: "r", AbandonAfter: time.Millisecond})
 	ctx := t.Context()
 	const sku = "hot"
 	mustPut(t, s, sku, 1000)
@@ -129,13 +132,53 @@ func TestGiveUpsKeepTheItemSmall(t *testing.T) {
 	}
 }
 
+// TestYoungFencesStay: concurrent requests insert their attempts in
+// another order than they minted their order ids, so an attempt minted
+// before others may be inserted after they were given up. The fences of
+// attempts minted within AbandonAfter stay in the item, and such an
+// attempt sells.
+func TestYoungFencesStay(t *testing.T) {
+	s := replicaStore(t, testStore(t), StoreOptions{Replica: "r", AbandonAfter: time.Hour})
+	ctx := t.Context()
+	const sku = "young"
+	mustPut(t, s, sku, 10)
+	req := inventory.Request{SKU: sku, Qty: 1, Key: "minted-first"}
+	rec := s.newKeyRecord(req, fingerprint(req, ""))
+	leaveAttempts(t, s, sku, 20)
+	if got, err := s.RecoverKeys(ctx); err != nil || got.Abandoned != 20 {
+		t.Fatalf("recovery: %+v, %v; want 20 given up", got, err)
+	}
+	if err := s.beginAttempt(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	defer s.inFlight.remove(rec.OrderID)
+	if _, err := s.keys.InsertOne(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if sale, _, err := s.decrementReserved(ctx, NewAtomic(s), req, rec); err != nil || sale.Remaining != 9 {
+		t.Fatalf("the attempt minted before the give-ups: %+v, %v; want its sale", sale, err)
+	}
+	if it := mustGet(t, s, sku); len(it.Aborted) != 20 {
+		t.Fatalf("aborted = %d entries, want the 20 young ones kept", len(it.Aborted))
+	}
+}
+
 // BenchmarkGiveUps gives up b.N keyed attempts of one item through settle,
 // in recovery passes of 100 (as RecoverKeys does every
 // --recovery-interval), and reports the item's size after them: item-B.
+// AbandonAfter is a millisecond, so that every fence is old enough to be
+// compacted in the pass that set it: the item's size is what the fences
+// given up within AbandonAfter add to it.
 //
 //	go test -run '^$' -bench BenchmarkGiveUps -benchtime 100000x ./pkg/inventory/mongostore/
 func BenchmarkGiveUps(b *testing.B) {
-	s := testStore(b)
+	s, err := NewStore(testDB(b), StoreOptions{Replica: "r", AbandonAfter: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.EnsureIndexes(b.Context()); err != nil {
+		b.Fatal(err)
+	}
 	const sku = "hot"
 	mustPut(b, s, sku, 1)
 	for done := 0; done < b.N; {

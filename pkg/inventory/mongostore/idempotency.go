@@ -43,7 +43,8 @@ const (
 // order_id is fixed before the decrement runs and becomes its order's id,
 // so the outcome of the attempt can always be found: in the ledger, or
 // pending in the item. freed equal to order_id says that the attempt sold
-// nothing and the key may be taken again.
+// nothing and the key may be taken again, by the same request: a freed
+// key keeps its request's fingerprint (see takeOver).
 //
 // Keys are kept for the retention, so this collection is large. Every
 // write to it on a decrement's path is an insert or names the document by
@@ -467,7 +468,9 @@ func (s *Store) overdue(a attempt, now time.Time) bool {
 // the ledger (recorded before the fence: recording inserts the order
 // before it clears the pending entry). A sale found in the ledger before
 // the fence is settled without one. With neither, no sale came of a nor
-// can, and a's key is freed.
+// can, and a's key is freed. The fence set, a's sku is compacted at the
+// end of RecoverKeys: the fence moves into aborted_through, which refuses
+// a's writes just as well (see compactAborted).
 //
 // An attempt whose item does not exist is left alone: there is nothing to
 // fence, and a write could land on an item created later; a retry of its
@@ -543,9 +546,12 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 // given up, and its key freed, so that a retry may sell. Giving up never
 // rests on a clock: it fences the attempt's order id out of the item, so
 // that a stock write of the attempt that comes later is refused
-// (ErrAbandoned). It reads only the attempts collection, which holds just
-// the attempts in flight and those whose replica died, never the retained
-// keys, and it deletes the heartbeats of dead stores with no attempt left.
+// (ErrAbandoned); the fences it set are then compacted into one field of
+// the item (see compactAborted), so that the item does not grow with
+// every attempt given up. It reads only the attempts collection, which
+// holds just the attempts in flight and those whose replica died, never
+// the retained keys, and it deletes the heartbeats of dead stores with no
+// attempt left.
 //
 // Where the server has no TTL index it also forgets keys older than the
 // retention: at most expireBatch a pass, from the oldest stored. Running

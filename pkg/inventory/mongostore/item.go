@@ -123,11 +123,17 @@ func seeTicket(id string) {
 // open with an id at or below aborted_through would be refused like a
 // given-up one (it answers ErrAbandoned, frees its key, and its retry
 // sells). So the fences moved are only those below every attempt of sku in
-// the attempts collection, read after the item, and whose minting time is
-// not ahead of this process's clock. An attempt reserved after that read
-// with a lower ticket (its replica's clock behind, or its ticket minted
-// before a pause) can still be refused: the replica then learns the
-// item's aborted_through (gaveUp) and mints above it.
+// the attempts collection, read after the item, and minted at least
+// AbandonAfter ago by this process's clock. The second condition covers
+// the attempts not in the collection yet: a ticket is minted a moment
+// before its attempt is inserted, and concurrent requests insert theirs in
+// another order than they minted them, so a fence of a younger ticket may
+// be above an attempt about to be inserted. An attempt inserted later than
+// AbandonAfter after its ticket (its replica paused, or its clock behind
+// by that much) can still be refused: the replica then learns the item's
+// aborted_through (gaveUp) and mints above it. So an item holds the fences
+// of the attempts given up within AbandonAfter, and those above an attempt
+// still open.
 //
 // It reports the fences moved, and whether any is left to move later.
 func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest bool, err error) {
@@ -154,11 +160,11 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 			low = a.OrderID
 		}
 	}
-	now := time.Now().UnixMilli()
+	due := time.Now().Add(-s.abandonAfter).UnixMilli()
 	var through string
 	unset := bson.D{}
 	for id := range it.Aborted {
-		if ms, ok := ticketMillis(id); !ok || ms > now || (low != "" && id >= low) {
+		if ms, ok := ticketMillis(id); !ok || ms > due || (low != "" && id >= low) {
 			rest = rest || ok
 			continue
 		}
