@@ -181,8 +181,9 @@ func (s *Store) newKeyRecord(req inventory.Request, fp string) keyRecord {
 
 // reserve inserts the reservation of req's key, or reads the one that is
 // already there; mine tells which. A key whose attempt sold nothing is
-// taken over if it was reserved for the same request (fp), and a reservation that went away between the insert and the
-// read is inserted again. A reservation that is mine is in s.inFlight
+// taken over if it was reserved for the same request (fp, see takeOver),
+// and a reservation that went away between the insert and the read is
+// inserted again. A reservation that is mine is in s.inFlight
 // until the caller removes it.
 func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
 	for {
@@ -227,10 +228,10 @@ func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (
 // order id is aborted in the item). A key keeps the fingerprint of the
 // request it was first reserved for, freed or not: rec for another
 // request is refused with ErrKeyReused, as a key in use would be. It
-// replaces the document on a filter
-// beyond _id, which FerretDB serves by reading the whole collection; it
-// runs only when a key is used again after its attempt sold nothing. On
-// success rec is in s.inFlight until the caller removes it.
+// replaces the document on a filter beyond _id, which FerretDB serves by
+// reading the whole collection; it runs only when a key is used again
+// after its attempt sold nothing. On success rec is in s.inFlight until
+// the caller removes it.
 func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
 	if rec.Request != cur.Request {
 		return keyRecord{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, rec.Key, rec.SKU)
@@ -495,9 +496,6 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 	if err != nil {
 		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
 	}
-	if res.MatchedCount == 1 {
-		s.compact.add(sku)
-	}
 	if res.MatchedCount == 0 {
 		it, err := s.getCommitted(ctx, sku)
 		if errors.Is(err, inventory.ErrNotFound) {
@@ -518,6 +516,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		}
 		sold = true
 	} else {
+		s.compact.add(sku) // a fence set: RecoverKeys compacts it
 		_, err := s.order(ctx, sku, a.OrderID)
 		switch {
 		case err == nil:

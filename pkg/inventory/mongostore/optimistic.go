@@ -74,8 +74,8 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 		if err != nil {
 			return inventory.Sale{}, err
 		}
-		if o := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it, o) {
-			return inventory.Sale{}, abandoned("optimistic decrement", o)
+		if given := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it, given) {
+			return inventory.Sale{}, abandoned("optimistic decrement", given)
 		}
 		if it.Stock < req.Qty {
 			return inventory.Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
