@@ -187,28 +187,17 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 }
 
 // skuSet is a set of skus, safe for concurrent use.
-type skuSet struct {
-	mu sync.Mutex
-	m  map[string]struct{}
-}
+type skuSet struct{ m sync.Map }
 
-func (s *skuSet) add(sku string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]struct{}{}
-	}
-	s.m[sku] = struct{}{}
-}
+func (s *skuSet) add(sku string) { s.m.Store(sku, struct{}{}) }
 
 // drain empties the set and returns what it held.
 func (s *skuSet) drain() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.m))
-	for sku := range s.m {
-		out = append(out, sku)
-	}
-	clear(s.m)
+	var out []string
+	s.m.Range(func(sku, _ any) bool {
+		s.m.Delete(sku)
+		out = append(out, sku.(string))
+		return true
+	})
 	return out
 }
