@@ -168,9 +168,10 @@ func TestYoungFencesStay(t *testing.T) {
 // --recovery-interval), and reports the item's size after them: item-B.
 // AbandonAfter is a millisecond, so that every fence is old enough to be
 // compacted in the pass that set it: the item's size is what the fences
-// given up within AbandonAfter add to it.
+// given up within AbandonAfter add to it (docs/every-writer.md has the
+// figures).
 //
-//	go test -run '^$' -bench BenchmarkGiveUps -benchtime 100000x ./pkg/inventory/mongostore/
+//	go test -run '^$' -bench BenchmarkGiveUps -benchtime 10000x ./pkg/inventory/mongostore/
 func BenchmarkGiveUps(b *testing.B) {
 	s, err := NewStore(testDB(b), StoreOptions{Replica: "r", AbandonAfter: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
