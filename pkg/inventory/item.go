@@ -22,13 +22,17 @@ type Item struct {
 	Pending map[string]Order `bson:"pending,omitempty" json:"pending,omitempty"`
 	// Aborted holds, by order id, the keyed attempts that recovery gave
 	// up before their stock write landed, with when it did. No stock write
-	// for an order id in it is accepted (see Store.RecoverKeys). The
-	// entries are kept: a paused replica may send its write at any time.
+	// for an order id in it is accepted (see Store.RecoverKeys).
 	Aborted map[string]time.Time `bson:"aborted,omitempty" json:"aborted,omitempty"`
 	// Restocks holds the last RestockKeys restocks applied to the item, by
 	// a hash of their idempotency key: a restock whose key is here is not
 	// applied again (see mongostore's Store.Restock). Not shown by the API.
 	Restocks map[string]Restock `bson:"restocks,omitempty" json:"-"`
+	// AbortedThrough gives up every keyed order id up to it, in byte
+	// order: an entry of Aborted moves into it once no attempt still open
+	// has a lower order id, so that Aborted stays small. No stock write
+	// of a keyed order id at or below it is accepted.
+	AbortedThrough string `bson:"aborted_through,omitempty" json:"aborted_through,omitempty"`
 }
 
 // Restock is one relative stock change, applied once per idempotency key.

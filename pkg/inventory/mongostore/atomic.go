@@ -45,7 +45,7 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 	defer cancel()
 	var it inventory.Item
 	err := a.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o.ID)},
+		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o)},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -req.Qty}, {Key: "version", Value: int64(1)}}},
 			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
@@ -59,7 +59,7 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 		if gerr != nil {
 			return inventory.Sale{}, gerr
 		}
-		if _, ok := cur.Aborted[o.ID]; ok {
+		if gaveUp(cur, o) {
 			return inventory.Sale{}, abandoned("atomic decrement", o)
 		}
 		return inventory.Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)

@@ -298,7 +298,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 		}
 		var next []*batchCall
 		for _, c := range plan {
-			if _, ok := it.Aborted[c.order.ID]; ok {
+			if gaveUp(it, c.order) {
 				c.answer(inventory.Sale{}, abandoned("batched decrement", c.order))
 				continue
 			}
@@ -380,10 +380,12 @@ func (b *Batched) write(try []*batchCall, total int64, unpend []string) (after i
 	sku := try[0].order.SKU
 	filter := bson.D{{Key: "_id", Value: sku}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: total}}}}
 	pending := make(bson.D, 0, len(try))
+	orders := make([]inventory.Order, 0, len(try))
 	for _, c := range try {
-		filter = append(filter, notAborted(c.order.ID))
+		orders = append(orders, c.order)
 		pending = append(pending, bson.E{Key: pendingPath(c.order.ID), Value: c.order})
 	}
+	filter = append(filter, notAborted(orders...))
 	cctx, cancel := b.store.commitContext(try[0].ctx)
 	defer cancel()
 	update := bson.D{

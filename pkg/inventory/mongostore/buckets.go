@@ -151,8 +151,9 @@ func (v *view) total() int64 {
 // fence is in the item or in a bucket (settle fences the buckets first).
 // Nothing of id was sold where the view looked, so refusing it now is
 // safe; settle then finds no sale, or one that landed before.
-func (v *view) givenUp(id string) bool {
-	if _, ok := v.item.Aborted[id]; ok {
+func (v *view) givenUp(o inventory.Order) bool {
+	id := o.ID
+	if gaveUp(v.item.Item, o) {
 		return true
 	}
 	for _, b := range v.buckets {
@@ -365,7 +366,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 			return inventory.Sale{}, err
 		}
 		b.remember(req.SKU, v)
-		if v.givenUp(o.ID) {
+		if v.givenUp(o) {
 			return inventory.Sale{}, abandoned("buckets decrement", o)
 		}
 		sale, done, err := b.round(ctx, o, v, r < bucketRounds/2)
@@ -454,7 +455,7 @@ func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen in
 	cctx, cancel := b.store.commitContext(ctx)
 	defer cancel()
 	res, err := b.store.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: id}, {Key: "gen", Value: gen}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o.ID)},
+		bson.D{{Key: "_id", Value: id}, {Key: "gen", Value: gen}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o)},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
 			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
@@ -479,7 +480,7 @@ func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sa
 	defer cancel()
 	var it itemDoc
 	err := b.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: o.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o.ID)},
+		bson.D{{Key: "_id", Value: o.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o)},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
 			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
@@ -654,7 +655,7 @@ func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.
 	filter := bson.D{{Key: "_id", Value: v.item.SKU}, {Key: "version", Value: v.item.Version}, {Key: "split.gen", Value: sp.Gen}}
 	if o != nil {
 		set = append(set, bson.E{Key: pendingPath(o.ID), Value: *o})
-		filter = append(filter, notAborted(o.ID))
+		filter = append(filter, notAborted(*o))
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
@@ -684,7 +685,7 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 	if err != nil || !ok {
 		return inventory.Sale{}, false, err
 	}
-	if _, ok := v.item.Aborted[o.ID]; ok {
+	if gaveUp(v.item.Item, o) {
 		return inventory.Sale{}, true, abandoned("buckets decrement", o)
 	}
 	total := v.total()

@@ -8,7 +8,8 @@
 // An item is one document in the items collection:
 //
 //	{_id: sku, stock: NumberLong, version: NumberLong, fences: {<strategy>: NumberLong},
-//	 pending: {<order id>: order}, restocks: {<key hash>: {qty, seq}}}
+//	 pending: {<order id>: order}, aborted: {<order id>: date}, aborted_through: <order id>,
+//	 restocks: {<key hash>: {qty, seq}}}
 //
 // version counts every write to stock, by every writer. Every stock write
 // of a safe strategy is conditional on the version it read (the optimistic
@@ -16,7 +17,9 @@
 // write computed from a stale read fails cleanly ([inventory.ErrStale]) instead of
 // setting an absolute stock over another writer's sale. fences holds, per
 // lock strategy, the highest fencing token that has read the item under
-// that lock (see [Store] and the fenced read below).
+// that lock (see [Store] and the fenced read below). aborted and
+// aborted_through fence out the keyed attempts given up (see
+// [Store.RecoverKeys]).
 //
 // Every sale inserts one order document in the orders collection:
 //

@@ -90,7 +90,7 @@ func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, s
 		return err
 	}
 	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}, {Key: "version", Value: version}, notAborted(o.ID)},
+		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}, {Key: "version", Value: version}, notAborted(o)},
 		takeUpdate(stock, o))
 	if err != nil {
 		return unknownOutcome("fenced write", sku, err)
@@ -122,7 +122,7 @@ func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int6
 func (s *Store) writeMiss(ctx context.Context, o inventory.Order, fence string, token, version int64) error {
 	sku := o.SKU
 	it, err := s.Get(ctx, sku)
-	_, aborted := it.Aborted[o.ID]
+	aborted := gaveUp(it, o)
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
 		return fmt.Errorf("%w: fenced write %q", inventory.ErrNotFound, sku)

@@ -43,7 +43,8 @@ const (
 // order_id is fixed before the decrement runs and becomes its order's id,
 // so the outcome of the attempt can always be found: in the ledger, or
 // pending in the item. freed equal to order_id says that the attempt sold
-// nothing and the key may be taken again.
+// nothing and the key may be taken again, by the same request: a freed
+// key keeps its request's fingerprint (see takeOver).
 //
 // Keys are kept for the retention, so this collection is large. Every
 // write to it on a decrement's path is an insert or names the document by
@@ -191,8 +192,9 @@ func (s *Store) newKeyRecord(ctx context.Context, req inventory.Request, fp stri
 
 // reserve inserts the reservation of req's key, or reads the one that is
 // already there; mine tells which. A key whose attempt sold nothing is
-// taken over, and a reservation that went away between the insert and the
-// read is inserted again. A reservation that is mine is in s.inFlight
+// taken over if it was reserved for the same request (fp, see takeOver),
+// and a reservation that went away between the insert and the read is
+// inserted again. A reservation that is mine is in s.inFlight
 // until the caller removes it.
 func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
 	for {
@@ -241,11 +243,17 @@ func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (
 
 // takeOver reserves the key of cur for rec, if cur still holds it: cur's
 // attempt sold nothing, and none of it can (its key was freed, or its
-// order id is aborted in the item). It replaces the document on a filter
-// beyond _id, which FerretDB serves by reading the whole collection; it
-// runs only when a key is used again after its attempt sold nothing. On
-// success rec is in s.inFlight until the caller removes it.
+// order id is aborted in the item). A key keeps the fingerprint of the
+// request it was first reserved for, freed or not: rec for another
+// request is refused with ErrKeyReused, as a key in use would be. It
+// replaces the document on a filter beyond _id, which FerretDB serves by
+// reading the whole collection; it runs only when a key is used again
+// after its attempt sold nothing. On success rec is in s.inFlight until
+// the caller removes it.
 func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
+	if rec.Request != cur.Request {
+		return keyRecord{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, rec.Key, rec.SKU)
+	}
 	if err := s.beginAttempt(ctx, rec); err != nil {
 		return keyRecord{}, false, err
 	}
@@ -324,8 +332,7 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 	case err == nil:
 		return keyOutcome{sale: o.Sale(), sold: true}, nil
 	case errors.Is(err, inventory.ErrNotFound):
-		_, aborted := it.Aborted[rec.OrderID]
-		return keyOutcome{aborted: aborted}, nil
+		return keyOutcome{aborted: gaveUp(it, inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
 	}
 	return keyOutcome{}, err
 }
@@ -398,8 +405,10 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 // settled by recovery, which freed the key itself; it is left alone.
 //
 // Without owned, the caller does not know whether its reservation landed:
-// it deletes the key only if it is still rec's, and leaves the attempt to
-// recovery, which gives it up if the reservation lands after all.
+// it marks the key free only if it is still rec's, and leaves the attempt
+// to recovery, which gives it up if the reservation lands after all. A
+// freed key is kept, not deleted, so that it keeps its request's
+// fingerprint (see takeOver).
 //
 // It reports whether this call freed the key.
 func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
@@ -418,9 +427,10 @@ func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
 			s.endAttempt(ctx, rec)
 		}
 	} else {
-		var res *mongo.DeleteResult
-		res, err = s.keys.DeleteOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})
-		if err == nil && res.DeletedCount == 0 {
+		var res *mongo.UpdateResult
+		res, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
+		if err == nil && res.MatchedCount == 0 {
 			return false
 		}
 	}
@@ -446,6 +456,7 @@ type KeyRecovery struct {
 	Expired   int // keys older than the retention, forgotten
 	Settled   int // attempts whose sale was found, ended
 	Abandoned int // attempts with no sale, given up: their keys freed, their order ids aborted
+	Compacted int // aborted fences moved into their item's aborted_through (see compactAborted)
 }
 
 // expireBatch bounds the keys one RecoverKeys looks at for expiry.
@@ -481,7 +492,9 @@ func (s *Store) overdue(a attempt, now time.Time) bool {
 // the ledger (recorded before the fence: recording inserts the order
 // before it clears the pending entry). A sale found in the ledger before
 // the fence is settled without one. With neither, no sale came of a nor
-// can, and a's key is freed.
+// can, and a's key is freed. The fence set, a's sku is compacted at the
+// end of RecoverKeys: the fence moves into aborted_through, which refuses
+// a's writes just as well (see compactAborted).
 //
 // An attempt whose item does not exist is left alone: there is nothing to
 // fence, and a write could land on an item created later; a retry of its
@@ -553,6 +566,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		}
 		sold = true
 	} else {
+		s.compact.add(sku) // a fence set: RecoverKeys compacts it
 		_, err := s.order(ctx, sku, a.OrderID)
 		switch {
 		case err == nil:
@@ -581,9 +595,12 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 // given up, and its key freed, so that a retry may sell. Giving up never
 // rests on a clock: it fences the attempt's order id out of the item, so
 // that a stock write of the attempt that comes later is refused
-// (ErrAbandoned). It reads only the attempts collection, which holds just
-// the attempts in flight and those whose replica died, never the retained
-// keys, and it deletes the heartbeats of dead stores with no attempt left.
+// (ErrAbandoned); the fences it set are then compacted into one field of
+// the item (see compactAborted), so that the item does not grow with
+// every attempt given up. It reads only the attempts collection, which
+// holds just the attempts in flight and those whose replica died, never
+// the retained keys, and it deletes the heartbeats of dead stores with no
+// attempt left.
 //
 // Where the server has no TTL index it also forgets keys older than the
 // retention, by the store's clock: at most expireBatch a pass, from the
@@ -632,6 +649,18 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 		}
 	}
 	s.forgetDead(ctx, withAttempts)
+	for _, sku := range s.compact.drain() {
+		n, rest, err := s.compactAborted(ctx, sku)
+		r.Compacted += n
+		if rest {
+			// Fences above an attempt still open, or not yet due: the
+			// next pass looks again.
+			s.compact.add(sku)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.ttl.Load() {
 		return r, errors.Join(errs...)
 	}

@@ -74,8 +74,8 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 		if err != nil {
 			return inventory.Sale{}, err
 		}
-		if _, ok := it.Aborted[req.OrderID]; ok && req.OrderID != "" {
-			return inventory.Sale{}, abandoned("optimistic decrement", inventory.Order{ID: req.OrderID, SKU: req.SKU})
+		if given := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it, given) {
+			return inventory.Sale{}, abandoned("optimistic decrement", given)
 		}
 		if it.Stock < req.Qty {
 			return inventory.Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
@@ -106,7 +106,7 @@ func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, or
 	cctx, cancel := o.store.commitContext(ctx)
 	defer cancel()
 	res, err := o.store.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: order.SKU}, {Key: "version", Value: version}, notAborted(order.ID)},
+		bson.D{{Key: "_id", Value: order.SKU}, {Key: "version", Value: version}, notAborted(order)},
 		takeUpdate(stock, order))
 	if err != nil {
 		return false, unknownOutcome(fmt.Sprintf("compare-and-set at version %d of", version), order.SKU, err)

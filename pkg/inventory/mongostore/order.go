@@ -2,9 +2,7 @@ package mongostore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,15 +18,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
-
-// newOrderID returns 16 random bytes in hex. Random, not sequential, so that
-// replicas need no coordination to mint unique ids; a duplicate in the
-// ledger therefore means an order recorded twice, never a collision.
-func newOrderID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
-	return hex.EncodeToString(b[:])
-}
 
 // newOrder returns the order a decrement of req by strategy will record,
 // before its stock write: the write stores it as pending. A strategy that

@@ -180,6 +180,8 @@ type rsItem struct {
 	Stock   int64                `bson:"stock"`
 	Epoch   int64                `bson:"epoch"`
 	Aborted map[string]time.Time `bson:"aborted,omitempty"`
+	// AbortedThrough is the item's aborted_through (see notAborted).
+	AbortedThrough string `bson:"aborted_through,omitempty"`
 }
 
 // Decrement implements Strategy.
@@ -426,12 +428,14 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 			filter = append(filter, bson.E{Key: "epoch", Value: epoch})
 		}
 		set := bson.D{}
+		orders := make([]inventory.Order, 0, len(batch))
 		for _, p := range batch {
 			sum += p.o.Qty
 			set = append(set, bson.E{Key: pendingPath(p.o.ID), Value: p.o})
-			if !r.ackRedis {
-				filter = append(filter, notAborted(p.o.ID))
-			}
+			orders = append(orders, p.o)
+		}
+		if !r.ackRedis {
+			filter = append(filter, notAborted(orders...))
 		}
 		if !r.ackRedis {
 			filter = append(filter, bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: sum}}})
@@ -488,7 +492,7 @@ func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch
 	}
 	var abandonedSales, keep []*pendingSale
 	for _, p := range batch {
-		if _, ok := it.Aborted[p.o.ID]; ok {
+		if gaveUp(inventory.Item{Aborted: it.Aborted, AbortedThrough: it.AbortedThrough}, p.o) {
 			abandonedSales = append(abandonedSales, p)
 		} else {
 			keep = append(keep, p)

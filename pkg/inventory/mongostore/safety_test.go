@@ -500,16 +500,19 @@ func TestRecoverKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != (KeyRecovery{Expired: 1, Settled: 1, Abandoned: 2}) {
-		t.Fatalf("RecoverKeys = %+v, want one expired, one settled, two given up", got)
+	if got != (KeyRecovery{Expired: 1, Settled: 1, Abandoned: 2, Compacted: 2}) {
+		t.Fatalf("RecoverKeys = %+v, want one expired, one settled, two given up and their fences compacted", got)
 	}
-	// The two given up are fenced out of the item; the sold one is not.
+	// The two given up are fenced out of the item, below aborted_through;
+	// the young attempt still open is above them.
 	it := mustGet(t, a, "keys")
-	if _, ok := it.Aborted[abandoned.OrderID]; !ok || len(it.Aborted) != 2 {
-		t.Fatalf("aborted = %v, want the abandoned attempt and the one that never landed", it.Aborted)
+	for _, id := range []string{abandoned.OrderID, never} {
+		if !gaveUp(it, inventory.Order{ID: id, Key: "k"}) {
+			t.Fatalf("item %+v: %s not given up", it, id)
+		}
 	}
-	if _, ok := it.Aborted[never]; !ok {
-		t.Fatalf("aborted = %v, want %s among them", it.Aborted, never)
+	if len(it.Aborted) != 0 || gaveUp(it, inventory.Order{ID: young.OrderID, Key: "young"}) {
+		t.Fatalf("item %+v: want the fences compacted, the young attempt above them", it)
 	}
 	keys := map[string]keyRecord{}
 	for _, rec := range findAll[keyRecord](t, a.keys) {

@@ -98,9 +98,12 @@ type Store struct {
 	deadAfter    time.Duration
 	// instance names this Store in its heartbeats and attempts; it is
 	// random, so that a restarted replica is a new instance.
-	instance  string
-	live      liveness
-	inFlight  inFlight
+	instance string
+	live     liveness
+	inFlight inFlight
+	// compact holds the skus whose aborted fences RecoverKeys compacts
+	// next (see compactAborted).
+	compact   skuSet
 	afterTake func(inventory.Order)
 	logger    *slog.Logger
 	// now is this process's clock. Only the monotonic part of its
@@ -346,13 +349,13 @@ func takeUpdate(stock int64, o inventory.Order) bson.D {
 // It is kept as naive as the code it teaches, but bumps the version and
 // records the pending order like every stock write.
 func (s *Store) setStock(ctx context.Context, stock int64, o inventory.Order) error {
-	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}, notAborted(o.ID)}, takeUpdate(stock, o))
+	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}, notAborted(o)}, takeUpdate(stock, o))
 	if err != nil {
 		return unknownOutcome("write", o.SKU, err)
 	}
 	if res.MatchedCount == 0 {
 		if it, err := s.Get(ctx, o.SKU); err == nil {
-			if _, ok := it.Aborted[o.ID]; ok {
+			if gaveUp(it, o) {
 				return abandoned("write", o)
 			}
 		}

@@ -165,3 +165,36 @@ func jsonType(first byte) string {
 	}
 	return "a number"
 }
+
+// unquoteKey returns the idempotency key an Idempotency-Key header value
+// names. The IETF draft defines the header as a Structured Field string
+// (RFC 8941, section 3.3.3): the key between double quotes, with `"` and
+// `\` escaped by a backslash, as its examples send it. A bare value is the
+// key as it is, as clients that predate the draft send it. So `"k"` and
+// `k` are the same key. ok is false for a quoted value that is not a
+// well-formed string: an unterminated quote, an escape of anything but
+// `"` or `\`, a character outside printable ASCII, or anything after the
+// closing quote (RFC 8941's parameters are not accepted).
+func unquoteKey(v string) (key string, ok bool) {
+	if !strings.HasPrefix(v, `"`) {
+		return v, true
+	}
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\':
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", false
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			return b.String(), i == len(v)-1
+		case c < 0x20 || c > 0x7e:
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", false // no closing quote
+}

@@ -48,8 +48,9 @@ const (
 	headerReplayed       = "Idempotent-Replayed"
 )
 
-// idempotencyKey returns the request's Idempotency-Key, "" when it has
-// none, or a 400 when it is malformed or given twice.
+// idempotencyKey returns the request's Idempotency-Key, bare or quoted
+// (see unquoteKey), "" when it has none, or a 400 when it is malformed or
+// given twice.
 func idempotencyKey(c echo.Context) (string, *apiError) {
 	vals := c.Request().Header.Values(headerIdempotencyKey)
 	switch {
@@ -57,11 +58,13 @@ func idempotencyKey(c echo.Context) (string, *apiError) {
 		return "", nil
 	case len(vals) > 1:
 		return "", newError(http.StatusBadRequest, codeInvalidKey, "Idempotency-Key given more than once: send one")
-	case !inventory.ValidKey(vals[0]):
-		return "", newError(http.StatusBadRequest, codeInvalidKey,
-			fmt.Sprintf("Idempotency-Key must be 1 to %d printable ASCII characters (a UUID is a good choice)", inventory.MaxKeyLen))
 	}
-	return vals[0], nil
+	key, ok := unquoteKey(vals[0])
+	if !ok || !inventory.ValidKey(key) {
+		return "", newError(http.StatusBadRequest, codeInvalidKey,
+			fmt.Sprintf(`Idempotency-Key must be 1 to %d printable ASCII characters (a UUID is a good choice), bare or as a Structured Field string: in double quotes, with \" and \\ escaped`, inventory.MaxKeyLen))
+	}
+	return key, nil
 }
 
 // etag is an item version as an entity tag.
