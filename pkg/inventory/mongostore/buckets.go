@@ -569,6 +569,13 @@ func (s *Store) setBucket(ctx context.Context, v *view, i int, gen, stock int64)
 	for id, at := range v.item.Aborted {
 		set = append(set, bson.E{Key: abortedPath(id), Value: at})
 	}
+	update := bson.D{{Key: "$set", Value: set}}
+	if v.item.AbortedThrough != "" {
+		// The item's fences compacted into aborted_through (see
+		// compactAborted) are no longer in Aborted: the bucket takes the
+		// bound too, and never lowers one it has.
+		update = append(update, bson.E{Key: "$max", Value: bson.D{{Key: abortedThrough, Value: v.item.AbortedThrough}}})
+	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	_, err := s.items.UpdateOne(cctx,
@@ -576,7 +583,7 @@ func (s *Store) setBucket(ctx context.Context, v *view, i int, gen, stock int64)
 			bson.D{{Key: "gen", Value: bson.D{{Key: "$lt", Value: v.item.Split.Gen}}}},
 			bson.D{{Key: "gen", Value: bson.D{{Key: "$exists", Value: false}}}},
 		}}},
-		bson.D{{Key: "$set", Value: set}},
+		update,
 		options.UpdateOne().SetUpsert(true))
 	if err != nil && !mongo.IsDuplicateKeyError(err) {
 		// A duplicate key is a bucket at or past the generation: done.
