@@ -98,19 +98,7 @@ func TestAbandonedKeyCannotSellTwice(t *testing.T) {
 					// estimated conservatively (a few round trips late):
 					// B's recovery gives the attempt up once it sees it
 					// that old.
-					for try := 1; ; try++ {
-						rec, err := b.RecoverKeys(ctx)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if rec.Abandoned == 1 {
-							break
-						}
-						if rec.Abandoned != 0 || try == 100 {
-							t.Fatalf("B's recovery %d: %+v, want the paused attempt abandoned", try, rec)
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
+					recoverUntilAbandoned(t, b)
 					close(h.release)
 					r1 := <-first
 					retry, replayed, err := b.DecrementOnce(ctx, onB[i], req, "")
@@ -283,5 +271,27 @@ func TestRestartSettlesItsPredecessor(t *testing.T) {
 	}
 	if _, _, err := after.DecrementOnce(ctx, NewAtomic(after), inventory.Request{SKU: "restart", Qty: 1, Key: "K-a"}, ""); err != nil {
 		t.Fatalf("retry of the predecessor's key: %v", err)
+	}
+}
+
+// recoverUntilAbandoned runs s's RecoverKeys until a pass gives one
+// attempt up. AbandonAfter is counted on s's lower estimate of the store's
+// clock, a few round trips behind an attempt's stamp, so the give-up comes
+// at a later pass, never sooner; a pass that gives up more than one, or
+// 100 passes with none, fail the test.
+func recoverUntilAbandoned(t *testing.T, s *Store) {
+	t.Helper()
+	for try := 1; ; try++ {
+		rec, err := s.RecoverKeys(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Abandoned == 1 {
+			return
+		}
+		if rec.Abandoned != 0 || try == 100 {
+			t.Fatalf("recovery pass %d: %+v; want one attempt abandoned", try, rec)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -231,22 +231,7 @@ func TestBucketsKeyed(t *testing.T) {
 	// its write, give it up on b, then let it write.
 	req = inventory.Request{SKU: sku, Qty: 1, Key: "K"}
 	release := pauseKeyed(a, ba, req)
-	// b counts AbandonAfter on its lower estimate of the store's clock,
-	// a few round trips behind the attempt's stamp: it gives the attempt
-	// up at a later pass, never sooner.
-	for try := 1; ; try++ {
-		rec, err := b.RecoverKeys(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Abandoned == 1 {
-			break
-		}
-		if rec.Abandoned != 0 || try == 100 {
-			t.Fatalf("b's recovery %d: %+v; want the paused attempt abandoned", try, rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	recoverUntilAbandoned(t, b)
 	paused, pausedErr := release()
 	if !errors.Is(pausedErr, inventory.ErrAbandoned) {
 		t.Errorf("the given-up request: sale %+v, %v; want inventory.ErrAbandoned", paused, pausedErr)
