@@ -64,9 +64,9 @@ type itemDoc struct {
 
 // bucketDoc is one bucket, a document in the items collection:
 //
-//	{_id: "<sku>#<i>", sku, gen, stock, version, pending: {<order id>: order}, aborted: {<order id>: date}}
+//	{_id: "<sku>#<i>", sku, gen, stock, version, pending: {<order id>: order}, aborted: {<order id>: date}, aborted_through}
 //
-// pending and aborted mean what they mean in an item: a take records its
+// pending, aborted and aborted_through mean what they mean in an item: a take records its
 // order as pending in the same update, and no take of an aborted order id
 // is accepted.
 type bucketDoc struct {
@@ -77,6 +77,10 @@ type bucketDoc struct {
 	Version int64                      `bson:"version"`
 	Pending map[string]inventory.Order `bson:"pending,omitempty"`
 	Aborted map[string]time.Time       `bson:"aborted,omitempty"`
+	// AbortedThrough gives up every keyed order id up to it, as the
+	// item's does: a bucket takes the item's when it is written, and
+	// compactAborted raises it as it moves the bucket's fences into it.
+	AbortedThrough string `bson:"aborted_through,omitempty"`
 }
 
 // bucketID is the _id of sku's bucket i.
@@ -160,8 +164,35 @@ func (v *view) givenUp(o inventory.Order) bool {
 		if _, ok := b.Aborted[id]; ok {
 			return true
 		}
+		if o.Key != "" && b.AbortedThrough != "" && id <= b.AbortedThrough {
+			return true
+		}
 	}
 	return false
+}
+
+// fencedDoc is a document of a sku, the item or a bucket, with the
+// aborted fences it holds.
+type fencedDoc struct {
+	id      string
+	aborted map[string]time.Time
+}
+
+// fenced returns the item and every bucket that holds an aborted fence,
+// the item first, for compactAborted; nil when no document holds any.
+func (v *view) fenced() []fencedDoc {
+	docs := []fencedDoc{{id: v.item.SKU, aborted: v.item.Aborted}}
+	n := len(v.item.Aborted)
+	for _, b := range v.buckets {
+		if len(b.Aborted) > 0 {
+			docs = append(docs, fencedDoc{id: b.ID, aborted: b.Aborted})
+			n += len(b.Aborted)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return docs
 }
 
 // version is the sku's version: the item's plus that of every bucket that

@@ -526,6 +526,7 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		if err != nil {
 			return false, false, err
 		}
+		s.compact.add(sku) // fences set in buckets, whatever follows: RecoverKeys compacts them
 		if doc != "" {
 			p, _, found, err := s.pendingInBuckets(ctx, s.committedItems, sku, a.OrderID)
 			if err != nil || !found {

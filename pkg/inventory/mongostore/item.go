@@ -109,29 +109,35 @@ func seeTicket(id string) {
 
 // compactAborted moves the aborted.<order id> fences of sku whose order ids
 // are below those of all its open attempts into aborted_through, in one
-// update:
+// update per document that holds them (the item, and each of its buckets,
+// see Buckets):
 //
-//	filter: {_id: sku}
+//	filter: {_id: <the item or a bucket>}
 //	update: {$max: {aborted_through: <the highest of them>}, $unset: {aborted.<id>: "", ...}}
 //
-// so that an item holds one fence per attempt given up that is younger
+// so that a document holds one fence per attempt given up that is younger
 // than an attempt still open, not one per attempt ever given up.
 //
 // Why this is safe whatever the clocks and however late a write arrives:
 // every stock write of a keyed order X requires aborted.X absent AND
 // aborted_through absent or below X (notAborted), in the update that takes
-// the stock. The update above removes aborted.X only in the same write
-// that makes aborted_through at least X, and aborted_through only ever
+// the stock, on the document it takes from. The update above removes
+// aborted.X from a document only in the same write that makes that
+// document's aborted_through at least X, and aborted_through only ever
 // grows ($max). So from the fence on, at every instant, one of the two
-// conditions refuses X: no write of X can land, whenever it is sent or
-// delivered, by whichever replica. Nothing here rests on knowing that X's
-// writes are over, which no store can know of a paused replica.
+// conditions refuses X on each document that was fenced: no write of X
+// can land, whenever it is sent or delivered, by whichever replica.
+// Nothing here rests on knowing that X's writes are over, which no store
+// can know of a paused replica. The item is written before its buckets,
+// with the highest id moved from any of them, so that its aborted_through
+// is never below a bucket's: a read of the item alone (gaveUp) refuses
+// every order a bucket refuses.
 //
 // What the order of the tickets buys is liveness only: an attempt Y still
 // open with an id at or below aborted_through would be refused like a
 // given-up one (it answers ErrAbandoned, frees its key, and its retry
 // sells). So the fences moved are only those below every attempt of sku in
-// the attempts collection, read after the item, and minted at least
+// the attempts collection, read after the documents, and minted at least
 // AbandonAfter ago by this process's clock. The second condition covers
 // the attempts not in the collection yet: a ticket is minted a moment
 // before its attempt is inserted, and concurrent requests insert theirs in
@@ -139,18 +145,22 @@ func seeTicket(id string) {
 // be above an attempt about to be inserted. An attempt inserted later than
 // AbandonAfter after its ticket (its replica paused, or its clock behind
 // by that much) can still be refused: the replica then learns the item's
-// aborted_through (gaveUp) and mints above it. So an item holds the fences
-// of the attempts given up within AbandonAfter, and those above an attempt
-// still open.
+// aborted_through (gaveUp) and mints above it. So a document holds the
+// fences of the attempts given up within AbandonAfter, and those above an
+// attempt still open.
 //
 // It reports the fences moved, and whether any is left to move later.
 func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest bool, err error) {
-	it, err := s.getCommitted(ctx, sku)
+	v, err := s.read(ctx, s.committedItems, sku, 0)
 	if errors.Is(err, inventory.ErrNotFound) {
 		return 0, false, nil
 	}
-	if err != nil || len(it.Aborted) == 0 {
+	if err != nil {
 		return 0, false, err
+	}
+	docs := v.fenced()
+	if len(docs) == 0 {
+		return 0, false, nil
 	}
 	cur, err := s.attempts.Find(ctx, bson.D{{Key: "key_id", Value: bson.D{
 		{Key: "$gte", Value: sku + "/"}, {Key: "$lt", Value: sku + "0"}, // "0" follows "/"
@@ -170,28 +180,38 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 	}
 	due := time.Now().Add(-s.abandonAfter).UnixMilli()
 	var through string
-	unset := bson.D{}
-	for id := range it.Aborted {
-		if ms, ok := ticketMillis(id); !ok || ms > due || (low != "" && id >= low) {
-			rest = rest || ok
-			continue
+	unsets := make([]bson.D, len(docs))
+	for i, d := range docs {
+		unsets[i] = bson.D{}
+		for id := range d.aborted {
+			if ms, ok := ticketMillis(id); !ok || ms > due || (low != "" && id >= low) {
+				rest = rest || ok
+				continue
+			}
+			unsets[i] = append(unsets[i], bson.E{Key: abortedPath(id), Value: ""})
+			through = max(through, id)
 		}
-		unset = append(unset, bson.E{Key: abortedPath(id), Value: ""})
-		through = max(through, id)
 	}
-	if len(unset) == 0 {
+	if through == "" {
 		return 0, rest, nil
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if _, err := s.items.UpdateOne(cctx, bson.D{{Key: "_id", Value: sku}}, bson.D{
-		{Key: "$max", Value: bson.D{{Key: abortedThrough, Value: through}}},
-		{Key: "$unset", Value: unset},
-	}); err != nil {
-		return 0, true, unreachable("compact the given-up attempts of", sku, err)
+	for i, d := range docs { // the item first: see above
+		if len(unsets[i]) == 0 && (d.id != sku || v.item.AbortedThrough >= through) {
+			continue
+		}
+		update := bson.D{{Key: "$max", Value: bson.D{{Key: abortedThrough, Value: through}}}}
+		if len(unsets[i]) > 0 {
+			update = append(update, bson.E{Key: "$unset", Value: unsets[i]})
+		}
+		if _, err := s.items.UpdateOne(cctx, bson.D{{Key: "_id", Value: d.id}}, update); err != nil {
+			return moved, true, unreachable("compact the given-up attempts of", sku, err)
+		}
+		moved += len(unsets[i])
 	}
 	seeTicket(through)
-	return len(unset), rest, nil
+	return moved, rest, nil
 }
 
 // skuSet is a set of skus, safe for concurrent use.
