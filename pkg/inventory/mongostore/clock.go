@@ -2,7 +2,9 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,6 +34,12 @@ import (
 // whether: the drift allowance widens an older estimate.
 const clockRefresh = time.Minute
 
+// clockRetry is how long after a failed read of the server's clock the
+// next use tries again; meanwhile, and whenever a read fails, the
+// estimates come from the last reading, which stays sound (its allowance
+// grows with the time elapsed since it).
+const clockRetry = time.Second
+
 // maxDrift bounds how much faster or slower this process's monotonic
 // clock runs than the store's clock: 500 ppm, what NTP slews at most and
 // far above what a crystal drifts.
@@ -42,13 +50,18 @@ const maxDrift = 2000 // 1/maxDrift of the elapsed time
 // just before the hello was sent and just after its answer came.
 // refreshing is set while a caller reads the server's clock again; the
 // others use the reading they have meanwhile (the drift allowance keeps
-// it sound), so that no caller waits on another's hello.
+// it sound), so that no caller waits on another's hello. failed is this
+// process's clock when a read of the server's clock last failed.
 type storeClock struct {
 	mu             sync.Mutex
 	server         time.Time
 	sent, received time.Time
 	refreshing     bool
+	failed         time.Time
 }
+
+// errNoLocalTime is a hello answer without the server's clock.
+var errNoLocalTime = errors.New("hello answered no localTime")
 
 // serverTime reads the store's clock with hello (FerretDB and MongoDB both
 // answer its localTime). local is this process's clock; only the
@@ -61,10 +74,10 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 	err = db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
 	received = local()
 	if err != nil {
-		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("inventory: read the store's clock: %w", err)
+		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", err)
 	}
 	if hello.LocalTime == 0 {
-		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("inventory: read the store's clock: hello answered no localTime")
+		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", errNoLocalTime)
 	}
 	return hello.LocalTime.Time().UTC(), sent, received, nil
 }
@@ -73,11 +86,18 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 // time no earlier than the store's clock (for stamps); without, one no
 // later (for the "now" an expiry compares stamps with). It reads the
 // server's clock first when it has no reading yet, or when its reading is
-// older than clockRefresh and no other caller is reading it already.
+// older than clockRefresh, no other caller is reading it already and no
+// read failed in the last clockRetry. A read that fails leaves the last
+// reading in use: it bounds the store's clock as soundly as before, with
+// an allowance grown by the time elapsed. Only without any reading is the
+// failure the caller's error, which says what failed and leaves the
+// operation's context to the caller.
 func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 	c := &s.clock
 	c.mu.Lock()
-	stale := c.server.IsZero() || (s.now().Sub(c.received) >= clockRefresh && !c.refreshing)
+	now := s.now()
+	stale := c.server.IsZero() || (now.Sub(c.received) >= clockRefresh && !c.refreshing &&
+		(c.failed.IsZero() || now.Sub(c.failed) >= clockRetry))
 	if stale {
 		c.refreshing = true
 	}
@@ -86,17 +106,24 @@ func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 		server, sent, received, err := serverTime(ctx, s.keys.Database(), s.now)
 		c.mu.Lock()
 		c.refreshing = false
-		if err == nil && received.After(c.received) {
+		switch {
+		case err != nil:
+			c.failed = s.now()
+		case received.After(c.received):
 			c.server, c.sent, c.received = server, sent, received
 		}
+		have := !c.server.IsZero()
 		c.mu.Unlock()
-		if err != nil {
+		if err != nil && !have {
 			return time.Time{}, err
+		}
+		if err != nil {
+			s.logger.WarnContext(ctx, "could not read the store's clock again: the last reading stays in use", slog.Any("error", err))
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := s.now()
+	now = s.now()
 	if upper {
 		// localTime is whole milliseconds, truncated.
 		elapsed := now.Sub(c.sent)

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +98,70 @@ func TestStoreTimeBoundsServerClock(t *testing.T) {
 		if lower.After(doc.At) || upper.Before(doc.At) || upper.Sub(lower) > time.Minute {
 			t.Fatalf("store time estimates [%v, %v] around a write the server stamped %v", lower, upper, doc.At)
 		}
+	}
+}
+
+// TestStoreTimeKeepsTheLastReading: once the store's clock has been read,
+// a read of it that fails (here: the store's client disconnected) leaves
+// the last reading in use, two minutes old, and its estimates still bound
+// what the server stamps. Without any reading the failure is the caller's
+// error, with "inventory:" once in its chain.
+func TestStoreTimeKeepsTheLastReading(t *testing.T) {
+	s := testStore(t)
+	ctx := t.Context()
+	if _, err := s.storeTime(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// Make the reading two minutes old, as if taken then: due for a
+	// refresh, and as sound as it was.
+	s.clock.mu.Lock()
+	s.clock.server = s.clock.server.Add(-2 * time.Minute)
+	s.clock.sent = s.clock.sent.Add(-2 * time.Minute)
+	s.clock.received = s.clock.received.Add(-2 * time.Minute)
+	s.clock.mu.Unlock()
+	if err := s.keys.Database().Client().Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	probe := testDB(t).Collection("clock_probe")
+	for i := range 3 {
+		lower, err := s.storeTime(ctx, false)
+		if err != nil {
+			t.Fatalf("lower estimate with a reading two minutes old and the store's clock unreadable: %v", err)
+		}
+		var doc struct {
+			At time.Time `bson:"at"`
+		}
+		err = probe.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: i}},
+			bson.D{{Key: "$currentDate", Value: bson.D{{Key: "at", Value: true}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		upper, err := s.storeTime(ctx, true)
+		if err != nil {
+			t.Fatalf("upper estimate with a reading two minutes old and the store's clock unreadable: %v", err)
+		}
+		if lower.After(doc.At) || upper.Before(doc.At) || upper.Sub(lower) > time.Minute {
+			t.Fatalf("store time estimates [%v, %v] around a write the server stamped %v", lower, upper, doc.At)
+		}
+	}
+	s.clock.mu.Lock()
+	failed := s.clock.failed
+	s.clock.mu.Unlock()
+	if failed.IsZero() {
+		t.Fatal("no read of the store's clock failed: the old reading was not put to the test")
+	}
+
+	fresh := testStore(t)
+	if err := fresh.keys.Database().Client().Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.storeTime(ctx, true); err == nil {
+		t.Fatal("an estimate of the store's clock with no reading and an unreadable store: want an error")
+	}
+	req := inventory.Request{SKU: "clock", Qty: 1, Key: "K"}
+	_, err := fresh.newKeyRecord(ctx, req, fingerprint(req, ""))
+	if err == nil || strings.Count(err.Error(), "inventory:") != 1 {
+		t.Fatalf("stamping a key with no reading of the store's clock: %v; want an error saying \"inventory:\" once", err)
 	}
 }

@@ -350,7 +350,7 @@ func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error
 	}
 	now, err := s.storeTime(ctx, false)
 	if err != nil {
-		return false, unreachable("read the clock for idempotency attempt of", rec.SKU, err)
+		return false, unreachable("decide whether to give up the idempotency attempt of", rec.SKU, err)
 	}
 	if !s.overdue(a, now) {
 		return false, nil
@@ -615,7 +615,7 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	defer cancel()
 	now, err := s.storeTime(ctx, false)
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("inventory: %w", err)
 	}
 	cur, err := s.attempts.Find(ctx, bson.D{})
 	if err != nil {
