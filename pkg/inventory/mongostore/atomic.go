@@ -55,14 +55,14 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		// Nothing changed. Say why: no such item, the attempt given up,
 		// or not enough stock.
-		cur, gerr := a.store.Get(ctx, req.SKU)
+		cur, gerr := a.store.getDoc(ctx, a.store.items, req.SKU)
 		if gerr != nil {
 			return inventory.Sale{}, gerr
 		}
-		if gaveUp(cur, o) {
+		if gaveUp(cur.Item, o) {
 			return inventory.Sale{}, abandoned("atomic decrement", o)
 		}
-		return inventory.Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)
+		return inventory.Sale{}, soldOutOf(cur, req.Qty)
 	}
 	if err != nil {
 		return inventory.Sale{}, unknownOutcome("atomic decrement", req.SKU, err)

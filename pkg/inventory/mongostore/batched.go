@@ -233,6 +233,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 	}()
 	plan := batch // the members still undecided, in arrival order
 	stock, read := q.stockHint, false
+	var seen itemDoc // the item as the last read found it
 	for range batchAttempts {
 		if len(plan) > 0 && b.beforeWrite != nil {
 			b.beforeWrite(ordersOf(plan))
@@ -246,7 +247,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 			// Even the first member asks more than the stock this
 			// batch just read.
 			for _, c := range plan {
-				c.answer(inventory.Sale{}, soldOut(sku, stock, c.order.Qty))
+				c.answer(inventory.Sale{}, soldOutOf(seen, c.order.Qty))
 			}
 			return
 		case total > 0:
@@ -289,7 +290,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 			}
 		}
 		// Nothing taken, or nothing tried on a guess: read the item.
-		it, err := b.store.Get(context.WithoutCancel(plan[0].ctx), sku)
+		it, err := b.store.getDoc(context.WithoutCancel(plan[0].ctx), b.store.items, sku)
 		if err != nil {
 			for _, c := range plan {
 				c.answer(inventory.Sale{}, err)
@@ -298,13 +299,13 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 		}
 		var next []*batchCall
 		for _, c := range plan {
-			if gaveUp(it, c.order) {
+			if gaveUp(it.Item, c.order) {
 				c.answer(inventory.Sale{}, abandoned("batched decrement", c.order))
 				continue
 			}
 			next = append(next, c)
 		}
-		plan, stock, read = next, it.Stock, true
+		plan, stock, read, seen = next, it.Stock, true, it
 		q.stockHint = it.Stock
 	}
 	for _, c := range plan {

@@ -154,10 +154,10 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// request would otherwise spend to learn that nothing is left, which is
 	// most requests in a sell-out. It can never cause a sale: the decision
 	// to sell is taken only under the lock, in step 2.
-	if it, err := l.store.Get(ctx, sku); err != nil {
+	if it, err := l.store.getDoc(ctx, l.store.items, sku); err != nil {
 		return inventory.Sale{}, err
 	} else if it.Stock < qty {
-		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
+		return inventory.Sale{}, soldOutOf(it, qty)
 	}
 
 	// Step 1: lock, within the wait budget.

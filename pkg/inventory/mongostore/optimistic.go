@@ -70,15 +70,15 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 				return inventory.Sale{}, err
 			}
 		}
-		it, err := o.store.Get(ctx, req.SKU)
+		it, err := o.store.getDoc(ctx, o.store.items, req.SKU)
 		if err != nil {
 			return inventory.Sale{}, err
 		}
-		if given := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it, given) {
+		if given := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it.Item, given) {
 			return inventory.Sale{}, abandoned("optimistic decrement", given)
 		}
 		if it.Stock < req.Qty {
-			return inventory.Sale{}, soldOut(req.SKU, it.Stock, req.Qty)
+			return inventory.Sale{}, soldOutOf(it, req.Qty)
 		}
 		if err := pause(ctx, o.delay); err != nil {
 			return inventory.Sale{}, err

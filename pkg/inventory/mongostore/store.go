@@ -320,16 +320,24 @@ func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, e
 }
 
 func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (inventory.Item, error) {
+	it, err := s.getDoc(ctx, items, sku)
+	return it.Item, err
+}
+
+// getDoc is get with the fields of a split (see Buckets): a strategy that
+// reads the item to answer sold out tells SplitAware by them whether the
+// item held all of the sku's stock (see soldOutOf).
+func (s *Store) getDoc(ctx context.Context, items *mongo.Collection, sku string) (itemDoc, error) {
 	if err := inventory.CheckSKU(sku); err != nil {
-		return inventory.Item{}, err
+		return itemDoc{}, err
 	}
-	var it inventory.Item
+	var it itemDoc
 	err := items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return inventory.Item{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+		return itemDoc{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
 	}
 	if err != nil {
-		return inventory.Item{}, unreachable("get", sku, err)
+		return itemDoc{}, unreachable("get", sku, err)
 	}
 	return it, nil
 }
