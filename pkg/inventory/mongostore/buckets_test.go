@@ -310,7 +310,7 @@ func TestBucketsGiveUpBeforeSpread(t *testing.T) {
 	if rec, err := b.RecoverKeys(ctx); err != nil || rec.Abandoned != 1 {
 		t.Fatalf("b's recovery: %+v, %v; want the paused attempt abandoned", rec, err)
 	}
-	if err := ba.spread(ctx, before); err != nil {
+	if _, err := ba.spread(ctx, before); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ba.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
