@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // readLoop reads every sku's stock from the replicas in turn, one GET
@@ -42,11 +43,11 @@ func (h *Harness) readLoop(ctx context.Context, rec *history.Recorder, skus []st
 
 // resetStock sets sku's stock with PUT and records it as the history's
 // set: the initial stock the checker starts from.
-func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, sku string, stock int) error {
+func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, sku string, stock int, opts ...stockclient.CallOption) error {
 	client := rec.Acquire()
 	defer rec.Release(client)
 	call := rec.Now()
-	if _, err := h.api.At(base).PutItem(ctx, sku, int64(stock)); err != nil {
+	if _, err := h.api.At(base).PutItem(ctx, sku, int64(stock), opts...); err != nil {
 		return err
 	}
 	rec.Add(history.Op{Client: client, Kind: history.Set, SKU: sku, Target: base, Call: call, Return: rec.Now(),

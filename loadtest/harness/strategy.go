@@ -21,6 +21,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 	"github.com/stocklock/stocklock/pkg/stockclient"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // runStrategy resets the stock, attacks with one strategy, reads the
@@ -43,7 +44,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	// the skus are fresh, so nothing older can fall into it.
 	since := time.Now().Add(-2 * time.Second)
 	rec := history.NewRecorder(time.Now())
-	if err := h.reset(ctx, rec, run.SKUs); err != nil {
+	if err := h.reset(ctx, rec, run.SKUs, writers); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	before := h.scrape(ctx)
@@ -138,11 +139,17 @@ func (h *Harness) newRun(strategy string, writers []string, drillNo int, fs *fau
 
 // reset sets every sku's stock to the configured stock, through the
 // replicas in turn, and reads it back from the last replica: a run starts
-// only when every replica sees the reset.
-func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus []string) error {
+// only when every replica sees the reset. A run whose every writer sells
+// from split stock (strategy.Info.SplitsStock) puts it split, so that its
+// sales do not pay the split.
+func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus, writers []string) error {
+	var opts []stockclient.CallOption
+	if splitsStock(writers) {
+		opts = append(opts, stockclient.SplitStock())
+	}
 	for i, sku := range skus {
 		base := h.replicas[i%len(h.replicas)]
-		if err := h.resetStock(ctx, rec, base, sku, h.cfg.Stock); err != nil {
+		if err := h.resetStock(ctx, rec, base, sku, h.cfg.Stock, opts...); err != nil {
 			return fmt.Errorf("reset stock: %w", err)
 		}
 	}
@@ -471,4 +478,14 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizab
 			run.Verdict = string(verdict.Fail)
 		}
 	}
+}
+
+// splitsStock reports whether every one of writers sells from split stock.
+func splitsStock(writers []string) bool {
+	for _, w := range writers {
+		if in, ok := strategy.Lookup(w); !ok || !in.SplitsStock {
+			return false
+		}
+	}
+	return len(writers) > 0
 }

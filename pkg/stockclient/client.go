@@ -111,6 +111,7 @@ type CallOption func(*callOpts)
 type callOpts struct {
 	key     string // Idempotency-Key
 	ifMatch string // If-Match
+	split   bool   // a PUT's "split"
 }
 
 func applyOpts(opts []CallOption) callOpts {
@@ -133,6 +134,13 @@ func IdempotencyKey(key string) CallOption {
 // (Item.Version of a read); otherwise it fails with ErrVersionMismatch.
 func IfMatch(version int64) CallOption {
 	return func(o *callOpts) { o.ifMatch = `"` + strconv.FormatInt(version, 10) + `"` }
+}
+
+// SplitStock makes a PUT set the stock split across the replica's
+// buckets, as the buckets strategy sells it, so that no sale pays the
+// split (docs/buckets.md).
+func SplitStock() CallOption {
+	return func(o *callOpts) { o.split = true }
 }
 
 // NewIdempotencyKey returns a new random key (32 hex digits).
@@ -241,7 +249,8 @@ func SKUOfURL(u string) string {
 }
 
 // PutItem sets (or resets) sku's stock, creating the item if needed. It
-// needs WithAdminToken. With IfMatch it sets it only at that version.
+// needs WithAdminToken. With IfMatch it sets it only at that version;
+// with SplitStock it sets it split across the replica's buckets.
 //
 // A set is not idempotent under concurrent sales: sent twice with a sale
 // in between, the second erases the sale. So even WithRetry sends it again
@@ -251,8 +260,12 @@ func SKUOfURL(u string) string {
 // to retry.
 func (c *Client) PutItem(ctx context.Context, sku string, stock int64, opts ...CallOption) (Item, error) {
 	var it Item
-	body := map[string]int64{"stock": stock}
-	_, err := c.do(ctx, Call{http.MethodPut, RouteItem, false}, ItemURL(c.base, sku), body, &it, applyOpts(opts))
+	o := applyOpts(opts)
+	body := map[string]any{"stock": stock}
+	if o.split {
+		body["split"] = true
+	}
+	_, err := c.do(ctx, Call{http.MethodPut, RouteItem, false}, ItemURL(c.base, sku), body, &it, o)
 	return it, err
 }
 

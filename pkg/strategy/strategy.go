@@ -53,6 +53,10 @@ type Info struct {
 	// token (when fencing is on): the lock's tokens must be comparable
 	// across replicas.
 	Fenced bool
+	// SplitsStock reports whether the strategy sells from a sku's stock
+	// split across documents, which a PUT can split beforehand (the
+	// service's "split"), so that no sale pays the split.
+	SplitsStock bool
 	// Doc is the docs page that teaches it, relative to docs/.
 	Doc string
 }
@@ -86,7 +90,7 @@ var registry = []Info{
 	{Name: Atomic, Safe: true, Doc: "optimistic-vs-atomic.md"},
 	{Name: Batched, Safe: true, Doc: "batched.md"},
 	{Name: RedisStock, Safe: true, Doc: "redis-stock.md"},
-	{Name: Buckets, Safe: true, Doc: "buckets.md"},
+	{Name: Buckets, Safe: true, SplitsStock: true, Doc: "buckets.md"},
 }
 
 // lockServices lists every lock service, in the order of the strategies

@@ -150,6 +150,22 @@ func stringField(fields map[string]json.RawMessage, name string) (v string, ok b
 	return v, true, nil
 }
 
+// boolField parses fields[name] as a JSON boolean; a missing (or null)
+// field is false.
+func boolField(fields map[string]json.RawMessage, name string) (bool, *apiError) {
+	raw, ok := fields[name]
+	switch {
+	case !ok || string(raw) == "null":
+		return false, nil
+	case string(raw) == "true":
+		return true, nil
+	case string(raw) == "false":
+		return false, nil
+	}
+	return false, newError(http.StatusBadRequest, codeInvalidType,
+		fmt.Sprintf("%q must be a JSON boolean, not %s", name, jsonType(raw[0])))
+}
+
 func jsonType(first byte) string {
 	switch first {
 	case '"':

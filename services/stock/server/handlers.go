@@ -136,7 +136,9 @@ func storeError(err error, sku string) error {
 // putItem sets (or resets) an item's stock: PUT /v1/items/:sku {"stock": n}.
 // With If-Match: "<version>" it sets it only at that version (412
 // otherwise), so that a client that decided from what it read cannot
-// overwrite a sale made since.
+// overwrite a sale made since. With "split": true the stock is set split
+// across the replica's --buckets documents (mongostore.Store.PutSplit),
+// so that the buckets strategy's sales never pay the split.
 func (s *Server) putItem(c echo.Context) error {
 	sku, aerr := sku(c)
 	if aerr != nil {
@@ -146,7 +148,7 @@ func (s *Server) putItem(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	fields, aerr := decodeObject(c, "stock")
+	fields, aerr := decodeObject(c, "stock", "split")
 	if aerr != nil {
 		return aerr
 	}
@@ -157,11 +159,21 @@ func (s *Server) putItem(c echo.Context) error {
 	if stock < 0 {
 		return newError(http.StatusBadRequest, codeInvalidStock, fmt.Sprintf(`"stock" must not be negative, got %d`, stock))
 	}
+	split, aerr := boolField(fields, "split")
+	if aerr != nil {
+		return aerr
+	}
+	if split && version != nil {
+		return newError(http.StatusBadRequest, codeInvalidPrecondition, `"split" and If-Match cannot go together: send a PUT with "split" without If-Match`)
+	}
 	var it inventory.Item
 	var err error
-	if version != nil {
+	switch {
+	case split:
+		it, err = s.store.PutSplit(c.Request().Context(), sku, stock, s.cfg.Buckets)
+	case version != nil:
 		it, err = s.store.PutIf(c.Request().Context(), sku, stock, *version)
-	} else {
+	default:
 		it, err = s.store.Put(c.Request().Context(), sku, stock)
 	}
 	if err != nil {

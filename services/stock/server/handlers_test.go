@@ -148,6 +148,8 @@ func TestBadInput(t *testing.T) {
 		{"PUT stock as string", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":"9"}`, 400, "invalid_type", nil},
 		{"PUT missing stock", "PUT", "/v1/items/" + sku, jsonCT, `{}`, 400, "missing_field", nil},
 		{"PUT unknown field", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":9,"qty":1}`, 400, "unknown_field", nil},
+		{"PUT split as string", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":90,"split":"yes"}`, 400, "invalid_type", nil},
+		{"PUT split with If-Match", "PUT", "/v1/items/" + sku, jsonCT, `{"stock":90,"split":true}`, 400, "invalid_precondition", []string{"If-Match", `"1"`}},
 		{"PUT wrong Content-Type", "PUT", "/v1/items/" + sku, "text/plain", `{"stock":9}`, 415, "unsupported_media_type", nil},
 		{"orders since garbage", "GET", "/v1/items/" + sku + "/orders?since=yesterday", "", "", 400, "invalid_since", nil},
 		{"unknown route", "GET", "/v1/nope", "", "", 404, "not_found", nil},
