@@ -43,7 +43,9 @@ ports, runs the comparison and
 stops everything it started. With --replicas, the replicas need
 ETCD_ENDPOINTS of their own for the etcd-lock strategy.
 
-For every strategy it resets each sku's stock with PUT, attacks, then reads
+For every strategy it resets each sku's stock with PUT (split across the
+replicas' --buckets documents for a strategy that sells from split stock,
+buckets), attacks, then reads
 the item and the ledger back and reports sold, oversold, lost updates
 (acknowledged sales the stock does not reflect), ledger mismatches, status
 classes, sales/s, req/s, latency percentiles and the replicas' lock wait p99.
