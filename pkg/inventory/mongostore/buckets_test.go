@@ -303,7 +303,7 @@ func TestBucketsGiveUpBeforeSpread(t *testing.T) {
 
 	req := inventory.Request{SKU: sku, Qty: 1, Key: "K"}
 	release := pauseKeyed(a, ba, req)
-	before, err := a.read(ctx, a.items, sku, 4)
+	before, err := a.read(ctx, a.items, sku)
 	if err != nil {
 		t.Fatal(err)
 	}

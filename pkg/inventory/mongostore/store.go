@@ -310,7 +310,7 @@ func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, e
 	if err := inventory.CheckSKU(sku); err != nil {
 		return inventory.Item{}, err
 	}
-	v, err := s.read(ctx, s.committedItems, sku, 0)
+	v, err := s.read(ctx, s.committedItems, sku)
 	if err != nil {
 		return inventory.Item{}, err
 	}
