@@ -195,6 +195,9 @@ func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string) (
 		return nil, notFound(sku, err)
 	}
 	for v.item.Buckets > 0 {
+		if s.afterItemRead != nil {
+			s.afterItemRead()
+		}
 		v.buckets = make([]bucketDoc, v.item.Buckets)
 		errs := make([]error, len(v.buckets))
 		var wg sync.WaitGroup
