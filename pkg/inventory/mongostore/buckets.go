@@ -180,10 +180,11 @@ func (v *view) version() int64 {
 // read returns the item and its buckets, ErrNotFound without the item.
 //
 // Each document by its own _id: MongoDB answers one find with
-// {_id: {$in: ...}} from its _id index, but FerretDB v1 pushes only
-// equality down to PostgreSQL and answers $in by reading the whole
-// collection, a scan that grows with every sku the store holds (and
-// every GET of every strategy reads here). The buckets are read at once,
+// {_id: {$in: ...}} from its _id index, but FerretDB v1 hands only
+// equality to PostgreSQL and answers $in by fetching and decoding every
+// document of the collection itself, a cost that grows with every sku the
+// store holds, and every GET of every strategy reads here
+// (docs/embedded-store.md#cost-that-does-not-grow-with-retained-data). The buckets are read at once,
 // between two reads of the item, and the view is kept only when the item
 // did not change in between: then every bucket's state is counted against
 // the split it was read under, each bucket as of its own read, and a GET
