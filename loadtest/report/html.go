@@ -145,7 +145,7 @@ func writeTimeline(b *strings.Builder, rep Report) {
 	const labelW, barW, rowH = 330, 600, 18
 	x := func(s float64) float64 { return labelW + s/end*barW }
 	if len(runs) > 0 {
-		fmt.Fprintf(b, `<p>Each run's attack (grey), the moment its fault struck (red) and the longest gap in sales after it (orange).</p><svg width="%d" height="%d" font-size="11">`, labelW+barW+70, rowH*len(runs)+20)
+		fmt.Fprintf(b, `<p>Each run's attack (grey), the moment its fault struck (red) and, from there, a bar as long as the longest gap in sales after it (orange).</p><svg width="%d" height="%d" font-size="11">`, labelW+barW+160, rowH*len(runs)+20)
 		for i, r := range runs {
 			y := i * rowH
 			fmt.Fprintf(b, `<text x="0" y="%d">%s</text><rect x="%d" y="%d" width="%.1f" height="10" fill="#ddd"/>`, y+11, esc(clip(r.Scope(), 52)), labelW, y+2, x(r.AttackSeconds)-labelW)
