@@ -101,10 +101,9 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	fmt.Fprintln(stdout)
 	_ = report.WriteText(stdout, *rep)
 	fmt.Fprintln(stdout)
-	for _, l := range harness.Summarize(*rep) {
-		fmt.Fprintln(stdout, l)
+	if lines := harness.Summarize(*rep); len(lines) > 0 {
+		fmt.Fprintln(stdout, strings.Join(lines, "\n")+"\n")
 	}
-	fmt.Fprintln(stdout)
 	paths, err := report.WriteFiles(dir, *rep)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: writing the reports: %v\n", err)
