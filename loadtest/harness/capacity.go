@@ -102,26 +102,30 @@ func suffix(s string) string {
 	return "; past the limits: " + s
 }
 
-// limits are a step's limit checks, appended to its checks; the first
-// that fails says how it passed the limits ("" if it did not).
+// limits are a step's limit checks, appended to its checks; it returns
+// how the step passed the first it failed ("" if none).
 func limits(r *report.Run, c Config) string {
 	bad := r.Errors() + r.Unavailable
-	checks := []verdict.Check{
-		{Name: "answered", Observed: fmt.Sprint(r.Requests), Bound: "> 0", Pass: r.Requests > 0},
-		{Name: "p99", Observed: report.Ms(r.Latency.P99), Bound: "<= " + c.CapacityP99.String(), Pass: r.Latency.P99 <= float64(c.CapacityP99)/float64(time.Millisecond)},
-		{Name: "errors and 503s", Observed: fmt.Sprintf("%d of %d", bad, r.Requests), Bound: fmt.Sprintf("<= %g%%", 100*c.CapacityErrors), Pass: float64(bad) <= c.CapacityErrors*float64(r.Requests)},
-		{Name: "sales_per_s", Observed: fmt.Sprintf("%.1f", r.SalesPerSec), Bound: fmt.Sprintf(">= %.0f%% of %d", 100*capacityKeep, r.TargetRate), Pass: r.SalesPerSec >= capacityKeep*float64(r.TargetRate)},
-	}
-	for i := range checks {
-		checks[i].Kind = verdict.Limit
-	}
-	r.Checks = append(r.Checks, checks...)
-	for _, ch := range checks {
-		if !ch.Pass {
-			return fmt.Sprintf("%s %s past the limit %s", ch.Name, ch.Observed, ch.Bound)
+	past := ""
+	for _, l := range []struct {
+		check verdict.Check
+		why   string
+	}{
+		{verdict.Check{Name: "answered", Observed: fmt.Sprint(r.Requests), Bound: "> 0", Pass: r.Requests > 0}, "no request was answered"},
+		{verdict.Check{Name: "p99", Observed: report.Ms(r.Latency.P99), Bound: "<= " + c.CapacityP99.String(), Pass: r.Latency.P99 <= float64(c.CapacityP99)/float64(time.Millisecond)},
+			fmt.Sprintf("p99 %s over %s", report.Ms(r.Latency.P99), c.CapacityP99)},
+		{verdict.Check{Name: "errors and 503s", Observed: fmt.Sprintf("%d of %d", bad, r.Requests), Bound: fmt.Sprintf("<= %g%%", 100*c.CapacityErrors), Pass: float64(bad) <= c.CapacityErrors*float64(r.Requests)},
+			fmt.Sprintf("%d of %d requests were errors or 503s", bad, r.Requests)},
+		{verdict.Check{Name: "sales_per_s", Observed: fmt.Sprintf("%.1f", r.SalesPerSec), Bound: fmt.Sprintf(">= %.0f%% of %d", 100*capacityKeep, r.TargetRate), Pass: r.SalesPerSec >= capacityKeep*float64(r.TargetRate)},
+			fmt.Sprintf("%.1f sales/s fell behind the offered %d", r.SalesPerSec, r.TargetRate)},
+	} {
+		l.check.Kind = verdict.Limit
+		r.Checks = append(r.Checks, l.check)
+		if !l.check.Pass && past == "" {
+			past = l.why
 		}
 	}
-	return ""
+	return past
 }
 
 // useEnv points the harness at the Env's replicas, after it scaled.
