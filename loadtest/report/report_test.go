@@ -111,3 +111,21 @@ func TestMs(t *testing.T) {
 		}
 	}
 }
+
+// TestShardMarkdown: a run on a Redis Cluster gets its load by master as
+// a Markdown table, masters by address, numbers to the right.
+func TestShardMarkdown(t *testing.T) {
+	rep := sample()
+	rep.Runs[1].SKUsByShard = map[string]int{"127.0.0.1:7001": 2, "127.0.0.1:7000": 1}
+	rep.Runs[1].RequestsByShard = map[string]int{"127.0.0.1:7001": 300, "127.0.0.1:7000": 200}
+	rep.Runs[1].SalesByShard = map[string]int{"127.0.0.1:7001": 75, "127.0.0.1:7000": 25}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := "| master | skus | requests | sales | share of sales |\n| --- | ---: | ---: | ---: | ---: |\n" +
+		"| 127.0.0.1:7000 | 1 | 200 | 25 | 25% |\n| 127.0.0.1:7001 | 2 | 300 | 75 | 75% |\n"
+	if !strings.Contains(b.String(), "2 of 2 shards sold") || !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks the shard table\n%s\nin\n%s", want, b.String())
+	}
+}
