@@ -91,6 +91,7 @@ type seen struct {
 	Files          int      `json:"files"`
 	Docs           []string `json:"docs"`
 	Chart          string   `json:"chart"`
+	Report         string   `json:"report"`
 }
 
 // marker is a fault's marker on a timeline: the catalogue's name and the
@@ -131,6 +132,7 @@ const seenJS = `(() => {
     files: document.querySelectorAll('#files a').length,
     docs: [...document.querySelectorAll('#docs a')].map((a) => a.getAttribute('href')),
     chart: document.querySelector('#chart').getAttribute('src') || '',
+    report: document.querySelector('#report-link')?.getAttribute('href') || '',
   };
 })()`
 
@@ -294,6 +296,9 @@ func TestBrowserRace(t *testing.T) {
 	checkNoOverlap(t, bctx, "the whole race")
 	if got.Files == 0 || len(got.Docs) != len(raceStrategies) || got.Chart == "" {
 		t.Errorf("the end shows %d report files, docs links %q and chart %q; want files, a docs link per strategy and a chart", got.Files, got.Docs, got.Chart)
+	}
+	if !strings.HasSuffix(got.Report, "/report.html") {
+		t.Errorf("the verdict links the report as %q, want report.html", got.Report)
 	}
 
 	// The table on the page is the server's, which is the command line's.

@@ -236,4 +236,14 @@ func TestRaceThroughThePage(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("GET %s: %d", done.Chart, resp.StatusCode)
 	}
+	// The whole report, one page.
+	resp, err = http.Get(ts.URL + done.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if done.Report == "" || resp.StatusCode != 200 || !bytes.Contains(page, []byte("<h2>Checks</h2>")) {
+		t.Errorf("GET %q: %d, %d bytes; want report.html with its check table", done.Report, resp.StatusCode, len(page))
+	}
 }

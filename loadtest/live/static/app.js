@@ -1014,6 +1014,7 @@ function renderDone(d) {
     text: d.error ? 'The race did not finish' : d.ok ? 'Every safe strategy kept the books straight.' : 'A safe strategy failed.' });
   v.replaceChildren(head, ...lines);
   if (d.error) v.append(el('p', { class: 'error', text: d.error }));
+  if (d.report) v.append(el('p', {}, el('a', { id: 'report-link', href: d.report, target: '_blank', text: 'The whole report, one page that opens offline (report.html)' })));
   const table = $('#table');
   table.textContent = d.table ?? '';
   table.hidden = !d.table;
