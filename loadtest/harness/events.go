@@ -22,7 +22,7 @@ const (
 	EventRunEnd   = "run-end"   // Run, Strategy, Result: the run's final numbers and verdict
 	// With WithRedisStockView, while redis-stock sells (about four a second):
 	EventRedisStock = "redis-stock" // Run, Strategy, SKU, Redis: what Redis and the MongoDB item hold for the sku
-	EventReload     = "reload"      // Run, Strategy, SKU (when the run has one), Replica, Reason, Count: redis-stock reloaded Redis
+	EventReload     = "reload"      // Run, Strategy, SKU (when the run has one), Replica, Reason, Count, Since: redis-stock reloaded Redis between Since and At
 )
 
 // Event is one thing that happened during a harness run. Only the fields
@@ -52,10 +52,12 @@ type Event struct {
 
 	// Redis is redis-stock's copy of a sku's stock and the item's stock;
 	// Reason and Count say why a replica reloaded that copy, and how many
-	// times since the previous sample (mongostore.RedisStockReloadReasons).
+	// times between Since, the previous sample of that replica, and At
+	// (mongostore.RedisStockReloadReasons).
 	Redis  *RedisStockSample `json:"redis,omitempty"`
 	Reason string            `json:"reason,omitempty"`
 	Count  int               `json:"count,omitempty"`
+	Since  time.Time         `json:"since,omitzero"`
 }
 
 // RedisStockSample is what one replica's metrics said about a sku held by

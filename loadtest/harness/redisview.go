@@ -94,10 +94,12 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 	}
 	run := h.runNo
 	prev := map[string]map[string]float64{} // reload counters by replica id, then reason
+	prevAt := map[string]time.Time{}        // when they were read
 	sample := func() {
 		seen := map[string]bool{} // the skus sampled from an earlier replica: they all read the same Redis
 		for _, base := range h.replicas {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			asked := time.Now()
 			text, err := h.api.At(base).Metrics(cctx)
 			cancel()
 			if err != nil {
@@ -115,7 +117,7 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 						n = sc.reloads[reason]
 					}
 					if n > 0 {
-						ev := Event{Type: EventReload, Run: run, Strategy: name, Replica: id, Reason: reason, Count: int(n)}
+						ev := Event{Type: EventReload, Run: run, Strategy: name, Replica: id, Reason: reason, Count: int(n), Since: prevAt[id]}
 						if len(skus) == 1 {
 							ev.SKU = skus[0]
 						}
@@ -123,7 +125,7 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 					}
 				}
 			}
-			prev[id] = sc.reloads
+			prev[id], prevAt[id] = sc.reloads, asked
 			for _, sku := range sortedKeys(sc.skus) {
 				if seen[sku] {
 					continue

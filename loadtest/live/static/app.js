@@ -538,7 +538,10 @@ const handlers = {
     const r = withRun(ev);
     if (!r) return;
     const n = ev.count ?? 1;
-    r.reloads.push({ at: at(r, ev), replica: ev.replica ?? '', reason: ev.reason ?? '', count: n, sku: ev.sku ?? '' });
+    // It happened between the replica's previous sample and this one.
+    const t = at(r, ev);
+    const since = parseTime(ev.since);
+    r.reloads.push({ at: t, since: Number.isFinite(since) ? since : t, replica: ev.replica ?? '', reason: ev.reason ?? '', count: n, sku: ev.sku ?? '' });
     log(`${ev.strategy}: ${ev.replica} reloaded Redis${n > 1 ? ' ' + n + ' times' : ''}: ${RELOAD_TEXT[ev.reason] ?? ev.reason}`, 'reload', ev.at);
     S.dirty.add(r.strategy);
   },
@@ -1004,18 +1007,20 @@ let clips = 0; // ids of the charts' clip paths
 // labels in rows; null when the run has neither (not redis-stock).
 function redisLayout(r, sku, xs, v0, v1) {
   const samples = (sku ? r.redis.get(sku) ?? [] : []).map((s) => ({ ...s, t: rel(r, s.at) })).sort((p, q) => p.t - q.t);
-  const reloads = r.reloads.filter((x) => !x.sku || x.sku === sku).map((x) => ({ ...x, t: rel(r, x.at) }));
+  const reloads = r.reloads.filter((x) => !x.sku || x.sku === sku).map((x) => ({ ...x, t0: rel(r, x.since), t: rel(r, x.at) }));
   if (!samples.length && !reloads.length) return null;
-  const shown = reloads.filter((x) => x.t >= v0 && x.t <= v1);
+  const shown = reloads.filter((x) => x.t >= v0 && x.t0 <= v1);
   const ls = shown.map((x) => {
     const text = `${x.reason} ${x.replica}` + (x.count > 1 ? ` ×${x.count}` : '');
     const w = measure(text, 'reload-label').w;
-    const x0 = within(xs(x.t), w);
+    const x0 = within(xs(Math.max(x.t0, v0)), w);
     return { x, text, x0, x1: x0 + w };
   }).sort((p, q) => p.x0 - q.x0);
   const { placed, rows } = rowsFor(ls, 2);
   const m = measure('first_load', 'reload-label');
-  return { sku, samples, reloads: shown, labels: placed, rows: Math.max(rows, 1), rowH: Math.ceil(m.h) + 2, asc: m.asc, v0, v1 };
+  // The scale starts from the stock each sku started with.
+  const initial = r.skus.length ? r.initial / r.skus.length : 0;
+  return { sku, samples, initial, reloads: shown, labels: placed, rows: Math.max(rows, 1), rowH: Math.ceil(m.h) + 2, asc: m.asc, v0, v1 };
 }
 
 // drawRedis draws redis-stock's chart: the units its copy in Redis can
@@ -1025,7 +1030,7 @@ function redisLayout(r, sku, xs, v0, v1) {
 // labelled with its reason and replica).
 function drawRedis(root, rs, xs, w) {
   const { samples, top } = rs;
-  const peak = Math.max(1, ...samples.map((s) => Math.max(s.stock + s.unwritten, s.item ?? 0)));
+  const peak = Math.max(1, Math.round(rs.initial), ...samples.map((s) => Math.max(s.stock + s.unwritten, s.item ?? 0)));
   const ys = (v) => top + CHART - 4 - (Math.max(v, 0) / peak) * (CHART - 10);
   const g = svg('g', { class: 'redis-view', 'data-samples': samples.length, 'data-reloads': rs.reloads.length });
   g.append(svg('rect', { x: LEFT, y: top, width: PW, height: CHART, class: 'chart' }));
@@ -1057,11 +1062,16 @@ function drawRedis(root, rs, xs, w) {
   const redis = svg('path', { d: steps((s) => s.stock), class: 'redis-line' });
   redis.append(title('the units the copy in Redis can still sell'));
   plot.append(item, redis);
-  // Reloads: a line each, under its label.
+  // Reloads: a band each, from the replica's sample before it to the one
+  // that counted it, under its label.
   for (const x of rs.reloads) {
-    const line = svg('line', { x1: xs(x.t), x2: xs(x.t), y1: rs.labelTop, y2: top + CHART, class: 'reload', 'data-reason': x.reason, 'data-replica': x.replica });
-    line.append(title(`${x.replica} reloaded Redis at ${secs(x.t, w)}${x.count > 1 ? ' (' + x.count + ' times)' : ''}: ${RELOAD_TEXT[x.reason] ?? x.reason}`));
-    g.append(line);
+    const a = xs(Math.max(x.t0, rs.v0));
+    const b = xs(Math.min(x.t, rs.v1));
+    const m = svg('g', { class: 'reload', 'data-reason': x.reason, 'data-replica': x.replica });
+    m.append(svg('rect', { x: a, y: rs.labelTop, width: Math.max(b - a, 2), height: top + CHART - rs.labelTop, class: 'when' }));
+    m.append(svg('line', { x1: a, x2: a, y1: rs.labelTop, y2: top + CHART }));
+    m.append(title(`${x.replica} reloaded Redis between ${secs(x.t0, w)} and ${secs(x.t, w)}${x.count > 1 ? ' (' + x.count + ' times)' : ''}: ${RELOAD_TEXT[x.reason] ?? x.reason}`));
+    g.append(m);
   }
   g.append(plot);
   for (const lb of rs.labels) {
@@ -1095,7 +1105,7 @@ function renderRedisNow(fig, r, sku) {
     part('redis', 'in Redis', last?.stock, 'redis'),
     part('item', 'in MongoDB', last?.item, 'item'),
     part('unwritten', 'taken, not yet in MongoDB', last?.unwritten, 'lag'),
-    part('age', 'oldest of those', last ? ms(last.age_ms) : null),
+    part('age', 'oldest of those', last ? (last.unwritten > 0 ? ms(last.age_ms) : 'none') : null),
     part('epoch', 'epoch', last?.epoch),
     part('reloads', 'reloads', Object.entries(byReason).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'),
   );
