@@ -56,6 +56,9 @@ type Harness struct {
 	// metricsWarned is set once a replica's /metrics could not be read or
 	// had no lock wait histogram, so that the note is made only once.
 	metricsWarned bool
+	// redisView: sample redis-stock's copies for the events
+	// (WithRedisStockView).
+	redisView bool
 
 	mu     sync.Mutex
 	adhoc  chan string // faults asked for by Inject, while an attack runs

@@ -48,6 +48,8 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	before := h.scrape(ctx)
 	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
+	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
+	defer stopRedisView()
 
 	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec))
 	if err != nil {
@@ -61,6 +63,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	obs := classify(atk, &run, h.cfg.Qty, tr)
 	stopReads()
 	stopProgress()
+	stopRedisView()
 
 	ev, err := h.endFaults(ctx, &run, fs, faults)
 	if err != nil {
