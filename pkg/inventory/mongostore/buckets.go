@@ -61,9 +61,6 @@ type itemDoc struct {
 	Split          *split `bson:"split,omitempty"`
 	Buckets        int    `bson:"buckets,omitempty"`
 	LastGen        int64  `bson:"last_gen,omitempty"`
-	// Named is the sku again, written by every split (see read): a
-	// bucket names its sku in the same field.
-	Named string `bson:"sku,omitempty"`
 }
 
 // bucketDoc is one bucket, a document in the items collection:
@@ -212,102 +209,78 @@ func (v *view) version() int64 {
 	return n
 }
 
-// read returns the item and its buckets in one find, so that on a store
-// that answers a find from one snapshot (FerretDB on PostgreSQL) the view
-// is one moment's. ErrNotFound without the item.
+// read returns the item and its buckets, ErrNotFound without the item.
 //
-// The find is {sku: <sku>}: every bucket names its sku in that field, and
-// so does the item once split (every split writes it), and the embedded
-// store looks such an equality up (FerretDB pushes it down to
-// PostgreSQL), where {_id: {$in: [...]}} decodes every document of the
-// collection (23 to 38 ms against 2 ms with 360 items on the build
-// machine, loaded). An item the find does not return has never been
-// split: its own document is all that counts, read by _id. One split
-// before items named their sku (no such field, buckets set) is read with
-// the $in find of its k buckets (k a guess; an item with more is read
-// again).
-func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string, k int) (*view, error) {
-	for {
-		v, found, err := s.find(ctx, items, sku, bson.D{{Key: "sku", Value: sku}})
-		if err != nil || found {
-			return v, err
-		}
-		var it itemDoc
-		err = items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
-		switch {
-		case errors.Is(err, mongo.ErrNoDocuments):
-			return nil, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
-		case err != nil:
-			return nil, unreachable("read buckets of", sku, err)
-		case it.Buckets == 0:
-			return &view{item: it}, nil // never split: no bucket counts
-		case it.Named != "":
-			continue // split since the find: read again
-		}
-		return s.readIn(ctx, items, sku, max(k, it.Buckets))
-	}
-}
-
-// find reads the documents of sku that filter matches, in one find, and
-// returns them as a view; found is false without the item among them.
-func (s *Store) find(ctx context.Context, items *mongo.Collection, sku string, filter bson.D) (*view, bool, error) {
-	cur, err := items.Find(ctx, filter)
-	if err != nil {
-		return nil, false, unreachable("read buckets of", sku, err)
-	}
-	var raws []bson.Raw
-	if err := cur.All(ctx, &raws); err != nil {
-		return nil, false, unreachable("read buckets of", sku, err)
-	}
+// Each document by its own _id: MongoDB answers one find with
+// {_id: {$in: ...}} from its _id index, but FerretDB v1 hands only
+// equality to PostgreSQL and answers $in by fetching and decoding every
+// document of the collection itself, a cost that grows with every sku the
+// store holds, and every GET of every strategy reads here
+// (docs/embedded-store.md#cost-that-does-not-grow-with-retained-data). The buckets are read at once,
+// between two reads of the item, and the view is kept only when the item
+// did not change in between: then every bucket's state is counted against
+// the split it was read under, each bucket as of its own read, and a GET
+// sees what some order of the sales it overlapped left. A spread, merge,
+// restock or PUT moves the item's version, and the view is read again.
+func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string) (*view, error) {
 	v := &view{}
-	found := false
-	byID := map[string]bson.Raw{}
-	for _, r := range raws {
-		id, _ := r.Lookup("_id").StringValueOK()
-		if id == sku {
-			found = true
-			if err := bson.Unmarshal(r, &v.item); err != nil {
-				return nil, false, fmt.Errorf("inventory: decode item %q: %w", sku, err)
-			}
-			continue
-		}
-		byID[id] = r
+	if err := findByID(ctx, items, sku, &v.item); err != nil {
+		return nil, notFound(sku, err)
 	}
-	if !found {
-		return nil, false, nil
-	}
-	v.buckets = make([]bucketDoc, v.item.Buckets)
-	for i := range v.buckets {
-		if r, ok := byID[bucketID(sku, i)]; ok {
-			if err := bson.Unmarshal(r, &v.buckets[i]); err != nil {
-				return nil, false, fmt.Errorf("inventory: decode bucket %d of %q: %w", i, sku, err)
-			}
+	for v.item.Buckets > 0 {
+		if s.afterItemRead != nil {
+			s.afterItemRead()
 		}
-	}
-	return v, true, nil
-}
-
-// readIn is read of an item split before items named their sku: one find
-// of its _id and those of k buckets, read again with all of them if the
-// item has more.
-func (s *Store) readIn(ctx context.Context, items *mongo.Collection, sku string, k int) (*view, error) {
-	for {
-		ids := bson.A{sku}
-		for i := range k {
-			ids = append(ids, bucketID(sku, i))
+		v.buckets = make([]bucketDoc, v.item.Buckets)
+		errs := make([]error, len(v.buckets))
+		var wg sync.WaitGroup
+		for i := range v.buckets {
+			wg.Go(func() {
+				// A missing bucket stays zero: nil Gen.
+				if err := findByID(ctx, items, bucketID(sku, i), &v.buckets[i]); !errors.Is(err, mongo.ErrNoDocuments) {
+					errs[i] = err
+				}
+			})
 		}
-		v, found, err := s.find(ctx, items, sku, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-		if err != nil {
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		if !found {
-			return nil, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+		var again itemDoc
+		if err := findByID(ctx, items, sku, &again); err != nil {
+			return nil, notFound(sku, err)
 		}
-		if v.item.Buckets <= k {
+		if again.Version == v.item.Version {
 			return v, nil
 		}
-		k = v.item.Buckets // more buckets than this find named: read them all
+		v.item = again
 	}
+	return v, nil
+}
+
+// notFound is err, or ErrNotFound for sku when err says there is no such
+// document.
+func notFound(sku string, err error) error {
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+	}
+	return err
+}
+
+// findByID decodes the document with _id id into out: mongo.ErrNoDocuments
+// when there is none.
+func findByID(ctx context.Context, items *mongo.Collection, id string, out any) error {
+	raw, err := items.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return err
+	}
+	if err != nil {
+		return unreachable("read", id, err)
+	}
+	if err := bson.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("inventory: decode %q: %w", id, err)
+	}
+	return nil
 }
 
 // Snapshot returns the item as clients see it: with its stock summed over
@@ -317,7 +290,7 @@ func (s *Store) Snapshot(ctx context.Context, sku string) (inventory.Item, error
 	if err := inventory.CheckSKU(sku); err != nil {
 		return inventory.Item{}, err
 	}
-	v, err := s.read(ctx, s.items, sku, 0)
+	v, err := s.read(ctx, s.items, sku)
 	if err != nil {
 		return inventory.Item{}, err
 	}
@@ -342,7 +315,7 @@ func (v *view) merged() inventory.Item {
 // pendingInBuckets returns the order id pending in one of sku's buckets,
 // and the bucket's _id, read with the given collection's read concern.
 func (s *Store) pendingInBuckets(ctx context.Context, items *mongo.Collection, sku, id string) (inventory.Order, string, bool, error) {
-	v, err := s.read(ctx, items, sku, 0)
+	v, err := s.read(ctx, items, sku)
 	if err != nil {
 		return inventory.Order{}, "", false, err
 	}
@@ -439,7 +412,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 		}
 	}
 	for r := range bucketRounds {
-		v, err := b.store.read(ctx, b.store.items, req.SKU, b.k)
+		v, err := b.store.read(ctx, b.store.items, req.SKU)
 		if err != nil {
 			return inventory.Sale{}, err
 		}
@@ -600,7 +573,7 @@ func (b *Buckets) spread(ctx context.Context, v *view) (*view, error) {
 		bson.D{
 			{Key: "$set", Value: bson.D{
 				{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: it.Stock}},
-				{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen}, {Key: "sku", Value: it.SKU},
+				{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen},
 			}},
 			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
 		})
@@ -732,7 +705,7 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 // gen: another merge or PUT finished first.
 func (s *Store) frozenView(ctx context.Context, sku string, gen int64) (*view, bool, error) {
 	for range bucketRounds {
-		v, err := s.read(ctx, s.items, sku, 0)
+		v, err := s.read(ctx, s.items, sku)
 		if err != nil {
 			return nil, false, err
 		}
@@ -822,7 +795,7 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 // item itself.
 func (s *Store) putSplit(ctx context.Context, sku string, stock int64, version *int64) (inventory.Item, bool, error) {
 	for range bucketRounds {
-		v, err := s.read(ctx, s.items, sku, 0)
+		v, err := s.read(ctx, s.items, sku)
 		if err != nil {
 			return inventory.Item{}, false, err
 		}
@@ -874,7 +847,7 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 		return inventory.Item{}, fmt.Errorf("%w: %d buckets: want 1 to %d", inventory.ErrInvalid, k, MaxBuckets)
 	}
 	for range bucketRounds {
-		v, err := s.read(ctx, s.items, sku, k)
+		v, err := s.read(ctx, s.items, sku)
 		if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 			return inventory.Item{}, err
 		}
@@ -895,7 +868,7 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 				bson.D{
 					{Key: "$set", Value: bson.D{
 						{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: stock}},
-						{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen}, {Key: "sku", Value: sku},
+						{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen},
 					}},
 					{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
 				})
@@ -913,7 +886,7 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 				bson.D{{Key: "_id", Value: sku}, {Key: "version", Value: fv.item.Version}, {Key: "split.gen", Value: sp.Gen}},
 				bson.D{{Key: "$set", Value: bson.D{
 					{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: stock}},
-					{Key: "last_gen", Value: gen}, {Key: "version", Value: fv.version() + 1}, {Key: "sku", Value: sku},
+					{Key: "last_gen", Value: gen}, {Key: "version", Value: fv.version() + 1},
 				}}})
 		}
 		if after != nil {
@@ -938,13 +911,13 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 func (s *Store) insertSplit(ctx context.Context, sku string, stock int64, k int) (*view, error) {
 	it := itemDoc{
 		Item:  inventory.Item{SKU: sku, Version: 1, Fences: map[string]int64{}},
-		Split: &split{Gen: 1, Base: stock}, Buckets: k, LastGen: 1, Named: sku,
+		Split: &split{Gen: 1, Base: stock}, Buckets: k, LastGen: 1,
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	_, err := s.items.InsertOne(cctx, bson.D{
 		{Key: "_id", Value: sku}, {Key: "stock", Value: int64(0)}, {Key: "version", Value: it.Version}, {Key: "fences", Value: bson.D{}},
-		{Key: "split", Value: *it.Split}, {Key: "buckets", Value: k}, {Key: "last_gen", Value: it.LastGen}, {Key: "sku", Value: sku},
+		{Key: "split", Value: *it.Split}, {Key: "buckets", Value: k}, {Key: "last_gen", Value: it.LastGen},
 	})
 	if mongo.IsDuplicateKeyError(err) {
 		return nil, nil
@@ -969,7 +942,7 @@ func (s *Store) fenceBuckets(ctx context.Context, sku, id string, k int, at time
 		doc := bucketID(sku, i)
 		_, err := s.items.UpdateOne(ctx,
 			bson.D{{Key: "_id", Value: doc}, {Key: pendingPath(id), Value: bson.D{{Key: "$exists", Value: false}}}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(id), Value: at}}}, {Key: "$setOnInsert", Value: bson.D{{Key: "sku", Value: sku}}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(id), Value: at}}}},
 			options.UpdateOne().SetUpsert(true))
 		if mongo.IsDuplicateKeyError(err) {
 			return doc, nil // pending there: the filter missed, the upsert met the bucket

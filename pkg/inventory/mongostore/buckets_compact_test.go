@@ -45,7 +45,7 @@ func TestBucketGiveUpsKeepTheBucketsSmall(t *testing.T) {
 	if _, err := bk.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
 		t.Fatal(err) // splits the sku; bk caches the split
 	}
-	v, err := s.read(ctx, s.items, sku, k)
+	v, err := s.read(ctx, s.items, sku)
 	if err != nil || v.item.Split == nil || len(v.buckets) != k {
 		t.Fatalf("after the first sale: %+v, %v; want the sku split in %d buckets", v, err, k)
 	}

@@ -26,7 +26,7 @@ func TestBucketsPutSplit(t *testing.T) {
 	if err != nil || it.Stock != stock {
 		t.Fatalf("PutSplit 40: %+v, %v", it, err)
 	}
-	v, err := a.read(ctx, a.items, sku, k)
+	v, err := a.read(ctx, a.items, sku)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestBucketsPutSplit(t *testing.T) {
 	if it, err := b.PutSplit(ctx, again, 20, k); err != nil || it.Stock != 20 {
 		t.Fatalf("PutSplit 20 of a split sku: %+v, %v", it, err)
 	}
-	if v, err := a.read(ctx, a.items, again, k); err != nil || v.item.Split == nil {
+	if v, err := a.read(ctx, a.items, again); err != nil || v.item.Split == nil {
 		t.Fatalf("after PutSplit 20 of a split sku: %+v, %v; want it split", v, err)
 	} else {
 		for i := range k {
@@ -87,7 +87,7 @@ func TestBucketsPutSplit(t *testing.T) {
 	if _, err := a.PutSplit(ctx, again, 2*k-1, k); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := a.read(ctx, a.items, again, k); err != nil || v.item.Split != nil || v.total() != 2*k-1 {
+	if v, err := a.read(ctx, a.items, again); err != nil || v.item.Split != nil || v.total() != 2*k-1 {
 		t.Fatalf("PutSplit of %d units in %d buckets: %+v, %v; want the item unsplit with them", 2*k-1, k, v, err)
 	}
 }

@@ -151,7 +151,7 @@ func seeTicket(id string) {
 //
 // It reports the fences moved, and whether any is left to move later.
 func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest bool, err error) {
-	v, err := s.read(ctx, s.committedItems, sku, 0)
+	v, err := s.read(ctx, s.committedItems, sku)
 	if errors.Is(err, inventory.ErrNotFound) {
 		return 0, false, nil
 	}

@@ -116,6 +116,10 @@ type Store struct {
 	// heartbeats are read: a test's stand-in for a pause (GC, CPU
 	// starvation, SIGSTOP) before the reading is judged.
 	afterBeatRead func()
+	// afterItemRead, when set, runs in read between its read of an item
+	// and its reads of the item's buckets: a test's stand-in for a reader
+	// delayed there.
+	afterItemRead func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -310,7 +314,7 @@ func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, e
 	if err := inventory.CheckSKU(sku); err != nil {
 		return inventory.Item{}, err
 	}
-	v, err := s.read(ctx, s.committedItems, sku, 0)
+	v, err := s.read(ctx, s.committedItems, sku)
 	if err != nil {
 		return inventory.Item{}, err
 	}

@@ -318,6 +318,9 @@ func (s *Server) decrement(c echo.Context) error {
 	}
 
 	req := inventory.Request{SKU: sku, Qty: qty, Key: key}
+	if name == strategy.RedisStock {
+		s.metrics.redisStockSold(sku)
+	}
 	var (
 		sale     inventory.Sale
 		replayed bool

@@ -218,6 +218,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
+			Observer: s.metrics,
 		},
 	}
 	s.strategies = map[string]inventory.Strategy{}
@@ -234,6 +235,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		}
 		if rs, ok := st.(*mongostore.RedisStock); ok {
 			s.redisStock = rs
+			s.metrics.watchRedisStock(rs, s.store, s.logger)
 		}
 		if st, err = mongostore.SplitAware(st, s.store, cfg.Buckets); err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
