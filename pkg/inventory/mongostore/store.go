@@ -84,6 +84,7 @@ type StoreOptions struct {
 type Store struct {
 	items, orders, keys *mongo.Collection
 	attempts, beats     *mongo.Collection
+	holds               *mongo.Collection // settled holds (see holdRecord)
 	// committedItems and committedOrders read with majority read concern
 	// when writes are majority: a replay must not answer with a sale that
 	// a failover can roll back. They are items and orders otherwise.
@@ -116,6 +117,9 @@ type Store struct {
 	// heartbeats are read: a test's stand-in for a pause (GC, CPU
 	// starvation, SIGSTOP) before the reading is judged.
 	afterBeatRead func()
+	// beforeStamp, when set, runs in ConfirmHold between its look at the
+	// store's clock and the stamp write: a test's stand-in for a pause.
+	beforeStamp func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -159,6 +163,7 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		keys:            db.Collection(IdempotencyCollection, co),
 		attempts:        db.Collection(AttemptsCollection, co),
 		beats:           db.Collection(HeartbeatsCollection, co),
+		holds:           db.Collection(HoldsCollection, co),
 		replica:         opts.Replica,
 		writeTimeout:    opts.WriteTimeout,
 		keyRetention:    opts.KeyRetention,
