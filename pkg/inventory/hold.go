@@ -65,13 +65,16 @@ type Hold struct {
 	Created time.Time `bson:"created" json:"created_at"`
 	Expires time.Time `bson:"expires" json:"expires_at"`
 	// State is one of HoldHeld, HoldConfirmed, HoldReleased, HoldExpired,
-	// as stored. An entry stored as held may still be expired, or
-	// confirmed: see Settled.
+	// as stored. An entry stored as held may already be expired: see
+	// Settled.
 	State string `bson:"state" json:"state"`
-	// ConfirmedAt is the store's own clock when a confirm's write reached
-	// the item ($currentDate): the confirm stands only if it is before
-	// Expires.
+	// ConfirmedAt is the store's own clock when the confirm's first
+	// write reached the item ($currentDate): a confirm stands only if it
+	// is before Expires. Set, with State confirmed, by its second write.
 	ConfirmedAt *time.Time `bson:"confirmed_at,omitempty" json:"confirmed_at,omitempty"`
+	// Confirming is the nonce of the confirm whose first write reached
+	// the hold last: its second write requires it unchanged.
+	Confirming string `bson:"confirming,omitempty" json:"-"`
 	// Key is the Idempotency-Key of the request that created it.
 	Key string `bson:"key,omitempty" json:"idempotency_key,omitempty"`
 	// Fence is the lease token the creating write carried; 0 without a lock.
@@ -82,35 +85,16 @@ type Hold struct {
 	ConfirmKey     string `bson:"confirm_key,omitempty" json:"-"`
 }
 
-// Stamped reports whether a confirm's write reached the hold, and whether
-// it did so in time (before Expires, both by the store's clock).
-func (h Hold) Stamped() (stamped, inTime bool) {
-	if h.ConfirmedAt == nil {
-		return false, false
-	}
-	return true, h.ConfirmedAt.Before(h.Expires)
-}
-
 // Settled returns the state of a hold stored as h, with lower an estimate
 // of the store's clock that is no later than it: a hold stored as held is
-// confirmed when a confirm reached it in time, expired when a confirm
-// reached it late or when lower is at or past its expiry, and held
-// otherwise. "Held" may thus be a hold that has just expired and that no
-// one has noticed yet; "expired" never a hold that can still be confirmed.
+// expired when lower is at or past its expiry, and held otherwise. "Held"
+// may thus be a hold that has just expired and that no one has noticed
+// yet; "expired" is never a hold that can still be confirmed.
 func (h Hold) Settled(lower time.Time) string {
-	if h.State != HoldHeld {
-		return h.State
-	}
-	if stamped, inTime := h.Stamped(); stamped {
-		if inTime {
-			return HoldConfirmed
-		}
+	if h.State == HoldHeld && !lower.Before(h.Expires) {
 		return HoldExpired
 	}
-	if !lower.Before(h.Expires) {
-		return HoldExpired
-	}
-	return HoldHeld
+	return h.State
 }
 
 // Order returns the order that confirming h records: its id is the hold's.

@@ -39,34 +39,40 @@ const HoldsCollection = "holds"
 // that is safe for it:
 //
 //   - A confirm is decided by the store's own clock at the moment its
-//     write applies: the write stamps confirmed_at with $currentDate, and
-//     the confirm stands only if confirmed_at < expires. No replica clock,
-//     no estimate, no window between a check and a write: a confirm
-//     paused for an hour, from a replica whose clock is off by a day,
-//     stamps the time it lands, and is late.
+//     first write applies: the write sets a field of the item with
+//     $currentDate and reads it back, and the confirm stands only if that
+//     time is before expires. No replica clock, no estimate, no window
+//     between a check and a write: a confirm paused for an hour, from a
+//     replica whose clock is off by a day, reads the time it landed, and
+//     is late.
 //   - A sale takes a hold's units only when a lower estimate of the
 //     store's clock is at or past expires: the store's clock has then
-//     certainly passed it, so no confirm can land in time any more. It
-//     does so in the conditional update that sells, which requires the
-//     hold still unstamped (or stamped late) and held, so a confirm and
-//     the sale are decided by one document: whichever lands first wins,
-//     and a confirm that lands second finds the hold expired.
+//     certainly passed it, so no confirm's first write can land in time
+//     any more. It does so in the conditional update that sells, which
+//     requires the hold still held and untouched by a confirm since the
+//     sale read it, so a confirm and the sale are decided by one
+//     document: whichever lands first wins, and a confirm that lands
+//     second finds the hold expired.
 //
 // A hold whose expiry lies between the two estimates is neither sold nor
 // confirmable by a decision that could be wrong: the sale waits (at most
 // the estimate's width, a round trip), the confirm lands and is judged by
-// its stamp. Nothing sweeps holds for correctness: RecoverHolds only
-// records settled holds in the holds collection and returns expired units
-// early, and its expiry decision is the sale's.
+// the store's clock. Nothing sweeps holds for correctness: RecoverHolds
+// only records settled holds in the holds collection and returns expired
+// units early, and its expiry decision is the sale's.
 //
 // # A confirm in two writes
 //
-// The stamp write changes no stock: it sets confirmed_at on a held hold.
-// The stamp in time makes the hold confirmed; the second write, which any
-// replica may do (the confirmer, a retry, RecoverHolds), turns it into
-// its order: held - qty and pending.<hold id> in one update, then the
-// order goes to the ledger like every sale's. A stamp too late makes the
-// hold expired, and its units are returned like any expired hold's.
+// FerretDB v1 sets $currentDate on top-level fields only, so a confirm
+// takes two writes (see ConfirmHold). The first sets confirm_clock and
+// marks the hold with the confirm's nonce; it sells nothing. In time, the
+// second, conditional on the hold still held with that nonce, moves its
+// units out of held and records its order as pending in one update; then
+// the order goes to the ledger like every sale's. A sale that returns an
+// expired hold's units in between makes the second write match nothing:
+// the confirm is refused, having sold nothing. Only the first write's
+// time decides whether a confirm may stand, and only one document decides
+// whether it does.
 
 // holdPath is the item field of hold id, or of one of its fields.
 func holdPath(id string, field ...string) string {
@@ -199,9 +205,9 @@ func expiredHolds(it inventory.Item, lower time.Time) (ids []string, units int64
 }
 
 // holdConds are the conditions of a write that returns the units of holds
-// ids as it read them: each still held, its expiry unchanged, and its
-// confirm stamp as read (absent, or the late one). With them, a confirm
-// that lands first makes the write match nothing.
+// ids as it read them: each still held, its expiry unchanged, and no
+// confirm's first write landed on it since the read (confirming as read).
+// With them, a confirm and the return are decided by one document.
 func holdConds(it inventory.Item, ids []string) bson.D {
 	var d bson.D
 	for _, id := range ids {
@@ -209,10 +215,10 @@ func holdConds(it inventory.Item, ids []string) bson.D {
 		d = append(d,
 			bson.E{Key: holdPath(id, "state"), Value: inventory.HoldHeld},
 			bson.E{Key: holdPath(id, "expires"), Value: h.Expires})
-		if h.ConfirmedAt == nil {
-			d = append(d, bson.E{Key: holdPath(id, "confirmed_at"), Value: bson.D{{Key: "$exists", Value: false}}})
+		if h.Confirming == "" {
+			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
 		} else {
-			d = append(d, bson.E{Key: holdPath(id, "confirmed_at"), Value: *h.ConfirmedAt})
+			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: h.Confirming})
 		}
 	}
 	return d
@@ -444,13 +450,27 @@ func holdErr(h inventory.Hold, st string) error {
 // keeps changing under it.
 const confirmAttempts = 4
 
+// confirmClock is the item field a confirm's first write sets to the
+// store's clock ($currentDate): FerretDB v1 sets it only on a top-level
+// field, so the write reads it back and the second write copies it into
+// the hold.
+const confirmClock = "confirm_clock"
+
 // ConfirmHold sells the units of hold id of sku: one order in the ledger,
 // whose id is the hold's. It is idempotent: a confirm of a hold already
 // confirmed answers its order, with replayed true. A hold whose expiry
-// the store's clock passed before the confirm's write reached it, or
-// whose units went back to the stock, is refused with ErrHoldExpired (one
-// released, ErrHoldReleased), and nothing is sold. key, when not empty,
-// is recorded in the order.
+// the store's clock passed before the confirm's first write reached it, or
+// whose units went back to the stock before its second, is refused with
+// ErrHoldExpired (one released, ErrHoldReleased), and nothing is sold.
+// key, when not empty, is recorded in the order.
+//
+// The two writes: the first, conditional on the hold held and untouched
+// since the read, stamps the store's clock and marks the hold with this
+// confirm's nonce; the stamp decides. In time, the second, conditional on
+// the hold still held with that nonce, moves its units out of held and
+// records the order as pending, in one update. A sale may take the units
+// of an expired hold between the two (only once the store's clock has
+// passed the expiry), and then the second write matches nothing.
 func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inventory.Sale, replayed bool, err error) {
 	if key != "" && !inventory.ValidKey(key) {
 		return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key must be 1 to %d printable ASCII characters", inventory.ErrInvalid, inventory.MaxKeyLen)
@@ -471,54 +491,76 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 			}
 			return o.Sale(), true, nil
 		}
-		if stamped, inTime := h.Stamped(); h.State == inventory.HoldConfirmed || (h.State == inventory.HoldHeld && stamped && inTime) {
+		switch h.State {
+		case inventory.HoldConfirmed:
 			sale, err := s.finishConfirm(ctx, h)
 			return sale, true, err
-		}
-		if h.State != inventory.HoldHeld {
+		case inventory.HoldReleased, inventory.HoldExpired:
 			return inventory.Sale{}, false, holdErr(h, h.State)
 		}
 		lower, err := s.storeTime(ctx, false)
 		if err != nil {
 			return inventory.Sale{}, false, unreachable("read the store's clock to confirm hold "+id+" of", sku, err)
 		}
-		if st := h.Settled(lower); st == inventory.HoldExpired {
-			// Certainly past its expiry on the store's clock (or stamped
-			// late): no write could confirm it.
+		if h.Settled(lower) == inventory.HoldExpired {
+			// Certainly past its expiry on the store's clock: no write
+			// could confirm it.
 			s.returnExpired(ctx, *it)
-			return inventory.Sale{}, false, holdErr(h, st)
+			return inventory.Sale{}, false, holdErr(h, inventory.HoldExpired)
 		}
 		if s.beforeStamp != nil {
 			s.beforeStamp()
 		}
-		// The stamp: the store's clock, as the write applies, decides.
-		set := bson.D{{Key: holdPath(id, "confirm_replica"), Value: s.replica}}
+		// The first write: the store's clock, as the write applies, decides.
+		nonce := newOrderID()
+		cctx, cancel := s.commitContext(ctx)
+		var stamped struct {
+			Clock time.Time                 `bson:"confirm_clock"`
+			Holds map[string]inventory.Hold `bson:"holds"`
+		}
+		err = s.items.FindOneAndUpdate(cctx,
+			confirmFilter(sku, h),
+			bson.D{
+				{Key: "$currentDate", Value: bson.D{{Key: confirmClock, Value: true}}},
+				{Key: "$set", Value: bson.D{{Key: holdPath(id, "confirming"), Value: nonce}}},
+			},
+			options.FindOneAndUpdate().SetReturnDocument(options.After),
+		).Decode(&stamped)
+		cancel()
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue // changed since the read (returned, released, another confirm): look again
+		}
+		if err != nil {
+			// The first write sells nothing, landed or not.
+			return inventory.Sale{}, false, fmt.Errorf("%w: confirm hold %s of %q: %w", inventory.ErrStoreUnavailable, id, sku, err)
+		}
+		// Both times as the document holds them at the write.
+		if !stamped.Clock.Before(stamped.Holds[id].Expires) {
+			return inventory.Sale{}, false, fmt.Errorf("%w: the confirm reached the store at %s", holdErr(h, inventory.HoldExpired), stamped.Clock.Format(time.RFC3339Nano))
+		}
+		// The second write: the units sold, the order pending.
+		at := stamped.Clock.UTC()
+		h.State, h.ConfirmedAt, h.ConfirmReplica, h.ConfirmKey, h.Confirming = inventory.HoldConfirmed, &at, s.replica, key, nonce
+		o := h.Order()
+		set := bson.D{
+			{Key: holdPath(id, "state"), Value: inventory.HoldConfirmed},
+			{Key: holdPath(id, "confirmed_at"), Value: at},
+			{Key: holdPath(id, "confirm_replica"), Value: s.replica},
+			{Key: pendingPath(id), Value: o},
+		}
 		if key != "" {
 			set = append(set, bson.E{Key: holdPath(id, "confirm_key"), Value: key})
 		}
-		cctx, cancel := s.commitContext(ctx)
-		var after inventory.Item
-		err = s.items.FindOneAndUpdate(cctx,
-			bson.D{{Key: "_id", Value: sku}, {Key: holdPath(id, "state"), Value: inventory.HoldHeld},
-				{Key: holdPath(id, "confirmed_at"), Value: bson.D{{Key: "$exists", Value: false}}}},
-			bson.D{
-				{Key: "$currentDate", Value: bson.D{{Key: holdPath(id, "confirmed_at"), Value: bson.D{{Key: "$type", Value: "date"}}}}},
-				{Key: "$set", Value: set},
-			},
-			options.FindOneAndUpdate().SetReturnDocument(options.After),
-		).Decode(&after)
+		cctx, cancel = s.commitContext(ctx)
+		res, err := s.items.UpdateOne(cctx,
+			bson.D{{Key: "_id", Value: sku}, {Key: holdPath(id, "state"), Value: inventory.HoldHeld}, {Key: holdPath(id, "confirming"), Value: nonce}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "held", Value: -h.Qty}}}, {Key: "$set", Value: set}})
 		cancel()
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			continue // changed since the read (returned, released, stamped): look again
-		}
 		if err != nil {
 			return inventory.Sale{}, false, unknownOutcome("confirm hold "+id+" of", sku, err)
 		}
-		h = after.Holds[id]
-		h.ID = id
-		if _, inTime := h.Stamped(); !inTime {
-			s.returnExpired(ctx, after)
-			return inventory.Sale{}, false, holdErr(h, inventory.HoldExpired)
+		if res.MatchedCount == 0 {
+			continue // its units went back, or another confirm came between: look again
 		}
 		sale, err := s.finishConfirm(ctx, h)
 		return sale, false, err
@@ -526,33 +568,23 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 	return inventory.Sale{}, false, fmt.Errorf("%w: confirm hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
 }
 
-// finishConfirm turns hold h, confirmed in time (stamped, or already
-// turned), into its order: one update moves its units out of held and
-// records the order as pending, then the order goes to the ledger and the
-// hold to the holds collection. Any replica may do it, any number of
-// times: each step is conditional or idempotent.
+// confirmFilter is the condition of a confirm's first write on hold h as
+// read: still held, and no other confirm's first write since.
+func confirmFilter(sku string, h inventory.Hold) bson.D {
+	d := bson.D{{Key: "_id", Value: sku}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld}}
+	if h.Confirming == "" {
+		return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
+	}
+	return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: h.Confirming})
+}
+
+// finishConfirm records the order of hold h, confirmed, in the ledger, and
+// the hold in the holds collection. Any replica may do it, any number of
+// times: each step is idempotent.
 func (s *Store) finishConfirm(ctx context.Context, h inventory.Hold) (inventory.Sale, error) {
 	o := h.Order()
-	if o.Replica == "" {
-		o.Replica = s.replica
-	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if h.State == inventory.HoldHeld {
-		_, err := s.items.UpdateOne(cctx,
-			bson.D{{Key: "_id", Value: h.SKU}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld},
-				{Key: holdPath(h.ID, "confirmed_at"), Value: *h.ConfirmedAt}},
-			bson.D{
-				{Key: "$inc", Value: bson.D{{Key: "held", Value: -h.Qty}}},
-				{Key: "$set", Value: bson.D{{Key: holdPath(h.ID, "state"), Value: inventory.HoldConfirmed}, {Key: pendingPath(o.ID), Value: o}}},
-			})
-		if err != nil {
-			// The stamp stands: the hold is confirmed, and whoever looks
-			// at it next finishes it.
-			return o.Sale(), fmt.Errorf("%w: finish confirm of hold %s of %q: %w", inventory.ErrStoreUnavailable, h.ID, h.SKU, err)
-		}
-	}
-	h.State = inventory.HoldConfirmed
 	sale := o.Sale()
 	if err := s.record(cctx, o); err != nil {
 		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, err)
@@ -593,11 +625,6 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 				return h, holdErr(h, h.State)
 			}
 			return h, nil
-		}
-		stamped, inTime := h.Stamped()
-		if stamped && inTime {
-			h.State = inventory.HoldConfirmed
-			return h, holdErr(h, h.State)
 		}
 		lower, err := s.storeTime(ctx, false)
 		if err != nil {
@@ -716,13 +743,13 @@ func (s *Store) RecoverHolds(ctx context.Context) (int, error) {
 		}
 		for id, h := range it.Holds {
 			h.ID = id
-			switch stamped, inTime := h.Stamped(); {
-			case h.State == inventory.HoldHeld && stamped && inTime, h.State == inventory.HoldConfirmed:
+			switch h.State {
+			case inventory.HoldConfirmed:
 				if _, err := s.finishConfirm(ctx, h); err != nil {
 					errs = append(errs, err)
 				}
 				n++
-			case h.State == inventory.HoldReleased, h.State == inventory.HoldExpired:
+			case inventory.HoldReleased, inventory.HoldExpired:
 				s.recordHold(ctx, h)
 				n++
 			}
