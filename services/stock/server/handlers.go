@@ -311,7 +311,7 @@ func (s *Server) decrement(c echo.Context) error {
 		replayed bool
 		err      error
 	)
-	sale, replayed, err = s.sellOrReturn(c.Request().Context(), st, sku, func() (inventory.Sale, bool, error) {
+	sale, replayed, err = s.sellOrReturn(c.Request().Context(), name, sku, func() (inventory.Sale, bool, error) {
 		if key != "" {
 			// The strategy as sent, not as defaulted, identifies the
 			// request: a retry that reaches a replica with another

@@ -112,7 +112,7 @@ func (s *Server) createHold(c echo.Context) error {
 	if !given {
 		name = s.cfg.Strategy
 	}
-	st, ok := s.strategies[name]
+	_, ok := s.strategies[name]
 	info, known := strategy.Lookup(name)
 	if !ok && known {
 		return strategyNotOffered(info)
@@ -122,7 +122,7 @@ func (s *Server) createHold(c echo.Context) error {
 		e.Strategy = name
 		return e
 	}
-	holder, isHolder := st.(inventory.Holder)
+	holder, isHolder := s.holders[name]
 	if !info.Holds || !isHolder {
 		e := newError(http.StatusNotImplemented, codeHoldsUnsupported,
 			fmt.Sprintf("strategy %q takes no part in holds (docs/holds.md says why); these do: %v; nothing was changed",
@@ -244,9 +244,9 @@ func (s *Server) releaseHold(c echo.Context) error {
 // finds the stock short while holds of the item have expired by the
 // store's clock, returns their units (one conditional update) and sells
 // once more. A Holder returns them in its own update.
-func (s *Server) sellOrReturn(ctx context.Context, st inventory.Strategy, sku string, sell func() (inventory.Sale, bool, error)) (inventory.Sale, bool, error) {
+func (s *Server) sellOrReturn(ctx context.Context, name, sku string, sell func() (inventory.Sale, bool, error)) (inventory.Sale, bool, error) {
 	sale, replayed, err := sell()
-	if _, holder := st.(inventory.Holder); holder || !errors.Is(err, inventory.ErrSoldOut) {
+	if _, holder := s.holders[name]; holder || !errors.Is(err, inventory.ErrSoldOut) {
 		return sale, replayed, err
 	}
 	if n, rerr := s.store.ReturnExpiredHolds(ctx, sku); rerr != nil || n == 0 {
