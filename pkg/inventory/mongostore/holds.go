@@ -156,9 +156,8 @@ func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
 			options.FindOneAndUpdate().SetReturnDocument(options.After),
 		).Decode(&it)
 		if err == nil {
-			if back > 0 {
-				s.recordReturned(cctx, *cur, it)
-			}
+			// The holds returned stay in the item, as expired, until
+			// RecoverHolds records them: the sale does not wait for it.
 			return it, nil
 		}
 		if !errors.Is(err, mongo.ErrNoDocuments) {
@@ -176,17 +175,6 @@ func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
 		cur = &read
 	}
 	return inventory.Item{}, fmt.Errorf("%w: take %d of %q: the item kept changing", inventory.ErrConflict, t.qty, t.sku)
-}
-
-// recordReturned records the holds of before that a take returned (stored
-// as expired in after).
-func (s *Store) recordReturned(ctx context.Context, before, after inventory.Item) {
-	for id, h := range after.Holds {
-		if h.State == inventory.HoldExpired && before.Holds[id].State == inventory.HoldHeld {
-			h.ID = id
-			s.recordHold(ctx, h)
-		}
-	}
 }
 
 // expiredHolds returns the holds of it stored as held that are expired

@@ -30,7 +30,7 @@ func holders(t *testing.T, s *Store, locks lockServices) []inventory.Holder {
 // pastHold holds qty units of sku with an expiry the store's clock has
 // already passed: a hold as it is once its time to live ran out, made
 // without waiting for it.
-func pastHold(t *testing.T, s *Store, sku string, qty int64) inventory.Hold {
+func pastHold(t testing.TB, s *Store, sku string, qty int64) inventory.Hold {
 	t.Helper()
 	h, err := s.newHold(t.Context(), inventory.HoldRequest{SKU: sku, Qty: qty, TTL: time.Second}, strategy.Atomic, 0)
 	if err != nil {
@@ -558,4 +558,39 @@ func retryable(err error) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkExpiredHoldSale times one atomic sale of the last unit: from
+// stock (plain), and from a hold whose expiry has passed (expired-hold:
+// the sale finds the stock short, reads the item and the store's clock,
+// and returns the hold's units in its own update, then records the hold).
+// The second is how long an expired unit takes to sell, sweeper or not.
+//
+//	go test -run '^$' -bench ExpiredHoldSale -benchtime 200x ./pkg/inventory/mongostore/
+func BenchmarkExpiredHoldSale(b *testing.B) {
+	for _, expired := range []bool{false, true} {
+		name := "plain"
+		if expired {
+			name = "expired-hold"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := testStore(b)
+			a := NewAtomic(s)
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				sku := fmt.Sprintf("bench-%d", i)
+				if expired {
+					mustPut(b, s, sku, 1)
+					pastHold(b, s, sku, 1)
+				} else {
+					mustPut(b, s, sku, 1)
+				}
+				b.StartTimer()
+				if _, err := a.Decrement(context.Background(), inventory.Request{SKU: sku, Qty: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
