@@ -594,3 +594,64 @@ func BenchmarkExpiredHoldSale(b *testing.B) {
 		})
 	}
 }
+
+// TestHoldKeysRecovered: a keyed create whose replica stopped before it
+// ended its attempt is settled by recovery as it is: a hold that landed
+// is found (in the item, or recorded after its confirm) and its key
+// replays it; a hold that never landed is given up, its late write
+// refused, and the key holds anew.
+func TestHoldKeysRecovered(t *testing.T) {
+	s := testStore(t)
+	b := replicaStore(t, s, StoreOptions{Replica: "b"})
+	ctx := t.Context()
+	mustPut(t, s, "hk", 3)
+	// begin leaves a reserved key with its attempt, as a replica that
+	// stopped after reserving it would.
+	begin := func(key string) keyRecord {
+		t.Helper()
+		req := inventory.Request{SKU: "hk", Qty: 1, Key: key}
+		rec, err := s.newKeyRecord(ctx, req, fingerprint(req, "hold  60000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.beginAttempt(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.keys.InsertOne(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		s.inFlight.remove(rec.OrderID)
+		return rec
+	}
+	landed := begin("A")
+	if _, err := NewAtomic(s).Hold(ctx, inventory.HoldRequest{SKU: "hk", Qty: 1, TTL: time.Minute, ID: landed.OrderID, Key: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	lost := begin("B")
+	if got, err := s.RecoverKeys(ctx); err != nil || got.Settled != 1 || got.Abandoned != 1 {
+		t.Fatalf("recovery: %+v, %v; want A settled (its hold landed) and B given up", got, err)
+	}
+	if _, err := NewAtomic(s).Hold(ctx, inventory.HoldRequest{SKU: "hk", Qty: 1, TTL: time.Minute, ID: lost.OrderID, Key: "B"}); !errors.Is(err, inventory.ErrAbandoned) {
+		t.Fatalf("the given-up attempt's late hold: %v; want ErrAbandoned", err)
+	}
+	a := inventory.HoldRequest{SKU: "hk", Qty: 1, TTL: time.Minute, Key: "A"}
+	h, replayed, err := b.HoldOnce(ctx, NewAtomic(b), a, "")
+	if err != nil || !replayed || h.ID != landed.OrderID {
+		t.Fatalf("key A again: %+v, replayed %v, %v; want hold %s replayed", h, replayed, err, landed.OrderID)
+	}
+	if _, replayed, err := b.HoldOnce(ctx, NewAtomic(b), inventory.HoldRequest{SKU: "hk", Qty: 1, TTL: time.Minute, Key: "B"}, ""); err != nil || replayed {
+		t.Fatalf("key B again: replayed %v, %v; want a new hold", replayed, err)
+	}
+	if _, _, err := s.ConfirmHold(ctx, "hk", landed.OrderID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecoverHolds(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, replayed, err := b.HoldOnce(ctx, NewAtomic(b), a, ""); err != nil || !replayed || h.State != inventory.HoldConfirmed {
+		t.Fatalf("key A after its hold was confirmed and recorded: %+v, replayed %v, %v", h, replayed, err)
+	}
+	if stock, held, sold := checkUnits(t, s, "hk", 3); stock != 1 || held != 1 || sold != 1 {
+		t.Fatalf("available %d held %d sold %d; want 1 1 1: one hold per key", stock, held, sold)
+	}
+}
