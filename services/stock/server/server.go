@@ -56,7 +56,7 @@ type Server struct {
 	strategies map[string]inventory.Strategy
 	// holders are the strategies that take part in holds (the registry's
 	// Holds), as built, before SplitAware wraps them.
-	holders map[string]inventory.Holder
+	holders    map[string]inventory.Holder
 	locked     []*mongostore.Locked
 	redisStock *mongostore.RedisStock // nil unless built
 
