@@ -321,6 +321,7 @@ func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strat
 	if err != nil {
 		return inventory.Hold{}, err
 	}
+	s.withHolds.add(h.SKU)
 	got := it.Holds[h.ID]
 	got.ID = h.ID
 	return got, nil
@@ -693,7 +694,16 @@ func (s *Store) returnHolds(ctx context.Context, it inventory.Item) (int64, erro
 // strategy that takes no part in holds calls it when it finds the stock
 // short, then sells again; no one needs to call it for a hold-aware sale,
 // which returns them in its own update.
+//
+// So that a sold out costs no extra read where there are no holds, it
+// looks only at a sku this store has seen holds on: one it created a
+// hold on, or found with holds in a RecoverHolds pass. A hold created by
+// another replica on a sku this one has not seen yet is returned by the
+// next RecoverHolds pass instead, at most a recovery interval later.
 func (s *Store) ReturnExpiredHolds(ctx context.Context, sku string) (int64, error) {
+	if !s.withHolds.has(sku) {
+		return 0, nil
+	}
 	it, err := s.Get(ctx, sku)
 	if err != nil {
 		return 0, err
@@ -723,6 +733,7 @@ func (s *Store) RecoverHolds(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, it := range items {
+		s.withHolds.add(it.SKU)
 		if units, err := s.returnHolds(ctx, it); err != nil {
 			errs = append(errs, err)
 		} else if units > 0 {
@@ -750,4 +761,10 @@ func (s *Store) RecoverHolds(ctx context.Context) (int, error) {
 // id as the order id (HoldOnce reads the hold by it).
 func heldSale(rec keyRecord) inventory.Sale {
 	return inventory.Sale{OrderID: rec.OrderID, SKU: rec.SKU, Remaining: -1, Attempts: 1, Key: rec.Key}
+}
+
+// has reports whether sku is in the set.
+func (s *skuSet) has(sku string) bool {
+	_, ok := s.m.Load(sku)
+	return ok
 }

@@ -117,6 +117,9 @@ type Store struct {
 	// heartbeats are read: a test's stand-in for a pause (GC, CPU
 	// starvation, SIGSTOP) before the reading is judged.
 	afterBeatRead func()
+	// withHolds holds the skus this store has seen holds on (see
+	// ReturnExpiredHolds).
+	withHolds skuSet
 	// beforeStamp, when set, runs in ConfirmHold between its look at the
 	// store's clock and the stamp write: a test's stand-in for a pause.
 	beforeStamp func()
