@@ -85,6 +85,12 @@ type Store struct {
 	items, orders, keys *mongo.Collection
 	attempts, beats     *mongo.Collection
 	holds               *mongo.Collection // settled holds (see holdRecord)
+	// withHolds holds the skus this store has seen holds on (see
+	// ReturnExpiredHolds).
+	withHolds skuSet
+	// beforeStamp, when set, runs in ConfirmHold between its look at the
+	// store's clock and the stamp write: a test's stand-in for a pause.
+	beforeStamp func()
 	// committedItems and committedOrders read with majority read concern
 	// when writes are majority: a replay must not answer with a sale that
 	// a failover can roll back. They are items and orders otherwise.
@@ -117,12 +123,6 @@ type Store struct {
 	// heartbeats are read: a test's stand-in for a pause (GC, CPU
 	// starvation, SIGSTOP) before the reading is judged.
 	afterBeatRead func()
-	// withHolds holds the skus this store has seen holds on (see
-	// ReturnExpiredHolds).
-	withHolds skuSet
-	// beforeStamp, when set, runs in ConfirmHold between its look at the
-	// store's clock and the stamp write: a test's stand-in for a pause.
-	beforeStamp func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
