@@ -187,9 +187,20 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 		return nil, fmt.Errorf("redis failover: %w", err)
 	}
 	healed := time.Now()
+	rejoined := ""
+	if f.Strategy == strategy.RedisStock {
+		// WAIT 1 needs a replica of the new master: the killed node
+		// comes back at once, empty, as its replica (and syncs in
+		// repl-diskless-sync-delay, 5 s), where the lock drills bring it
+		// back after the attack.
+		if err := c.StartNode(ctx, master); err != nil {
+			return nil, fmt.Errorf("redis failover: start %s again: %w", master, err)
+		}
+		rejoined = fmt.Sprintf("; %s rejoined as its replica after %s", master, time.Since(at).Round(time.Millisecond))
+	}
 	ev := &Event{At: at, Healed: healed,
-		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's key); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s); %s; %s",
-			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), lag, how),
+		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's key); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s%s); %s; %s",
+			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), rejoined, lag, how),
 		Cleanup: func(ctx context.Context) error {
 			// Back as the new master's replica, and in sync, so that the
 			// next drill starts with six nodes and replicas that have

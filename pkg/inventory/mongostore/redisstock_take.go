@@ -15,23 +15,31 @@ import (
 // inventory.ErrStoreUnavailable.
 var ErrNotReplicated = errors.New("mongostore: redis-stock take not acknowledged by a Redis replica in time")
 
-// take runs take.lua for one sale of sku and returns its answer. With a
-// Wait, take.lua and WAIT 1 Wait go out in one pipeline on one connection
+// take runs take.lua for one sale of sku and returns its answer. After
+// an error on a Redis Cluster it has the client learn the cluster's slot
+// map again: a failover's promoted replica serves the slot now, and the
+// client would otherwise keep dialling the dead master until its own
+// periodic refresh (10 s). With a Wait, take.lua and WAIT 1 Wait go out in one pipeline on one connection
 // to the master of the sku's slot (WAIT counts the replicas that have
 // every write of its own connection), and a take that no replica
 // acknowledged in time is given back and answered with ErrNotReplicated.
 func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec string) ([]int64, error) {
 	keys := r.keys(sku)
+	cc, cluster := r.rdb.(*redis.ClusterClient)
 	if r.wait <= 0 {
-		return takeScript.Run(ctx, r.rdb, keys, qty, id, rec).Int64Slice()
+		res, err := takeScript.Run(ctx, r.rdb, keys, qty, id, rec).Int64Slice()
+		if err != nil && cluster {
+			cc.ReloadState(ctx)
+		}
+		return res, err
 	}
 	var c redis.Cmdable = r.rdb
-	cc, cluster := r.rdb.(*redis.ClusterClient)
 	if cluster {
 		// A cluster client would send WAIT, which names no key, to any
 		// node: both go to the node of the sku's slot.
 		node, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
+			cc.ReloadState(ctx)
 			return nil, err
 		}
 		c = node
@@ -47,8 +55,6 @@ func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec st
 	res, err := taken.Int64Slice()
 	if err != nil {
 		if cluster {
-			// The node may have lost the slot (a failover): learn the
-			// cluster's map again before the next take.
 			cc.ReloadState(ctx)
 		}
 		return nil, err
