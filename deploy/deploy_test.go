@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +90,9 @@ func readPanels(t *testing.T) []panel {
 
 // TestDashboardQueries starts two replicas and a Prometheus scraping them
 // every second, sells through every safe strategy (one idempotent replay
-// included), and runs every panel's query.
+// included), and runs every panel's query. redis-stock's panels must cover
+// every stock_redis_stock_* metric a replica exports, and show what was
+// sold: 12 units of 100, nothing left between Redis and MongoDB.
 func TestDashboardQueries(t *testing.T) {
 	testskip.Long(t, "starts MongoDB, Redis, etcd, two replicas and Prometheus")
 	prom := tool(t, "prometheus")
@@ -107,6 +111,52 @@ func TestDashboardQueries(t *testing.T) {
 			}
 		}
 	}
+
+	for _, name := range exported(t, reps[0], "stock_redis_stock_") {
+		word := regexp.MustCompile(`\b` + name + `\b`)
+		shown := false
+		for _, p := range panels {
+			for _, tg := range p.Targets {
+				shown = shown || word.MatchString(tg.Expr)
+			}
+		}
+		if !shown {
+			t.Errorf("no panel of %s shows %s, which the replicas export", dashboard, name)
+		}
+	}
+	for _, expr := range []string{
+		`max(stock_redis_stock_units{sku="dash-redis"}) == 88`,
+		`max(stock_redis_stock_item_units{sku="dash-redis"}) == 88`,
+		`max(stock_redis_stock_unwritten_units{sku="dash-redis"}) == 0`,
+		`sum(stock_redis_stock_reloads_total{reason="first_load"}) >= 1`,
+	} {
+		waitFor(t, promURL, expr, 1)
+	}
+}
+
+// exported returns the names of the metric families with prefix that the
+// replica at base exports.
+func exported(t *testing.T, base, prefix string) []string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" && strings.HasPrefix(f[2], prefix) {
+			names = append(names, f[2])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("%s/metrics exports no %s* metric", base, prefix)
+	}
+	return names
 }
 
 // startReplicas starts two replicas on one database, with every strategy
@@ -223,6 +273,18 @@ func load(t *testing.T, reps []string) {
 				do(http.MethodPost, reps[(i+j)%2]+"/v1/items/dash/decrement", fmt.Sprintf(`{"qty":1,"strategy":%q}`, strategy))
 			})
 		}
+	}
+	// redis-stock on a sku of its own, so that its copy and the item are
+	// known: 12 sold of 100.
+	if code := do(http.MethodPut, reps[0]+"/v1/items/dash-redis", `{"stock":100}`); code != http.StatusOK {
+		t.Fatalf("PUT: %d", code)
+	}
+	for j := range 12 {
+		wg.Go(func() {
+			if code := do(http.MethodPost, reps[j%2]+"/v1/items/dash-redis/decrement", `{"qty":1,"strategy":"redis-stock"}`); code != http.StatusOK {
+				t.Errorf("redis-stock decrement: %d", code)
+			}
+		})
 	}
 	wg.Wait()
 	for _, rep := range reps {

@@ -20,6 +20,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/harness"
+	"github.com/stocklock/stocklock/loadtest/report"
 )
 
 // envName is the environment variable that backs flag name.
@@ -78,10 +79,24 @@ answer did not arrive, with the same Idempotency-Key, behind an attempt
 timeout (--attempt-timeout) and a proxy that cuts a share (--cut-rate) of
 the first replica's answers, and counts units sold twice for one key.
 
-Exit status: 0 when every safe strategy (%s) shows no
-anomaly, in its totals, its ledger or its history; 1 when one does; 2 for
-bad flags or a harness error. The unsafe ones (%s) are reported as
-"demonstrated" or "not reproduced in this run", never as a failure.
+Thresholds, as in k6: --threshold '[strategy:]metric op value', repeatable
+(or comma-separated), bounds a figure of every run, or of one strategy's
+runs: --threshold 'p99<300ms' --threshold 'atomic:sales_per_s>=150'
+--threshold 'oversold==0'. op is <, <=, >, >=, == or !=; a latency takes a
+unit (a bare number is ms). Each is checked on every run it applies to;
+a breach is a failed check. The metrics:
+%s
+Every run's checks (safety, thresholds, and a capacity step's limits) are
+the check table of results.md and report.html, one page with the table,
+the charts, the checks, the fault timeline and the histories' pictures
+that opens offline.
+
+Exit status: 0 when every check passed; 1 when a safety check failed: a
+safe strategy (%s) showed an anomaly, in its totals, its ledger or its
+history, or a drill broke its promise (even if the harness then broke
+down); 2 for bad flags or a harness error; 3 when every safety check
+passed and a --threshold was breached. The unsafe ones (%s) are reported
+as "demonstrated" or "not reproduced in this run", never as a failure.
 
 Every flag can also be set through the environment variable shown in
 brackets; a flag on the command line wins.
@@ -101,7 +116,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	l := defineFlags(fs, &c, d)
 
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), usageText,
+		fmt.Fprintf(fs.Output(), usageText, report.Metrics(),
 			strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Safe }), ", "),
 			strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return !in.Safe }), ", "))
 		fs.VisitAll(func(f *flag.Flag) {
@@ -183,7 +198,7 @@ built from this module on first use) and GOFLAGS for the builds.
 		// Enough stock that a segment sells under load to its end.
 		c.Stock = max(2000, c.Rate*int(harness.SoakSegment(c.Soak)/time.Second)*2)
 	}
-	if (len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0) && !c.set["timeout"] {
+	if c.Disturbs() && !c.set["timeout"] {
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
 	}
 	if c.Capacity {
@@ -236,13 +251,13 @@ var onlyWith = []struct {
 }{
 	{[]string{"attempt-timeout", "cut-rate"}, func(c options) bool { return c.Retries > 0 }, "applies only with --retries"},
 	{[]string{"capacity-p99", "capacity-errors", "capacity-max-rate", "capacity-replicas"}, func(c options) bool { return c.Capacity }, "applies only with --capacity"},
-	{[]string{"repeat", "fault-ttl", "write-stall", "redis-aof"}, func(c options) bool { return len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0 },
+	{[]string{"repeat", "fault-ttl", "write-stall", "redis-aof"}, options.Disturbs,
 		"applies only to fault drills: add --faults (for example --faults all)"},
 	{[]string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"}, func(c options) bool { return len(c.Replicas) == 0 },
 		"applies only to the replicas the harness starts itself; drop it or drop --replicas"},
 	{[]string{"duration"}, func(c options) bool { return c.Soak == 0 }, "does not apply to --soak, which sets each segment's duration itself"},
 	{[]string{"serve-addr"}, func(c options) bool { return c.Serve }, "applies only with --serve"},
-	{[]string{"faults", "mixed", "retries", "check-history", "requests"}, func(c options) bool { return !c.Serve },
+	{[]string{"faults", "mixed", "retries", "check-history", "requests", "threshold"}, func(c options) bool { return !c.Serve },
 		"does not apply to --serve: the page runs one strategy after another, and strikes faults from its buttons"},
 }
 
@@ -320,6 +335,32 @@ func flagsOfFields(fs *flag.FlagSet, cfg *harness.Config) map[string]string {
 	return out
 }
 
+// thresholds is --threshold: each use adds the comma-separated thresholds
+// it gives.
+type thresholds []report.Threshold
+
+func (t *thresholds) String() string {
+	if t == nil {
+		return ""
+	}
+	var s []string
+	for _, th := range *t {
+		s = append(s, th.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (t *thresholds) Set(v string) error {
+	for f := range strings.SplitSeq(v, ",") {
+		th, err := report.ParseThreshold(f)
+		if err != nil {
+			return err
+		}
+		*t = append(*t, th)
+	}
+	return nil
+}
+
 // parseCounts reads a comma-separated list of whole numbers.
 func parseCounts(s string) ([]int, error) {
 	var out []int
@@ -382,6 +423,7 @@ func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {
 	fs.StringVar(&c.RedisAOF, "redis-aof", d.RedisAOF, "with --faults redis-restart: the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")
 	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
 
+	fs.Var((*thresholds)(&c.Thresholds), "threshold", "a bound on a figure of every run, or of one strategy's runs, as k6 writes them: p99<300ms, sales_per_s>=150, atomic:oversold==0; repeatable, or comma-separated. A breach is a failed check: exit status 3 (see the metrics above)")
 	fs.DurationVar(&c.ReadEvery, "read-every", d.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
 	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -136,6 +137,16 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--local-replicas", "1", "--faults", "crash"}, nil, "fault drills need at least 2 replicas"},
 		{[]string{"--local-replicas", "4", "--rate", "3"}, nil, "--rate 3: below one request per second for each of the 4 replicas"},
 		{[]string{"--replicas", "http://a:1,http://a:2", "--rate", "1"}, nil, "--rate 1"},
+		{[]string{"--threshold", "p99 300ms"}, nil, `invalid value "p99 300ms" for --threshold: threshold "p99 300ms": want [strategy:]metric op value`},
+		{[]string{"--threshold", "p42<3ms"}, nil, `unknown metric "p42" (known: p50, p95, p99`},
+		{[]string{"--threshold", "nope:p99<3ms"}, nil, `unknown strategy "nope"`},
+		{[]string{"--threshold", "sales_per_s>=fast"}, nil, `"fast" is not a number`},
+		{nil, []string{"LOADTEST_THRESHOLD", "p99"}, "LOADTEST_THRESHOLD"},
+		{[]string{"--strategies", "atomic,unsafe", "--threshold", "redis-lock:p99<1s"}, nil, "--threshold redis-lock:p99<1s: redis-lock is not among --strategies (atomic,unsafe)"},
+		{[]string{"--capacity", "--threshold", "p99<1s"}, nil, "--threshold with --capacity or --keyed-drill: a threshold bounds the runs"},
+		{[]string{"--keyed-drill", "--threshold", "p99<1s"}, nil, "the keyed drill its promises"},
+		{[]string{"--mixed", "--strategies", "atomic,redis-lock", "--threshold", "atomic:p99<1s"}, nil, "give the threshold for all (p99<1s)"},
+		{[]string{"--serve", "--threshold", "p99<1s"}, nil, "--threshold does not apply to --serve"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig(c.args, envOf(c.env...), &bytes.Buffer{})
@@ -170,7 +181,8 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	for _, want := range []string{"--rate", "LOADTEST_RATE", "--replicas", "--strategies", "--rmw-delay", "MONGO_URI", "Exit status",
-		"--mixed", "--retries", "--local-replicas", "LOADTEST_LOCAL_REPLICAS", "--attempt-timeout", "--cut-rate", "--check-history", "--read-every", "--check-timeout", "linearizab"} {
+		"--mixed", "--retries", "--local-replicas", "LOADTEST_LOCAL_REPLICAS", "--attempt-timeout", "--cut-rate", "--check-history", "--read-every", "--check-timeout", "linearizab",
+		"--threshold", "LOADTEST_THRESHOLD", "sales_per_s", "error_rate", "3 when every safety check", "report.html"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -186,6 +198,26 @@ func TestHelp(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "--rate") {
 		t.Errorf("bad flag message: %s", stderr.String())
+	}
+}
+
+// TestParseConfigThresholds: --threshold is repeatable and takes
+// comma-separated thresholds, for every run or one strategy's.
+func TestParseConfigThresholds(t *testing.T) {
+	c, err := ParseConfig([]string{"--threshold", "p(99)<300ms", "--threshold", "atomic:sales_per_s>=150,oversold==0"}, envOf(), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, th := range c.Thresholds {
+		got = append(got, fmt.Sprintf("%s|%s|%s|%g", th.Strategy, th.Metric, th.Op, th.Bound))
+	}
+	if want := []string{"|p99|<|300", "atomic|sales_per_s|>=|150", "|oversold|==|0"}; !slices.Equal(got, want) {
+		t.Errorf("thresholds %q, want %q", got, want)
+	}
+	c, err = ParseConfig(nil, envOf("LOADTEST_THRESHOLD", "max<2s"), &bytes.Buffer{})
+	if err != nil || len(c.Thresholds) != 1 || c.Thresholds[0].Bound != 2000 {
+		t.Errorf("LOADTEST_THRESHOLD=max<2s: %+v, %v", c.Thresholds, err)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // fakeStore is an in-memory stand-in for the stock service's MongoDB,
@@ -246,6 +249,59 @@ func TestHarnessAgainstFakes(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "PASS") || !strings.Contains(stdout.String(), "lost upd") {
 		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	// report.html holds porcupine's picture of unsafe's violation, and
+	// still reaches nothing outside itself.
+	page, err := os.ReadFile(filepath.Join(out, report.HTMLFile))
+	if err != nil || len(page) >= 2<<20 || !strings.Contains(string(page), `<iframe title="history-unsafe.html" srcdoc=`) {
+		t.Errorf("report.html: %v, %d bytes, picture embedded %v", err, len(page), strings.Contains(string(page), "srcdoc="))
+	}
+	if refs := regexp.MustCompile(`(?i)\b(src|href)\s*=\s*["']?\s*(https?:|//)|<link\b|<script[^>]*\bsrc=`).FindAllString(string(page), -1); len(refs) > 0 {
+		t.Errorf("report.html reaches outside itself: %q", refs)
+	}
+}
+
+// TestHarnessThresholds: each threshold is checked on every run it
+// applies to; a breach is a failed check with its own exit status and
+// leaves the safety verdicts alone; a safety failure comes first.
+func TestHarnessThresholds(t *testing.T) {
+	load := []string{"--rate", "200", "--requests", "60", "--stock", "20", "--settle", "0s", "--warmup", "0s"}
+	code, out, stdout, stderr := runFakes(t, append(load, "--strategies", "atomic,redis-lock",
+		"--threshold", "redis-lock:unavailable==0", "--threshold", "atomic:sales_per_s>0,p99<1h")...)
+	t.Logf("stdout:\n%s", stdout.String())
+	if code != exitThreshold {
+		t.Fatalf("exit %d, want %d (redis-lock's fake answers 503 to every 4th request)\n%s", code, exitThreshold, stderr.String())
+	}
+	rep := readReport(t, out)
+	var got []string
+	for _, c := range rep.Checks() {
+		if c.Kind == verdict.Threshold {
+			got = append(got, fmt.Sprintf("%s %s %s", c.Scope, c.Name, c.Result()))
+		}
+	}
+	if want := []string{"atomic sales_per_s pass", "atomic p99 pass", "redis-lock unavailable breached", "redis-lock p99 pass"}; !slices.Equal(got, want) {
+		t.Errorf("threshold checks %q, want %q", got, want)
+	}
+	for _, r := range rep.Runs {
+		if r.Verdict != "pass" {
+			t.Errorf("%s: verdict %s, want pass: a threshold is no safety check", r.Strategy, r.Verdict)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	if !strings.Contains(string(md), "**Result: BREACHED.**") || !strings.Contains(string(md), "| **breached** | threshold | unavailable | redis-lock |") {
+		t.Errorf("results.md lacks the verdict or the breach in its check table:\n%s", md)
+	}
+	if !strings.Contains(stdout.String(), "BREACHED redis-lock: unavailable ") {
+		t.Errorf("stdout does not name the breach")
+	}
+	page, _ := os.ReadFile(filepath.Join(out, report.HTMLFile))
+	if !strings.Contains(string(page), "<td>breached</td><td>threshold</td><td>unavailable</td><td>redis-lock</td>") {
+		t.Errorf("report.html lacks the breach in its check table")
+	}
+
+	code, _, stdout, stderr = runFakes(t, append(load, "--strategies", "mongo-lease", "--threshold", "p99<1ns")...)
+	if code != exitAnomaly {
+		t.Errorf("a safe strategy's ledger mismatch and a breach: exit %d, want %d\n%s\n%s", code, exitAnomaly, stdout.String(), stderr.String())
 	}
 }
 

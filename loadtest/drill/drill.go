@@ -19,7 +19,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
@@ -687,8 +687,8 @@ func Recovery(sales []Sale, ev *Event) (time.Duration, bool) {
 //
 // With no event (a configuration fault, such as clock skew) only reuse is
 // checked.
-func Tokens(sales []Sale, ev *Event) *report.TokenCheck {
-	tc := &report.TokenCheck{}
+func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
+	tc := &verdict.TokenCheck{}
 	var healed time.Time // sales sent after this count as "after the fault"
 	if ev != nil {
 		healed = ev.At

@@ -8,6 +8,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // The capacity sweep's defaults.
@@ -81,7 +82,7 @@ func (h *Harness) capacityStep(ctx context.Context, strategy string, step, rate 
 	}
 	saleBound(&run, steps, h.scrapeSaleSteps(ctx))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
-	run.Saturated = saturation(run, h.cfg)
+	run.Saturated = limits(&run, h.cfg)
 	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, boundNote(run), suffix(run.Saturated))
 	return run, nil
 }
@@ -101,21 +102,30 @@ func suffix(s string) string {
 	return "; past the limits: " + s
 }
 
-// saturation says how a step passed the limits, "" if it did not.
-func saturation(r report.Run, c Config) string {
-	p99 := time.Duration(r.Latency.P99 * float64(time.Millisecond))
+// limits are a step's limit checks, appended to its checks; it returns
+// how the step passed the first it failed ("" if none).
+func limits(r *report.Run, c Config) string {
 	bad := r.Errors() + r.Unavailable
-	switch {
-	case r.Requests == 0:
-		return "no request was answered"
-	case p99 > c.CapacityP99:
-		return fmt.Sprintf("p99 %s over %s", report.Ms(r.Latency.P99), c.CapacityP99)
-	case float64(bad) > c.CapacityErrors*float64(r.Requests):
-		return fmt.Sprintf("%d of %d requests were errors or 503s", bad, r.Requests)
-	case r.SalesPerSec < capacityKeep*float64(r.TargetRate):
-		return fmt.Sprintf("%.1f sales/s fell behind the offered %d", r.SalesPerSec, r.TargetRate)
+	past := ""
+	for _, l := range []struct {
+		check verdict.Check
+		why   string
+	}{
+		{verdict.Check{Name: "answered", Observed: fmt.Sprint(r.Requests), Bound: "> 0", Pass: r.Requests > 0}, "no request was answered"},
+		{verdict.Check{Name: "p99", Observed: report.Ms(r.Latency.P99), Bound: "<= " + c.CapacityP99.String(), Pass: r.Latency.P99 <= float64(c.CapacityP99)/float64(time.Millisecond)},
+			fmt.Sprintf("p99 %s over %s", report.Ms(r.Latency.P99), c.CapacityP99)},
+		{verdict.Check{Name: "errors and 503s", Observed: fmt.Sprintf("%d of %d", bad, r.Requests), Bound: fmt.Sprintf("<= %g%%", 100*c.CapacityErrors), Pass: float64(bad) <= c.CapacityErrors*float64(r.Requests)},
+			fmt.Sprintf("%d of %d requests were errors or 503s", bad, r.Requests)},
+		{verdict.Check{Name: "sales_per_s", Observed: fmt.Sprintf("%.1f", r.SalesPerSec), Bound: fmt.Sprintf(">= %.0f%% of %d", 100*capacityKeep, r.TargetRate), Pass: r.SalesPerSec >= capacityKeep*float64(r.TargetRate)},
+			fmt.Sprintf("%.1f sales/s fell behind the offered %d", r.SalesPerSec, r.TargetRate)},
+	} {
+		l.check.Kind = verdict.Limit
+		r.Checks = append(r.Checks, l.check)
+		if !l.check.Pass && past == "" {
+			past = l.why
+		}
 	}
-	return ""
+	return past
 }
 
 // useEnv points the harness at the Env's replicas, after it scaled.

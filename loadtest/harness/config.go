@@ -13,6 +13,7 @@ import (
 
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/loadtest/report"
 )
 
 // Config is every knob of a harness run.
@@ -81,7 +82,16 @@ type Config struct {
 	Retries        int           // re-sends of a decrement whose answer did not arrive, same Idempotency-Key
 	AttemptTimeout time.Duration // each attempt's own timeout when Retries > 0
 	CutRate        float64       // with Retries: the share of answers the proxy in front of the first replica cuts
+
+	// Thresholds are bounds on the runs' figures; a breach fails the
+	// harness run (see report.Threshold).
+	Thresholds []report.Threshold
 }
+
+// Disturbs reports whether the run kills, pauses or cuts off the replicas
+// (fault drills, the keyed drill, the soak), which then run with the
+// drills' lock TTL and write stall.
+func (c Config) Disturbs() bool { return len(c.Faults) > 0 || c.KeyedDrill || c.Soak > 0 }
 
 // Limits that keep every run bounded in count and time.
 const (
@@ -159,6 +169,7 @@ func (c Config) Validate() error {
 	c.checkWorkloads(bad)
 	c.checkCapacity(bad)
 	c.checkFaults(bad)
+	c.checkThresholds(bad)
 	return errors.Join(errs...)
 }
 
@@ -356,6 +367,21 @@ func (c Config) checkFaults(bad problem) {
 	if len(c.Replicas) > 0 {
 		if len(c.Faults) > 0 {
 			bad("Faults", "Faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop Replicas")
+		}
+	}
+}
+
+// checkThresholds checks that the thresholds bound runs there are.
+func (c Config) checkThresholds(bad problem) {
+	if len(c.Thresholds) > 0 && (c.Capacity || c.KeyedDrill) {
+		bad("Thresholds", "Thresholds with Capacity or KeyedDrill: a threshold bounds the runs of the comparison, the fault drills and the soak; a capacity sweep has its limits (CapacityP99, CapacityErrors), the keyed drill its promises")
+	}
+	for _, t := range c.Thresholds {
+		switch {
+		case t.Strategy != "" && (c.Mixed || c.Soak > 0):
+			bad("Thresholds", "Thresholds %s: a mixed run (Mixed, Soak) is one run of every strategy; give the threshold for all (%s)", t, strings.TrimPrefix(t.String(), t.Strategy+":"))
+		case t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy):
+			bad("Thresholds", "Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
 		}
 	}
 }

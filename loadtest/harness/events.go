@@ -20,6 +20,9 @@ const (
 	EventRefused  = "refused"   // Run, Strategy, SKU, Replica, Text: a write the fence or the lease check refused
 	EventFault    = "fault"     // Run, Strategy, Fault, Replica (the victim, if any), Shape, Until, Text: a fault struck
 	EventRunEnd   = "run-end"   // Run, Strategy, Result: the run's final numbers and verdict
+	// With WithRedisStockView, while redis-stock sells (about four a second):
+	EventRedisStock = "redis-stock" // Run, Strategy, SKU, Redis: what Redis and the MongoDB item hold for the sku
+	EventReload     = "reload"      // Run, Strategy, SKU (when the run has one), Replica, Reason, Count, Since: redis-stock reloaded Redis between Since and At
 )
 
 // Event is one thing that happened during a harness run. Only the fields
@@ -46,6 +49,28 @@ type Event struct {
 	Fault string    `json:"fault,omitempty"`
 	Shape string    `json:"shape,omitempty"`
 	Until time.Time `json:"until,omitzero"`
+
+	// Redis is redis-stock's copy of a sku's stock and the item's stock;
+	// Reason and Count say why a replica reloaded that copy, and how many
+	// times between Since, the previous sample of that replica, and At
+	// (mongostore.RedisStockReloadReasons).
+	Redis  *RedisStockSample `json:"redis,omitempty"`
+	Reason string            `json:"reason,omitempty"`
+	Count  int               `json:"count,omitempty"`
+	Since  time.Time         `json:"since,omitzero"`
+}
+
+// RedisStockSample is what one replica's metrics said about a sku held by
+// redis-stock, read from Redis and then MongoDB when they were scraped.
+type RedisStockSample struct {
+	Epoch int64 `json:"epoch"` // the copy's epoch; 0: Redis holds none
+	Stock int64 `json:"stock"` // units the copy in Redis can still sell
+	// Unwritten are the units taken in Redis and not yet written to the
+	// MongoDB item and ledger (the ledger's lag); AgeMs the age of the
+	// oldest of their sales, by the Redis server's clock.
+	Unwritten int64   `json:"unwritten"`
+	AgeMs     float64 `json:"age_ms"`
+	Item      *int64  `json:"item,omitempty"` // the MongoDB item's stock; nil when not read
 }
 
 // Progress is a run's state while its attack goes on.

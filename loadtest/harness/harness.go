@@ -24,6 +24,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
@@ -55,6 +56,9 @@ type Harness struct {
 	// metricsWarned is set once a replica's /metrics could not be read or
 	// had no lock wait histogram, so that the note is made only once.
 	metricsWarned bool
+	// redisView: sample redis-stock's copies for the events
+	// (WithRedisStockView).
+	redisView bool
 
 	mu     sync.Mutex
 	adhoc  chan string // faults asked for by Inject, while an attack runs
@@ -144,7 +148,7 @@ func (h *Harness) emit(ev Event) {
 // returns the report so far even on error (nil only when not even the
 // output directory could be made). The report's files are not written:
 // see report.WriteFiles.
-func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
+func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	cfg := h.cfg
 	now := time.Now()
 	outDir := cfg.OutDir
@@ -158,7 +162,7 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 		outDir = abs
 	}
 	h.outDir = outDir
-	rep := &report.Report{
+	rep = &report.Report{
 		Started: now,
 		OutDir:  outDir,
 		Host:    hostText(),
@@ -169,6 +173,13 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 			Strategies: cfg.Strategies,
 		},
 	}
+	for _, t := range cfg.Thresholds {
+		rep.Settings.Thresholds = append(rep.Settings.Thresholds, t.String())
+	}
+	defer func() {
+		rep.WallSeconds = time.Since(now).Seconds()
+		rep.OK = err == nil && verdict.Judge(rep.Checks()) == verdict.Passed
+	}()
 	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), outDir)
 	h.setEnv(h.given)
 	if h.given == nil && len(cfg.Replicas) == 0 {
@@ -196,7 +207,6 @@ func (h *Harness) Run(ctx context.Context) (*report.Report, error) {
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
 
-	var err error
 	switch {
 	case cfg.Capacity:
 		rep.Settings.CapacityLimit = cfg.capacityLimit()
@@ -246,7 +256,7 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 // in outDir and its progress lines to log.
 func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	flags := []string{"--rmw-delay", cfg.RMWDelay.String()}
-	if len(cfg.Faults) > 0 || cfg.KeyedDrill || cfg.Soak > 0 {
+	if cfg.Disturbs() {
 		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
 	}
 	return env.Options{

@@ -75,7 +75,7 @@ func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
 		}
 		verdictText := "every purchase sold exactly once"
 		if !run.OK() {
-			verdictText = fmt.Sprintf("FAILED: %v", run.Problems)
+			verdictText = fmt.Sprintf("FAILED: %v", verdict.Failures(run.Checks))
 		}
 		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs), %.2fs after the kill, %.2fs after the freeze; %s",
 			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, run.AfterKillMax, run.AfterFreezeMax, verdictText)
@@ -150,9 +150,6 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	if err := ctx.Err(); err != nil {
 		return run, context.Cause(ctx)
 	}
-	if ft.failed != "" {
-		run.Problems = append(run.Problems, "the faults were not all done: "+ft.failed)
-	}
 
 	var settles []float64
 	for i, r := range results {
@@ -209,22 +206,13 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 			}
 		}
 	}
-	switch {
-	case run.Unfinished > 0:
-		run.Problems = append(run.Problems, fmt.Sprintf("%d purchases never sold", run.Unfinished))
+	done := "all"
+	if ft.failed != "" {
+		done = ft.failed
 	}
-	if run.UnitsTaken != run.Sold {
-		run.Problems = append(run.Problems, fmt.Sprintf("units taken %d, purchases sold %d", run.UnitsTaken, run.Sold))
-	}
-	if run.LedgerOrders != run.UnitsTaken {
-		run.Problems = append(run.Problems, fmt.Sprintf("ledger orders %d, units taken %d", run.LedgerOrders, run.UnitsTaken))
-	}
-	if run.KeysTwice > 0 {
-		run.Problems = append(run.Problems, fmt.Sprintf("%d keys with more than one order", run.KeysTwice))
-	}
-	if run.Pending > 0 {
-		run.Problems = append(run.Problems, fmt.Sprintf("%d orders still pending", run.Pending))
-	}
+	run.Checks = verdict.Of(true, verdict.Zero("unfinished", run.Unfinished), verdict.Equal("units_taken", run.UnitsTaken, run.Sold),
+		verdict.Equal("ledger_orders", run.LedgerOrders, run.UnitsTaken), verdict.Zero("keys_sold_twice", run.KeysTwice),
+		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: done, Bound: "all", Pass: ft.failed == ""})
 	return run, nil
 }
 

@@ -157,35 +157,36 @@ func (h *Harness) loadText() string {
 }
 
 // Summarize returns a line per run that says how it went (a line per
-// failed drill), and whether the harness may exit 0.
-func Summarize(runs []report.Run) (ok bool, lines []string) {
-	var outs []verdict.Outcome
-	for _, r := range runs {
-		outs = append(outs, verdict.Outcome(r.Verdict))
-	}
-	for _, r := range runs {
-		if r.Fault != "" || r.CapacityStep > 0 {
+// failed drill or capacity step), then a line per failed check that is
+// not a run's safety check (thresholds, the keyed drill, the soak).
+func Summarize(rep report.Report) []string {
+	var lines []string
+	isRun := map[string]bool{}
+	for _, r := range rep.Runs {
+		isRun[r.Scope()] = true
+		v := verdict.Outcome(r.Verdict)
+		switch {
+		case r.Fault != "" || r.CapacityStep > 0:
 			// Fault drills and capacity steps are many: their table
 			// says it all, the lines name only the failures.
-			if verdict.Outcome(r.Verdict) == verdict.Fail {
-				what := fmt.Sprintf("%s, %s, repeat %d", r.Fault, r.Strategy, r.Repeat)
-				if r.CapacityStep > 0 {
-					what = fmt.Sprintf("%s at %d req/s on %d replicas", r.Strategy, r.TargetRate, r.ReplicaCount)
-				}
-				lines = append(lines, fmt.Sprintf("FAIL  %s: %s", what, strings.Join(r.Problems, "; ")))
+			if v == verdict.Fail {
+				lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Scope(), strings.Join(r.Problems, "; ")))
 			}
-			continue
-		}
-		switch verdict.Outcome(r.Verdict) {
-		case verdict.Fail:
+		case v == verdict.Fail:
 			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))
-		case verdict.Demonstrated:
+		case v == verdict.Demonstrated:
 			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d, linearizable %s), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Linearizable))
-		case verdict.NotReproduced:
+		case v == verdict.NotReproduced:
 			lines = append(lines, fmt.Sprintf("ok    %s: race not reproduced in this run (more load, concurrency or --rmw-delay makes it likelier)", r.Strategy))
 		default:
 			lines = append(lines, fmt.Sprintf("pass  %s (linearizable %s)", r.Strategy, r.Linearizable))
 		}
 	}
-	return verdict.OK(outs...), lines
+	for _, c := range rep.Checks() {
+		// A run's failed safety checks are in its line above.
+		if !c.Pass && (c.Kind == verdict.Safety && !isRun[c.Scope] || c.Kind == verdict.Threshold) {
+			lines = append(lines, fmt.Sprintf("%-5s %s", strings.ToUpper(c.Result()), c))
+		}
+	}
+	return lines
 }

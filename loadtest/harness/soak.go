@@ -54,7 +54,7 @@ func (h *Harness) runSoak(ctx context.Context) ([]report.Run, *report.Soak, erro
 	defer func() {
 		stopSampling()
 		sampled.Wait()
-		soak.Problems = report.JudgeSoak(soak.Samples)
+		soak.Checks = report.JudgeSoak(soak.Samples)
 	}()
 
 	var runs []report.Run

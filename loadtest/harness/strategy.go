@@ -48,6 +48,8 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	before := h.scrape(ctx)
 	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
+	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
+	defer stopRedisView()
 
 	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec))
 	if err != nil {
@@ -61,6 +63,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	obs := classify(atk, &run, h.cfg.Qty, tr)
 	stopReads()
 	stopProgress()
+	stopRedisView()
 
 	ev, err := h.endFaults(ctx, &run, fs, faults)
 	if err != nil {
@@ -70,6 +73,10 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
 	}
 	judgeFault(&run, fs, ev, obs.sales)
+	if ev != nil {
+		at := ev.At.Sub(obs.metrics.Earliest).Seconds()
+		run.FaultAt = &at
+	}
 	fillTotals(&run, obs)
 	countShards(&run, shards, obs)
 	if fs == nil && !h.cfg.Capacity {
@@ -97,7 +104,12 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 			return run, fmt.Errorf("%s: %w", strategy, err)
 		}
 	}
-	judge(&run, in, verdict.Check(in), lin)
+	judge(&run, in, verdict.Audit(in), lin)
+	for _, t := range h.cfg.Thresholds {
+		if c, ok := t.Check(run); ok {
+			run.Checks = append(run.Checks, c)
+		}
+	}
 	h.emit(Event{Type: EventRunEnd, Run: h.runNo, Strategy: strategy, Result: &run})
 	return run, nil
 }
@@ -351,8 +363,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 // across it (fenced strategies, not the deliberately weakened drills).
 func judgeFault(run *report.Run, fs *faultSpec, ev *drill.Event, sales []drill.Sale) {
 	if ev != nil {
-		run.Injected = true
-		run.DoubleHeld = ev.DoubleHeld
+		run.Injected, run.DoubleHeld = true, ev.DoubleHeld
 		if d, ok := drill.Recovery(sales, ev); ok {
 			secs := d.Seconds()
 			run.RecoverySeconds = &secs
@@ -435,24 +446,19 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 	return in, nil
 }
 
-// judge puts the verdict's arithmetic and the history's check into run
-// and decides the run's verdict. The problems the verdict and the history
-// find are added to those the run already noted (a fault's sales that did
-// not resume, orders still pending), never in their place.
+// judge puts the verdict's arithmetic and the history's check into run,
+// makes the run's safety checks (the arithmetic's, the history's, the
+// fencing tokens') and decides its verdict from them. The problems the verdict
+// and the history find are added to those the run already noted (a
+// fault's sales that did not resume, orders still pending), never in
+// their place.
 func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizability) {
 	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
-	run.FalseSoldOut = res.FalseSoldOut
+	run.FalseSoldOut, run.Sold, run.Initial, run.Remaining = res.FalseSoldOut, res.Sold, res.Initial, res.Remaining
 	run.History, run.HistoryOps, run.Linearizable = lin.file, lin.ops, string(lin.verdict)
 	run.Conflicts, run.Violations, run.CheckSeconds = lin.conflicts, lin.pictures, lin.elapsed.Seconds()
-	run.Sold = res.Sold
-	run.Initial = res.Initial
-	run.Remaining = res.Remaining
-	run.Oversold = res.Oversold
-	run.LostUpdates = res.LostUpdates
-	run.Unacknowledged = res.Unacknowledged
-	run.LedgerMismatch = res.LedgerMismatch
-	run.Ledger = res.Ledger
-	run.LedgerOrders = len(in.Ledger)
+	run.Oversold, run.LostUpdates, run.Unacknowledged = res.Oversold, res.LostUpdates, res.Unacknowledged
+	run.LedgerMismatch, run.Ledger, run.LedgerOrders = res.LedgerMismatch, res.Ledger, len(in.Ledger)
 	run.Problems = append(run.Problems, res.Problems...)
 	for _, c := range lin.conflicts {
 		if lin.verdict == history.No {
@@ -464,11 +470,16 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizab
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
 	}
-	run.Verdict = string(verdict.Decide(run.Safe, res.Anomalous() || lin.verdict == history.No))
-	if tc := run.Tokens; tc != nil && !tc.OK {
-		run.Problems = append(run.Problems, fmt.Sprintf("fencing tokens did not keep increasing across the fault: highest before %d, lowest after %d, %d reused", tc.MaxBefore, tc.MinAfter, tc.Reused))
-		if run.Safe {
-			run.Verdict = string(verdict.Fail)
+	checks := res.Checks()
+	if lin.verdict != skippedHistory.verdict {
+		checks = append(checks, verdict.Check{Name: "linearizable", Observed: string(lin.verdict), Bound: "not no", Pass: lin.verdict != history.No})
+	}
+	if tc := run.Tokens; tc != nil {
+		checks = append(checks, tc.Check())
+		if !tc.OK {
+			run.Problems = append(run.Problems, fmt.Sprintf("fencing tokens did not keep increasing across the fault: highest before %d, lowest after %d, %d reused", tc.MaxBefore, tc.MinAfter, tc.Reused))
 		}
 	}
+	run.Checks = verdict.Of(run.Safe, checks...)
+	run.Verdict = string(verdict.OutcomeOf(run.Safe, run.Checks))
 }

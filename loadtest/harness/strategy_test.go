@@ -32,7 +32,7 @@ func TestFaultProblemsReachTheReport(t *testing.T) {
 		Items: []verdict.Item{{SKU: "s", Initial: 10, Remaining: 8}},
 		Acked: []verdict.Order{{ID: "o1", SKU: "s", Qty: 1}},
 	}
-	res := verdict.Check(in)
+	res := verdict.Audit(in)
 	if len(res.Problems) == 0 {
 		t.Fatalf("the verdict found nothing in %+v: the test needs one of its problems", in)
 	}

@@ -53,11 +53,12 @@ func browserConfig(t *testing.T) harness.Config {
 
 // The race the test starts from the page's form: unsafe, a lock strategy
 // (whose grants and fencing tokens the timeline draws, and whose holder
-// the test kills) and atomic, at a rate whose grants no longer fit as
+// the test kills), atomic and redis-stock (whose copy in Redis, item in
+// MongoDB and reloads the timeline draws), at a rate whose grants no longer fit as
 // labels on the whole run's timeline. UPDATE_SCREENSHOT=1 takes the
 // README's picture from this race.
 var (
-	raceStrategies = []string{"unsafe", "redis-lock", "atomic"}
+	raceStrategies = []string{"unsafe", "redis-lock", "atomic", "redis-stock"}
 	raceStock      = 300
 	raceRate       = 100
 	raceDuration   = 5 * time.Second
@@ -91,6 +92,22 @@ type seen struct {
 	Files          int      `json:"files"`
 	Docs           []string `json:"docs"`
 	Chart          string   `json:"chart"`
+	Report         string   `json:"report"`
+	RedisStock     rsView   `json:"redisStock"`
+}
+
+// rsView is redis-stock's row and the view under its timeline: the chart's
+// samples, lines and reload markers, and the numbers of its last sample.
+type rsView struct {
+	Oversold  string   `json:"oversold"`
+	Remaining string   `json:"remaining"`
+	Verdict   string   `json:"verdict"`
+	Samples   int      `json:"samples"`
+	Lines     int      `json:"lines"` // the Redis and MongoDB lines drawn, with points
+	Reloads   []string `json:"reloads"`
+	Redis     string   `json:"redis"`
+	Item      string   `json:"item"`
+	Unwritten string   `json:"unwritten"`
 }
 
 // marker is a fault's marker on a timeline: the catalogue's name and the
@@ -131,6 +148,21 @@ const seenJS = `(() => {
     files: document.querySelectorAll('#files a').length,
     docs: [...document.querySelectorAll('#docs a')].map((a) => a.getAttribute('href')),
     chart: document.querySelector('#chart').getAttribute('src') || '',
+    report: document.querySelector('#report-link')?.getAttribute('href') || '',
+    redisStock: (() => {
+      const tl = document.querySelector('#timeline [data-strategy="redis-stock"]');
+      const v = tl?.querySelector('.redis-view');
+      const now = (k) => tl?.querySelector('.redis-now [data-field="' + k + '"]')?.dataset.value ?? '';
+      return {
+        oversold: f('redis-stock', 'oversold').textContent.trim(),
+        remaining: f('redis-stock', 'remaining').textContent.trim(),
+        verdict: row('redis-stock').dataset.verdict || '',
+        samples: Number(v?.dataset.samples ?? 0),
+        lines: [...(v?.querySelectorAll('.redis-line, .item-line') ?? [])].filter((l) => (l.getAttribute('d') || '').includes('H')).length,
+        reloads: [...(v?.querySelectorAll('.reload') ?? [])].map((e) => e.dataset.reason),
+        redis: now('redis'), item: now('item'), unwritten: now('unwritten'),
+      };
+    })(),
   };
 })()`
 
@@ -157,12 +189,14 @@ const overlapsJS = `(() => {
 })()`
 
 // TestBrowserRace drives the live page in headless Chromium as a person
-// would: it chooses unsafe, redis-lock and atomic, starts a race at 100
-// req/s against 300 units, strikes a network fault once unsafe no longer
-// sells (it waits for redis-lock) and kills the lock holder after it, and
-// reads the page at the end: unsafe oversold or lost updates, the safe
-// ones did not; the timelines print no text over text, name each fault
-// and its victim and draw its span; a zoom into one second shows every
+// would: it chooses unsafe, redis-lock, atomic and redis-stock, starts a
+// race at 100 req/s against 300 units, strikes a network fault once unsafe
+// no longer sells (it waits for redis-lock) and kills the lock holder after
+// it, and reads the page at the end: unsafe oversold or lost updates, the
+// safe ones did not; the timelines print no text over text, name each
+// fault and its victim and draw its span; redis-stock's shows its copy in
+// Redis beside the item in MongoDB, with its first load marked, ending
+// where the run's read-back ends; a zoom into one second shows every
 // fencing token of that second; the table is the server's, which is the
 // command line's.
 func TestBrowserRace(t *testing.T) {
@@ -291,9 +325,13 @@ func TestBrowserRace(t *testing.T) {
 		t.Errorf("the timelines show %d sale marks and %d grant marks; want some of each", got.Sales, got.Grants)
 	}
 	checkFaults(t, got.Faults, first)
+	checkRedisStockView(t, got.RedisStock, got.Faults)
 	checkNoOverlap(t, bctx, "the whole race")
 	if got.Files == 0 || len(got.Docs) != len(raceStrategies) || got.Chart == "" {
 		t.Errorf("the end shows %d report files, docs links %q and chart %q; want files, a docs link per strategy and a chart", got.Files, got.Docs, got.Chart)
+	}
+	if !strings.HasSuffix(got.Report, "/report.html") {
+		t.Errorf("the verdict links the report as %q, want report.html", got.Report)
 	}
 
 	// The table on the page is the server's, which is the command line's.
@@ -319,6 +357,10 @@ func TestBrowserRace(t *testing.T) {
 	if again.UnsafeOversold != got.UnsafeOversold || again.Sales != got.Sales || again.Grants != got.Grants || len(again.Faults) != len(got.Faults) {
 		t.Errorf("after a reload the page shows unsafe oversold %s, %d sale marks, %d grant marks, %d faults; before: %s, %d, %d, %d",
 			again.UnsafeOversold, again.Sales, again.Grants, len(again.Faults), got.UnsafeOversold, got.Sales, got.Grants, len(got.Faults))
+	}
+	if again.RedisStock.Samples != got.RedisStock.Samples || len(again.RedisStock.Reloads) != len(got.RedisStock.Reloads) {
+		t.Errorf("after a reload redis-stock's view has %d samples and %d reloads; before: %d and %d",
+			again.RedisStock.Samples, len(again.RedisStock.Reloads), got.RedisStock.Samples, len(got.RedisStock.Reloads))
 	}
 	if again.Table != got.Table {
 		t.Errorf("after a reload the page's table differs:\n%s\nbefore:\n%s", again.Table, got.Table)
@@ -361,6 +403,34 @@ func checkFaults(t *testing.T, faults []marker, first string) {
 	slices.Sort(names)
 	if want := []string{"crash", first}; !slices.Equal(names, slices.Sorted(slices.Values(want))) {
 		t.Errorf("the timelines mark the faults %q, want %q", names, want)
+	}
+}
+
+// checkRedisStockView checks redis-stock's view: a chart of samples with
+// both lines drawn, the first sale's reload marked, and at the end a copy
+// in Redis and units in flight that add up to the MongoDB item's stock,
+// which is the stock the run read back. Nothing is left in flight unless a
+// fault struck redis-stock (a replica killed between its take and its
+// write leaves its units there until recovery).
+func checkRedisStockView(t *testing.T, v rsView, faults []marker) {
+	t.Helper()
+	t.Logf("redis-stock's view: %+v", v)
+	if v.Oversold != "0" || v.Verdict != "pass" {
+		t.Errorf("redis-stock row: oversold %q, verdict %q; want 0 and pass", v.Oversold, v.Verdict)
+	}
+	if v.Samples < 4 || v.Lines != 2 {
+		t.Errorf("redis-stock's chart has %d samples and %d lines; want its copy in Redis and the item sampled along the run (4 or more), both lines drawn", v.Samples, v.Lines)
+	}
+	if !slices.Contains(v.Reloads, "first_load") {
+		t.Errorf("redis-stock's chart marks the reloads %q, want the first sale's (first_load)", v.Reloads)
+	}
+	redis, item, unwritten := atoi(t, "Redis's copy", v.Redis), atoi(t, "the item", v.Item), atoi(t, "the units in flight", v.Unwritten)
+	if item != atoi(t, "redis-stock's stock left", v.Remaining) || redis+unwritten != item {
+		t.Errorf("redis-stock at the end: %d in Redis + %d in flight, %d in MongoDB, the run read back %s: want Redis + in flight = MongoDB = the stock read back", redis, unwritten, item, v.Remaining)
+	}
+	struck := slices.ContainsFunc(faults, func(m marker) bool { return m.Strategy == "redis-stock" })
+	if unwritten != 0 && !struck {
+		t.Errorf("redis-stock at the end: %d units taken in Redis and not in MongoDB, with no fault on it", unwritten)
 	}
 }
 

@@ -81,8 +81,10 @@ type Done struct {
 	Lines []string `json:"lines"`
 	Table string   `json:"table"`
 	Chart string   `json:"chart,omitempty"`
-	Files []File   `json:"files"`
-	Error string   `json:"error,omitempty"`
+	// Report is report.html, the whole report in one page.
+	Report string `json:"report,omitempty"`
+	Files  []File `json:"files"`
+	Error  string `json:"error,omitempty"`
 }
 
 // File is a report file of a run.
@@ -329,7 +331,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.runs++
 	n := s.runs
 	cfg.OutDir = filepath.Join(s.outDir, fmt.Sprintf("run-%d", n))
-	h := harness.New(cfg, s.follow, harness.WithEnv(s.env))
+	h := harness.New(cfg, s.follow, harness.WithEnv(s.env), harness.WithRedisStockView())
 	ctx, cancel := context.WithCancel(context.Background())
 	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
 	s.target = newTarget(cfg.Strategies)
@@ -369,9 +371,7 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		}
 	}
 	if rep != nil && len(rep.Runs) > 0 {
-		d.OK, d.Lines = harness.Summarize(rep.Runs)
-		d.OK = d.OK && err == nil
-		rep.OK = d.OK
+		d.OK, d.Lines = rep.OK, harness.Summarize(*rep)
 		var b bytes.Buffer
 		_ = report.WriteText(&b, *rep)
 		d.Table = b.String()
@@ -391,8 +391,11 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			name := filepath.Base(p)
 			u := fmt.Sprintf("/reports/run-%d/%s", n, name)
 			d.Files = append(d.Files, File{Name: name, URL: u})
-			if name == "chart.svg" {
+			switch name {
+			case report.ChartFile:
 				d.Chart = u
+			case report.HTMLFile:
+				d.Report = u
 			}
 		}
 	}

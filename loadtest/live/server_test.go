@@ -236,4 +236,85 @@ func TestRaceThroughThePage(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("GET %s: %d", done.Chart, resp.StatusCode)
 	}
+	// The whole report, one page.
+	resp, err = http.Get(ts.URL + done.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if done.Report == "" || resp.StatusCode != 200 || !bytes.Contains(page, []byte("<h2>Checks</h2>")) {
+		t.Errorf("GET %q: %d, %d bytes; want report.html with its check table", done.Report, resp.StatusCode, len(page))
+	}
+}
+
+// TestRedisStockThroughThePage races redis-stock through the API against
+// two real replicas and reads its view from the event stream: samples of
+// its copy in Redis and of the MongoDB item while it sells, the first
+// sale's reload, and a last sample in which Redis's copy and the units in
+// flight add up to the item, which holds the stock the run read back.
+func TestRedisStockThroughThePage(t *testing.T) {
+	testskip.Long(t, "starts MongoDB, Redis, etcd and two replicas")
+	replicas := envtest.Replicas(t, adminToken, 0)
+	s, err := Start(t.Context(), Options{Base: baseConfig(replicas), OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if code, body := post(t, ts.URL+"/api/start", `{"strategies":["redis-stock"],"stock":40,"rate":100,"duration":"2s","replicas":2,"fencing":true}`); code != http.StatusAccepted {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	var (
+		samples []harness.RedisStockSample
+		reloads []string
+		run     *report.Run
+	)
+	for _, ev := range readEvents(t, stream.Body, 3*time.Minute) {
+		var e harness.Event
+		if ev.typ == "done" || ev.typ == "state" || ev.typ == "strike" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+			t.Fatalf("%s: %v", ev.typ, err)
+		}
+		switch e.Type {
+		case harness.EventRedisStock:
+			if e.Strategy != strategy.RedisStock || e.Redis == nil {
+				t.Errorf("a redis-stock sample of %q: %+v", e.Strategy, e.Redis)
+				continue
+			}
+			samples = append(samples, *e.Redis)
+		case harness.EventReload:
+			reloads = append(reloads, e.Reason+" "+e.Replica)
+		case harness.EventRunEnd:
+			run = e.Result
+		}
+	}
+	if run == nil || run.Verdict != "pass" {
+		t.Fatalf("redis-stock's run: %+v", run)
+	}
+	t.Logf("%d samples, reloads %q; the last: %+v", len(samples), reloads, samples[max(0, len(samples)-1):])
+	if len(samples) < 3 {
+		t.Fatalf("%d samples of redis-stock's copy over a 2 s attack, want one every quarter second", len(samples))
+	}
+	if !slices.ContainsFunc(reloads, func(r string) bool { return strings.HasPrefix(r, "first_load ") }) {
+		t.Errorf("reloads %q: want the first sale's (first_load)", reloads)
+	}
+	last := samples[len(samples)-1]
+	if last.Item == nil || last.Stock+last.Unwritten != *last.Item || *last.Item != int64(run.Remaining) || last.Unwritten != 0 {
+		t.Errorf("the last sample: %+v (item %v); want Redis's copy + 0 in flight = the item = the %d units the run read back", last, last.Item, run.Remaining)
+	}
+	if first := samples[0]; first.Item == nil || first.Stock+first.Unwritten > 40 {
+		t.Errorf("the first sample: %+v: more than the 40 units put", first)
+	}
 }

@@ -12,19 +12,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// TokenCheck is whether fencing tokens kept increasing across a fault: the
-// lowest token of the sales that started after the fault was over must be
-// above the highest of the sales completed before it struck, and no token
-// may carry two sales.
-type TokenCheck struct {
-	OK        bool  `json:"ok"`
-	Before    int   `json:"sales_before"`
-	MaxBefore int64 `json:"max_token_before"`
-	After     int   `json:"sales_after"`
-	MinAfter  int64 `json:"min_token_after"`
-	Reused    int   `json:"reused"`
-}
-
 // FaultRow aggregates the repeats of one drill: one fault, one strategy.
 type FaultRow struct {
 	Fault    string `json:"fault"`
@@ -70,6 +57,7 @@ func FaultRows(runs []Run) []FaultRow {
 	var rows []FaultRow
 	index := map[string]int{}
 	recov := map[int][]float64{}
+	checks := map[int][]verdict.Check{} // every repeat's, for the row's verdict
 	for _, r := range runs {
 		if r.Fault == "" {
 			continue
@@ -79,7 +67,7 @@ func FaultRows(runs []Run) []FaultRow {
 		if !ok {
 			i = len(rows)
 			index[k] = i
-			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Verdict: string(verdict.Pass), Linearizable: "-"})
+			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Linearizable: "-"})
 		}
 		row := &rows[i]
 		row.Runs++
@@ -115,7 +103,8 @@ func FaultRows(runs []Run) []FaultRow {
 			row.TokenRuns++
 			row.TokensOK = row.TokensOK && r.Tokens.OK
 		}
-		row.Verdict = worse(row.Verdict, r.Verdict)
+		checks[i] = append(checks[i], r.Checks...)
+		row.Verdict = string(verdict.OutcomeOf(r.Safe, checks[i]))
 		row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
 	}
 	for i, rs := range recov {
@@ -125,18 +114,6 @@ func FaultRows(runs []Run) []FaultRow {
 		rows[i].RecoveryMax = rs[len(rs)-1]
 	}
 	return rows
-}
-
-// verdictRank orders the verdicts from the least to the most alarming.
-var verdictRank = map[string]int{string(verdict.Pass): 0, string(verdict.NotReproduced): 1, string(verdict.Demonstrated): 2, string(verdict.Fail): 3}
-
-// worse returns the more alarming of two verdicts: FAIL over a
-// demonstration over not reproduced over pass.
-func worse(a, b string) string {
-	if verdictRank[b] > verdictRank[a] {
-		return b
-	}
-	return a
 }
 
 // worseLin returns the worse of two linearizability cells.
@@ -202,22 +179,11 @@ func faultTextColumn(col int) bool {
 func WriteFaultMarkdown(w io.Writer, runs []Run) error {
 	rows := FaultRows(runs)
 	var b strings.Builder
-	b.WriteString("| " + strings.Join(faultHeader, " | ") + " |\n|")
-	for i := range faultHeader {
-		if faultTextColumn(i) {
-			b.WriteString(" --- |")
-		} else {
-			b.WriteString(" ---: |")
-		}
-	}
-	b.WriteString("\n")
+	cells := [][]string{faultHeader}
 	for _, r := range rows {
-		cs := faultCells(r)
-		if r.Verdict == string(verdict.Fail) {
-			cs[3] = "**FAIL**"
-		}
-		b.WriteString("| " + strings.Join(cs, " | ") + " |\n")
+		cells = append(cells, faultCells(r))
 	}
+	writeMarkdownTable(&b, cells, faultTextColumn)
 	b.WriteString(`
 Summed over the runs of each drill: *linearizable* is the worst of the
 runs' history checks (no, then unknown, then yes); *sold*, *oversold*, *lost upd* and

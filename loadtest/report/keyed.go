@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // KeyedRun is one run of the keyed drill (--keyed-drill): purchases with an
@@ -42,19 +44,20 @@ type KeyedRun struct {
 	// code ("409 idempotency_in_progress", "transport", ...).
 	Answers map[string]int `json:"answers"`
 
-	Problems []string `json:"problems,omitempty"`
+	// Checks are the promises of the drill: each purchase sold once.
+	Checks []verdict.Check `json:"checks"`
 }
 
-// OK reports whether the run kept every promise: each purchase sold once.
-func (r KeyedRun) OK() bool { return len(r.Problems) == 0 }
+// OK reports whether the run kept every promise.
+func (r KeyedRun) OK() bool { return verdict.Judge(r.Checks) == verdict.Passed }
 
-// WriteKeyedTable writes one line per run.
-func WriteKeyedTable(w io.Writer, runs []KeyedRun) error {
+// keyedRows are the runs as table rows, the header first.
+func keyedRows(runs []KeyedRun) [][]string {
 	rows := [][]string{{"run", "purchases", "sold", "unfinished", "units taken", "ledger", "keys sold twice", "settle p50", "p99", "max", "after kill", "after freeze", "attempts", "verdict"}}
 	for _, r := range runs {
 		v := "exactly once"
 		if !r.OK() {
-			v = "FAILED: " + strings.Join(r.Problems, "; ")
+			v = "FAILED: " + strings.Join(verdict.Failures(r.Checks), "; ")
 		}
 		rows = append(rows, []string{
 			fmt.Sprint(r.Repeat), fmt.Sprint(r.Purchases), fmt.Sprint(r.Sold), fmt.Sprint(r.Unfinished),
@@ -64,24 +67,24 @@ func WriteKeyedTable(w io.Writer, runs []KeyedRun) error {
 			fmt.Sprint(r.Attempts), v,
 		})
 	}
-	return writeAligned(w, rows, func(col int) bool { return col == 13 })
+	return rows
 }
 
-// WriteKeyedMarkdown writes the runs as a Markdown table, then what was
-// done in each and the answers that were not sales.
+// WriteKeyedTable writes one line per run.
+func WriteKeyedTable(w io.Writer, runs []KeyedRun) error {
+	return writeAligned(w, keyedRows(runs), func(col int) bool { return col == 13 })
+}
+
+// WriteKeyedMarkdown writes the runs as a Markdown table (its verdict
+// column names the failed checks), then what was done in each and the
+// answers that were not sales.
 func WriteKeyedMarkdown(w io.Writer, runs []KeyedRun) error {
 	var b strings.Builder
-	b.WriteString("# Keyed purchases through a kill -9 and a freeze\n\n")
+	b.WriteString("## Keyed purchases through a kill -9 and a freeze\n\n")
 	b.WriteString("Settle: from a purchase's first request to its sale. After kill (freeze): of the purchases whose first attempt the kill (freeze) caught, the longest from the fault to the sale.\n\n")
-	b.WriteString("| run | purchases | sold | unfinished | units taken | ledger | keys sold twice | settle p50 | p99 | max | after kill | after freeze | attempts |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	writeMarkdownTable(&b, keyedRows(runs), func(col int) bool { return col == 13 })
 	for _, r := range runs {
-		fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %d |\n",
-			r.Repeat, r.Purchases, r.Sold, r.Unfinished, r.UnitsTaken, r.LedgerOrders, r.KeysTwice,
-			r.SettleP50, r.SettleP99, r.SettleMax, r.AfterKillMax, r.AfterFreezeMax, r.Attempts)
-	}
-	for _, r := range runs {
-		fmt.Fprintf(&b, "\n## Run %d (%s)\n\n", r.Repeat, strings.Join(r.Strategies, ", "))
+		fmt.Fprintf(&b, "\n### Run %d (%s)\n\n", r.Repeat, strings.Join(r.Strategies, ", "))
 		for _, f := range r.Faults {
 			fmt.Fprintf(&b, "- %s\n", f)
 		}
@@ -92,9 +95,6 @@ func WriteKeyedMarkdown(w io.Writer, runs []KeyedRun) error {
 				parts = append(parts, fmt.Sprintf("%s × %d", k, r.Answers[k]))
 			}
 			b.WriteString(strings.Join(parts, ", ") + ".\n")
-		}
-		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "\n**Problem:** %s\n", p)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

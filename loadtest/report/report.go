@@ -3,6 +3,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ type Run struct {
 	Strategy string `json:"strategy"`
 	Safe     bool   `json:"safe"`
 	Verdict  string `json:"verdict"`
+	// Checks are the decisions on the run, the verdict's source.
+	Checks []verdict.Check `json:"checks,omitempty"`
 
 	SKUs  []string `json:"skus"`
 	Stock int      `json:"stock_per_sku"`
@@ -85,6 +88,9 @@ type Run struct {
 	Repeat    int    `json:"repeat,omitempty"`
 	Demo      bool   `json:"demo,omitempty"` // a safe strategy deliberately weakened (fencing off, redis-stock acknowledging after Redis)
 	FaultNote string `json:"fault_note,omitempty"`
+	// FaultAt is when the fault struck, in seconds from the attack's
+	// start; nil when none did.
+	FaultAt *float64 `json:"fault_at_s,omitempty"`
 	// RecoverySeconds is how long after the fault sales resumed; nil when
 	// they did not within the attack, or no fault was injected.
 	RecoverySeconds *float64 `json:"recovery_seconds,omitempty"`
@@ -93,8 +99,8 @@ type Run struct {
 	Injected bool `json:"injected,omitempty"`
 	// DoubleHeld counts the polls after the fault at which two replicas
 	// held the lock at once (drills that look for double grants).
-	DoubleHeld int         `json:"double_held,omitempty"`
-	Tokens     *TokenCheck `json:"tokens,omitempty"`
+	DoubleHeld int                 `json:"double_held,omitempty"`
+	Tokens     *verdict.TokenCheck `json:"tokens,omitempty"`
 	// Codes counts the answers that were not a sale or sold out, by
 	// status and error code ("503 fenced") or kind of missing answer.
 	Codes map[string]int `json:"codes,omitempty"`
@@ -177,6 +183,8 @@ type Settings struct {
 	WriteStall string   `json:"write_stall,omitempty"`
 	// Capacity sweeps only: the limits a step must stay within.
 	CapacityLimit string `json:"capacity_limit,omitempty"`
+	// The thresholds the user set, as given.
+	Thresholds []string `json:"thresholds,omitempty"`
 }
 
 // Report is everything a harness run produced.
@@ -198,8 +206,56 @@ type Report struct {
 	Keyed []KeyedRun `json:"keyed,omitempty"`
 	// Soak holds a soak's samples (--soak); its segments are Runs.
 	Soak *Soak `json:"soak,omitempty"`
-	// OK is true when no safe strategy showed an anomaly.
+	// OK is true when the run finished and no check failed it (see
+	// verdict.Judge).
 	OK bool `json:"ok"`
+}
+
+// Scope names the run in a list of checks.
+func (r Run) Scope() string {
+	switch {
+	case r.CapacityStep > 0:
+		return fmt.Sprintf("%s, %d replicas, %d req/s", r.Strategy, r.ReplicaCount, r.TargetRate)
+	case r.Fault != "":
+		return fmt.Sprintf("%s · %s, repeat %d", r.Fault, r.Strategy, r.Repeat)
+	}
+	return r.Strategy
+}
+
+// Checks is the one list of the run's checks, each with its scope: every
+// run's, every keyed run's, the soak's.
+func (rep Report) Checks() []verdict.Check {
+	var out []verdict.Check
+	add := func(scope string, cs []verdict.Check) {
+		for _, c := range cs {
+			c.Scope = scope
+			out = append(out, c)
+		}
+	}
+	for _, r := range rep.Runs {
+		add(r.Scope(), r.Checks)
+	}
+	for _, k := range rep.Keyed {
+		add(fmt.Sprintf("keyed run %d", k.Repeat), k.Checks)
+	}
+	if rep.Soak != nil {
+		out = append(out, rep.Soak.Checks...) // scoped by replica
+	}
+	return out
+}
+
+// Headline is the verdict on the whole run in a word and a sentence.
+func (rep Report) Headline() (word, sentence string) {
+	switch verdict.Judge(rep.Checks()) {
+	case verdict.Failed:
+		return "FAIL", "a safety check failed: a safe strategy oversold, lost an update, disagreed with the ledger, had a history that is not linearizable, or a drill broke its promise (see the checks)"
+	case verdict.Breached:
+		return "BREACHED", "every safety check passed, and a threshold you set was breached (see the checks)"
+	}
+	if !rep.OK {
+		return "INCOMPLETE", "the run stopped before its end; no check it made failed"
+	}
+	return "PASS", "no safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable, and every threshold held"
 }
 
 // Ms formats milliseconds compactly: 0.42ms, 12.3ms, 1.25s.
@@ -287,6 +343,26 @@ func writeAligned(w io.Writer, rows [][]string, left func(col int) bool) error {
 	return err
 }
 
+// writeMarkdownTable writes rows (the first is the header) as a Markdown
+// table: text to the left where left says so, numbers to the right, and a
+// failure in bold.
+func writeMarkdownTable(b *strings.Builder, rows [][]string, left func(col int) bool) {
+	for i, cells := range rows {
+		for j, c := range cells {
+			if i > 0 && (c == string(verdict.Fail) || c == "breached") {
+				cells[j] = "**" + c + "**"
+			}
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		if i == 0 {
+			for j := range cells {
+				b.WriteString(map[bool]string{true: "| --- ", false: "| ---: "}[left(j)])
+			}
+			b.WriteString("|\n")
+		}
+	}
+}
+
 // WriteJSON writes the report as indented JSON.
 func WriteJSON(w io.Writer, rep Report) error {
 	enc := json.NewEncoder(w)
@@ -294,27 +370,15 @@ func WriteJSON(w io.Writer, rep Report) error {
 	return enc.Encode(rep)
 }
 
-// WriteMarkdown writes the report as a Markdown page: the settings, the
-// table, and the problems each run found.
-func WriteMarkdown(w io.Writer, rep Report) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# stocklock load test, %s\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"))
-	if rep.OK {
-		b.WriteString("**Result: pass.** No safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable.\n\n")
-	} else {
-		b.WriteString("**Result: FAIL.** A safe strategy oversold, lost an update, disagreed with the ledger or had a history that is not linearizable.\n\n")
+// facts are the report's setting lines: machine, stores, replicas, load.
+func (rep Report) facts() []string {
+	out := []string{"machine: " + rep.Host}
+	for _, f := range [][2]string{{"MongoDB", rep.Store}, {"Redis", rep.Redis}, {"etcd", rep.Etcd}} {
+		if f[1] != "" {
+			out = append(out, f[0]+": "+f[1])
+		}
 	}
-	fmt.Fprintf(&b, "- machine: %s\n", rep.Host)
-	if rep.Store != "" {
-		fmt.Fprintf(&b, "- MongoDB: %s\n", rep.Store)
-	}
-	if rep.Redis != "" {
-		fmt.Fprintf(&b, "- Redis: %s\n", rep.Redis)
-	}
-	if rep.Etcd != "" {
-		fmt.Fprintf(&b, "- etcd: %s\n", rep.Etcd)
-	}
-	fmt.Fprintf(&b, "- replicas: %s\n", strings.Join(rep.Replicas, ", "))
+	out = append(out, "replicas: "+strings.Join(rep.Replicas, ", "))
 	s := rep.Settings
 	load := fmt.Sprintf("%d req/s", s.Rate)
 	if s.Rate == 0 {
@@ -327,54 +391,79 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			bound += " or " + s.Duration
 		}
 	}
-	fmt.Fprintf(&b, "- load per strategy: %s for %s, workers %d..%d, timeout %s\n", load, bound, s.Workers, s.MaxWorkers, s.Timeout)
-	fmt.Fprintf(&b, "- stock: %d per sku, %d sku(s) (skew %g), qty %d per request\n", s.Stock, s.SKUs, s.Skew, s.Qty)
+	if len(rep.Keyed) == 0 {
+		out = append(out, fmt.Sprintf("load per strategy: %s for %s, workers %d..%d, timeout %s", load, bound, s.Workers, s.MaxWorkers, s.Timeout),
+			fmt.Sprintf("stock: %d per sku, %d sku(s) (skew %g), qty %d per request", s.Stock, s.SKUs, s.Skew, s.Qty))
+	}
 	if s.RMWDelay != "" {
-		fmt.Fprintf(&b, "- replicas' read-modify-write delay: %s\n", s.RMWDelay)
+		out = append(out, "replicas' read-modify-write delay: "+s.RMWDelay)
 	}
 	if len(s.Faults) > 0 {
-		fmt.Fprintf(&b, "- fault drills: %s, %d repeat(s); replicas' lock TTL %s, write stall %s\n", strings.Join(s.Faults, ", "), s.Repeat, s.FaultTTL, s.WriteStall)
+		out = append(out, fmt.Sprintf("fault drills: %s, %d repeat(s); replicas' lock TTL %s, write stall %s", strings.Join(s.Faults, ", "), s.Repeat, s.FaultTTL, s.WriteStall))
 	}
-	fmt.Fprintf(&b, "- wall time: %.1fs\n\n", rep.WallSeconds)
+	if len(s.Thresholds) > 0 {
+		out = append(out, "thresholds: "+strings.Join(s.Thresholds, ", "))
+	}
+	return append(out, fmt.Sprintf("wall time: %.1fs", rep.WallSeconds))
+}
+
+// WriteMarkdown writes the report as a Markdown page: the verdict, the
+// settings, the table of the run's mode, the problems each run found and
+// the checks.
+func WriteMarkdown(w io.Writer, rep Report) error {
+	var b strings.Builder
+	word, sentence := rep.Headline()
+	fmt.Fprintf(&b, "# stocklock load test, %s\n\n**Result: %s.** %s%s.\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"), word, strings.ToUpper(sentence[:1]), sentence[1:])
+	for _, f := range rep.facts() {
+		fmt.Fprintf(&b, "- %s\n", f)
+	}
+	b.WriteString("\n")
+	err := rep.writeModeMarkdown(&b)
+	if rep.Soak != nil {
+		var table bytes.Buffer
+		_ = WriteSoakTable(&table, *rep.Soak)
+		fmt.Fprintf(&b, "\n## Soak: the replicas' resources\n\n```\n%s```\n\n![soak](%s)\n", table.String(), SoakChartFile)
+	}
+	writeCheckMarkdown(&b, rep.Checks())
+	if _, werr := io.WriteString(w, b.String()); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// writeModeMarkdown writes the part of the Markdown page that is the
+// run mode's: the keyed drill's, the fault drills', the capacity sweep's
+// or the comparison's table and notes.
+func (rep Report) writeModeMarkdown(b *strings.Builder) error {
+	s := rep.Settings
+	if len(rep.Keyed) > 0 {
+		return WriteKeyedMarkdown(b, rep.Keyed)
+	}
 	if rep.IsFault() {
 		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
-		if _, err := io.WriteString(w, b.String()); err != nil {
-			return err
-		}
-		return WriteFaultMarkdown(w, rep.Runs)
+		return WriteFaultMarkdown(b, rep.Runs)
 	}
 	if rep.IsCapacity() {
-		fmt.Fprintf(&b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", s.CapacityLimit, CapacityChartFile)
-		if err := WriteCapacityTable(&b, CapacityRows(rep.Runs)); err != nil {
+		fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", s.CapacityLimit, CapacityChartFile)
+		if err := WriteCapacityTable(b, CapacityRows(rep.Runs)); err != nil {
 			return err
 		}
 		b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
 		for _, r := range rep.Runs {
-			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
+			fmt.Fprintf(b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
 		}
-		_, err := io.WriteString(w, b.String())
-		return err
+		return nil
 	}
 
-	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
-	for i := range header {
-		if i < 3 {
-			b.WriteString(" --- |")
-		} else {
-			b.WriteString(" ---: |")
-		}
-	}
-	b.WriteString("\n")
+	rows := [][]string{header}
 	for _, r := range rep.Runs {
 		cells := row(r)
-		if r.Verdict == string(verdict.Fail) {
-			cells[1] = "**FAIL**"
-		}
 		if len(r.Violations) > 0 {
 			cells[2] = fmt.Sprintf("[%s](%s)", cells[2], r.Violations[0])
 		}
-		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		rows = append(rows, cells)
 	}
+	writeMarkdownTable(b, rows, func(col int) bool { return col < 3 })
 	b.WriteString(`
 Columns: *linearizable* says whether the run's history (every request's
 call, return and answer, and periodic reads) could have happened on one
@@ -392,10 +481,10 @@ time from the attack's start until they had completed);
 and refusals alike; *lock wait p99* is estimated from the replicas'
 ` + "`stock_lock_wait_seconds`" + ` histograms over the run (acquired or not).
 `)
-	writeShardMarkdown(&b, rep.Runs)
+	writeShardMarkdown(b, rep.Runs)
 	b.WriteString("\n![strategies compared](chart.svg)\n")
 	for _, r := range rep.Runs {
-		writeOutcomes(&b, r)
+		writeOutcomes(b, r)
 	}
 	var notes strings.Builder
 	for _, r := range rep.Runs {
@@ -424,10 +513,9 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 		}
 	}
 	if len(plots) > 0 {
-		fmt.Fprintf(&b, "\nLatency plots (Vegeta): %s\n", strings.Join(plots, ", "))
+		fmt.Fprintf(b, "\nLatency plots (Vegeta): %s\n", strings.Join(plots, ", "))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return nil
 }
 
 // Files are the names WriteFiles writes inside the output directory.
@@ -437,25 +525,36 @@ const (
 	ChartFile    = "chart.svg"
 )
 
-// WriteFiles writes results.json, results.md and chart.svg into dir and
-// returns their paths.
-func WriteFiles(dir string, rep Report) ([]string, error) {
-	writers := []struct {
-		name  string
-		write func(io.Writer, Report) error
-	}{
-		{JSONFile, WriteJSON},
-		{MarkdownFile, WriteMarkdown},
-		{ChartFile, WriteSVG},
-	}
+// file is one file of a report: its name and how to write it.
+type file struct {
+	name  string
+	write func(io.Writer, Report) error
+}
+
+// charts are the pictures of rep: its mode's chart, and the soak's.
+func (rep Report) charts() []file {
+	var out []file
 	switch {
+	case len(rep.Keyed) > 0:
 	case rep.IsFault():
-		writers[2].name, writers[2].write = FaultChartFile, WriteFaultSVG
+		out = append(out, file{FaultChartFile, WriteFaultSVG})
 	case rep.IsCapacity():
-		writers[2].name, writers[2].write = CapacityChartFile, WriteCapacitySVG
+		out = append(out, file{CapacityChartFile, WriteCapacitySVG})
+	default:
+		out = append(out, file{ChartFile, WriteSVG})
 	}
+	if rep.Soak != nil {
+		out = append(out, file{SoakChartFile, func(w io.Writer, rep Report) error { return WriteSoakSVG(w, *rep.Soak) }})
+	}
+	return out
+}
+
+// WriteFiles writes results.json, results.md, the charts and report.html
+// into dir and returns their paths.
+func WriteFiles(dir string, rep Report) ([]string, error) {
+	files := append([]file{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}}, rep.charts()...)
 	var paths []string
-	for _, wr := range writers {
+	for _, wr := range append(files, file{HTMLFile, WriteHTML}) {
 		p := filepath.Join(dir, wr.name)
 		f, err := os.Create(p)
 		if err != nil {
@@ -499,18 +598,28 @@ func writeOutcomes(b *strings.Builder, r Run) {
 	}
 }
 
-// WriteText writes the table a person compares the runs by: the fault
-// table for fault drills, else the comparison table. The command line
-// prints it and the live page shows it.
+// WriteText writes the table a person compares the runs by: the keyed
+// drill's, the fault table, the capacity table or the comparison table,
+// and the soak's resources. The command line prints it and the live page
+// shows it.
 func WriteText(w io.Writer, rep Report) error {
+	var err error
 	switch {
+	case len(rep.Keyed) > 0:
+		err = WriteKeyedTable(w, rep.Keyed)
 	case rep.IsFault():
-		return WriteFaultTable(w, FaultRows(rep.Runs))
+		err = WriteFaultTable(w, FaultRows(rep.Runs))
 	case rep.IsCapacity():
-		return WriteCapacityTable(w, CapacityRows(rep.Runs))
+		err = WriteCapacityTable(w, CapacityRows(rep.Runs))
+	default:
+		if err = WriteTable(w, rep.Runs); err == nil {
+			err = WriteShards(w, rep.Runs)
+		}
 	}
-	if err := WriteTable(w, rep.Runs); err != nil {
-		return err
+	if err == nil && rep.Soak != nil {
+		if _, err = fmt.Fprintln(w); err == nil {
+			err = WriteSoakTable(w, *rep.Soak)
+		}
 	}
-	return WriteShards(w, rep.Runs)
+	return err
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 func sample() Report {
@@ -28,7 +30,8 @@ func sample() Report {
 				Problems: []string{"oversold 30 units"}, Plot: "plot-unsafe.html"},
 			{Strategy: "redis-lock", Safe: true, Verdict: "pass", Requests: 500, Sold: 100, Orders: 100, SoldOut: 390, Unavailable: 10,
 				SalesPerSec: 40, ReqPerSec: 99, Latency: Latency{P50: 30, P95: 150, P99: 1500, Max: 2100}, LockWaitP99: &wait},
-			{Strategy: "atomic", Safe: true, Verdict: "FAIL", Requests: 500, Sold: 100, LedgerMismatch: 2, Transport: 1, Other: 2},
+			{Strategy: "atomic", Safe: true, Verdict: "FAIL", Requests: 500, Sold: 100, LedgerMismatch: 2, Transport: 1, Other: 2,
+				Checks: []verdict.Check{{Name: "ledger_mismatch", Kind: verdict.Safety, Observed: "2", Bound: "0"}, {Name: "oversold", Kind: verdict.Safety, Observed: "0", Bound: "0", Pass: true}}},
 		},
 	}
 }
@@ -61,7 +64,7 @@ func TestFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 3 {
+	if len(paths) != 4 || filepath.Base(paths[3]) != HTMLFile {
 		t.Fatalf("paths %v", paths)
 	}
 
@@ -75,7 +78,8 @@ func TestFiles(t *testing.T) {
 	}
 
 	md, _ := os.ReadFile(filepath.Join(dir, MarkdownFile))
-	for _, want := range []string{"**Result: FAIL.**", "| unsafe | demonstrated |", "**FAIL**", "chart.svg", "plot-unsafe.html", "oversold 30 units"} {
+	for _, want := range []string{"**Result: FAIL.**", "| unsafe | demonstrated |", "**FAIL**", "chart.svg", "plot-unsafe.html", "oversold 30 units",
+		"## Checks", "| **FAIL** | safety | ledger_mismatch | atomic | 2 | 0 |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -105,5 +109,23 @@ func TestMs(t *testing.T) {
 		if got := Ms(in); got != want {
 			t.Errorf("Ms(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestShardMarkdown: a run on a Redis Cluster gets its load by master as
+// a Markdown table, masters by address, numbers to the right.
+func TestShardMarkdown(t *testing.T) {
+	rep := sample()
+	rep.Runs[1].SKUsByShard = map[string]int{"127.0.0.1:7001": 2, "127.0.0.1:7000": 1}
+	rep.Runs[1].RequestsByShard = map[string]int{"127.0.0.1:7001": 300, "127.0.0.1:7000": 200}
+	rep.Runs[1].SalesByShard = map[string]int{"127.0.0.1:7001": 75, "127.0.0.1:7000": 25}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := "| master | skus | requests | sales | share of sales |\n| --- | ---: | ---: | ---: | ---: |\n" +
+		"| 127.0.0.1:7000 | 1 | 200 | 25 | 25% |\n| 127.0.0.1:7001 | 2 | 300 | 75 | 75% |\n"
+	if !strings.Contains(b.String(), "2 of 2 shards sold") || !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks the shard table\n%s\nin\n%s", want, b.String())
 	}
 }

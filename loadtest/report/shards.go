@@ -69,9 +69,6 @@ func writeShardMarkdown(b *strings.Builder, runs []Run) {
 			continue
 		}
 		fmt.Fprintf(b, "\n### %s on the Redis Cluster, by master\n\nEach sku's lock key lives in the slot of its hash tag, on one master: %d of %d shards sold.\n\n", r.Strategy, shardsSold(r), len(rows))
-		b.WriteString("| " + strings.Join(shardHeader, " | ") + " |\n| --- | ---: | ---: | ---: | ---: |\n")
-		for _, row := range rows {
-			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-		}
+		writeMarkdownTable(b, append([][]string{shardHeader}, rows...), func(col int) bool { return col == 0 })
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // SoakChartFile is the soak's picture of the replicas' resources.
@@ -19,9 +21,9 @@ type Soak struct {
 	SampleEvery string       `json:"sample_every"`
 	Strategies  []string     `json:"strategies"`
 	Samples     []SoakSample `json:"samples"`
-	// Problems are the resources that grew without bound (see
-	// JudgeSoak); empty when none did.
-	Problems []string `json:"problems,omitempty"`
+	// Checks say whether each process's resources stayed bounded (see
+	// JudgeSoak).
+	Checks []verdict.Check `json:"checks,omitempty"`
 }
 
 // SoakSample is one replica's resources at one moment of a soak.
@@ -51,13 +53,14 @@ var soakLimits = []struct {
 }
 
 // JudgeSoak looks at each process's samples (a replica restarted by a
-// crash drill is a new process) that span at least 8 samples, and reports
-// a resource as growing without bound when the median of its last quarter
-// exceeds the median of its second quarter (the first is warm-up) by more
-// than half and by more than a fixed slack (64 MiB, 200 goroutines, 100
-// files or sockets). Growth that levels off passes; growth that continues
-// through the soak does not.
-func JudgeSoak(samples []SoakSample) []string {
+// crash drill is a new process) that span at least 8 samples, and checks
+// that no resource grew without bound: a resource fails when the median
+// of its last quarter exceeds the median of its second quarter (the first
+// is warm-up) by more than half and by more than a fixed slack (64 MiB,
+// 200 goroutines, 100 files or sockets). Growth that levels off passes;
+// growth that continues through the soak does not. With no process
+// sampled 8 times, the one check says nothing could be judged.
+func JudgeSoak(samples []SoakSample) []verdict.Check {
 	type proc struct {
 		replica string
 		started float64
@@ -74,30 +77,29 @@ func JudgeSoak(samples []SoakSample) []string {
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].replica < keys[j].replica || keys[i].replica == keys[j].replica && keys[i].started < keys[j].started
 	})
-	var problems []string
-	judged := 0
+	var checks []verdict.Check
 	for _, k := range keys {
 		ss := byProc[k]
 		if len(ss) < 8 {
 			continue
 		}
-		judged++
 		q := len(ss) / 4
 		for _, l := range soakLimits {
 			early, late := median(ss[q:2*q], l.get), median(ss[len(ss)-q:], l.get)
 			if early < 0 || late < 0 {
 				continue
 			}
-			if late > early*(1+l.share) && late-early > l.slack {
-				problems = append(problems, fmt.Sprintf("replica %s (process of %.0fs samples): %s grew from %.0f to %.0f",
-					k.replica, ss[len(ss)-1].At-ss[0].At, l.name, early, late))
-			}
+			checks = append(checks, verdict.Check{Name: l.name + " growth", Kind: verdict.Safety,
+				Scope:    fmt.Sprintf("replica %s (process of %.0fs samples)", k.replica, ss[len(ss)-1].At-ss[0].At),
+				Observed: fmt.Sprintf("%.0f to %.0f", early, late), Bound: fmt.Sprintf("at most +%.0f%% or +%g", 100*l.share, l.slack),
+				Pass: !(late > early*(1+l.share) && late-early > l.slack)})
 		}
 	}
-	if judged == 0 {
-		problems = append(problems, "no process was sampled 8 times: nothing could be judged (soak longer)")
+	if len(checks) == 0 {
+		checks = append(checks, verdict.Check{Name: "soak samples", Kind: verdict.Safety, Scope: "soak",
+			Observed: "no process sampled 8 times: nothing could be judged (soak longer)", Bound: "8 per process"})
 	}
-	return problems
+	return checks
 }
 
 func median(ss []SoakSample, get func(SoakSample) float64) float64 {
@@ -134,11 +136,11 @@ func WriteSoakTable(w io.Writer, soak Soak) error {
 	if err := writeAligned(w, rows, func(int) bool { return false }); err != nil {
 		return err
 	}
-	verdict := "no resource grew without bound (rule: docs/faults.md#soak)"
-	if len(soak.Problems) > 0 {
-		verdict = "GREW WITHOUT BOUND: " + strings.Join(soak.Problems, "; ")
+	text := "no resource grew without bound (rule: docs/faults.md#soak)"
+	if f := verdict.Failures(soak.Checks); len(f) > 0 {
+		text = "GREW WITHOUT BOUND: " + strings.Join(f, "; ")
 	}
-	_, err := fmt.Fprintln(w, verdict)
+	_, err := fmt.Fprintln(w, text)
 	return err
 }
 

@@ -1,15 +1,16 @@
-// Package verdict holds the arithmetic that decides whether a load-test run
-// sold more than it had, lost updates, or disagrees with the order ledger.
+// Package verdict is where a load-test run is judged: the arithmetic that
+// finds whether it sold more than it had, lost updates, or disagrees with
+// the order ledger, and the checks (check.go) that every run mode turns
+// its findings into, which Judge alone decides pass or fail from.
 //
 // It knows nothing about HTTP or Vegeta: the harness feeds it the stock it
 // set, the stock it read back, the sales the service acknowledged (its 200
 // responses) and the orders the ledger holds, and gets back the anomalies
-// and a verdict.
+// as checks.
 package verdict
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -209,14 +210,19 @@ type Result struct {
 	Problems       []string    `json:"problems,omitempty"`
 }
 
-// Anomalous reports whether the run shows any oversell, lost update,
+// Checks are the run's arithmetic as checks: no oversell, lost update,
 // ledger mismatch, unrecorded or double-sold unit, or false sold-out.
-func (r Result) Anomalous() bool {
-	return r.Oversold > 0 || r.LostUpdates > 0 || r.LedgerMismatch > 0 || r.Unrecorded > 0 || r.DoubleSold > 0 || r.FalseSoldOut > 0
+// Their kind is the caller's (see Of).
+func (r Result) Checks() []Check {
+	return []Check{Zero("oversold", r.Oversold), Zero("lost_updates", r.LostUpdates), Zero("ledger_mismatch", r.LedgerMismatch),
+		Zero("unrecorded", r.Unrecorded), Zero("double_sold", r.DoubleSold), Zero("false_sold_out", r.FalseSoldOut)}
 }
 
-// Check computes the anomalies of one run.
-func Check(in Input) Result {
+// Anomalous reports whether one of the run's checks fails.
+func (r Result) Anomalous() bool { return OutcomeOf(true, Of(true, r.Checks()...)) == Fail }
+
+// Audit computes the anomalies of one run.
+func Audit(in Input) Result {
 	var r Result
 	known := make(map[string]bool, len(in.Items))
 	sold := make(map[string]int, len(in.Items))
@@ -346,8 +352,7 @@ type Outcome string
 const (
 	// Pass: a safe strategy showed no anomaly.
 	Pass Outcome = "pass"
-	// Fail: a safe strategy oversold, lost an update or disagreed with the
-	// ledger. Any Fail makes the harness exit non-zero.
+	// Fail: a safe strategy failed a safety check (see OutcomeOf).
 	Fail Outcome = "FAIL"
 	// Demonstrated: an unsafe strategy showed the anomaly it is there to
 	// show.
@@ -356,26 +361,6 @@ const (
 	// run (too little concurrency, or luck). Not a harness failure.
 	NotReproduced Outcome = "not reproduced in this run"
 )
-
-// Judge gives the verdict on a run of strategy.
-func Judge(name string, r Result) Outcome {
-	return Decide(strategy.IsSafe(name), r.Anomalous())
-}
-
-// Decide gives the verdict on a run that is safe or not and showed an
-// anomaly (in its totals, its ledger or its history) or not.
-func Decide(safe, anomalous bool) Outcome {
-	switch {
-	case safe && anomalous:
-		return Fail
-	case safe:
-		return Pass
-	case anomalous:
-		return Demonstrated
-	default:
-		return NotReproduced
-	}
-}
 
 // DoubleSold counts the ledger's units sold under an idempotency key
 // beyond the key's first order (each order id once), and the keys that
@@ -400,12 +385,6 @@ func DoubleSold(ledger []Order) (units, keys int) {
 		}
 	}
 	return units, keys
-}
-
-// OK reports whether a set of outcomes lets the harness exit 0: no safe
-// strategy failed.
-func OK(outcomes ...Outcome) bool {
-	return !slices.Contains(outcomes, Fail)
 }
 
 // extraBySKU counts, per sku, the ledger orders (each id once) that no

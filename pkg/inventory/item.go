@@ -33,6 +33,15 @@ type Item struct {
 	// has a lower order id, so that Aborted stays small. No stock write
 	// of a keyed order id at or below it is accepted.
 	AbortedThrough string `bson:"aborted_through,omitempty" json:"aborted_through,omitempty"`
+	// Held counts the units of the item's holds stored as held: they are
+	// not in Stock, so that no sale of any strategy can take them. Stock
+	// + Held + the units of the sku's orders (in the ledger or pending)
+	// is the same at every read, whatever the holds do.
+	Held int64 `bson:"held,omitempty" json:"held"`
+	// Holds holds, by hold id, the item's open holds, and the settled
+	// ones until they are recorded in the holds collection (see
+	// mongostore's Store.CreateHold).
+	Holds map[string]Hold `bson:"holds,omitempty" json:"holds,omitempty"`
 }
 
 // Restock is one relative stock change, applied once per idempotency key.

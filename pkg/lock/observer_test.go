@@ -91,7 +91,10 @@ func TestObserver(t *testing.T) {
 
 	// A lease whose renewals fail reports them, then its loss.
 	rec = &recorder{}
-	failing, err := lock.New(failingRefresh{locallock.New()}, lock.WithObserver(rec), lock.WithTTL(lock.MinTTL))
+	// A second, not MinTTL: the first renewal is due a third of the TTL
+	// in; with 50ms, a loaded machine's scheduler could let the lease run
+	// out before any renewal was tried, and no failure was reported.
+	failing, err := lock.New(failingRefresh{locallock.New()}, lock.WithObserver(rec), lock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

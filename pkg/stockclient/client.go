@@ -156,7 +156,11 @@ type Item struct {
 	// Aborted holds by order id the keyed requests given up before their
 	// stock write, with when.
 	Aborted map[string]time.Time `json:"aborted,omitempty"`
-	Replica string               `json:"replica"`
+	// Held counts the units in holds not yet confirmed, released or
+	// returned: Stock + Held + the units of the ledger's orders is the
+	// same at every read.
+	Held    int64  `json:"held"`
+	Replica string `json:"replica"`
 }
 
 // Sale is a successful decrement.

@@ -110,6 +110,13 @@ var (
 	ErrNotReady              = code("not_ready")
 	ErrOutcomeUnknown        = code("outcome_unknown")
 	ErrInternal              = code("internal")
+	ErrInvalidTTL            = code("invalid_ttl")
+	ErrInvalidHoldID         = code("invalid_hold_id")
+	ErrHoldNotFound          = code("hold_not_found")
+	ErrHoldExpired           = code("hold_expired")
+	ErrHoldReleased          = code("hold_released")
+	ErrHoldConfirmed         = code("hold_confirmed")
+	ErrHoldsUnsupported      = code("holds_unsupported")
 )
 
 // Rule is what an answer says about sending the same request again
@@ -188,6 +195,13 @@ var rules = func() map[string]rule {
 		{ErrNotReady, http.StatusServiceUnavailable, Again},
 		{ErrOutcomeUnknown, http.StatusInternalServerError, IfIdempotent},
 		{ErrInternal, http.StatusInternalServerError, IfIdempotent},
+		{ErrInvalidTTL, http.StatusBadRequest, Stop},
+		{ErrInvalidHoldID, http.StatusBadRequest, Stop},
+		{ErrHoldNotFound, http.StatusNotFound, Stop},
+		{ErrHoldExpired, http.StatusConflict, Stop},
+		{ErrHoldReleased, http.StatusConflict, Stop},
+		{ErrHoldConfirmed, http.StatusConflict, Stop},
+		{ErrHoldsUnsupported, http.StatusNotImplemented, Stop},
 	} {
 		m[r.e.Code] = rule{r.status, r.rule}
 	}
@@ -203,6 +217,10 @@ const (
 	RouteDecrement = "/v1/items/{sku}/decrement"
 	RouteRestock   = "/v1/items/{sku}/restock"
 	RouteOrders    = "/v1/items/{sku}/orders"
+	RouteHolds     = "/v1/items/{sku}/holds"
+	RouteHold      = "/v1/items/{sku}/holds/{id}"
+	RouteConfirm   = "/v1/items/{sku}/holds/{id}/confirm"
+	RouteRelease   = "/v1/items/{sku}/holds/{id}/release"
 	RouteHealthz   = "/healthz"
 	RouteReadyz    = "/readyz"
 	RouteMetrics   = "/metrics"
@@ -217,14 +235,19 @@ type Call struct {
 }
 
 // Idempotent reports whether applying the request twice is harmless: a
-// read, or a decrement or a restock with an Idempotency-Key. A PUT is not:
+// read, a decrement, a restock or a hold's create with an
+// Idempotency-Key, a hold's confirm or release. A PUT is not:
 // sent twice with a sale in between, the second erases the sale.
 func (c Call) Idempotent() bool {
 	switch {
 	case c.Method == http.MethodGet:
 		return true
-	case c.Method == http.MethodPost && (c.Route == RouteDecrement || c.Route == RouteRestock):
+	case c.Method == http.MethodPost && (c.Route == RouteDecrement || c.Route == RouteRestock || c.Route == RouteHolds):
 		return c.Keyed
+	case c.Method == http.MethodPost && (c.Route == RouteConfirm || c.Route == RouteRelease):
+		// Idempotent by the hold's id: a second confirm answers the
+		// first's order, a second release the released hold.
+		return true
 	}
 	return false
 }

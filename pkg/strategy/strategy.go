@@ -53,6 +53,13 @@ type Info struct {
 	// token (when fencing is on): the lock's tokens must be comparable
 	// across replicas.
 	Fenced bool
+	// Holds reports whether the strategy takes part in holds
+	// (docs/holds.md): it creates them under its own discipline, and its
+	// sales take the units of expired holds in the same conditional
+	// update that sells (mongostore builds it as an inventory.Holder).
+	// Every strategy's sales leave held units alone, since they are not in
+	// the stock; one that does not take part answers a hold with 501.
+	Holds bool
 	// Doc is the docs page that teaches it, relative to docs/.
 	Doc string
 }
@@ -78,12 +85,12 @@ var registry = []Info{
 	// across replicas: fencing with them would reject one replica's writes
 	// forever.
 	{Name: Local, Lock: LockLocal, Doc: "lost-update.md"},
-	{Name: MongoLease, Safe: true, Lock: LockMongo, Fenced: true, Doc: "mongo-lease.md"},
-	{Name: RedisLock, Safe: true, Lock: LockRedis, Fenced: true, Doc: "redis-lock.md"},
-	{Name: EtcdLock, Safe: true, Lock: LockEtcd, Fenced: true, Doc: "etcd-lock.md"},
-	{Name: Redlock, Safe: true, Lock: LockRedlock, Fenced: true, Doc: "redlock.md"},
+	{Name: MongoLease, Safe: true, Lock: LockMongo, Fenced: true, Holds: true, Doc: "mongo-lease.md"},
+	{Name: RedisLock, Safe: true, Lock: LockRedis, Fenced: true, Holds: true, Doc: "redis-lock.md"},
+	{Name: EtcdLock, Safe: true, Lock: LockEtcd, Fenced: true, Holds: true, Doc: "etcd-lock.md"},
+	{Name: Redlock, Safe: true, Lock: LockRedlock, Fenced: true, Holds: true, Doc: "redlock.md"},
 	{Name: Optimistic, Safe: true, Doc: "optimistic-vs-atomic.md"},
-	{Name: Atomic, Safe: true, Doc: "optimistic-vs-atomic.md"},
+	{Name: Atomic, Safe: true, Holds: true, Doc: "optimistic-vs-atomic.md"},
 	{Name: Batched, Safe: true, Doc: "batched.md"},
 	{Name: RedisStock, Safe: true, Doc: "redis-stock.md"},
 	{Name: Buckets, Safe: true, Doc: "buckets.md"},

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,17 +44,15 @@ func runPostgres(ctx context.Context, args []string) error {
 	// this goroutine on its thread for the life of the process.
 	runtime.LockOSThread()
 
+	data := filepath.Join(*dir, "data")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := initCluster(ctx, *bin, data); err != nil {
+			return err
+		}
+	}
 	cred, err := pgCredential(*dir)
 	if err != nil {
 		return err
-	}
-	data := filepath.Join(*dir, "data")
-	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		initdb := exec.CommandContext(ctx, filepath.Join(*bin, "initdb"), "--no-sync", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C")
-		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-		if out, err := initdb.CombinedOutput(); err != nil {
-			return fmt.Errorf("initdb: %w\n%s", err, out)
-		}
 	}
 
 	port, err := freePort()
@@ -127,6 +126,68 @@ func runPostgres(ctx context.Context, args []string) error {
 		<-exited
 	}
 	return nil
+}
+
+// initdbArgs are initdb's arguments after -D.
+var initdbArgs = []string{"--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"}
+
+// initCluster makes data a new cluster: a copy of a template cluster that
+// initdb made once for this initdb (by its path, size and modification
+// time) and these arguments. initdb costs about a second of CPU, and the
+// test suites start a store dozens of times; a copy costs milliseconds.
+func initCluster(ctx context.Context, bin, data string) error {
+	tmpl, err := clusterTemplate(ctx, bin)
+	if err != nil {
+		return err
+	}
+	if err := os.CopyFS(data, os.DirFS(tmpl)); err != nil {
+		return fmt.Errorf("copy the cluster template %s: %w", tmpl, err)
+	}
+	// PostgreSQL refuses a data directory that others may read.
+	return os.Chmod(data, 0o700)
+}
+
+// clusterTemplate returns the template cluster for bin's initdb, making
+// it first if there is none. It lives in the temporary directory, where
+// the user PostgreSQL runs as (see pgCredential) can write, and appears
+// there by a rename once initdb has finished: two stores that make it at
+// once each make their own, and one rename wins.
+func clusterTemplate(ctx context.Context, bin string) (string, error) {
+	initdb, err := exec.LookPath(filepath.Join(bin, "initdb"))
+	if err != nil {
+		return "", fmt.Errorf("find initdb: %w", err)
+	}
+	fi, err := os.Stat(initdb)
+	if err != nil {
+		return "", fmt.Errorf("find initdb: %w", err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %q", initdb, fi.Size(), fi.ModTime().UnixNano(), initdbArgs))
+	tmpl := filepath.Join(os.TempDir(), fmt.Sprintf("stocklock-pg-cluster-%d-%x", os.Geteuid(), sum[:8]))
+	if _, err := os.Stat(filepath.Join(tmpl, "PG_VERSION")); err == nil {
+		return tmpl, nil
+	}
+	work, err := os.MkdirTemp("", "stocklock-pg-cluster-new-")
+	if err != nil {
+		return "", fmt.Errorf("make the cluster template: %w", err)
+	}
+	defer os.RemoveAll(work)
+	cred, err := pgCredential(work)
+	if err != nil {
+		return "", err
+	}
+	data := filepath.Join(work, "data")
+	cmd := exec.CommandContext(ctx, initdb, append([]string{"-D", data}, initdbArgs...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	if err := os.Rename(data, tmpl); err != nil {
+		if _, serr := os.Stat(filepath.Join(tmpl, "PG_VERSION")); serr != nil {
+			return "", fmt.Errorf("keep the cluster template: %w", err)
+		}
+		// Another store made it first.
+	}
+	return tmpl, nil
 }
 
 // pgCredential returns the user PostgreSQL runs as: nil (this process's)

@@ -23,6 +23,16 @@ const REPLICA_COLORS = ['#0b5cad', '#b34700', '#1d7a12', '#7a2bb8', '#00707a', '
 
 const MAX_LOG = 400;
 
+// What each reason of a redis-stock reload means, for the log and the
+// tooltips (mongostore.RedisStockReloadReasons).
+const RELOAD_TEXT = {
+  first_load: 'the first sale loaded the stock from MongoDB',
+  redis_lost: 'Redis had lost its copy (a restart without persistence, a failover): loaded again from MongoDB',
+  refused: 'MongoDB refused a batch of sales taken in Redis (its epoch or stock had moved): loaded again',
+  item_ahead: 'Redis said sold out while MongoDB held more (a PUT or a restock): loaded again',
+  dead_take: 'a sale taken in Redis was never written (its replica died): reconciled by a reload',
+};
+
 const S = {
   state: null, // the last /api/state
   running: false,
@@ -316,6 +326,9 @@ function runOf(strategy) {
     strategy, run: 0, skus: [], initial: 0, replicas: [...S.replicas], t0: NaN, attack: false, last: 0,
     progress: null, result: null, phase: 'waiting',
     sales: new Map(), grants: new Map(), refused: [], faults: [],
+    // redis-stock: samples of its copy in Redis and of the item, by sku,
+    // and the reloads of that copy.
+    redis: new Map(), reloads: [],
     // soldOut is when the stock ran out by the acknowledged sales, lastSale
     // the latest sale, attackEnd when the attack ended (ms); view is the
     // time range zoomed into, null for the whole run.
@@ -513,6 +526,25 @@ const handlers = {
     r.faults.push({ at: at(r, ev), until: parseTime(ev.until), fault: ev.fault, replica: ev.replica, shape: ev.shape, note: ev.text });
     S.dirty.add(r.strategy);
   },
+  'redis-stock'(ev) {
+    const r = withRun(ev);
+    if (!r || !ev.redis || !ev.sku) return;
+    if (!r.redis.has(ev.sku)) r.redis.set(ev.sku, []);
+    r.redis.get(ev.sku).push({ at: at(r, ev), ...ev.redis });
+    if (!r.skus.includes(ev.sku)) r.skus.push(ev.sku);
+    S.dirty.add(r.strategy);
+  },
+  reload(ev) {
+    const r = withRun(ev);
+    if (!r) return;
+    const n = ev.count ?? 1;
+    // It happened between the replica's previous sample and this one.
+    const t = at(r, ev);
+    const since = parseTime(ev.since);
+    r.reloads.push({ at: t, since: Number.isFinite(since) ? since : t, replica: ev.replica ?? '', reason: ev.reason ?? '', count: n, sku: ev.sku ?? '' });
+    log(`${ev.strategy}: ${ev.replica} reloaded Redis${n > 1 ? ' ' + n + ' times' : ''}: ${RELOAD_TEXT[ev.reason] ?? ev.reason}`, 'reload', ev.at);
+    S.dirty.add(r.strategy);
+  },
   'run-end'(ev) {
     const r = withRun(ev);
     if (!r) return;
@@ -679,6 +711,7 @@ function drawRun(r) {
     const old = fig.querySelector('svg');
     const next = drawSKU(r, r.skus.length ? sku : null);
     if (old) old.replaceWith(next); else fig.append(next);
+    renderRedisNow(fig, r, r.skus.length ? sku : null);
     const hidden = Number(next.dataset.hidden);
     fig.querySelector('figcaption').textContent = (r.skus.length ? 'SKU ' + sku : sku) +
       (hidden ? ` · ${hidden} fencing tokens do not fit as labels here: drag across the part to read, or hover a grant` : '');
@@ -799,6 +832,15 @@ function drawSKU(r, sku) {
   for (const l of labels) {
     laneTop.push(y);
     y += l.rows * ROW + MARK;
+  }
+  // redis-stock's chart, under the lanes: its reload labels, then the chart.
+  const rs = redisLayout(r, sku, xs, v0, v1);
+  if (rs) {
+    y += 8;
+    rs.labelTop = y;
+    y += rs.rows * rs.rowH;
+    rs.top = y;
+    y += CHART;
   }
   const axisY = y;
   const H = axisY + BOTTOM;
@@ -948,9 +990,125 @@ function drawSKU(r, sku) {
     root.append(m);
   }
 
+  if (rs) drawRedis(root, rs, xs, w);
+
   brush(root, r, TOP, axisY);
   root.dataset.hidden = hidden;
   return root;
+}
+
+// ---- redis-stock's chart ------------------------------------------------
+
+const CHART = 100; // the chart's height, in user units
+let clips = 0; // ids of the charts' clip paths
+
+// redisLayout gathers what redis-stock's chart of sku shows in [v0, v1]:
+// the samples of its copy in Redis and of the item, and the reloads, their
+// labels in rows; null when the run has neither (not redis-stock).
+function redisLayout(r, sku, xs, v0, v1) {
+  const samples = (sku ? r.redis.get(sku) ?? [] : []).map((s) => ({ ...s, t: rel(r, s.at) })).sort((p, q) => p.t - q.t);
+  const reloads = r.reloads.filter((x) => !x.sku || x.sku === sku).map((x) => ({ ...x, t0: rel(r, x.since), t: rel(r, x.at) }));
+  if (!samples.length && !reloads.length) return null;
+  const shown = reloads.filter((x) => x.t >= v0 && x.t0 <= v1);
+  const ls = shown.map((x) => {
+    const text = `${x.reason} ${x.replica}` + (x.count > 1 ? ` ×${x.count}` : '');
+    const w = measure(text, 'reload-label').w;
+    const x0 = within(xs(Math.max(x.t0, v0)), w);
+    return { x, text, x0, x1: x0 + w };
+  }).sort((p, q) => p.x0 - q.x0);
+  const { placed, rows } = rowsFor(ls, 2);
+  const m = measure('first_load', 'reload-label');
+  // The scale starts from the stock each sku started with.
+  const initial = r.skus.length ? r.initial / r.skus.length : 0;
+  return { sku, samples, initial, reloads: shown, labels: placed, rows: Math.max(rows, 1), rowH: Math.ceil(m.h) + 2, asc: m.asc, v0, v1 };
+}
+
+// drawRedis draws redis-stock's chart: the units its copy in Redis can
+// still sell (a solid line), the MongoDB item's stock (dashed), the units
+// taken in Redis and not yet written to MongoDB between the two (amber:
+// the ledger's lag), and each reload of the copy (a vertical line,
+// labelled with its reason and replica).
+function drawRedis(root, rs, xs, w) {
+  const { samples, top } = rs;
+  const peak = Math.max(1, Math.round(rs.initial), ...samples.map((s) => Math.max(s.stock + s.unwritten, s.item ?? 0)));
+  const ys = (v) => top + CHART - 4 - (Math.max(v, 0) / peak) * (CHART - 10);
+  const g = svg('g', { class: 'redis-view', 'data-samples': samples.length, 'data-reloads': rs.reloads.length });
+  g.append(svg('rect', { x: LEFT, y: top, width: PW, height: CHART, class: 'chart' }));
+  const id = 'rs-clip-' + (++clips);
+  const clip = svg('clipPath', { id });
+  clip.append(svg('rect', { x: LEFT, y: top, width: PW, height: CHART }));
+  g.append(clip);
+  const plot = svg('g', { 'clip-path': `url(#${id})` });
+  // Each sample holds until the next: the lag between them as a band.
+  samples.forEach((s, i) => {
+    if (s.unwritten <= 0) return;
+    const x0 = xs(s.t);
+    const x1 = i + 1 < samples.length ? xs(samples[i + 1].t) : x0 + 2;
+    const band = svg('rect', { x: x0, y: ys(s.stock + s.unwritten), width: Math.max(x1 - x0, 1), height: Math.max(ys(s.stock) - ys(s.stock + s.unwritten), 1), class: 'lag' });
+    band.append(title(`${s.unwritten} units taken in Redis and not yet in MongoDB at ${secs(s.t, w)}, the oldest ${ms(s.age_ms)} old`));
+    plot.append(band);
+  });
+  const steps = (val) => {
+    let d = '';
+    for (const s of samples) {
+      const v = val(s);
+      if (v === null || v === undefined) continue;
+      d += d === '' ? `M${xs(s.t)} ${ys(v)}` : ` H${xs(s.t)} V${ys(v)}`;
+    }
+    return d;
+  };
+  const item = svg('path', { d: steps((s) => s.item), class: 'item-line' });
+  item.append(title("the MongoDB item's stock: the truth"));
+  const redis = svg('path', { d: steps((s) => s.stock), class: 'redis-line' });
+  redis.append(title('the units the copy in Redis can still sell'));
+  plot.append(item, redis);
+  // Reloads: a band each, from the replica's sample before it to the one
+  // that counted it, under its label.
+  for (const x of rs.reloads) {
+    const a = xs(Math.max(x.t0, rs.v0));
+    const b = xs(Math.min(x.t, rs.v1));
+    const m = svg('g', { class: 'reload', 'data-reason': x.reason, 'data-replica': x.replica });
+    m.append(svg('rect', { x: a, y: rs.labelTop, width: Math.max(b - a, 2), height: top + CHART - rs.labelTop, class: 'when' }));
+    m.append(svg('line', { x1: a, x2: a, y1: rs.labelTop, y2: top + CHART }));
+    m.append(title(`${x.replica} reloaded Redis between ${secs(x.t0, w)} and ${secs(x.t, w)}${x.count > 1 ? ' (' + x.count + ' times)' : ''}: ${RELOAD_TEXT[x.reason] ?? x.reason}`));
+    g.append(m);
+  }
+  g.append(plot);
+  for (const lb of rs.labels) {
+    const t = svg('text', { x: lb.x0, y: rs.labelTop + rs.rowH * lb.row + rs.asc + 1, class: 'reload-label', 'data-reason': lb.x.reason }, lb.text);
+    t.append(title(RELOAD_TEXT[lb.x.reason] ?? lb.x.reason));
+    g.append(t);
+  }
+  // The scale: the highest value at the top, 0 at the bottom.
+  g.append(svg('text', { x: LEFT - 6, y: top + 16, class: 'chart-axis', 'text-anchor': 'end' }, String(peak)));
+  g.append(svg('text', { x: LEFT - 6, y: top + CHART - 4, class: 'chart-axis', 'text-anchor': 'end' }, '0'));
+  root.append(g);
+}
+
+// renderRedisNow writes under a redis-stock timeline what its last sample
+// said: Redis's copy, the item, the units between them, and the reloads.
+function renderRedisNow(fig, r, sku) {
+  const samples = sku ? r.redis.get(sku) ?? [] : [];
+  const reloads = r.reloads.filter((x) => !x.sku || x.sku === sku);
+  let p = fig.querySelector('.redis-now');
+  if (!samples.length && !reloads.length) { p?.remove(); return; }
+  if (!p) {
+    p = el('p', { class: 'redis-now' });
+    fig.append(p);
+  }
+  const last = samples.at(-1);
+  const part = (field, label, value, cls = '') => el('span', { class: 'part ' + cls, 'data-field': field, 'data-value': String(value ?? '') },
+    el('span', { class: 'k', text: label + ' ' }), el('span', { class: 'n', text: value === null || value === undefined ? '–' : String(value) }));
+  const byReason = {};
+  for (const x of reloads) byReason[x.reason] = (byReason[x.reason] ?? 0) + x.count;
+  p.replaceChildren(
+    part('redis', 'in Redis', last?.stock, 'redis'),
+    part('item', 'in MongoDB', last?.item, 'item'),
+    part('unwritten', 'taken, not yet in MongoDB', last?.unwritten, 'lag'),
+    part('age', 'oldest of those', last ? (last.unwritten > 0 ? ms(last.age_ms) : 'none') : null),
+    part('epoch', 'epoch', last?.epoch),
+    part('reloads', 'reloads', Object.entries(byReason).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'),
+  );
 }
 
 // brush lets a drag across a timeline zoom into the time range dragged.
@@ -1014,6 +1172,7 @@ function renderDone(d) {
     text: d.error ? 'The race did not finish' : d.ok ? 'Every safe strategy kept the books straight.' : 'A safe strategy failed.' });
   v.replaceChildren(head, ...lines);
   if (d.error) v.append(el('p', { class: 'error', text: d.error }));
+  if (d.report) v.append(el('p', {}, el('a', { id: 'report-link', href: d.report, target: '_blank', text: 'The whole report, one page that opens offline (report.html)' })));
   const table = $('#table');
   table.textContent = d.table ?? '';
   table.hidden = !d.table;

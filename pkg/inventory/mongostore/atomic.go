@@ -62,6 +62,14 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 		if gaveUp(cur, o) {
 			return inventory.Sale{}, abandoned("atomic decrement", o)
 		}
+		// Short: holds expired by the store's clock may cover it, in one
+		// update that returns their units and sells (holds.go).
+		if it, ok, err := a.store.sellExpired(ctx, cur, o); ok || err != nil {
+			if err != nil {
+				return inventory.Sale{}, err
+			}
+			return a.store.sold(ctx, o, it.Stock, 1), nil
+		}
 		return inventory.Sale{}, soldOut(req.SKU, cur.Stock, req.Qty)
 	}
 	if err != nil {

@@ -177,59 +177,78 @@ func (v *view) version() int64 {
 	return n
 }
 
-// read returns the item and its buckets in one find, so that on a store
-// that answers a find from one snapshot (FerretDB on PostgreSQL) the view
-// is one moment's. k is a guess of the bucket count: an item with more
-// buckets is read again. ErrNotFound without the item.
-func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string, k int) (*view, error) {
-	if k <= 0 {
-		k = DefaultBuckets
+// read returns the item and its buckets, ErrNotFound without the item.
+//
+// Each document by its own _id: MongoDB answers one find with
+// {_id: {$in: ...}} from its _id index, but FerretDB v1 hands only
+// equality to PostgreSQL and answers $in by fetching and decoding every
+// document of the collection itself, a cost that grows with every sku the
+// store holds, and every GET of every strategy reads here
+// (docs/embedded-store.md#cost-that-does-not-grow-with-retained-data). The buckets are read at once,
+// between two reads of the item, and the view is kept only when the item
+// did not change in between: then every bucket's state is counted against
+// the split it was read under, each bucket as of its own read, and a GET
+// sees what some order of the sales it overlapped left. A spread, merge,
+// restock or PUT moves the item's version, and the view is read again.
+func (s *Store) read(ctx context.Context, items *mongo.Collection, sku string) (*view, error) {
+	v := &view{}
+	if err := findByID(ctx, items, sku, &v.item); err != nil {
+		return nil, notFound(sku, err)
 	}
-	for {
-		ids := bson.A{sku}
-		for i := range k {
-			ids = append(ids, bucketID(sku, i))
+	for v.item.Buckets > 0 {
+		if s.afterItemRead != nil {
+			s.afterItemRead()
 		}
-		cur, err := items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-		if err != nil {
-			return nil, unreachable("read buckets of", sku, err)
-		}
-		var raws []bson.Raw
-		if err := cur.All(ctx, &raws); err != nil {
-			return nil, unreachable("read buckets of", sku, err)
-		}
-		v := &view{}
-		found := false
-		byID := map[string]bson.Raw{}
-		for _, r := range raws {
-			id, _ := r.Lookup("_id").StringValueOK()
-			if id == sku {
-				found = true
-				if err := bson.Unmarshal(r, &v.item); err != nil {
-					return nil, fmt.Errorf("inventory: decode item %q: %w", sku, err)
+		v.buckets = make([]bucketDoc, v.item.Buckets)
+		errs := make([]error, len(v.buckets))
+		var wg sync.WaitGroup
+		for i := range v.buckets {
+			wg.Go(func() {
+				// A missing bucket stays zero: nil Gen.
+				if err := findByID(ctx, items, bucketID(sku, i), &v.buckets[i]); !errors.Is(err, mongo.ErrNoDocuments) {
+					errs[i] = err
 				}
-				continue
-			}
-			byID[id] = r
+			})
 		}
-		if !found {
-			return nil, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
 		}
-		if n := v.item.Buckets; n > k {
-			k = n // the item has more buckets than this find named: read them all
-			continue
+		var again itemDoc
+		if err := findByID(ctx, items, sku, &again); err != nil {
+			return nil, notFound(sku, err)
 		}
-		k = v.item.Buckets
-		v.buckets = make([]bucketDoc, k)
-		for i := range k {
-			if r, ok := byID[bucketID(sku, i)]; ok {
-				if err := bson.Unmarshal(r, &v.buckets[i]); err != nil {
-					return nil, fmt.Errorf("inventory: decode bucket %d of %q: %w", i, sku, err)
-				}
-			}
+		if again.Version == v.item.Version {
+			return v, nil
 		}
-		return v, nil
+		v.item = again
 	}
+	return v, nil
+}
+
+// notFound is err, or ErrNotFound for sku when err says there is no such
+// document.
+func notFound(sku string, err error) error {
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+	}
+	return err
+}
+
+// findByID decodes the document with _id id into out: mongo.ErrNoDocuments
+// when there is none.
+func findByID(ctx context.Context, items *mongo.Collection, id string, out any) error {
+	raw, err := items.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return err
+	}
+	if err != nil {
+		return unreachable("read", id, err)
+	}
+	if err := bson.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("inventory: decode %q: %w", id, err)
+	}
+	return nil
 }
 
 // Snapshot returns the item as clients see it: with its stock summed over
@@ -239,7 +258,7 @@ func (s *Store) Snapshot(ctx context.Context, sku string) (inventory.Item, error
 	if err := inventory.CheckSKU(sku); err != nil {
 		return inventory.Item{}, err
 	}
-	v, err := s.read(ctx, s.items, sku, 0)
+	v, err := s.read(ctx, s.items, sku)
 	if err != nil {
 		return inventory.Item{}, err
 	}
@@ -264,7 +283,7 @@ func (v *view) merged() inventory.Item {
 // pendingInBuckets returns the order id pending in one of sku's buckets,
 // and the bucket's _id, read with the given collection's read concern.
 func (s *Store) pendingInBuckets(ctx context.Context, items *mongo.Collection, sku, id string) (inventory.Order, string, bool, error) {
-	v, err := s.read(ctx, items, sku, 0)
+	v, err := s.read(ctx, items, sku)
 	if err != nil {
 		return inventory.Order{}, "", false, err
 	}
@@ -361,7 +380,7 @@ func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name str
 		}
 	}
 	for r := range bucketRounds {
-		v, err := b.store.read(ctx, b.store.items, req.SKU, b.k)
+		v, err := b.store.read(ctx, b.store.items, req.SKU)
 		if err != nil {
 			return inventory.Sale{}, err
 		}
@@ -532,7 +551,7 @@ func (b *Buckets) spread(ctx context.Context, v *view) error {
 	// order id given up in the item before the spread, and one given up
 	// between v's read and the spread is in the item only (settle's fence
 	// of an unsplit item does not move its version).
-	after, err := b.store.read(ctx, b.store.items, it.SKU, k)
+	after, err := b.store.read(ctx, b.store.items, it.SKU)
 	if err != nil || after.item.Split == nil || after.item.Split.Gen != gen {
 		return err // merged or put meanwhile, or unreadable: read again
 	}
@@ -627,7 +646,7 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 // gen: another merge or PUT finished first.
 func (s *Store) frozenView(ctx context.Context, sku string, gen int64) (*view, bool, error) {
 	for range bucketRounds {
-		v, err := s.read(ctx, s.items, sku, 0)
+		v, err := s.read(ctx, s.items, sku)
 		if err != nil {
 			return nil, false, err
 		}
@@ -717,7 +736,7 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 // item itself.
 func (s *Store) putSplit(ctx context.Context, sku string, stock int64, version *int64) (inventory.Item, bool, error) {
 	for range bucketRounds {
-		v, err := s.read(ctx, s.items, sku, 0)
+		v, err := s.read(ctx, s.items, sku)
 		if err != nil {
 			return inventory.Item{}, false, err
 		}

@@ -303,7 +303,7 @@ func TestBucketsGiveUpBeforeSpread(t *testing.T) {
 
 	req := inventory.Request{SKU: sku, Qty: 1, Key: "K"}
 	release := pauseKeyed(a, ba, req)
-	before, err := a.read(ctx, a.items, sku, 4)
+	before, err := a.read(ctx, a.items, sku)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,5 +327,35 @@ func TestBucketsGiveUpBeforeSpread(t *testing.T) {
 	}
 	if n := mustCount(t, a, sku); n != 2 {
 		t.Errorf("orders = %d, want 2: K sold twice", n)
+	}
+}
+
+// TestBucketsReadAcrossASplit holds a read between its read of the item
+// and its reads of the buckets while another replica merges the sku (a
+// sale larger than any bucket) and splits it again: the buckets it then
+// reads belong to a split its item does not show. Counted against the
+// item it read, they count nothing; the read must see that the item moved
+// on, and read again.
+func TestBucketsReadAcrossASplit(t *testing.T) {
+	a := testStore(t)
+	b := replicaStore(t, a, StoreOptions{Replica: "b"})
+	ba, bb := newBuckets(t, a, 4), newBuckets(t, b, 4)
+	const sku = "bk-across"
+	mustPut(t, a, sku, 40)
+	sell := func(st inventory.Strategy, qty int64) {
+		if _, err := st.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: qty}); err != nil {
+			t.Errorf("sell %d: %v", qty, err)
+		}
+	}
+	sell(ba, 1) // split into 4 buckets of 10, one of them now 9
+	var once sync.Once
+	a.afterItemRead = func() {
+		once.Do(func() {
+			sell(bb, 11) // more than any bucket: merge (28 left in the item)
+			sell(bb, 1)  // split again, at a new generation
+		})
+	}
+	if got := mustSnapshot(t, a, sku).Stock; got != 40-1-11-1 {
+		t.Errorf("a read across a merge and a new split: stock %d, want %d", got, 40-1-11-1)
 	}
 }

@@ -327,11 +327,19 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 		}
 		return keyOutcome{sale: sale, sold: true}, nil
 	}
+	if _, ok := it.Holds[rec.OrderID]; ok {
+		return keyOutcome{sale: heldSale(rec), sold: true}, nil // a hold's create (see HoldOnce)
+	}
 	o, err := s.order(ctx, rec.SKU, rec.OrderID)
 	switch {
 	case err == nil:
 		return keyOutcome{sale: o.Sale(), sold: true}, nil
 	case errors.Is(err, inventory.ErrNotFound):
+		if _, err := s.holdRecorded(ctx, rec.SKU, rec.OrderID); err == nil {
+			return keyOutcome{sale: heldSale(rec), sold: true}, nil
+		} else if !errors.Is(err, inventory.ErrHoldNotFound) {
+			return keyOutcome{}, err
+		}
 		return keyOutcome{aborted: gaveUp(it, inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
 	}
 	return keyOutcome{}, err
@@ -520,7 +528,10 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	itemFilter := bson.D{{Key: "_id", Value: sku}, {Key: pendingPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}}}
+	// A hold's create (see HoldOnce) is found by its hold as a sale by
+	// its pending order: the fence requires neither in the item.
+	itemFilter := bson.D{{Key: "_id", Value: sku}, {Key: pendingPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: holdPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}}}
 	if k > 0 {
 		doc, err := s.fenceBuckets(cctx, sku, a.OrderID, k, now)
 		if err != nil {
@@ -554,10 +565,13 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 		if err != nil {
 			return false, false, err
 		}
+		if _, held := it.Holds[a.OrderID]; held {
+			return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
+		}
 		p, ok := it.Pending[a.OrderID]
 		if !ok {
 			// Recorded between the two reads: the next pass finds it in
-			// the ledger.
+			// the ledger (or, a hold, in the holds collection).
 			return false, false, nil
 		}
 		p.ID, p.SKU = a.OrderID, sku
@@ -573,6 +587,13 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 			sold = true
 		case !errors.Is(err, inventory.ErrNotFound):
 			return false, false, err
+		default:
+			switch _, err := s.holdRecorded(ctx, sku, a.OrderID); {
+			case err == nil:
+				sold = true
+			case !errors.Is(err, inventory.ErrHoldNotFound):
+				return false, false, err
+			}
 		}
 	}
 	if !sold {

@@ -156,7 +156,7 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// to sell is taken only under the lock, in step 2.
 	if it, err := l.store.Get(ctx, sku); err != nil {
 		return inventory.Sale{}, err
-	} else if it.Stock < qty {
+	} else if it.Stock < qty && it.Stock+l.store.expiredUnits(ctx, it) < qty {
 		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
 	}
 
@@ -205,7 +205,12 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 		return inventory.Sale{}, l.interrupted(gctx, lease, err)
 	}
 	if it.Stock < qty {
-		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
+		if l.store.expiredUnits(ctx, it) == 0 {
+			return inventory.Sale{}, soldOut(sku, it.Stock, qty)
+		}
+		// Holds expired by the store's clock cover it: one fenced update
+		// returns their units and sells (locked_holds.go).
+		return l.sellExpired(ctx, gctx, lease, it, req, fence)
 	}
 
 	// Step 3: modify and write.

@@ -55,6 +55,7 @@ type RedisStock struct {
 	flush     time.Duration
 	grace     time.Duration
 	afterTake func(inventory.Order)
+	obs       RedisStockObserver
 	logger    *slog.Logger
 
 	mu     sync.Mutex            // guards groups and their queues
@@ -88,6 +89,8 @@ type RedisStockOptions struct {
 	// before anything reaches MongoDB: a hook for tests that stop a
 	// replica between the two.
 	AfterTake func(inventory.Order)
+	// Observer, when set, is told of every reload (for metrics).
+	Observer RedisStockObserver
 }
 
 // DefaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
@@ -159,9 +162,12 @@ func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultRedisStockGrace
 	}
+	if opts.Observer == nil {
+		opts.Observer = nopRedisStockObserver{}
+	}
 	return &RedisStock{
 		store: store, rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis, wait: opts.Wait,
-		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, logger: store.logger, groups: map[string]*saleGroup{},
+		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, obs: opts.Observer, logger: store.logger, groups: map[string]*saleGroup{},
 	}, nil
 }
 
@@ -216,7 +222,11 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 		status, stock, epoch := res[0], res[1], res[2]
 		switch status {
 		case takeNotLoaded, takeTwice:
-			if err := r.load(ctx, req.SKU, epoch); err != nil {
+			reason := ReloadRedisLost
+			if status == takeTwice {
+				reason = ReloadRefused
+			}
+			if err := r.load(ctx, req.SKU, epoch, reason); err != nil {
 				return inventory.Sale{}, err
 			}
 			continue
@@ -274,7 +284,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		case it.Stock < qty:
 			return false, nil
 		case it.Epoch != epoch || it.Stock-inflight >= qty:
-			return true, r.load(ctx, sku, epoch)
+			return true, r.load(ctx, sku, epoch, ReloadItemAhead)
 		}
 		if err := pause(ctx, wait); err != nil {
 			return false, err
@@ -290,7 +300,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 			return true, nil
 		}
 		if st.OldestSale >= r.grace {
-			return true, r.load(ctx, sku, epoch)
+			return true, r.load(ctx, sku, epoch, ReloadDeadTake)
 		}
 		inflight = st.Inflight
 	}
@@ -313,8 +323,9 @@ func (r *RedisStock) item(ctx context.Context, sku string) (rsItem, error) {
 // holds an epoch above behind (someone else reloaded). It bumps the
 // item's epoch and reads its stock in one update: every batch of an older
 // epoch is refused from then on, and the stock counts every batch that
-// was not.
-func (r *RedisStock) load(ctx context.Context, sku string, behind int64) error {
+// was not. reason says why, for the observer (ReloadRedisLost becomes
+// ReloadFirst when the item had never been loaded).
+func (r *RedisStock) load(ctx context.Context, sku string, behind int64, reason string) error {
 	keys := r.keys(sku)
 	loaded := func() bool {
 		cur, err := r.rdb.HGet(ctx, keys[0], "epoch").Int64()
@@ -359,6 +370,10 @@ func (r *RedisStock) load(ctx context.Context, sku string, behind int64) error {
 	if err := loadScript.Run(cctx, r.rdb, keys, it.Epoch, it.Stock).Err(); err != nil {
 		return fmt.Errorf("%w: load %q into Redis: %w", inventory.ErrStoreUnavailable, sku, err)
 	}
+	if reason == ReloadRedisLost && it.Epoch == 1 {
+		reason = ReloadFirst
+	}
+	r.obs.RedisStockReloaded(sku, reason)
 	r.logger.DebugContext(ctx, "redis-stock: loaded", slog.String("sku", sku), slog.Int64("epoch", it.Epoch), slog.Int64("stock", it.Stock))
 	return nil
 }
@@ -522,7 +537,7 @@ func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch
 	}
 	// Another epoch, or less stock than Redis held: Redis is behind the
 	// item. Reload it once for the batch, and take every sale again.
-	if err := r.load(ctx, sku, epoch); err != nil {
+	if err := r.load(ctx, sku, epoch, ReloadRefused); err != nil {
 		r.settle(keep, func(p *pendingSale) { p.err = err })
 		return nil
 	}
@@ -620,7 +635,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 		if st.Epoch < 0 || st.OldestSale < r.grace {
 			continue
 		}
-		if err := r.load(ctx, id.SKU, st.Epoch); err != nil {
+		if err := r.load(ctx, id.SKU, st.Epoch, ReloadDeadTake); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/stocklock/stocklock/pkg/lock"
@@ -28,6 +29,9 @@ func TestRegistry(t *testing.T) {
 		l, locked := st.(*Locked)
 		if locked != (in.Lock != strategy.LockNone) {
 			t.Errorf("%s: lock service %q, but built a %T", in.Name, in.Lock, st)
+		}
+		if _, holds := st.(inventory.Holder); in.Holds && !holds {
+			t.Errorf("%s: the registry says it takes part in holds, but built a %T, no inventory.Holder", in.Name, st)
 		}
 		if locked && l.Fencing() != in.Fenced {
 			t.Errorf("%s: fencing %v, want %v", in.Name, l.Fencing(), in.Fenced)

@@ -84,6 +84,13 @@ type StoreOptions struct {
 type Store struct {
 	items, orders, keys *mongo.Collection
 	attempts, beats     *mongo.Collection
+	holds               *mongo.Collection // settled holds (see holdRecord)
+	// withHolds holds the skus this store has seen holds on (see
+	// ReturnExpiredHolds).
+	withHolds skuSet
+	// beforeStamp, when set, runs in ConfirmHold between its look at the
+	// store's clock and the stamp write: a test's stand-in for a pause.
+	beforeStamp func()
 	// committedItems and committedOrders read with majority read concern
 	// when writes are majority: a replay must not answer with a sale that
 	// a failover can roll back. They are items and orders otherwise.
@@ -116,6 +123,10 @@ type Store struct {
 	// heartbeats are read: a test's stand-in for a pause (GC, CPU
 	// starvation, SIGSTOP) before the reading is judged.
 	afterBeatRead func()
+	// afterItemRead, when set, runs in read between its read of an item
+	// and its reads of the item's buckets: a test's stand-in for a reader
+	// delayed there.
+	afterItemRead func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -159,6 +170,7 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		keys:            db.Collection(IdempotencyCollection, co),
 		attempts:        db.Collection(AttemptsCollection, co),
 		beats:           db.Collection(HeartbeatsCollection, co),
+		holds:           db.Collection(HoldsCollection, co),
 		replica:         opts.Replica,
 		writeTimeout:    opts.WriteTimeout,
 		keyRetention:    opts.KeyRetention,
@@ -310,7 +322,7 @@ func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, e
 	if err := inventory.CheckSKU(sku); err != nil {
 		return inventory.Item{}, err
 	}
-	v, err := s.read(ctx, s.committedItems, sku, 0)
+	v, err := s.read(ctx, s.committedItems, sku)
 	if err != nil {
 		return inventory.Item{}, err
 	}

@@ -37,8 +37,7 @@ func BenchmarkContended8(b *testing.B) {
 
 func benchLocker(b *testing.B) *lock.Locker {
 	b.Helper()
-	s := newStore(b)
-	coll := locks(b, s.URI, dbName(b))
+	coll := locks(b, mongoURI(), dbName(b))
 	locker, err := mongolock.NewLocker(coll)
 	if err != nil {
 		b.Fatal(err)

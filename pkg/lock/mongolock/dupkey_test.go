@@ -11,7 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
@@ -20,8 +19,7 @@ import (
 // duplicate-key error: TryAcquire must answer ErrNotAcquired, and nothing
 // else, both for a key whose document exists and for a brand-new key.
 func TestDuplicateKeyIsNotAcquired(t *testing.T) {
-	m := devstoretest.Mongo(t)
-	c, err := mongo.Connect(options.Client().ApplyURI(m.URI))
+	c, err := mongo.Connect(options.Client().ApplyURI(sharedMongoURI))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,8 @@
 package mongolock_test
 
-import (
-	"testing"
+import "github.com/stocklock/stocklock/pkg/lock/mongolock"
 
-	"github.com/stocklock/stocklock/internal/devstore"
-	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
-)
-
-// newStore returns the server under test: MONGO_URI if set, else an
-// embedded FerretDB behind the per-document gate (see internal/devstore).
-func newStore(tb testing.TB) *devstore.Mongo {
-	tb.Helper()
-	m := devstoretest.Mongo(tb)
-	tb.Logf("MongoDB: %s at %s", m.Kind, m.URI)
-	return m
-}
+// mongoURI is the server under test, shared by the package's tests (see
+// TestMain): MONGO_URI if set, else an embedded FerretDB behind the
+// per-document gate (see internal/devstore).
+func mongoURI() string { return mongolock.SharedMongoURI() }

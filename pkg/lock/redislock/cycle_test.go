@@ -312,9 +312,21 @@ func TestReleaseChecksLeaseWithWaiterQueued(t *testing.T) {
 // nobody granted the key since, learns that from Release (ErrNotHeld), and
 // the key, free anyway, goes to the waiter queued for it.
 func TestExpiredLeaseReleaseHandsOn(t *testing.T) {
-	q := newQueuedBehind(t, devstoretest.Redis(t), "expired", lock.MinTTL, time.Minute)
+	// Held for 10s while the waiter queues, then cut to the shortest
+	// lease: held from the start for MinTTL, the lease could run out
+	// before the waiter's first attempt on a loaded machine, and the
+	// waiter took the free key instead of queueing.
+	q := newQueuedBehind(t, devstoretest.Redis(t), "expired", 10*time.Second, time.Minute)
 	ctx, holder, token, w := q.ctx, q.holder, q.token, q.w
-	time.Sleep(2 * lock.MinTTL)
+	if err := holder.Refresh(ctx, "expired", "holder", token, lock.MinTTL); err != nil {
+		t.Fatal(err)
+	}
+	for n, err := q.c.Exists(ctx, redislock.KeyName(q.prefix, "expired")).Result(); n != 0 || err != nil; n, err = q.c.Exists(ctx, redislock.KeyName(q.prefix, "expired")).Result() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(lock.MinTTL / 5)
+	}
 
 	if err := holder.Release(ctx, "expired", "holder", token); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Release of an expired lease = %v, want ErrNotHeld", err)

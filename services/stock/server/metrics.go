@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/pkg/lock"
 )
 
@@ -36,6 +37,9 @@ type metrics struct {
 	replays      *prometheus.CounterVec
 	recovered    prometheus.Counter
 	saleSteps    *saleSteps
+
+	redisStockReloads *prometheus.CounterVec
+	redisStockHot     *hotSKUs // nil unless redis-stock is offered (watchRedisStock)
 }
 
 func newMetrics() *metrics {
@@ -100,9 +104,13 @@ func newMetrics() *metrics {
 			Name: "stock_recovered_orders_total",
 			Help: "Pending orders this replica recorded for sales whose replica had not (it died between the stock write and the ledger write, or its ledger write failed).",
 		}),
+		redisStockReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_redis_stock_reloads_total",
+			Help: "Loads of a sku's stock into Redis for a new epoch by redis-stock on this replica, by reason: first_load, redis_lost (Redis had lost the copy: a restart without persistence, a failover), refused (the item refused a batch: a PUT down, another writer), item_ahead (a PUT up or a restock), dead_take (a sale taken in Redis and never written within the recovery grace: its replica died; the reconciliation).",
+		}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
-		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded,
+		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.redisStockReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.saleSteps = newSaleSteps(m.registry)
 	// Show every strategy's series from the start, at zero, so that a
@@ -110,6 +118,9 @@ func newMetrics() *metrics {
 	for _, name := range strategy.Names() {
 		m.ledgerFailed.WithLabelValues(name)
 		m.replays.WithLabelValues(name)
+	}
+	for _, reason := range mongostore.RedisStockReloadReasons {
+		m.redisStockReloads.WithLabelValues(reason)
 	}
 	for _, in := range strategy.All() {
 		if !in.Locks() {

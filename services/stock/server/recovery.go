@@ -37,6 +37,7 @@ func (s *Server) startRecovery(ctx context.Context) {
 		defer t.Stop()
 		for {
 			s.recoverPending(ctx)
+			s.recoverHolds(ctx)
 			askSettle()
 			select {
 			case <-ctx.Done():

@@ -42,6 +42,7 @@ func TestRedlockReplicas(t *testing.T) {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * concurrency}}
 	t.Cleanup(client.CloseIdleConnections)
 
+	requests, _ := load()
 	out, stock, orders := race(t, client, reps, strategy.Redlock, requests)
 	checkBooks(t, out, initialStock, stock, orders)
 	if out.sold == 0 {

@@ -175,7 +175,7 @@ func put(t *testing.T, client *http.Client, rep replica, sku string, stock int64
 // strategy at a time: run together, they queue behind each other's writes.)
 const (
 	initialStock = 50
-	requests     = 400
+	fullRequests = 400
 	concurrency  = 16
 
 	// brokenRequests is what the broken strategies get: twice the stock
@@ -191,10 +191,21 @@ func registryNames(safe bool) []string {
 
 // The mixed-writer runs: every safe strategy on one sku, repeated.
 const (
-	mixedRuns     = 5
+	fullMixedRuns = 5
 	mixedStock    = 20
 	mixedRequests = 120
 )
+
+// load is each strategy's requests and the number of mixed runs: the
+// full tier's, or in the quick tier (-short) twice the stock, so that 16
+// at once still race for the last units, and two mixed runs. The server
+// package is the quick tier's longest, and these runs most of it.
+func load() (requests, mixedRuns int) {
+	if testing.Short() {
+		return 2 * initialStock, 2
+	}
+	return fullRequests, fullMixedRuns
+}
 
 // checkBooks asserts that the answers of a correct strategy (or a mix of
 // them) and the item and its ledger agree: nothing sold twice, nothing
@@ -269,6 +280,7 @@ func TestTwoReplicas(t *testing.T) {
 		etcd, redlocks := devstoretest.Etcd(t), miniRedlock(t)
 		reps := startReplicas(t, 2, func(c *server.Config) { c.EtcdEndpoints, c.RedlockAddrs = etcd.Endpoints, redlocks })
 		safe := registryNames(true)
+		requests, mixedRuns := load()
 		for _, strategy := range safe {
 			t.Run(strategy, func(t *testing.T) {
 				out, stock, orders := race(t, client, reps, strategy, requests)

@@ -54,6 +54,9 @@ type Server struct {
 
 	store      *mongostore.Store
 	strategies map[string]inventory.Strategy
+	// holders are the strategies that take part in holds (the registry's
+	// Holds), as built, before SplitAware wraps them.
+	holders    map[string]inventory.Holder
 	locked     []*mongostore.Locked
 	redisStock *mongostore.RedisStock // nil unless built
 
@@ -218,9 +221,11 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Wait: cfg.RedisStockWait, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
+			Observer: s.metrics,
 		},
 	}
 	s.strategies = map[string]inventory.Strategy{}
+	s.holders = map[string]inventory.Holder{}
 	for _, in := range strategy.All() {
 		if (!in.Safe && !cfg.Demo) || (in.Locks() && lockers[in.Lock] == nil) {
 			continue
@@ -234,6 +239,10 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		}
 		if rs, ok := st.(*mongostore.RedisStock); ok {
 			s.redisStock = rs
+			s.metrics.watchRedisStock(rs, s.store, s.logger)
+		}
+		if h, ok := st.(inventory.Holder); ok && in.Holds {
+			s.holders[in.Name] = h
 		}
 		if st, err = mongostore.SplitAware(st, s.store, cfg.Buckets); err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)

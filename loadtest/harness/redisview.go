@@ -1,0 +1,171 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
+)
+
+// WithRedisStockView makes the harness sample, while redis-stock sells,
+// what Redis and the MongoDB item hold for each sku and the replicas'
+// reloads of Redis, from the replicas' metrics (about four times a
+// second), as EventRedisStock and EventReload events: the live page's
+// view of redis-stock. The command line does without: the scrapes cost
+// the replicas a Redis and a MongoDB read per sku each.
+func WithRedisStockView() Option { return func(h *Harness) { h.redisView = true } }
+
+// The replicas' metrics the view reads (services/stock/server).
+const (
+	metricRSUnits     = "stock_redis_stock_units"
+	metricRSUnwritten = "stock_redis_stock_unwritten_units"
+	metricRSAge       = "stock_redis_stock_unwritten_age_seconds"
+	metricRSItem      = "stock_redis_stock_item_units"
+	metricRSEpoch     = "stock_redis_stock_epoch"
+	metricRSReloads   = "stock_redis_stock_reloads_total"
+)
+
+// rsScrape is what one scrape of one replica said: its samples by sku (of
+// the skus asked for) and its reload counters by reason.
+type rsScrape struct {
+	skus    map[string]RedisStockSample
+	reloads map[string]float64
+}
+
+// parseRedisStock reads the redis-stock metrics of skus from a Prometheus
+// text exposition; nil when it cannot be parsed.
+func parseRedisStock(text []byte, skus []string) *rsScrape {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil && len(fams) == 0 {
+		return nil
+	}
+	out := &rsScrape{skus: map[string]RedisStockSample{}, reloads: map[string]float64{}}
+	label := func(m *dto.Metric, name string) string {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == name {
+				return lp.GetValue()
+			}
+		}
+		return ""
+	}
+	for _, m := range fams[metricRSReloads].GetMetric() {
+		out.reloads[label(m, "reason")] = m.GetCounter().GetValue()
+	}
+	// A sku is sampled only with its copy's gauges; the item's is added
+	// when the replica could read it.
+	for _, m := range fams[metricRSUnits].GetMetric() {
+		if sku := label(m, "sku"); slices.Contains(skus, sku) {
+			out.skus[sku] = RedisStockSample{Stock: int64(m.GetGauge().GetValue())}
+		}
+	}
+	set := func(name string, f func(*RedisStockSample, float64)) {
+		for _, m := range fams[name].GetMetric() {
+			sku := label(m, "sku")
+			if s, ok := out.skus[sku]; ok {
+				f(&s, m.GetGauge().GetValue())
+				out.skus[sku] = s
+			}
+		}
+	}
+	set(metricRSUnwritten, func(s *RedisStockSample, v float64) { s.Unwritten = int64(v) })
+	set(metricRSAge, func(s *RedisStockSample, v float64) { s.AgeMs = v * 1000 })
+	set(metricRSEpoch, func(s *RedisStockSample, v float64) { s.Epoch = int64(v) })
+	set(metricRSItem, func(s *RedisStockSample, v float64) { n := int64(v); s.Item = &n })
+	return out
+}
+
+// watchRedisStock samples redis-stock's copies of skus and the replicas'
+// reloads for the run of name (writers are the strategies that sell in it)
+// until the returned function is called, which takes a last sample; it
+// does nothing without WithRedisStockView or when redis-stock does not
+// sell in the run. Call it before the attack starts: its first scrape is
+// the baseline of the reload counters.
+func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, skus []string) func() {
+	if !h.redisView || !slices.Contains(writers, strategy.RedisStock) {
+		return func() {}
+	}
+	run := h.runNo
+	prev := map[string]map[string]float64{} // reload counters by replica id, then reason
+	prevAt := map[string]time.Time{}        // when they were read
+	sample := func() {
+		seen := map[string]bool{} // the skus sampled from an earlier replica: they all read the same Redis
+		for _, base := range h.replicas {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			asked := time.Now()
+			text, err := h.api.At(base).Metrics(cctx)
+			cancel()
+			if err != nil {
+				continue // a replica killed or cut off: the others tell
+			}
+			sc := parseRedisStock(text, skus)
+			if sc == nil {
+				continue
+			}
+			id := h.ids[base]
+			if p, ok := prev[id]; ok {
+				for _, reason := range sortedKeys(sc.reloads) {
+					n := sc.reloads[reason] - p[reason]
+					if n < 0 { // the replica restarted: its counters too
+						n = sc.reloads[reason]
+					}
+					if n > 0 {
+						ev := Event{Type: EventReload, Run: run, Strategy: name, Replica: id, Reason: reason, Count: int(n), Since: prevAt[id]}
+						if len(skus) == 1 {
+							ev.SKU = skus[0]
+						}
+						h.emit(ev)
+					}
+				}
+			}
+			prev[id], prevAt[id] = sc.reloads, asked
+			for _, sku := range sortedKeys(sc.skus) {
+				if seen[sku] {
+					continue
+				}
+				seen[sku] = true
+				s := sc.skus[sku]
+				h.emit(Event{Type: EventRedisStock, Run: run, Strategy: name, SKU: sku, Redis: &s})
+			}
+		}
+	}
+	sample() // the baseline
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(progressGap)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				sample()
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+		})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

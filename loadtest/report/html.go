@@ -1,0 +1,172 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
+)
+
+// HTMLFile is the report as one page that opens offline.
+const HTMLFile = "report.html"
+
+// maxHTML is the most report.html may weigh; the pictures of violations
+// that would take it past this are linked instead of embedded.
+const maxHTML = 2 << 20
+
+var checkHeader = []string{"result", "kind", "check", "scope", "observed", "bound"}
+
+// CheckRows are checks as table rows, checkHeader's cells: each failed
+// check and each threshold on a row of its own, then the checks of one
+// name, kind and bound that passed everywhere on one row, with the number
+// of scopes and the figures they saw.
+func CheckRows(checks []verdict.Check) [][]string {
+	var rows [][]string
+	type group struct {
+		scopes, seen []string
+		c            verdict.Check
+	}
+	var groups []*group
+	for _, c := range checks {
+		if !c.Pass || c.Kind == verdict.Threshold {
+			rows = append(rows, []string{c.Result(), string(c.Kind), c.Name, c.Scope, c.Observed, c.Bound})
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.c.Name == c.Name && g.c.Kind == c.Kind && g.c.Bound == c.Bound })
+		if i < 0 {
+			i = len(groups)
+			groups = append(groups, &group{c: c})
+		}
+		g := groups[i]
+		g.scopes = append(g.scopes, c.Scope)
+		if !slices.Contains(g.seen, c.Observed) {
+			g.seen = append(g.seen, c.Observed)
+		}
+	}
+	for _, g := range groups {
+		scope, seen := strings.Join(g.scopes, ", "), strings.Join(g.seen, ", ")
+		if len(g.scopes) > 3 {
+			scope = fmt.Sprintf("all %d", len(g.scopes))
+		}
+		if len(g.seen) > 3 {
+			seen = fmt.Sprintf("%d different figures", len(g.seen))
+		}
+		rows = append(rows, []string{"pass", string(g.c.Kind), g.c.Name, scope, seen, g.c.Bound})
+	}
+	return rows
+}
+
+// writeCheckMarkdown writes the check table.
+func writeCheckMarkdown(b *strings.Builder, checks []verdict.Check) {
+	if len(checks) == 0 {
+		return
+	}
+	b.WriteString("\n## Checks\n\nEvery decision on the run: a failed *safety* check fails it (exit status 1), a breached *threshold* too (exit status 3); a *demonstration* is an unsafe strategy's race shown, a *limit* a capacity step past its limits. Checks that passed everywhere share a row.\n\n")
+	writeMarkdownTable(b, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
+}
+
+// WriteHTML writes the report as one page with everything inline: the
+// verdict, the table, the charts, the check table, the fault timeline and
+// the pictures of the histories that are not linearizable, read from
+// rep.OutDir (each embedded while the page stays under 2 MB, else
+// linked). It references nothing outside itself but those links to files
+// beside it.
+func WriteHTML(w io.Writer, rep Report) error {
+	var b strings.Builder
+	word, sentence := rep.Headline()
+	fmt.Fprintf(&b, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>stocklock load test, %s</title><style>
+body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px}pre{font-size:12px;overflow-x:auto}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.pass{color:#2e7d32}.demonstrated{color:#e65100}.FAIL,.breached,.FAIL td,.breached td{color:#c62828;font-weight:bold}
+iframe{width:100%%;height:480px;border:1px solid #ccc}</style></head><body>
+<h1>stocklock load test, %[1]s</h1><p class="%s"><b>%s</b>: %s.</p><ul>`, esc(rep.Started.Format("2006-01-02 15:04:05 MST")), map[bool]string{true: "pass", false: "FAIL"}[word == "PASS"], esc(word), esc(sentence))
+	for _, f := range rep.facts() {
+		fmt.Fprintf(&b, "<li>%s</li>", esc(f))
+	}
+	var table bytes.Buffer
+	_ = WriteText(&table, rep)
+	fmt.Fprintf(&b, "</ul><h2>Results</h2><pre>%s</pre>", esc(table.String()))
+	for _, c := range rep.charts() {
+		var svg bytes.Buffer
+		if err := c.write(&svg, rep); err == nil {
+			// Inline SVG needs no namespace: the page names no URL at all.
+			fmt.Fprintf(&b, "<figure>%s</figure>", strings.Replace(svg.String(), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
+		}
+	}
+	b.WriteString("<h2>Checks</h2><table><tr><th>" + strings.Join(checkHeader, "</th><th>") + "</th></tr>")
+	for _, r := range CheckRows(rep.Checks()) {
+		for i := range r {
+			r[i] = esc(r[i])
+		}
+		fmt.Fprintf(&b, `<tr class="%s"><td>%s</td></tr>`, r[0], strings.Join(r, "</td><td>"))
+	}
+	b.WriteString("</table>")
+	writeTimeline(&b, rep)
+	var pics strings.Builder
+	for _, r := range rep.Runs {
+		for _, v := range r.Violations {
+			page, err := os.ReadFile(filepath.Join(rep.OutDir, v))
+			srcdoc := esc(string(page))
+			fmt.Fprintf(&pics, "<h3>%s: %s</h3>", esc(r.Scope()), esc(v))
+			if err != nil || b.Len()+pics.Len()+len(srcdoc) > maxHTML-64<<10 {
+				fmt.Fprintf(&pics, `<p>Too large to embed: <a href="%s">%[1]s</a>, beside this page.</p>`, esc(v))
+				continue
+			}
+			fmt.Fprintf(&pics, `<iframe title="%s" srcdoc="%s"></iframe>`, esc(v), srcdoc)
+		}
+	}
+	if pics.Len() > 0 {
+		b.WriteString("<h2>Histories that are not linearizable</h2>" + pics.String())
+	}
+	b.WriteString("</body></html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTimeline draws when each fault struck in its run and how long
+// sales took to resume, and lists what the keyed drill did.
+func writeTimeline(b *strings.Builder, rep Report) {
+	var runs []Run
+	end := 1.0
+	for _, r := range rep.Runs {
+		if r.FaultAt != nil {
+			runs = append(runs, r)
+			end = max(end, r.AttackSeconds)
+		}
+	}
+	if len(runs) == 0 && len(rep.Keyed) == 0 {
+		return
+	}
+	b.WriteString("<h2>Fault timeline</h2>")
+	const labelW, barW, rowH = 330, 600, 18
+	x := func(s float64) float64 { return labelW + s/end*barW }
+	if len(runs) > 0 {
+		fmt.Fprintf(b, `<p>Each run's attack (grey), the moment its fault struck (red) and, from there, a bar as long as the longest gap in sales after it (orange).</p><svg width="%d" height="%d" font-size="11">`, labelW+barW+160, rowH*len(runs)+20)
+		for i, r := range runs {
+			y := i * rowH
+			fmt.Fprintf(b, `<text x="0" y="%d">%s</text><rect x="%d" y="%d" width="%.1f" height="10" fill="#ddd"/>`, y+11, esc(clip(r.Scope(), 52)), labelW, y+2, x(r.AttackSeconds)-labelW)
+			rec := "sales did not resume"
+			if r.RecoverySeconds != nil {
+				rec = fmt.Sprintf("%.2fs", *r.RecoverySeconds)
+				fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.1f" height="10" fill="#ef6c00"/>`, x(*r.FaultAt), y+2, x(*r.FaultAt+*r.RecoverySeconds)-x(*r.FaultAt))
+			}
+			fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="2" height="14" fill="#c62828"/><text x="%d" y="%d">%s</text>`, x(*r.FaultAt), y, labelW+barW+6, y+11, rec)
+		}
+		fmt.Fprintf(b, `<text x="%d" y="%d">0s</text><text x="%d" y="%d">%.0fs</text></svg><ul>`, labelW, rowH*len(runs)+14, labelW+barW-20, rowH*len(runs)+14, end)
+		for _, r := range runs {
+			fmt.Fprintf(b, "<li>%s, %.2fs in: %s</li>", esc(r.Scope()), *r.FaultAt, esc(r.FaultNote))
+		}
+		b.WriteString("</ul>")
+	}
+	for _, k := range rep.Keyed {
+		fmt.Fprintf(b, "<h3>Keyed run %d</h3><ul>", k.Repeat)
+		for _, f := range k.Faults {
+			fmt.Fprintf(b, "<li>%s</li>", esc(f))
+		}
+		b.WriteString("</ul>")
+	}
+}

@@ -1,0 +1,770 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// HoldsCollection keeps the settled holds (see holdRecord).
+const HoldsCollection = "holds"
+
+// Holds (docs/holds.md).
+//
+// A hold takes units out of the item's stock into its held count, and
+// records itself in the item, in one conditional update:
+//
+//	filter: {_id: sku, stock: {$gte: qty}, holds.<id>: {$exists: false}, <not aborted>}
+//	update: {$inc: {stock: -qty, held: qty, version: 1}, $set: {holds.<id>: {qty, expires, state: "held", ...}}}
+//
+// Since held units are not in stock, no sale of any strategy can take
+// them: every strategy's condition is on stock. stock + held + the units
+// of the sku's orders is the same at every read.
+//
+// # The clock rule
+//
+// A hold's created and expires are on the store's clock: created is an
+// upper estimate of it (storeTime), expires is created plus the time to
+// live, so the buyer gets at least the time to live by the store's clock.
+// Two decisions compare that clock with expires, and each takes the bound
+// that is safe for it:
+//
+//   - A confirm is decided by the store's own clock at the moment its
+//     first write applies: the write sets a field of the item with
+//     $currentDate and reads it back, and the confirm stands only if that
+//     time is before expires. No replica clock, no estimate, no window
+//     between a check and a write: a confirm paused for an hour, from a
+//     replica whose clock is off by a day, reads the time it landed, and
+//     is late.
+//   - A sale takes a hold's units only when a lower estimate of the
+//     store's clock is at or past expires: the store's clock has then
+//     certainly passed it, so no confirm's first write can land in time
+//     any more. It does so in the conditional update that sells, which
+//     requires the hold still held and untouched by a confirm since the
+//     sale read it, so a confirm and the sale are decided by one
+//     document: whichever lands first wins, and a confirm that lands
+//     second finds the hold expired.
+//
+// A hold whose expiry lies between the two estimates is neither sold nor
+// confirmable by a decision that could be wrong: the sale waits (at most
+// the estimate's width, a round trip), the confirm lands and is judged by
+// the store's clock. Nothing sweeps holds for correctness: RecoverHolds
+// only records settled holds in the holds collection and returns expired
+// units early, and its expiry decision is the sale's.
+//
+// # A confirm in two writes
+//
+// FerretDB v1 sets $currentDate on top-level fields only, so a confirm
+// takes two writes (see ConfirmHold). The first sets confirm_clock and
+// marks the hold with the confirm's nonce; it sells nothing. In time, the
+// second, conditional on the hold still held with that nonce, moves its
+// units out of held and records its order as pending in one update; then
+// the order goes to the ledger like every sale's. A sale that returns an
+// expired hold's units in between makes the second write match nothing:
+// the confirm is refused, having sold nothing. Only the first write's
+// time decides whether a confirm may stand, and only one document decides
+// whether it does.
+
+// holdPath is the item field of hold id, or of one of its fields.
+func holdPath(id string, field ...string) string {
+	p := "holds." + id
+	for _, f := range field {
+		p += "." + f
+	}
+	return p
+}
+
+// holdRecord is a settled hold in the holds collection:
+//
+//	{_id: hold id, sku, qty, strategy, replica, created, expires, state, confirmed_at, key, fence}
+//
+// A hold is recorded there before its entry leaves the item, so a hold
+// that existed is found in one place or the other, read in that order.
+type holdRecord struct {
+	ID             string `bson:"_id"`
+	inventory.Hold `bson:",inline"`
+}
+
+// take is one conditional update that takes qty units of sku's stock: for
+// a sale (set holds its pending order) or a hold (set holds the hold, and
+// held its qty).
+type take struct {
+	sku  string
+	qty  int64
+	held int64
+	set  bson.D
+	cond bson.D
+	// read, when set, is the item as the caller read it (under its
+	// lock): the take is one write, conditional on what cond says about
+	// that read, returning the holds expired in it if the stock is short.
+	read *inventory.Item
+	// miss explains a write that matched nothing, from the item read
+	// after it: a non-nil error ends the take with it.
+	miss func(cur inventory.Item) error
+}
+
+// takeAttempts bounds the writes of one take whose item keeps changing.
+const takeAttempts = 4
+
+// takeStock runs t: first the plain update (stock >= qty), then, if the
+// stock is short and holds of the item have expired by the store's clock,
+// the same update returning their units in the same write (see
+// expiredHolds). It returns the item after the write.
+func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	cur := t.read
+	for attempt := 0; attempt < takeAttempts; attempt++ {
+		filter := bson.D{{Key: "_id", Value: t.sku}}
+		filter = append(filter, t.cond...)
+		set := slices.Clone(t.set)
+		need, back := t.qty, int64(0) // back: the units of expired holds returned
+		if cur != nil {
+			lower, err := s.storeTime(ctx, false)
+			if err != nil {
+				return inventory.Item{}, unreachable("read the store's clock to take", t.sku, err)
+			}
+			ids, units := expiredHolds(*cur, lower)
+			if cur.Stock+units < t.qty {
+				return inventory.Item{}, soldOut(t.sku, cur.Stock+units, t.qty)
+			}
+			filter = append(filter, holdConds(*cur, ids)...)
+			need, back = t.qty-units, units
+			for _, id := range ids {
+				set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
+			}
+		}
+		inc := bson.D{{Key: "stock", Value: back - t.qty}, {Key: "version", Value: int64(1)}}
+		if t.held-back != 0 {
+			inc = append(inc, bson.E{Key: "held", Value: t.held - back})
+		}
+		if need > 0 {
+			filter = append(filter, bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: need}}})
+		}
+		var it inventory.Item
+		err := s.items.FindOneAndUpdate(cctx, filter,
+			bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}},
+			options.FindOneAndUpdate().SetReturnDocument(options.After),
+		).Decode(&it)
+		if err == nil {
+			// The holds returned stay in the item, as expired, until
+			// RecoverHolds records them: the sale does not wait for it.
+			return it, nil
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return inventory.Item{}, unknownOutcome("take", t.sku, err)
+		}
+		read, err := s.Get(ctx, t.sku)
+		if err != nil {
+			return inventory.Item{}, err
+		}
+		if t.miss != nil {
+			if err := t.miss(read); err != nil {
+				return inventory.Item{}, err
+			}
+		}
+		cur = &read
+	}
+	return inventory.Item{}, fmt.Errorf("%w: take %d of %q: the item kept changing", inventory.ErrConflict, t.qty, t.sku)
+}
+
+// expiredHolds returns the holds of it stored as held that are expired
+// at lower, a lower estimate of the store's clock (see Hold.Settled):
+// their expiry has passed on the store's clock, or a confirm reached them
+// late. It returns their units too.
+func expiredHolds(it inventory.Item, lower time.Time) (ids []string, units int64) {
+	for id, h := range it.Holds {
+		if h.State == inventory.HoldHeld && h.Settled(lower) == inventory.HoldExpired {
+			ids = append(ids, id)
+			units += h.Qty
+		}
+	}
+	slices.Sort(ids)
+	return ids, units
+}
+
+// holdConds are the conditions of a write that returns the units of holds
+// ids as it read them: each still held, its expiry unchanged, and no
+// confirm's first write landed on it since the read (confirming as read).
+// With them, a confirm and the return are decided by one document.
+func holdConds(it inventory.Item, ids []string) bson.D {
+	var d bson.D
+	for _, id := range ids {
+		h := it.Holds[id]
+		d = append(d,
+			bson.E{Key: holdPath(id, "state"), Value: inventory.HoldHeld},
+			bson.E{Key: holdPath(id, "expires"), Value: h.Expires})
+		if h.Confirming == "" {
+			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
+		} else {
+			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: h.Confirming})
+		}
+	}
+	return d
+}
+
+// expiredUnits is what expiredHolds counts in it now, by the store's clock;
+// 0 when the clock cannot be read (a sale then finds the stock short).
+func (s *Store) expiredUnits(ctx context.Context, it inventory.Item) int64 {
+	if len(it.Holds) == 0 {
+		return 0
+	}
+	lower, err := s.storeTime(ctx, false)
+	if err != nil {
+		return 0
+	}
+	_, units := expiredHolds(it, lower)
+	return units
+}
+
+// sellExpired is the sold-out path of a sale that takes no lock: the item
+// cur, read after the plain update matched nothing, has holds that expired
+// by the store's clock, so the sale of o runs again as one update that
+// returns them and sells.
+func (s *Store) sellExpired(ctx context.Context, cur inventory.Item, o inventory.Order) (inventory.Item, bool, error) {
+	if s.expiredUnits(ctx, cur) == 0 {
+		return inventory.Item{}, false, nil
+	}
+	it, err := s.takeStock(ctx, take{
+		sku: o.SKU, qty: o.Qty, set: bson.D{{Key: pendingPath(o.ID), Value: o}},
+		cond: bson.D{notAborted(o)}, read: &cur,
+		miss: func(cur inventory.Item) error {
+			if gaveUp(cur, o) {
+				return abandoned("sale", o)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return inventory.Item{}, false, err
+	}
+	return it, true, nil
+}
+
+// newHold returns the hold req asks for, stamped by the store's clock.
+func (s *Store) newHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64) (inventory.Hold, error) {
+	created, err := s.storeTime(ctx, true)
+	if err != nil {
+		return inventory.Hold{}, unreachable("read the store's clock to hold", req.SKU, err)
+	}
+	id := req.ID
+	if id == "" {
+		id = newOrderID()
+	}
+	return inventory.Hold{
+		ID: id, SKU: req.SKU, Qty: req.Qty, Strategy: strategy, Replica: s.replica,
+		Created: created, Expires: created.Add(req.TTL), State: inventory.HoldHeld, Key: req.Key, Fence: fence,
+	}, nil
+}
+
+// holdTake is the take of hold h, under extra conditions cond (a lock's
+// fence and version), from read when the caller read the item.
+func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *inventory.Item, miss func(inventory.Item) error) take {
+	o := inventory.Order{ID: h.ID, SKU: h.SKU, Key: h.Key}
+	return take{
+		sku: h.SKU, qty: h.Qty, held: h.Qty,
+		set:  bson.D{{Key: holdPath(h.ID), Value: h}},
+		cond: append(bson.D{{Key: holdPath(h.ID), Value: bson.D{{Key: "$exists", Value: false}}}, notAborted(o)}, cond...),
+		read: read,
+		miss: func(cur inventory.Item) error {
+			if _, ok := cur.Holds[h.ID]; ok {
+				return errHoldExists
+			}
+			if gaveUp(cur, o) {
+				return abandoned("hold", o)
+			}
+			if miss != nil {
+				return miss(cur)
+			}
+			return nil
+		},
+	}
+}
+
+// errHoldExists is the miss of a hold whose id the item already holds: a
+// retry of a create whose first write landed.
+var errHoldExists = errors.New("mongostore: hold exists")
+
+// CreateHold takes req.Qty units of req.SKU into a new hold that expires
+// req.TTL from now by the store's clock, as the lock-free strategy does:
+// one conditional update (see Holds above). It answers ErrSoldOut when the
+// stock, with the units of expired holds, is short; ErrInvalid for a bad
+// request, before any I/O.
+func (s *Store) CreateHold(ctx context.Context, req inventory.HoldRequest, strategy string) (inventory.Hold, error) {
+	return s.createHold(ctx, req, strategy, 0, nil, nil, nil)
+}
+
+// createHold is CreateHold under extra conditions cond, from the item read
+// when the caller read it, with miss explaining a write refused by cond
+// (see take).
+func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64, cond bson.D, read *inventory.Item, miss func(inventory.Item) error) (inventory.Hold, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Hold{}, err
+	}
+	h, err := s.newHold(ctx, req, strategy, fence)
+	if err != nil {
+		return inventory.Hold{}, err
+	}
+	it, err := s.takeStock(ctx, s.holdTake(h, cond, read, miss))
+	if errors.Is(err, errHoldExists) {
+		return s.GetHold(ctx, req.SKU, h.ID)
+	}
+	if err != nil {
+		return inventory.Hold{}, err
+	}
+	s.withHolds.add(h.SKU)
+	got := it.Holds[h.ID]
+	got.ID = h.ID
+	return got, nil
+}
+
+// HoldOnce is a create of hold with an idempotency key (req.Key): the
+// first call holds, a later one with the same key and request answers
+// the same hold (replayed), whatever became of it since, and one with
+// another request ErrKeyReused. It is DecrementOnce's reservation, with
+// the hold's id as the order id: a retry finds the hold in the item, in
+// the holds collection, or, confirmed, in the ledger.
+func (s *Store) HoldOnce(ctx context.Context, h inventory.Holder, req inventory.HoldRequest, match string) (inventory.Hold, bool, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Hold{}, false, err
+	}
+	sale, replayed, err := s.DecrementOnce(ctx, holdTaker{h: h, ttl: req.TTL},
+		inventory.Request{SKU: req.SKU, Qty: req.Qty, Key: req.Key}, fmt.Sprintf("hold %s %d", match, req.TTL.Milliseconds()))
+	if err != nil {
+		return inventory.Hold{}, false, err
+	}
+	hold, err := s.GetHold(ctx, req.SKU, sale.OrderID)
+	return hold, replayed, err
+}
+
+// holdTaker makes a Holder's create a Strategy for DecrementOnce.
+type holdTaker struct {
+	h   inventory.Holder
+	ttl time.Duration
+}
+
+func (t holdTaker) Name() string { return t.h.Name() }
+
+func (t holdTaker) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	h, err := t.h.Hold(ctx, inventory.HoldRequest{SKU: req.SKU, Qty: req.Qty, TTL: t.ttl, ID: req.OrderID, Key: req.Key})
+	if err != nil {
+		return inventory.Sale{}, err
+	}
+	return inventory.Sale{OrderID: h.ID, SKU: h.SKU, Qty: h.Qty, Strategy: h.Strategy, Replica: h.Replica, At: h.Created, Key: h.Key, Remaining: -1, Attempts: 1}, nil
+}
+
+// Hold implements inventory.Holder for the lock-free strategy.
+func (a *Atomic) Hold(ctx context.Context, req inventory.HoldRequest) (inventory.Hold, error) {
+	return a.store.CreateHold(ctx, req, a.Name())
+}
+
+// holdRecorded returns the settled hold id of sku from the holds
+// collection, or ErrHoldNotFound.
+func (s *Store) holdRecorded(ctx context.Context, sku, id string) (inventory.Hold, error) {
+	var r holdRecord
+	err := s.holds.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&r)
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && r.SKU != sku) {
+		return inventory.Hold{}, fmt.Errorf("%w: hold %s of %q", inventory.ErrHoldNotFound, id, sku)
+	}
+	if err != nil {
+		return inventory.Hold{}, unreachable("read hold "+id+" of", sku, err)
+	}
+	r.Hold.ID = r.ID
+	return r.Hold, nil
+}
+
+// findHold reads hold id of sku: in the item (found true, with the item),
+// else in the holds collection, else ErrHoldNotFound (or the item's
+// ErrNotFound).
+func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *inventory.Item, error) {
+	if err := inventory.CheckSKU(sku); err != nil {
+		return inventory.Hold{}, nil, err
+	}
+	if !inventory.HoldID(id) {
+		return inventory.Hold{}, nil, fmt.Errorf("%w: hold id %q must be 1 to 64 of [A-Za-z0-9_-]", inventory.ErrInvalid, id)
+	}
+	it, err := s.Get(ctx, sku)
+	if err != nil {
+		return inventory.Hold{}, nil, err
+	}
+	if h, ok := it.Holds[id]; ok {
+		h.ID = id
+		return h, &it, nil
+	}
+	h, err := s.holdRecorded(ctx, sku, id)
+	return h, nil, err
+}
+
+// GetHold returns hold id of sku, its State settled by the store's clock
+// (see Hold.Settled): a hold stored as held whose expiry the store's clock
+// has certainly passed reads as expired, one confirmed in time as
+// confirmed.
+func (s *Store) GetHold(ctx context.Context, sku, id string) (inventory.Hold, error) {
+	h, _, err := s.findHold(ctx, sku, id)
+	if err != nil {
+		return inventory.Hold{}, err
+	}
+	if h.State == inventory.HoldHeld {
+		lower, err := s.storeTime(ctx, false)
+		if err != nil {
+			return inventory.Hold{}, unreachable("read the store's clock for hold "+id+" of", sku, err)
+		}
+		h.State = h.Settled(lower)
+	}
+	return h, nil
+}
+
+// holdErr is the error of a hold found in state st where a confirm or a
+// release wanted it held.
+func holdErr(h inventory.Hold, st string) error {
+	switch st {
+	case inventory.HoldExpired:
+		return fmt.Errorf("%w: hold %s of %q expired at %s (store clock)", inventory.ErrHoldExpired, h.ID, h.SKU, h.Expires.Format(time.RFC3339Nano))
+	case inventory.HoldReleased:
+		return fmt.Errorf("%w: hold %s of %q", inventory.ErrHoldReleased, h.ID, h.SKU)
+	}
+	return fmt.Errorf("%w: hold %s of %q", inventory.ErrHoldConfirmed, h.ID, h.SKU)
+}
+
+// confirmAttempts bounds the reads and writes of one confirm whose hold
+// keeps changing under it.
+const confirmAttempts = 4
+
+// confirmClock is the item field a confirm's first write sets to the
+// store's clock ($currentDate): FerretDB v1 sets it only on a top-level
+// field, so the write reads it back and the second write copies it into
+// the hold.
+const confirmClock = "confirm_clock"
+
+// ConfirmHold sells the units of hold id of sku: one order in the ledger,
+// whose id is the hold's. It is idempotent: a confirm of a hold already
+// confirmed answers its order, with replayed true. A hold whose expiry
+// the store's clock passed before the confirm's first write reached it, or
+// whose units went back to the stock before its second, is refused with
+// ErrHoldExpired (one released, ErrHoldReleased), and nothing is sold.
+// key, when not empty, is recorded in the order.
+//
+// The two writes: the first, conditional on the hold held and untouched
+// since the read, stamps the store's clock and marks the hold with this
+// confirm's nonce; the stamp decides. In time, the second, conditional on
+// the hold still held with that nonce, moves its units out of held and
+// records the order as pending, in one update. A sale may take the units
+// of an expired hold between the two (only once the store's clock has
+// passed the expiry), and then the second write matches nothing.
+func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inventory.Sale, replayed bool, err error) {
+	if key != "" && !inventory.ValidKey(key) {
+		return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key must be 1 to %d printable ASCII characters", inventory.ErrInvalid, inventory.MaxKeyLen)
+	}
+	for attempt := 0; attempt < confirmAttempts; attempt++ {
+		h, it, err := s.findHold(ctx, sku, id)
+		if err != nil {
+			return inventory.Sale{}, false, err
+		}
+		if it == nil {
+			// Settled and recorded.
+			if h.State != inventory.HoldConfirmed {
+				return inventory.Sale{}, false, holdErr(h, h.State)
+			}
+			o, err := s.order(ctx, sku, id)
+			if err != nil {
+				return inventory.Sale{}, false, err
+			}
+			return o.Sale(), true, nil
+		}
+		switch h.State {
+		case inventory.HoldConfirmed:
+			sale, err := s.finishConfirm(ctx, h)
+			return sale, true, err
+		case inventory.HoldReleased, inventory.HoldExpired:
+			return inventory.Sale{}, false, holdErr(h, h.State)
+		}
+		lower, err := s.storeTime(ctx, false)
+		if err != nil {
+			return inventory.Sale{}, false, unreachable("read the store's clock to confirm hold "+id+" of", sku, err)
+		}
+		if h.Settled(lower) == inventory.HoldExpired {
+			// Certainly past its expiry on the store's clock: no write
+			// could confirm it.
+			s.returnExpired(ctx, *it)
+			return inventory.Sale{}, false, holdErr(h, inventory.HoldExpired)
+		}
+		if s.beforeStamp != nil {
+			s.beforeStamp()
+		}
+		// The first write: the store's clock, as the write applies, decides.
+		nonce := newOrderID()
+		cctx, cancel := s.commitContext(ctx)
+		var stamped struct {
+			Clock time.Time                 `bson:"confirm_clock"`
+			Holds map[string]inventory.Hold `bson:"holds"`
+		}
+		err = s.items.FindOneAndUpdate(cctx,
+			confirmFilter(sku, h),
+			bson.D{
+				{Key: "$currentDate", Value: bson.D{{Key: confirmClock, Value: true}}},
+				{Key: "$set", Value: bson.D{{Key: holdPath(id, "confirming"), Value: nonce}}},
+			},
+			options.FindOneAndUpdate().SetReturnDocument(options.After),
+		).Decode(&stamped)
+		cancel()
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue // changed since the read (returned, released, another confirm): look again
+		}
+		if err != nil {
+			// The first write sells nothing, landed or not.
+			return inventory.Sale{}, false, fmt.Errorf("%w: confirm hold %s of %q: %w", inventory.ErrStoreUnavailable, id, sku, err)
+		}
+		// Both times as the document holds them at the write.
+		if !stamped.Clock.Before(stamped.Holds[id].Expires) {
+			return inventory.Sale{}, false, fmt.Errorf("%w: the confirm reached the store at %s", holdErr(h, inventory.HoldExpired), stamped.Clock.Format(time.RFC3339Nano))
+		}
+		// The second write: the units sold, the order pending.
+		at := stamped.Clock.UTC()
+		h.State, h.ConfirmedAt, h.ConfirmReplica, h.ConfirmKey, h.Confirming = inventory.HoldConfirmed, &at, s.replica, key, nonce
+		o := h.Order()
+		set := bson.D{
+			{Key: holdPath(id, "state"), Value: inventory.HoldConfirmed},
+			{Key: holdPath(id, "confirmed_at"), Value: at},
+			{Key: holdPath(id, "confirm_replica"), Value: s.replica},
+			{Key: pendingPath(id), Value: o},
+		}
+		if key != "" {
+			set = append(set, bson.E{Key: holdPath(id, "confirm_key"), Value: key})
+		}
+		cctx, cancel = s.commitContext(ctx)
+		res, err := s.items.UpdateOne(cctx,
+			bson.D{{Key: "_id", Value: sku}, {Key: holdPath(id, "state"), Value: inventory.HoldHeld}, {Key: holdPath(id, "confirming"), Value: nonce}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "held", Value: -h.Qty}}}, {Key: "$set", Value: set}})
+		cancel()
+		if err != nil {
+			return inventory.Sale{}, false, unknownOutcome("confirm hold "+id+" of", sku, err)
+		}
+		if res.MatchedCount == 0 {
+			continue // its units went back, or another confirm came between: look again
+		}
+		sale, err := s.finishConfirm(ctx, h)
+		return sale, false, err
+	}
+	return inventory.Sale{}, false, fmt.Errorf("%w: confirm hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
+}
+
+// confirmFilter is the condition of a confirm's first write on hold h as
+// read: still held, and no other confirm's first write since.
+func confirmFilter(sku string, h inventory.Hold) bson.D {
+	d := bson.D{{Key: "_id", Value: sku}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld}}
+	if h.Confirming == "" {
+		return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
+	}
+	return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: h.Confirming})
+}
+
+// finishConfirm records the order of hold h, confirmed, in the ledger, and
+// the hold in the holds collection. Any replica may do it, any number of
+// times: each step is idempotent.
+func (s *Store) finishConfirm(ctx context.Context, h inventory.Hold) (inventory.Sale, error) {
+	o := h.Order()
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	sale := o.Sale()
+	if err := s.record(cctx, o); err != nil {
+		sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, err)
+		return sale, nil
+	}
+	s.recordHold(cctx, h)
+	return sale, nil
+}
+
+// recordHold moves settled hold h from the item to the holds collection:
+// insert (or replace) its record, then remove its entry, if it is still
+// in h's state. Both steps are idempotent; a failure leaves the entry for
+// RecoverHolds.
+func (s *Store) recordHold(ctx context.Context, h inventory.Hold) {
+	_, err := s.holds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: h.ID}}, holdRecord{ID: h.ID, Hold: h}, options.Replace().SetUpsert(true))
+	if err == nil {
+		_, err = s.items.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: h.SKU}, {Key: holdPath(h.ID, "state"), Value: h.State}},
+			bson.D{{Key: "$unset", Value: bson.D{{Key: holdPath(h.ID), Value: ""}}}})
+	}
+	if err != nil {
+		s.logger.WarnContext(ctx, "could not record a settled hold; recovery will",
+			slog.String("hold_id", h.ID), slog.String("sku", h.SKU), slog.Any("error", err))
+	}
+}
+
+// ReleaseHold gives the units of hold id of sku back to the stock. A hold
+// already released, or expired, is answered as it is (its units are, or
+// can be, sold again). A hold confirmed is refused with ErrHoldConfirmed.
+func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold, error) {
+	for attempt := 0; attempt < confirmAttempts; attempt++ {
+		h, it, err := s.findHold(ctx, sku, id)
+		if err != nil {
+			return inventory.Hold{}, err
+		}
+		if it == nil || h.State != inventory.HoldHeld {
+			if h.State == inventory.HoldConfirmed {
+				return h, holdErr(h, h.State)
+			}
+			return h, nil
+		}
+		lower, err := s.storeTime(ctx, false)
+		if err != nil {
+			return inventory.Hold{}, unreachable("read the store's clock to release hold "+id+" of", sku, err)
+		}
+		state := inventory.HoldReleased
+		if h.Settled(lower) == inventory.HoldExpired {
+			state = inventory.HoldExpired
+		}
+		cctx, cancel := s.commitContext(ctx)
+		res, err := s.items.UpdateOne(cctx,
+			append(bson.D{{Key: "_id", Value: sku}}, holdConds(*it, []string{id})...),
+			bson.D{
+				{Key: "$inc", Value: bson.D{{Key: "stock", Value: h.Qty}, {Key: "held", Value: -h.Qty}, {Key: "version", Value: int64(1)}}},
+				{Key: "$set", Value: bson.D{{Key: holdPath(id, "state"), Value: state}}},
+			})
+		if err != nil {
+			cancel()
+			return inventory.Hold{}, unknownOutcome("release hold "+id+" of", sku, err)
+		}
+		if res.MatchedCount == 1 {
+			h.State = state
+			s.recordHold(cctx, h)
+			cancel()
+			return h, nil
+		}
+		cancel()
+	}
+	return inventory.Hold{}, fmt.Errorf("%w: release hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
+}
+
+// returnExpired returns the units of it's expired holds to the stock (see
+// ReturnExpiredHolds), quietly: its callers have their answer already.
+func (s *Store) returnExpired(ctx context.Context, it inventory.Item) {
+	if _, err := s.returnHolds(ctx, it); err != nil {
+		s.logger.DebugContext(ctx, "could not return expired holds; the next sale or recovery will", slog.String("sku", it.SKU), slog.Any("error", err))
+	}
+}
+
+// returnHolds returns the units of it's expired holds, as read in it, in
+// one update conditional on each of them unchanged, and records them.
+func (s *Store) returnHolds(ctx context.Context, it inventory.Item) (int64, error) {
+	lower, err := s.storeTime(ctx, false)
+	if err != nil {
+		return 0, unreachable("read the store's clock to return the expired holds of", it.SKU, err)
+	}
+	ids, units := expiredHolds(it, lower)
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	set := bson.D{}
+	for _, id := range ids {
+		set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	res, err := s.items.UpdateOne(cctx, append(bson.D{{Key: "_id", Value: it.SKU}}, holdConds(it, ids)...),
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "stock", Value: units}, {Key: "held", Value: -units}, {Key: "version", Value: int64(1)}}},
+			{Key: "$set", Value: set},
+		})
+	if err != nil {
+		return 0, unknownOutcome("return the expired holds of", it.SKU, err)
+	}
+	if res.MatchedCount == 0 {
+		return 0, nil // changed since the read: whoever changed it decided
+	}
+	for _, id := range ids {
+		h := it.Holds[id]
+		h.ID, h.State = id, inventory.HoldExpired
+		s.recordHold(cctx, h)
+	}
+	return units, nil
+}
+
+// ReturnExpiredHolds returns to sku's stock the units of its holds that
+// have expired by the store's clock, and reports how many. A sale of a
+// strategy that takes no part in holds calls it when it finds the stock
+// short, then sells again; no one needs to call it for a hold-aware sale,
+// which returns them in its own update.
+//
+// So that a sold out costs no extra read where there are no holds, it
+// looks only at a sku this store has seen holds on: one it created a
+// hold on, or found with holds in a RecoverHolds pass. A hold created by
+// another replica on a sku this one has not seen yet is returned by the
+// next RecoverHolds pass instead, at most a recovery interval later.
+func (s *Store) ReturnExpiredHolds(ctx context.Context, sku string) (int64, error) {
+	if !s.withHolds.has(sku) {
+		return 0, nil
+	}
+	it, err := s.Get(ctx, sku)
+	if err != nil {
+		return 0, err
+	}
+	return s.returnHolds(ctx, it)
+}
+
+// RecoverHolds tidies the holds of every item that has any: it finishes
+// the confirms stamped in time (their order to the ledger), returns the
+// units of expired holds, and records settled holds in the holds
+// collection. It decides nothing that a sale or a confirm would not
+// decide the same way; the holds are correct without it. It reports how
+// many holds it settled or recorded.
+func (s *Store) RecoverHolds(ctx context.Context) (int, error) {
+	ctx, cancel := s.passContext(ctx)
+	defer cancel()
+	cur, err := s.items.Find(ctx, bson.D{{Key: "holds", Value: bson.D{
+		{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}},
+	}}})
+	if err != nil {
+		return 0, fmt.Errorf("inventory: find holds: %w", err)
+	}
+	var items []inventory.Item
+	if err := cur.All(ctx, &items); err != nil {
+		return 0, fmt.Errorf("inventory: find holds: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, it := range items {
+		s.withHolds.add(it.SKU)
+		if units, err := s.returnHolds(ctx, it); err != nil {
+			errs = append(errs, err)
+		} else if units > 0 {
+			n++
+			continue // its holds changed: the next pass records them
+		}
+		for id, h := range it.Holds {
+			h.ID = id
+			switch h.State {
+			case inventory.HoldConfirmed:
+				if _, err := s.finishConfirm(ctx, h); err != nil {
+					errs = append(errs, err)
+				}
+				n++
+			case inventory.HoldReleased, inventory.HoldExpired:
+				s.recordHold(ctx, h)
+				n++
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// heldSale is the outcome of a key whose attempt created a hold: the hold
+// id as the order id (HoldOnce reads the hold by it).
+func heldSale(rec keyRecord) inventory.Sale {
+	return inventory.Sale{OrderID: rec.OrderID, SKU: rec.SKU, Remaining: -1, Attempts: 1, Key: rec.Key}
+}
+
+// has reports whether sku is in the set.
+func (s *skuSet) has(sku string) bool {
+	_, ok := s.m.Load(sku)
+	return ok
+}
