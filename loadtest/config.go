@@ -253,7 +253,7 @@ var onlyWith = []struct {
 }{
 	{[]string{"attempt-timeout", "cut-rate"}, func(c options) bool { return c.Retries > 0 }, "applies only with --retries"},
 	{[]string{"capacity-p99", "capacity-errors", "capacity-max-rate", "capacity-replicas"}, func(c options) bool { return c.Capacity }, "applies only with --capacity"},
-	{[]string{"repeat", "fault-ttl", "write-stall"}, options.Disturbs,
+	{[]string{"repeat", "fault-ttl", "write-stall", "redis-aof"}, options.Disturbs,
 		"applies only to fault drills: add --faults (for example --faults all)"},
 	{[]string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"}, func(c options) bool { return len(c.Replicas) == 0 },
 		"applies only to the replicas the harness starts itself; drop it or drop --replicas"},
@@ -422,6 +422,7 @@ func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {
 	fs.DurationVar(&c.Soak, "soak", 0, "instead of the comparison: steady mixed load of every safe strategy of --strategies for this long (at least 1m), in one-minute segments (a third of a shorter soak), each a mixed run judged as usual with a fault of the catalogue striking it (crash, store-partition, latency, pause, resets, mongo-restart, redis-restart in turn); samples each replica's memory, goroutines, open files and sockets every 5s, fails if one grows without bound, and draws them in soak.svg (see docs/faults.md#soak)")
 	fs.BoolVar(&c.KeyedDrill, "keyed-drill", false, "instead of the comparison: purchases with an Idempotency-Key each (40 per safe strategy of --strategies, or --requests), retried across the two replicas until they sell, while replica a is killed -9 and restarted and replica b is frozen past its lock TTL and heartbeat timeout; checks that each sold exactly once and reports how long purchases took to settle (see docs/every-writer.md)")
 	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
+	fs.StringVar(&c.RedisAOF, "redis-aof", d.RedisAOF, "with --faults redis-restart: the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")
 	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
 
 	fs.Var((*thresholds)(&c.Thresholds), "threshold", "a bound on a figure of every run, or of one strategy's runs, as k6 writes them: p99<300ms, sales_per_s>=150, atomic:oversold==0; repeatable, or comma-separated. A breach is a failed check: exit status 3 (see the metrics above)")

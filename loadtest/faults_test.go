@@ -21,8 +21,13 @@ func TestFaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Stock != 2000 || cfg.Repeat != 1 || cfg.FaultTTL != time.Second {
-		t.Errorf("fault defaults: stock %d, repeat %d, ttl %s", cfg.Stock, cfg.Repeat, cfg.FaultTTL)
+	if cfg.Stock != 2000 || cfg.Repeat != 1 || cfg.FaultTTL != time.Second || cfg.RedisAOF != "always" {
+		t.Errorf("fault defaults: stock %d, repeat %d, ttl %s, aof %q", cfg.Stock, cfg.Repeat, cfg.FaultTTL, cfg.RedisAOF)
+	}
+	if cfg, err := ParseConfig([]string{"--faults", "redis-restart"}, func(k string) string {
+		return map[string]string{"LOADTEST_REDIS_AOF": "everysec"}[k]
+	}, &bytes.Buffer{}); err != nil || cfg.RedisAOF != "everysec" {
+		t.Errorf("LOADTEST_REDIS_AOF=everysec: %q, %v", cfg.RedisAOF, err)
 	}
 	bad := []struct {
 		args []string
@@ -31,6 +36,8 @@ func TestFaultConfig(t *testing.T) {
 		{[]string{"--repeat", "3"}, "--repeat applies only to fault drills"},
 		{[]string{"--faults", "crash", "--repeat", "0"}, "--repeat 0"},
 		{[]string{"--faults", "crash", "--fault-ttl", "1500ms"}, "whole seconds"},
+		{[]string{"--faults", "redis-restart", "--redis-aof", "sometimes"}, `--redis-aof "sometimes": want one of always, everysec, no`},
+		{[]string{"--redis-aof", "always"}, "--redis-aof applies only to fault drills"},
 		{[]string{"--faults", "crash", "--duration", "2s"}, "needs at least 3 × --fault-ttl"},
 		{[]string{"--faults", "crash", "--replicas", "http://127.0.0.1:1"}, "--faults needs the replicas the harness starts"},
 		{[]string{"--keyed-drill", "--faults", "crash"}, "--keyed-drill runs alone"},

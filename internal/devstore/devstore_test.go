@@ -250,3 +250,53 @@ func TestFerretDBBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisAOF: after SetAOF, a crash (SIGKILL) and a start keep every
+// write; with the file off again, a crash and a start lose them.
+func TestRedisAOF(t *testing.T) {
+	t.Parallel()
+	r := devstoretest.Redis(t)
+	ctx := t.Context()
+	if err := r.SetAOF(ctx, "sometimes"); !errors.Is(err, devstore.ErrAOFPolicy) && r.Kind == devstore.KindRedisServer {
+		t.Errorf("SetAOF(sometimes): %v, want ErrAOFPolicy", err)
+	}
+	if r.Kind != devstore.KindRedisServer {
+		if err := r.SetAOF(ctx, "always"); !errors.Is(err, devstore.ErrCannotRestart) {
+			t.Errorf("SetAOF on %s: %v, want ErrCannotRestart", r.Kind, err)
+		}
+		if err := r.Crash(); !errors.Is(err, devstore.ErrCannotRestart) {
+			t.Errorf("Crash of %s: %v, want ErrCannotRestart", r.Kind, err)
+		}
+		return
+	}
+	rdb := redisClient(t, r.Addr)
+	if err := rdb.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	if err := r.SetAOF(ctx, "always"); err != nil {
+		t.Fatalf("SetAOF(always): %v", err)
+	}
+	if err := rdb.Set(ctx, "after", "2", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	crash := func() {
+		t.Helper()
+		if err := r.Crash(); err != nil {
+			t.Fatalf("Crash: %v", err)
+		}
+		if err := r.Start(ctx); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	}
+	crash()
+	if n, err := rdb.Exists(ctx, "before", "after").Result(); err != nil || n != 2 {
+		t.Errorf("EXISTS before after a crash with the append-only file = %d, %v; want 2 (both kept)", n, err)
+	}
+	if err := r.SetAOF(ctx, ""); err != nil {
+		t.Fatalf("SetAOF off: %v", err)
+	}
+	crash()
+	if n, err := rdb.Exists(ctx, "before", "after").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS before after a crash without the append-only file = %d, %v; want 0", n, err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis is a running Redis server, or a stand-in for one.
@@ -31,6 +32,9 @@ type Redis struct {
 	env      []string // added to the process's environment: the clock shim's
 	mu       sync.Mutex
 	proc     *redisProcess
+	// aof is the appendfsync policy of the append-only file that SetAOF
+	// turned on ("" when off): Start loads the file and keeps writing it.
+	aof string
 
 	// clockFile holds the server's clock offset, read by the clock shim;
 	// empty when the shim is not loaded (see StartRedisClock).
@@ -139,7 +143,11 @@ func (r *Redis) Start(ctx context.Context) error {
 		return nil
 	}
 
-	p, err := startRedisProcess(ctx, r.bin, r.Addr, r.dir, r.env)
+	var extra []string
+	if r.aof != "" {
+		extra = []string{"--appendonly", "yes", "--appendfsync", r.aof}
+	}
+	p, err := startRedisProcess(ctx, r.bin, r.Addr, r.dir, r.env, extra...)
 	if err != nil {
 		return err
 	}
@@ -180,7 +188,7 @@ func startRedisProcess(ctx context.Context, bin, addr, dir string, env []string,
 }
 
 // Stop stops the redis-server by its pid and waits for it to exit. All data
-// is lost. It is a no-op if the server is stopped, and returns
+// is lost, unless SetAOF turned the append-only file on. It is a no-op if the server is stopped, and returns
 // ErrCannotRestart for other kinds.
 func (r *Redis) Stop() error {
 	if r.Kind != KindRedisServer {
@@ -197,8 +205,79 @@ func (r *Redis) Stop() error {
 	return nil
 }
 
+// Crash kills the redis-server with SIGKILL and waits for it to exit, as a
+// crash would: nothing is flushed or saved on the way out. Start brings it
+// back, with no data, or with what its append-only file holds after
+// SetAOF. It is a no-op if the server is stopped, and returns
+// ErrCannotRestart for other kinds.
+func (r *Redis) Crash() error {
+	if r.Kind != KindRedisServer {
+		return fmt.Errorf("crash %s Redis: %w", r.Kind, ErrCannotRestart)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil {
+		r.proc.kill()
+		r.proc = nil
+	}
+	return nil
+}
+
+// ErrAOFPolicy is SetAOF's error for an appendfsync policy Redis does not
+// have.
+var ErrAOFPolicy = errors.New("devstore: appendfsync policy must be always, everysec or no")
+
+// SetAOF turns the running redis-server's append-only file on, with the
+// appendfsync policy fsync ("always", "everysec", "no"), or off (""),
+// with CONFIG SET, and makes Start load it and write on: a restart then
+// keeps every write the file holds. Turning it on waits until the file
+// holds the whole data set (its first rewrite). It returns
+// ErrCannotRestart for other kinds.
+func (r *Redis) SetAOF(ctx context.Context, fsync string) error {
+	if r.Kind != KindRedisServer {
+		return fmt.Errorf("append-only file of %s Redis: %w", r.Kind, ErrCannotRestart)
+	}
+	switch fsync {
+	case "", "always", "everysec", "no":
+	default:
+		return fmt.Errorf("%w: %q", ErrAOFPolicy, fsync)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	if fsync == "" {
+		if err := c.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+			return fmt.Errorf("devstore: turn the append-only file off: %w", err)
+		}
+		r.aof = ""
+		return nil
+	}
+	if err := c.ConfigSet(ctx, "appendfsync", fsync).Err(); err != nil {
+		return fmt.Errorf("devstore: appendfsync %s: %w", fsync, err)
+	}
+	if err := c.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		return fmt.Errorf("devstore: turn the append-only file on: %w", err)
+	}
+	r.aof = fsync
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		info, err := c.Info(wctx, "persistence").Result()
+		if err == nil && strings.Contains(info, "aof_enabled:1") && strings.Contains(info, "aof_rewrite_in_progress:0") &&
+			strings.Contains(info, "aof_rewrite_scheduled:0") && strings.Contains(info, "aof_last_bgrewrite_status:ok") {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("devstore: the append-only file's first rewrite did not finish: %w (last: %v)", wctx.Err(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // Restart stops the redis-server and starts it again on the same port, with
-// no data. Clients see their connections dropped, as in a server crash. It
+// no data (unless SetAOF turned the append-only file on). Clients see their connections dropped, as in a server crash. It
 // returns ErrCannotRestart for other kinds.
 func (r *Redis) Restart(ctx context.Context) error {
 	if err := r.Stop(); err != nil {

@@ -14,7 +14,7 @@ import (
 func TestParseFaults(t *testing.T) {
 	// all runs on one redis-server with direct links: redis-failover
 	// needs the cluster, the network faults the proxies.
-	network := []string{LockPartition, StorePartition, Latency, Resets}
+	network := []string{LockPartition, StorePartition, RedisPartition, Latency, Resets}
 	withoutFailover := slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(network, n) })
 	withFailover := slices.DeleteFunc(Names(), func(n string) bool { return slices.Contains(network, n) })
 	cases := []struct {
@@ -172,4 +172,51 @@ func TestDoubles(t *testing.T) {
 // redis-stock's acknowledgement after MongoDB.
 func weakened(flags []string) bool {
 	return slices.Contains(flags, "--fencing=false") || slices.Contains(flags, "--redis-stock-ack=redis")
+}
+
+// TestPlanRedisStock: redis-stock meets every fault that strikes its
+// Redis (restart, failover, partition, latency, resets) with its safe
+// rule; its demo rule (acknowledge after Redis) is a demonstration, and so
+// is the demo rule with the mitigation of the gap the fault opens (an
+// append-only file for a restart, WAIT 1 for a failover): the
+// write-behind's own gaps remain.
+func TestPlanRedisStock(t *testing.T) {
+	type row struct {
+		fault, label string
+		demo         bool
+		flags        string
+	}
+	var got []row
+	for _, d := range Plan(Names(), []string{strategy.RedisStock}) {
+		switch d.Fault {
+		case RedisRestart, RedisFailover, RedisPartition, Latency, Resets:
+			got = append(got, row{d.Fault, d.Label, d.Demo, strings.Join(d.Flags.All, " ")})
+		}
+		if d.Strategy != strategy.RedisStock {
+			t.Errorf("%s/%s: strategy not asked for", d.Label, d.Strategy)
+		}
+	}
+	want := []row{
+		{RedisRestart, "redis restart", false, ""},
+		{RedisRestart, "redis restart, ack after redis", true, AckAfterRedis},
+		{RedisRestart, "redis kill -9 on its AOF, ack after redis", true, AckAfterRedis},
+		{RedisFailover, "redis failover", false, ""},
+		{RedisFailover, "redis failover, replica resyncing", false, ""},
+		{RedisFailover, "redis failover, replica resyncing, ack after redis", true, AckAfterRedis},
+		{RedisFailover, "redis failover, replica resyncing, ack after redis + WAIT 1", true, AckAfterRedis + " --redis-stock-wait=200ms"},
+		{RedisPartition, "redis partition", false, ""},
+		{Latency, "store latency", false, ""},
+		{Resets, "connection resets", false, ""},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("redis-stock's Redis drills:\n got %v\nwant %v", got, want)
+	}
+	// The failover finds redis-stock's master by its stock's key, the
+	// lock strategies' by their lock's.
+	if hotKey(strategy.RedisStock, "sku-1") != RedisStockKey("sku-1") || !strings.Contains(RedisStockKey("sku-1"), "{sku-1}") {
+		t.Errorf("redis-stock's failover key %q, want its stock hash %q with the hash tag {sku-1}", hotKey(strategy.RedisStock, "sku-1"), RedisStockKey("sku-1"))
+	}
+	if hotKey(strategy.RedisLock, "sku-1") != RedisLockKey("sku-1") {
+		t.Errorf("redis-lock's failover key %q, want its lock %q", hotKey(strategy.RedisLock, "sku-1"), RedisLockKey("sku-1"))
+	}
 }

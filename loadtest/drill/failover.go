@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
 )
 
@@ -22,6 +24,22 @@ import (
 // item's lock key, decides the cluster slot of all the lock's keys.
 func RedisLockKey(sku string) string {
 	return redislock.KeyName(redislock.KeyPrefix(env.DB), strategy.LockKey(sku))
+}
+
+// RedisStockKey is the Redis key of sku's stock hash as the env's
+// replicas name it under redis-stock (under their database, env.DB). Its
+// hash tag decides the cluster slot of all the sku's keys.
+func RedisStockKey(sku string) string {
+	return mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), sku)
+}
+
+// hotKey is the key whose master a failover kills: the hot sku's stock
+// under redis-stock, its lock otherwise.
+func hotKey(name, sku string) string {
+	if name == strategy.RedisStock {
+		return RedisStockKey(sku)
+	}
+	return RedisLockKey(sku)
 }
 
 // NeedsRedisCluster reports whether faults need the replicas on a Redis
@@ -35,15 +53,41 @@ func NeedsRedisCluster(faults []string) bool { return slices.Contains(faults, Re
 // the lock, so that the promoted replica serves while the old holder
 // still works under its lease, and the next waiter's attempt lands before
 // that holder writes.
+//
+// redis-stock, whose stock lives in Redis while it sells, across the same
+// failovers of the master of its stock: with its safe rule (the batch
+// write's stock >= its sum refuses what a copy that lost takes admits);
+// acknowledging after Redis, as a demonstration of the sales a promoted
+// replica forgets; and so again with WAIT 1 after every take, the
+// mitigation of that gap, still a demonstration (see redisRestartDrills).
 func failoverDrills() []Drill {
 	stall := []string{"--write-stall=800ms"}
 	off := append(slices.Clone(stall), "--fencing=false")
+	waited := []string{AckAfterRedis, "--redis-stock-wait=" + stockWait.String()}
 	return []Drill{
 		{Label: "redis failover", Strategy: strategy.RedisLock, Flags: Flags{All: stall}, Inject: FailoverRedisMaster},
 		{Label: "redis failover, replica resyncing", Strategy: strategy.RedisLock, Flags: Flags{All: stall}, Inject: FailoverToResyncing},
 		{Label: "redis failover, replica resyncing, fencing off", Strategy: strategy.RedisLock, Demo: true, Flags: Flags{All: off}, Inject: FailoverToResyncing},
+		{Label: "redis failover", Strategy: strategy.RedisStock, Inject: FailoverRedisMaster},
+		{Label: "redis failover, replica resyncing", Strategy: strategy.RedisStock, Inject: FailoverToResyncing},
+		{Label: "redis failover, replica resyncing, ack after redis", Strategy: strategy.RedisStock, Demo: true,
+			Flags: Flags{All: []string{AckAfterRedis}}, Inject: FailoverToResyncing},
+		{Label: "redis failover, replica resyncing, ack after redis + WAIT 1", Strategy: strategy.RedisStock, Demo: true,
+			Flags: Flags{All: waited}, Inject: FailoverToResyncing},
 	}
 }
+
+// stockWait is the WAIT timeout of the redis-stock drill with WAIT 1: a
+// replica on loopback acknowledges within milliseconds.
+const stockWait = 200 * time.Millisecond
+
+// Lags of redis-stock's resyncing failover: the master is killed once the
+// replica's copy misses stockLagUnits units the master took, or after
+// stockLagFor (with WAIT, no take stays on the master alone).
+const (
+	stockLagUnits = 50
+	stockLagFor   = 2 * time.Second
+)
 
 // syncWait bounds the wait for a replica's replication link to be up (a
 // full sync waits repl-diskless-sync-delay, 5 s, for more replicas first).
@@ -78,7 +122,7 @@ func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
 
 // FailoverToResyncing is FailoverRedisMaster with the master's replica
 // behind: the drill cuts the replication link (CLIENT KILL TYPE replica)
-// and, in the same pipeline, writes a 2 MiB pad key in the lock's slot,
+// and, in the same transaction, writes a 2 MiB pad key in the lock's slot,
 // more than the master's 1 MiB replication backlog, so that the replica,
 // which reconnects at once, cannot resume and must wait for a full sync,
 // which Redis delays by repl-diskless-sync-delay (5 s). Meanwhile its data
@@ -103,7 +147,7 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := RedisLockKey(f.SKUs[0])
+	key := hotKey(f.Strategy, f.SKUs[0])
 	master, err := c.MasterOf(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("redis failover: %w", err)
@@ -118,11 +162,19 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 	state, lagFor := "in sync", time.Duration(0)
 	if resyncing {
 		state, lagFor = "cut off, waiting for a full resync", 4*time.Second
+		if f.Strategy == strategy.RedisStock {
+			lagFor = stockLagFor
+		}
 		if err := forceResync(ctx, master, key); err != nil {
 			return nil, fmt.Errorf("redis failover: %w", err)
 		}
 	}
-	lag := awaitLag(ctx, f, master, replica, key, lagFor)
+	var lag string
+	if f.Strategy == strategy.RedisStock {
+		lag = awaitStockLag(ctx, master, replica, key, lagFor)
+	} else {
+		lag = awaitLag(ctx, f, master, replica, key, lagFor)
+	}
 	at := time.Now()
 	if err := c.Kill(master); err != nil {
 		return nil, fmt.Errorf("redis failover: kill master %s: %w", master, err)
@@ -135,9 +187,20 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 		return nil, fmt.Errorf("redis failover: %w", err)
 	}
 	healed := time.Now()
+	rejoined := ""
+	if f.Strategy == strategy.RedisStock {
+		// WAIT 1 needs a replica of the new master: the killed node
+		// comes back at once, empty, as its replica (and syncs in
+		// repl-diskless-sync-delay, 5 s), where the lock drills bring it
+		// back after the attack.
+		if err := c.StartNode(ctx, master); err != nil {
+			return nil, fmt.Errorf("redis failover: start %s again: %w", master, err)
+		}
+		rejoined = fmt.Sprintf("; %s rejoined as its replica after %s", master, time.Since(at).Round(time.Millisecond))
+	}
 	ev := &Event{At: at, Healed: healed,
-		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's lock); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s); %s; %s",
-			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), lag, how),
+		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's key); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s%s); %s; %s",
+			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), rejoined, lag, how),
 		Cleanup: func(ctx context.Context) error {
 			// Back as the new master's replica, and in sync, so that the
 			// next drill starts with six nodes and replicas that have
@@ -148,17 +211,72 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 			return waitSynced(ctx, master)
 		},
 	}
-	ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
+	if slices.Contains(LockStrategies, f.Strategy) {
+		ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
+	}
 	return ev, err
 }
 
-// forceResync cuts master's replication link and, in the same pipeline,
-// writes more than its replication backlog into key's slot, so that the
-// replica cannot resume and waits for a full sync.
+// awaitStockLag waits, for up to wait, until the replica's copy of
+// redis-stock's stock at key misses stockLagUnits units that the master
+// took, and says how far behind it was at the last look.
+func awaitStockLag(ctx context.Context, master, replica, key string, wait time.Duration) string {
+	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
+	defer mc.Close()
+	rc := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, DialTimeout: time.Second,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer rc.Close()
+	for end := time.Now().Add(wait); ; {
+		text, behind := stockLag(ctx, mc, rc, key)
+		if behind >= stockLagUnits || !time.Now().Before(end) || ctx.Err() != nil {
+			return text
+		}
+		_ = Sleep(ctx, 2*time.Millisecond)
+	}
+}
+
+// stockLag compares the stock of redis-stock's hash at key on the master
+// and on its replica: how many units the replica's copy misses (the
+// master's takes it has not received), and a text that says so.
+func stockLag(ctx context.Context, mc, rc *redis.Client, key string) (string, int64) {
+	read := func(c *redis.Client) (epoch, stock int64, err error) {
+		v, err := c.HMGet(ctx, key, "epoch", "stock").Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		if v[0] == nil || v[1] == nil {
+			return -1, 0, nil
+		}
+		epoch, _ = strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+		stock, _ = strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+		return epoch, stock, nil
+	}
+	me, ms, merr := read(mc)
+	re, rs, rerr := read(rc)
+	switch {
+	case merr != nil || rerr != nil:
+		return fmt.Sprintf("copies not compared (%v, %v)", merr, rerr), 0
+	case me < 0:
+		return "the stock was not loaded on the master", 0
+	case re != me:
+		return fmt.Sprintf("the replica's copy was of another epoch (master %d, replica %d)", me, re), 0
+	case rs == ms:
+		return fmt.Sprintf("the replica's copy was the master's (epoch %d, stock %d)", me, ms), 0
+	default:
+		return fmt.Sprintf("the replica's copy missed %d units the master had taken (epoch %d: stock %d on the master, %d on the replica)", rs-ms, me, ms, rs), rs - ms
+	}
+}
+
+// forceResync cuts master's replication link and, in the same
+// transaction, writes more than its replication backlog into key's slot,
+// so that the replica cannot resume and waits for a full sync. A
+// transaction, not a pipeline: Redis reads a 2 MiB command over several
+// turns of its event loop, and the replica, reconnecting in between,
+// would resume from the backlog before the pad is in it.
 func forceResync(ctx context.Context, master, key string) error {
 	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
 	defer mc.Close()
-	_, err := mc.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := mc.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ClientKillByFilter(ctx, "TYPE", "replica")
 		p.Set(ctx, key+":failover-pad", strings.Repeat("x", 2<<20), time.Minute)
 		return nil

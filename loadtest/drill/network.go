@@ -16,6 +16,7 @@ import (
 const (
 	LockPartition  = "lock-partition"  // the lock holder cut off from its lock store for twice the TTL
 	StorePartition = "store-partition" // a replica cut off from MongoDB for storePartition under load
+	RedisPartition = "redis-partition" // a replica cut off from Redis for storePartition under load
 	Latency        = "latency"         // latencyAdded ± latencyJitter on a replica's store links for networkFault
 	Resets         = "resets"          // a replica's store connections closed after every resetBytes of replies, for networkFault
 )
@@ -30,7 +31,7 @@ const (
 )
 
 // networkFaults are the faults that need the env's proxies.
-var networkFaults = []string{LockPartition, StorePartition, Latency, Resets}
+var networkFaults = []string{LockPartition, StorePartition, RedisPartition, Latency, Resets}
 
 // NeedsNetwork reports whether faults need every replica's store links
 // behind proxies (env.Options.Network).
@@ -92,6 +93,25 @@ func PartitionLockStore(ctx context.Context, f *Ctx) (*Event, error) {
 		return nil, err
 	}
 	return cutFor(ctx, f, i, 2*f.TTL, fmt.Sprintf("replica %s cut off from %s for %s (%s)", f.Env.ID(i), link, 2*f.TTL, how), link)
+}
+
+// redisPartitionDrills: the strategies that keep their stock in Redis (the
+// lock partition cuts the lock strategies off from theirs). Latency and
+// resets strike every link of a replica, Redis's too.
+func redisPartitionDrills() []Drill {
+	return []Drill{{Label: "redis partition", Strategy: strategy.RedisStock, Inject: PartitionRedis}}
+}
+
+// PartitionRedis cuts a replica (by turn, or the lock holder) off from
+// Redis for storePartition under load, then heals: redis-stock's takes,
+// loads and clearings in flight lose their answers, while its batch
+// writes to MongoDB go on.
+func PartitionRedis(ctx context.Context, f *Ctx) (*Event, error) {
+	i, how, err := f.victim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cutFor(ctx, f, i, storePartition, fmt.Sprintf("replica %s cut off from Redis for %s (%s)", f.Env.ID(i), storePartition, how), env.LinkRedis)
 }
 
 // PartitionStore cuts a replica (the lock holder, or one by turn) off from

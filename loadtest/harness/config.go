@@ -53,6 +53,10 @@ type Config struct {
 	Repeat     int           // runs of every drill
 	FaultTTL   time.Duration // the replicas' lock TTL in fault drills
 	WriteStall time.Duration // the replicas' --write-stall in fault drills
+	// RedisAOF is the appendfsync policy of the redis-restart drill that
+	// kills redis-server and starts it on its append-only file (one of
+	// drill.AOFPolicies).
+	RedisAOF string
 	// KeyedDrill runs the keyed drill instead (see runKeyed), Repeat
 	// times, on replicas with the fault drills' lock TTL.
 	KeyedDrill bool
@@ -129,6 +133,7 @@ func DefaultConfig() Config {
 		Repeat:          1,
 		FaultTTL:        time.Second,
 		WriteStall:      200 * time.Millisecond,
+		RedisAOF:        drill.AOFPolicies[0],
 		ReadEvery:       50 * time.Millisecond,
 		CheckTimeout:    time.Minute,
 		CapacityP99:     500 * time.Millisecond,
@@ -308,6 +313,9 @@ func (c Config) checkFaults(bad problem) {
 	}
 	if c.WriteStall < 0 || c.WriteStall > maxRMWDelay {
 		bad("WriteStall", "WriteStall %s: must be between 0 and %s", c.WriteStall, maxRMWDelay)
+	}
+	if !slices.Contains(drill.AOFPolicies, c.RedisAOF) {
+		bad("RedisAOF", "RedisAOF %q: want one of %s", c.RedisAOF, strings.Join(drill.AOFPolicies, ", "))
 	}
 	if c.KeyedDrill {
 		if len(c.Faults) > 0 || c.Mixed || c.Retries > 0 || c.Capacity {

@@ -205,7 +205,7 @@ type injections struct {
 // while the attack runs, one fault at a time, in a goroutine of its own.
 func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, fs *faultSpec, started time.Time) *injections {
 	in := &injections{done: make(chan struct{})}
-	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2}
+	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2, AOF: h.cfg.RedisAOF}
 	strike := func(fault string, inject drill.Injector, at time.Time, repeat int) {
 		c := base
 		c.Strike, c.Repeat = at, repeat

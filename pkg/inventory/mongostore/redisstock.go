@@ -51,6 +51,7 @@ type RedisStock struct {
 	rdb       redis.UniversalClient
 	prefix    string
 	ackRedis  bool
+	wait      time.Duration
 	flush     time.Duration
 	grace     time.Duration
 	afterTake func(inventory.Order)
@@ -70,6 +71,12 @@ type RedisStockOptions struct {
 	// AckAfterRedis acknowledges a sale as soon as Redis took it and
 	// writes it to MongoDB behind, every Flush: unsafe, for drills.
 	AckAfterRedis bool
+	// Wait, when positive, follows every take.lua with WAIT 1 Wait on the
+	// same connection: a take that no Redis replica has acknowledged
+	// within Wait is given back and the sale refused (nothing sold), so
+	// that a failover to that replica cannot forget a sale acknowledged
+	// from Redis. It does not make Redis a CP store (docs/redis-stock.md).
+	Wait time.Duration
 	// Flush is the write-behind interval of AckAfterRedis; default
 	// DefaultRedisStockFlush.
 	Flush time.Duration
@@ -159,7 +166,7 @@ func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 		opts.Observer = nopRedisStockObserver{}
 	}
 	return &RedisStock{
-		store: store, rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis,
+		store: store, rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis, wait: opts.Wait,
 		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, obs: opts.Observer, logger: store.logger, groups: map[string]*saleGroup{},
 	}, nil
 }
@@ -167,10 +174,14 @@ func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 // Name returns strategy.RedisStock.
 func (r *RedisStock) Name() string { return strategy.RedisStock }
 
-// keys returns the stock hash and the sales hash of sku; the hash tag puts
-// both in one Redis Cluster slot.
+// RedisStockKey returns the key of sku's stock hash under prefix (see
+// RedisStockKeyPrefix). Every other key of the sku begins with it: the
+// hash tag {sku} puts them all in one Redis Cluster slot.
+func RedisStockKey(prefix, sku string) string { return prefix + "{" + sku + "}" }
+
+// keys returns the stock hash and the sales hash of sku.
 func (r *RedisStock) keys(sku string) []string {
-	k := r.prefix + "{" + sku + "}"
+	k := RedisStockKey(r.prefix, sku)
 	return []string{k, k + ":sales"}
 }
 
@@ -201,7 +212,7 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 	o := r.store.newOrder(req, strategy.RedisStock, 0)
 	rec, _ := json.Marshal(saleRecord{Replica: o.Replica, Key: o.Key})
 	for range redisStockAttempts {
-		res, err := takeScript.Run(ctx, r.rdb, r.keys(req.SKU), req.Qty, o.ID, string(rec)).Int64Slice()
+		res, err := r.take(ctx, req.SKU, req.Qty, o.ID, string(rec))
 		if err != nil {
 			// The script may have run: its units are then taken in Redis
 			// with no write to come, and Recover reloads the sku after

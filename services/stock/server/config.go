@@ -52,6 +52,7 @@ type Config struct {
 	CASAttempts     int           // compare-and-set attempts of the optimistic strategy
 	RedisStockAck   string        // redis-stock acknowledges a sale after "mongo" (the ledger) or "redis" (demo: the Lua take alone)
 	RedisStockFlush time.Duration // redis-stock's write-behind interval with RedisStockAck "redis"
+	RedisStockWait  time.Duration // redis-stock: WAIT 1 this long after each take, 0 for no WAIT
 	Buckets         int           // documents the buckets strategy splits a sku's stock across
 	RequestTimeout  time.Duration // bound on a request's work, lock wait included
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight reads; decrements and PUTs are always waited for (see WriteBudget)
@@ -141,6 +142,7 @@ func (c *Config) settings() []setting {
 		{"cas-attempts", "CAS_ATTEMPTS", "compare-and-set attempts of the optimistic strategy", (*intValue)(&c.CASAttempts)},
 		{"redis-stock-ack", "REDIS_STOCK_ACK", `when redis-stock answers a sale: "mongo", once it is in MongoDB (the item and the ledger), or "redis", as soon as the Lua script took it in Redis, written to MongoDB behind (demo only: a Redis restart sells units twice)`, (*stringValue)(&c.RedisStockAck)},
 		{"redis-stock-flush", "REDIS_STOCK_FLUSH", `redis-stock with --redis-stock-ack=redis: how often the sales acknowledged from Redis are written to MongoDB`, (*durationValue)(&c.RedisStockFlush)},
+		{"redis-stock-wait", "REDIS_STOCK_WAIT", `redis-stock: after each Lua take, WAIT 1 for this long, and give the take back and refuse the sale (503, nothing sold) unless a Redis replica has it; 0 (the default) does not wait. It keeps a failover from forgetting sales acknowledged from Redis (--redis-stock-ack=redis); it needs a Redis with a replica, and does not make Redis a CP store (docs/redis-stock.md)`, (*durationValue)(&c.RedisStockWait)},
 		{"buckets", "BUCKETS", "documents the buckets strategy splits a sku's stock across when it first splits it (an item keeps its count)", (*intValue)(&c.Buckets)},
 		{"request-timeout", "REQUEST_TIMEOUT", "bound on one request's work, lock wait included", (*durationValue)(&c.RequestTimeout)},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight reads; in-flight decrements and PUTs are always waited for, their stock and ledger writes included (at most --request-timeout plus five write timeouts, 165s by default; in practice milliseconds), so a supervisor's stop grace period must cover that", (*durationValue)(&c.ShutdownTimeout)},
@@ -320,6 +322,10 @@ func (c Config) problems() []error {
 	if c.RedisStockFlush <= 0 {
 		bad("redis-stock-flush", "REDIS_STOCK_FLUSH", "%v: must be positive", c.RedisStockFlush)
 	}
+	if c.RedisStockWait < 0 || c.RedisStockWait > MaxRedisStockWait {
+		// Above it, the Redis client's read timeout would end the wait.
+		bad("redis-stock-wait", "REDIS_STOCK_WAIT", "%v: want 0 (no WAIT, the default) up to %v", c.RedisStockWait, MaxRedisStockWait)
+	}
 	if c.CASAttempts < 1 {
 		bad("cas-attempts", "CAS_ATTEMPTS", "%d: must be at least 1", c.CASAttempts)
 	}
@@ -390,6 +396,10 @@ func (c Config) checkDemo(bad func(flagName, env, format string, args ...any)) {
 		bad("redis-stock-ack", "REDIS_STOCK_ACK", "%q answers sales that a Redis restart forgets%s", c.RedisStockAck, fix)
 	}
 }
+
+// MaxRedisStockWait bounds Config.RedisStockWait: below the Redis
+// client's read timeout (3s), which would otherwise end the WAIT first.
+const MaxRedisStockWait = 2 * time.Second
 
 // The values of Config.RedisStockAck.
 const (

@@ -37,7 +37,7 @@ func TestParseConfig(t *testing.T) {
 		"LOCK_SKEW":      "1s", "CLOCK_OFFSET": "-2s", "WRITE_STALL": "20ms",
 		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h", "HEARTBEAT_TIMEOUT": "2s",
 		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
-		"REDIS_STOCK_ACK": "redis", "REDIS_STOCK_FLUSH": "1s",
+		"REDIS_STOCK_ACK": "redis", "REDIS_STOCK_FLUSH": "1s", "REDIS_STOCK_WAIT": "250ms",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -53,7 +53,7 @@ func TestParseConfig(t *testing.T) {
 		LockSkew:      time.Second, ClockOffset: -2 * time.Second, WriteStall: 20 * time.Millisecond,
 		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour, DeadAfter: 2 * time.Second,
 		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
-		RedisStockAck: server.RedisStockAckRedis, RedisStockFlush: time.Second,
+		RedisStockAck: server.RedisStockAckRedis, RedisStockFlush: time.Second, RedisStockWait: 250 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
@@ -142,6 +142,10 @@ func TestParseConfigErrors(t *testing.T) {
 				"REDLOCK_ADDRS: 4 listed: give an odd number of at least 3"}},
 		{"too few redlock servers", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "REDLOCK_ADDRS": "a:1"},
 			[]string{"--redlock-addrs / REDLOCK_ADDRS: 1 listed: give an odd number of at least 3 independent redis-servers"}},
+		{"redis-stock wait out of range", []string{"--redis-stock-wait=-1ms"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "REDIS_STOCK_WAIT": "5s"},
+			[]string{"--redis-stock-wait / REDIS_STOCK_WAIT: -1ms: want 0 (no WAIT, the default) up to 2s"}},
+		{"redis-stock wait too long", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "REDIS_STOCK_WAIT": "5s"},
+			[]string{"--redis-stock-wait / REDIS_STOCK_WAIT: 5s: want 0"}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}

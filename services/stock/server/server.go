@@ -220,7 +220,7 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 		Buckets: cfg.Buckets, Observer: s.metrics, Logger: s.logger,
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
-			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
+			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Wait: cfg.RedisStockWait, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
 			Observer: s.metrics,
 		},
 	}
