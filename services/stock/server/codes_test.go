@@ -86,6 +86,7 @@ func want(t *testing.T, what string, a answered, status int, code string) {
 // conflict once; an optimistic decrement whose read-modify-write delay
 // outlasts the request timeout answers 503 timeout and sells nothing.
 func TestConflictAndTimeout(t *testing.T) {
+	t.Parallel() // its own database and skus; it mostly waits
 	cfg := testConfig(t, "r1")
 	cfg.Demo, cfg.RMWDelay, cfg.CASAttempts = true, 500*time.Millisecond, 1
 	h := newServer(t, cfg).Handler()
@@ -143,6 +144,7 @@ func TestShuttingDown(t *testing.T) {
 // lease over as expired and sells; the stalled holder's write, carrying
 // the older token, is refused: 503 fenced, and only one unit is sold.
 func TestFencedAnswer(t *testing.T) {
+	t.Parallel() // its own database and skus; it mostly waits
 	reps := make([]http.Handler, 2)
 	var db string
 	for i, tweak := range []func(*server.Config){
@@ -177,6 +179,7 @@ func TestFencedAnswer(t *testing.T) {
 // Meanwhile a second request with the key answers 409
 // idempotency_in_progress.
 func TestAttemptAbandonedAnswer(t *testing.T) {
+	t.Parallel() // its own database and skus; it mostly waits
 	cfg := testConfig(t, "r1")
 	// Beats every 12 minutes: to the judge below it looks dead at once.
 	cfg.Demo, cfg.RMWDelay, cfg.DeadAfter, cfg.RecoveryEvery = true, 3*time.Second, time.Hour, time.Hour
@@ -330,6 +333,7 @@ func (p *mongoCut) closeAll() {
 // whose connection drops, and any request while MongoDB cannot be reached,
 // answer 503 store_unavailable.
 func TestStoreFaultAnswers(t *testing.T) {
+	t.Parallel() // its own database and skus; it mostly waits
 	p := newMongoCut(t)
 	cfg := testConfig(t, "r1")
 	cfg.MongoURI = p.uri()

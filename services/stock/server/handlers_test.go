@@ -289,6 +289,7 @@ func TestAPI(t *testing.T) {
 // An etcd that stops answering makes the replica not ready, as MongoDB and
 // Redis do: the etcd-lock strategy could grant nothing.
 func TestReadyzEtcdDown(t *testing.T) {
+	t.Parallel() // its own database and skus; it mostly waits
 	etcd := devstoretest.Etcd(t)
 	if etcd.Kind != devstore.KindEmbeddedEtcd {
 		t.Skip("ETCD_ENDPOINTS is a shared etcd: not stopping it")

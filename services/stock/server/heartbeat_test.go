@@ -95,6 +95,7 @@ func TestDeadReplicaRequestSettles(t *testing.T) {
 // here), so that the others never take it for dead and fail its own keyed
 // requests.
 func TestBeatNeverWaitsForSettling(t *testing.T) {
+	t.Parallel() // its own database and skus; it mostly waits
 	var armed atomic.Bool
 	var once sync.Once
 	held, release := make(chan struct{}), make(chan struct{})
