@@ -86,6 +86,7 @@ func (p *silentProxy) silence() { p.silent.Store(true) }
 // dropped, no reset), a heartbeat and each recovery pass return an error
 // by their deadlines instead of blocking the next pass for ever.
 func TestPassesEndOnSilentLink(t *testing.T) {
+	t.Parallel() // its own database (or server); it mostly waits
 	base := testStore(t)
 	p := newSilentProxy(t)
 	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + p.ln.Addr().String() + "/?directConnection=true"))
