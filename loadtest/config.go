@@ -175,12 +175,10 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	}
 	c := options{command: cmd.name}
 	fs := cmd.flagSet(&c)
-	fs.SetOutput(out)
 	fs.Usage = func() { cmd.usage(fs) }
 
-	// Parse quietly: a bad flag gets one clear line from the caller, not
-	// the whole usage; --help gets the usage. A positional argument may
-	// stand among the flags.
+	// Parse quietly: a bad flag gets one clear line from the caller, --help
+	// the usage. A positional argument may stand among the flags.
 	fs.SetOutput(io.Discard)
 	var arg string
 	err := fs.Parse(args)
@@ -354,32 +352,6 @@ func worded(err error, fs *flag.FlagSet) error {
 	return fmt.Errorf(format, fe.Args...)
 }
 
-// thresholds is --threshold: each use adds the comma-separated thresholds
-// it gives.
-type thresholds []report.Threshold
-
-func (t *thresholds) String() string {
-	if t == nil {
-		return ""
-	}
-	var s []string
-	for _, th := range *t {
-		s = append(s, th.String())
-	}
-	return strings.Join(s, ",")
-}
-
-func (t *thresholds) Set(v string) error {
-	for f := range strings.SplitSeq(v, ",") {
-		th, err := report.ParseThreshold(f)
-		if err != nil {
-			return err
-		}
-		*t = append(*t, th)
-	}
-	return nil
-}
-
 // parseCounts reads a comma-separated list of whole numbers.
 func parseCounts(s string) ([]int, error) {
 	var out []int
@@ -443,8 +415,19 @@ func compareFlags(fs *flag.FlagSet, c *options, d harness.Config) {
 	fs.Float64Var(&c.CutRate, "cut-rate", d.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
 }
 
+// thresholdFlag is --threshold: each use adds the comma-separated
+// thresholds it gives.
 func thresholdFlag(fs *flag.FlagSet, c *options) {
-	fs.Var((*thresholds)(&c.Thresholds), "threshold", "a bound on a figure of every run, or of one strategy's runs, as k6 writes them: p99<300ms, sales_per_s>=150, atomic:oversold==0; repeatable, or comma-separated. A breach is a failed check: exit status 3 (see the metrics above)")
+	fs.Func("threshold", "a bound on a figure of every run, or of one strategy's runs, as k6 writes them: p99<300ms, sales_per_s>=150, atomic:oversold==0; repeatable, or comma-separated. A breach is a failed check: exit status 3 (see the metrics above)", func(v string) error {
+		for f := range strings.SplitSeq(v, ",") {
+			th, err := report.ParseThreshold(f)
+			if err != nil {
+				return err
+			}
+			c.Thresholds = append(c.Thresholds, th)
+		}
+		return nil
+	})
 }
 
 // drillFlags are the settings of the runs that disturb the replicas.
