@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
@@ -28,16 +29,16 @@ func envName(name string) string {
 	return "LOADTEST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// command is one subcommand: its defaults (its mode and changes to
-// harness.DefaultConfig, which its --help shows), the flags that apply to
-// it beyond the shared ones, and finish, which sets the harness's mode
-// from what was parsed (arg: the positional argument) and the defaults
-// that follow from other settings unless set names them.
+// command is one subcommand: defaults (its mode and changes to
+// DefaultConfig, which --help shows), its flags beyond the shared ones,
+// finish (from what was parsed, arg the positional argument: the defaults
+// that follow from other settings unless set names them) and run, if any.
 type command struct {
 	name, args, summary string
 	defaults            func(*harness.Config)
 	flags               func(*flag.FlagSet, *options, harness.Config)
 	finish              func(c *options, arg string, set map[string]bool) error
+	run                 func(ctx context.Context, c options, stdout, stderr io.Writer) int
 }
 
 // commands are the subcommands, the first the default.
@@ -101,7 +102,7 @@ var commands = []command{
 			fs.IntVar(&c.Requests, "requests", 0, "purchases per safe strategy of --strategies; 0: 40")
 			drillFlags(fs, c, d, true)
 		}},
-	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C",
+	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
 			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
 			fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "the address the page listens on")
@@ -114,8 +115,7 @@ var commands = []command{
 		}},
 }
 
-// legacy are the flags that chose a command before there were commands,
-// and the command each now is.
+// legacy maps the flags that chose a mode before commands to the command.
 var legacy = map[string]string{"capacity": "capacity", "faults": "faults", "soak": "soak", "keyed-drill": "keyed", "serve": "serve"}
 
 // translate turns a command line of a flag that chose a command into the
@@ -173,7 +173,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 			return ParseConfig(args, getenv, out)
 		}
 	}
-	c := options{command: cmd.name}
+	c := options{cmd: cmd}
 	fs := cmd.flagSet(&c)
 	fs.Usage = func() { cmd.usage(fs) }
 
@@ -316,7 +316,7 @@ func (cmd command) usage(fs *flag.FlagSet) {
 // page that starts harness runs.
 type options struct {
 	harness.Config
-	command   string // the subcommand
+	cmd       command
 	ServeAddr string
 }
 

@@ -293,7 +293,7 @@ func TestDeprecatedSpellings(t *testing.T) {
 		{[]string{"--rate", "40", "--soak", "2m"}, "use loadtest soak --rate 40 --duration 2m\n", func(c options) bool { return c.Soak == 2*time.Minute && c.Rate == 40 }},
 		{[]string{"--capacity"}, "use loadtest capacity\n", func(c options) bool { return c.Capacity && c.Duration == 3*time.Second }},
 		{[]string{"--keyed-drill"}, "use loadtest keyed", func(c options) bool { return c.KeyedDrill }},
-		{[]string{"--serve"}, "use loadtest serve", func(c options) bool { return c.command == "serve" }},
+		{[]string{"--serve"}, "use loadtest serve", func(c options) bool { return c.cmd.name == "serve" }},
 	} {
 		var out bytes.Buffer
 		c, err := ParseConfig(tc.args, envOf(), &out)
