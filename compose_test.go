@@ -1324,7 +1324,7 @@ func TestComposeLive(t *testing.T) {
 		checkDockerfileTarget(t, s)
 	}
 	cmd := []string(s.Command)
-	if !slices.Contains(cmd, "--serve") {
+	if len(cmd) == 0 || cmd[0] != "serve" {
 		t.Errorf("command %q does not serve the page", cmd)
 	}
 	i := slices.Index(cmd, "--serve-addr")

@@ -22,8 +22,8 @@ func TestRedisClusterConfig(t *testing.T) {
 		want string
 	}{
 		{[]string{"--redis-cluster", "--replicas", "http://127.0.0.1:1"}, "--redis-cluster applies only to the replicas the harness starts"},
-		{[]string{"--faults", "redis-failover,redis-clock"}, "--faults redis-clock needs one redis-server"},
-		{[]string{"--redis-cluster", "--faults", "redis-restart"}, "--faults redis-restart needs one redis-server"},
+		{[]string{"faults", "redis-failover,redis-clock"}, "loadtest faults redis-clock needs one redis-server"},
+		{[]string{"faults", "--redis-cluster", "redis-restart"}, "loadtest faults redis-restart needs one redis-server"},
 	}
 	for _, b := range bad {
 		_, err := ParseConfig(b.args, noEnv, &bytes.Buffer{})
@@ -31,9 +31,9 @@ func TestRedisClusterConfig(t *testing.T) {
 			t.Errorf("%v: error %v, want %q", b.args, err, b.want)
 		}
 	}
-	cfg, err := ParseConfig([]string{"--faults", "redis-failover"}, noEnv, &bytes.Buffer{})
+	cfg, err := ParseConfig([]string{"faults", "redis-failover"}, noEnv, &bytes.Buffer{})
 	if err != nil || !cfg.UsesRedisCluster() {
-		t.Errorf("--faults redis-failover: %v, cluster %v; want it to imply the cluster", err, cfg.UsesRedisCluster())
+		t.Errorf("faults redis-failover: %v, cluster %v; want it to imply the cluster", err, cfg.UsesRedisCluster())
 	}
 }
 
@@ -49,7 +49,7 @@ func TestRedisClusterConfig(t *testing.T) {
 // seconds to find the new master.
 func testRedisFailoverShort(t *testing.T) {
 	needCluster(t)
-	_, rep, _ := runHarness(t, "--faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s", "--duration", "8s")
+	_, rep, _ := runHarness(t, "faults", "redis-failover", "--strategies", "redis-lock", "--warmup", "1s", "--duration", "8s")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3 (in sync; resyncing, fencing on and off)", len(rep.Runs))
 	}

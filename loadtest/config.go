@@ -1,16 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net"
-	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,198 +29,199 @@ func envName(name string) string {
 	return "LOADTEST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-const usageText = `Usage: go run ./loadtest [flags]
+// command is one subcommand: defaults (its mode and changes to
+// DefaultConfig, which --help shows), its flags beyond the shared ones,
+// finish (from what was parsed, arg the positional argument: the defaults
+// that follow from other settings unless set names them) and run, if any.
+type command struct {
+	name, args, summary string
+	defaults            func(*harness.Config)
+	flags               func(*flag.FlagSet, *options, harness.Config)
+	finish              func(c *options, arg string, set map[string]bool) error
+	run                 func(ctx context.Context, c options, stdout, stderr io.Writer) int
+}
 
-Hammers the stock service's decrement endpoint with Vegeta, one strategy
-after another, the rate split evenly across the replicas (one attacker
-each, as if each had its own clients), and checks that no safe
-strategy oversells, loses an update or disagrees with its order ledger.
-
-With no --replicas it is the whole scenario in one command: it starts a
-MongoDB (MONGO_URI, else an embedded FerretDB behind the per-document gate), a
-Redis (REDIS_ADDR, else redis-server from PATH, else miniredis) and an etcd
-(ETCD_ENDPOINTS, else an embedded etcd server), builds ./services/stock,
-starts --local-replicas replica processes (two by default) on free loopback
-ports, runs the comparison and
-stops everything it started. With --replicas, the replicas need
-ETCD_ENDPOINTS of their own for the etcd-lock strategy.
-
-For every strategy it resets each sku's stock with PUT (split across the
-replicas' --buckets documents for a strategy that sells from split stock,
-buckets), attacks, then reads
-the item and the ledger back and reports sold, oversold, lost updates
-(acknowledged sales the stock does not reflect), ledger mismatches, status
-classes, sales/s, req/s, latency percentiles and the replicas' lock wait p99.
-The table is printed; results.json, results.md, chart.svg and a Vegeta plot
-per strategy go to the output directory.
-
-With --faults it runs fault drills instead of the comparison: each fault
-is injected into the replica processes (or the stores) while the attack
-runs, against every strategy it applies to, --repeat times. crash kills the
-replica holding the lock with SIGKILL; pause stops it with SIGSTOP for twice
---fault-ttl (with fencing on, then off as a demonstration); redis-restart
-and mongo-restart restart the stores the harness started; clock-skew runs
-replica b with its lease clock 2s off; leader-kill kills the leader of a
-three-member embedded etcd cluster. The table aggregates the repeats:
-anomalies, refusals by kind, the time until sales resumed, and whether
-fencing tokens kept increasing. results.md and faults.svg go to the output
-directory. See docs/faults.md.
-
-Every run also records its history: each request's client, replica, call
-and return times, sku, qty, strategy, idempotency key and outcome, and a
-read of the stock every --read-every by a separate client. It is written as
-history-<run>.jsonl and checked for linearizability against a model of one
-inventory item (porcupine): the table's "linearizable" column says yes, no,
-or unknown (the checker ran out of --check-timeout). A safe strategy whose
-history is not linearizable fails the run; the violation is drawn in
-history-<run>.html. --check-history FILE checks a saved history offline.
-See docs/linearizability.md.
-
-Workloads beyond one strategy at a time: --mixed runs every chosen
-strategy at once on the same skus; --retries N re-sends each request whose
-answer did not arrive, with the same Idempotency-Key, behind an attempt
-timeout (--attempt-timeout) and a proxy that cuts a share (--cut-rate) of
-the first replica's answers, and counts units sold twice for one key.
-
-Thresholds, as in k6: --threshold '[strategy:]metric op value', repeatable
-(or comma-separated), bounds a figure of every run, or of one strategy's
-runs: --threshold 'p99<300ms' --threshold 'atomic:sales_per_s>=150'
---threshold 'oversold==0'. op is <, <=, >, >=, == or !=; a latency takes a
-unit (a bare number is ms). Each is checked on every run it applies to;
-a breach is a failed check. The metrics:
-%s
-Every run's checks (safety, thresholds, and a capacity step's limits) are
-the check table of results.md and report.html, one page with the table,
-the charts, the checks, the fault timeline and the histories' pictures
-that opens offline.
-
-Exit status: 0 when every check passed; 1 when a safety check failed: a
-safe strategy (%s) showed an anomaly, in its totals, its ledger or its
-history, or a drill broke its promise (even if the harness then broke
-down); 2 for bad flags or a harness error; 3 when every safety check
-passed and a --threshold was breached. The unsafe ones (%s) are reported
-as "demonstrated" or "not reproduced in this run", never as a failure.
-
-Every flag can also be set through the environment variable shown in
-brackets; a flag on the command line wins.
-
-Flags:
-`
-
-// ParseConfig parses args (without the program name) with env fallbacks
-// from getenv, and validates everything before any request is sent.
-// It returns flag.ErrHelp for --help, after writing the usage to out.
-func ParseConfig(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	var c options
-	d := harness.DefaultConfig()
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(out)
-
-	l := defineFlags(fs, &c, d)
-
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), usageText, report.Metrics(),
-			strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Safe }), ", "),
-			strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return !in.Safe }), ", "))
-		fs.VisitAll(func(f *flag.Flag) {
-			name, usage := flag.UnquoteUsage(f)
-			line := "  --" + f.Name
-			if name != "" {
-				line += " " + name
+// commands are the subcommands, the first the default.
+var commands = []command{
+	{name: "compare", summary: "every strategy of --strategies in turn under the same load (the default)",
+		flags: compareFlags, finish: func(c *options, _ string, set map[string]bool) error {
+			// --requests alone means "send this many", not "this many or 8s".
+			if c.Requests > 0 && !set["duration"] {
+				c.Duration = 0
 			}
-			fmt.Fprintf(fs.Output(), "%s  [%s]\n    \t%s", line, envName(f.Name), usage)
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
-				fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
+			for _, f := range []string{"attempt-timeout", "cut-rate"} {
+				if set[f] && c.Retries == 0 {
+					return fmt.Errorf("--%s applies only with --retries", f)
+				}
 			}
-			fmt.Fprintln(fs.Output())
-		})
-		fmt.Fprint(fs.Output(), `
-The replicas the harness starts also read MONGO_URI, REDIS_ADDR (else
-embedded stores are started: FerretDB and etcd in devstored processes,
-built from this module on first use) and GOFLAGS for the builds.
-`)
+			return nil
+		}},
+	{name: "faults", args: " FAULTS", summary: "fault drills: each of FAULTS struck while the load runs, against every strategy it applies to",
+		defaults: func(d *harness.Config) { d.Stock = 2000 /* sales before and after the fault */ },
+		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
+			thresholdFlag(fs, c)
+			drillFlags(fs, c, d, true)
+		},
+		finish: func(c *options, arg string, _ map[string]bool) (err error) {
+			if arg == "" {
+				return fmt.Errorf("name the faults: loadtest faults %s (or all)", strings.Join(drill.Names()[:2], ","))
+			}
+			if c.Faults, err = drill.Parse(arg); err != nil {
+				return fmt.Errorf("faults: %w", err)
+			}
+			return nil
+		}},
+	{name: "capacity", summary: "each strategy's capacity: the offered rate doubled until a step passes the limits",
+		defaults: func(d *harness.Config) { d.Capacity, d.Duration, d.RMWDelay, d.ReadEvery = true, 3*time.Second, 0, 0 },
+		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			fs.DurationVar(&c.Duration, "duration", d.Duration, "each step's attack time")
+			fs.DurationVar(&c.CapacityP99, "capacity-p99", d.CapacityP99, "a step whose p99 exceeds this is past the limits")
+			fs.Float64Var(&c.CapacityErrors, "capacity-errors", d.CapacityErrors, "a step whose errors and 503s exceed this share of its requests is past the limits")
+			fs.IntVar(&c.CapacityMaxRate, "capacity-max-rate", d.CapacityMaxRate, "the highest rate offered")
+			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) (err error) {
+				c.CapacityReplicas, err = parseCounts(v)
+				return err
+			})
+		}},
+	{name: "soak", summary: "steady mixed load for --duration, a fault every segment, the replicas' resources sampled",
+		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			fs.DurationVar(&c.Soak, "duration", 10*time.Minute, "how long the soak runs (at least 1m), in one-minute segments (a third of a shorter soak)")
+			thresholdFlag(fs, c)
+			drillFlags(fs, c, d, false)
+		},
+		finish: func(c *options, _ string, set map[string]bool) error {
+			if !set["stock"] { // enough that a segment sells under load to its end
+				c.Stock = max(2000, c.Rate*int(harness.SoakSegment(c.Soak)/time.Second)*2)
+			}
+			return nil
+		}},
+	{name: "keyed", summary: "purchases with an Idempotency-Key each, retried while the replicas are killed and frozen",
+		defaults: func(d *harness.Config) { d.KeyedDrill = true },
+		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			fs.IntVar(&c.Requests, "requests", 0, "purchases per safe strategy of --strategies; 0: 40")
+			drillFlags(fs, c, d, true)
+		}},
+	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
+		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
+			fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "the address the page listens on")
+		},
+		finish: func(c *options, _ string, _ map[string]bool) error {
+			if _, _, err := net.SplitHostPort(c.ServeAddr); err != nil {
+				return fmt.Errorf("--serve-addr %q: give host:port, for example 127.0.0.1:8090", c.ServeAddr)
+			}
+			return nil
+		}},
+}
+
+// legacy maps the flags that chose a mode before commands to the command.
+var legacy = map[string]string{"capacity": "capacity", "faults": "faults", "soak": "soak", "keyed-drill": "keyed", "serve": "serve"}
+
+// translate turns a command line of a flag that chose a command into the
+// command's, saying so on out: --faults X is faults X, --soak D is soak
+// --duration D. Their variables are refused with the command to use.
+func translate(args []string, getenv func(string) string, out io.Writer) ([]string, error) {
+	var cmd, was string
+	rest := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if _, ok := legacy[name]; !ok || !strings.HasPrefix(args[i], "-") {
+			rest = append(rest, args[i])
+			continue
+		} else if cmd != "" {
+			return nil, fmt.Errorf("%s and --%s: choose one command, loadtest %s or loadtest %s", was, name, cmd, legacy[name])
+		}
+		cmd, was = legacy[name], "--"+name
+		if (name == "faults" || name == "soak") && !hasVal && i+1 < len(args) {
+			i, val = i+1, args[i+1]
+		}
+		if val != "" {
+			rest = append(rest, map[string][]string{"faults": {val}, "soak": {"--duration", val}}[name]...)
+		}
 	}
+	for name, c := range legacy {
+		if v := getenv(envName(name)); v != "" && cmd == "" {
+			return nil, fmt.Errorf("%s=%s chose a command before there were commands: use loadtest %s", envName(name), v, c)
+		}
+	}
+	if cmd == "" {
+		return args, nil
+	}
+	fmt.Fprintf(out, "loadtest: %s is deprecated and goes in the next release: use %s\n", was, strings.Join(append([]string{"loadtest", cmd}, rest...), " "))
+	return append([]string{cmd}, rest...), nil
+}
 
-	// Parse quietly: a bad flag gets one clear line from the caller, not
-	// the whole usage; --help gets the usage.
+// ParseConfig parses args (without the program name: a command, or
+// compare's flags) with env fallbacks from getenv, and validates
+// everything before any request is sent. It returns flag.ErrHelp for
+// --help, after writing the usage to out.
+func ParseConfig(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	cmd := commands[0]
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		k := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
+		if k < 0 {
+			return options{}, fmt.Errorf("unknown command %q: see --help for the commands", args[0])
+		}
+		cmd, args = commands[k], args[1:]
+	} else {
+		var err error
+		if args, err = translate(args, getenv, out); err != nil {
+			return options{}, err
+		}
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			return ParseConfig(args, getenv, out)
+		}
+	}
+	c := options{cmd: cmd}
+	fs := cmd.flagSet(&c)
+	fs.Usage = func() { cmd.usage(fs) }
+
+	// Parse quietly: a bad flag gets one clear line from the caller, --help
+	// the usage. A positional argument may stand among the flags.
 	fs.SetOutput(io.Discard)
+	var arg string
 	err := fs.Parse(args)
+	for ; err == nil && fs.NArg() > 0; err = fs.Parse(fs.Args()[1:]) {
+		if arg != "" || cmd.args == "" {
+			return c, fmt.Errorf("unexpected argument %q (loadtest %s takes%s --flags; see --help)", fs.Arg(0), cmd.name, cmd.args)
+		}
+		arg = fs.Arg(0)
+	}
 	fs.SetOutput(out)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
 		return c, err
 	}
 	if err != nil {
-		// The flag package names flags with one dash; the help uses two.
-		msg := strings.Replace(err.Error(), "for flag -", "for --", 1)
-		msg = strings.Replace(msg, "not defined: -", "not defined: --", 1)
-		return c, errors.New(msg)
+		return c, notDefined(err, cmd.name)
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (every setting is a --flag; see --help)", fs.Arg(0))
-	}
-	c.set = map[string]bool{}
-	c.flags = flagsOfFields(fs, &c.Config)
-	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if c.set[f.Name] || envErr != nil {
-			return
+		if v := getenv(envName(f.Name)); !set[f.Name] && v != "" && envErr == nil {
+			if envErr = fs.Set(f.Name, v); envErr != nil {
+				envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, envErr)
+			}
+			set[f.Name] = true
 		}
-		v := getenv(envName(f.Name))
-		if v == "" {
-			return
-		}
-		if err := fs.Set(f.Name, v); err != nil {
-			envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
-			return
-		}
-		c.set[f.Name] = true
 	})
+	if arg == "" && cmd.args != "" {
+		arg = getenv("LOADTEST_" + strings.TrimSpace(cmd.args))
+	}
 	if envErr != nil {
 		return c, envErr
 	}
-
-	if c.Replicas, err = harness.ParseReplicas(l.replicas); err != nil {
-		return c, fmt.Errorf("--replicas: %w", err)
+	if cmd.finish != nil {
+		if err := cmd.finish(&c, arg, set); err != nil {
+			return c, err
+		}
 	}
-	if c.Strategies, err = harness.ParseStrategies(l.strategies); err != nil {
-		return c, fmt.Errorf("--strategies: %w", err)
-	}
-	if c.Faults, err = drill.Parse(l.faults); err != nil {
-		return c, fmt.Errorf("--faults: %w", err)
-	}
-	// A drill needs sales before and after its fault: more stock than the
-	// default run sells in its 8 seconds.
-	if len(c.Faults) > 0 && !c.set["stock"] {
-		c.Stock = 2000
-	}
-	// The replicas' own request timeout grows with the fault TTL (see
-	// faultBaseline); the harness must wait longer than they work.
-	if c.Soak > 0 && !c.set["stock"] {
-		// Enough stock that a segment sells under load to its end.
-		c.Stock = max(2000, c.Rate*int(harness.SoakSegment(c.Soak)/time.Second)*2)
-	}
-	if c.Disturbs() && !c.set["timeout"] {
+	// The replicas' own request timeout grows with the fault TTL
+	// (drill.Baseline); the harness must wait longer than they work.
+	if c.Disturbs() && !set["timeout"] {
 		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
-	}
-	if c.Capacity {
-		if c.CapacityReplicas, err = parseCounts(l.capReplicas); err != nil {
-			return c, fmt.Errorf("--capacity-replicas: %w", err)
-		}
-		for flag, set := range map[string]func(){
-			"duration":   func() { c.Duration = 3 * time.Second },
-			"rmw-delay":  func() { c.RMWDelay = 0 },
-			"read-every": func() { c.ReadEvery = 0 },
-		} {
-			if !c.set[flag] {
-				set()
-			}
-		}
-	}
-	// --requests alone means "send this many", not "this many or 8s".
-	if c.Requests > 0 && !c.set["duration"] {
-		c.Duration = 0
 	}
 	// The replicas the harness starts get a token of their own.
 	if c.AdminToken == "" && len(c.Replicas) == 0 {
@@ -227,140 +229,127 @@ built from this module on first use) and GOFLAGS for the builds.
 		_, _ = rand.Read(b[:])
 		c.AdminToken = hex.EncodeToString(b[:])
 	}
-	return c, c.validate()
+	var errs []error
+	if j, ok := c.Validate().(interface{ Unwrap() []error }); ok { // errors.Join's
+		for _, e := range j.Unwrap() {
+			errs = append(errs, worded(e, fs))
+		}
+	}
+	for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
+		if set[f] && len(c.Replicas) > 0 {
+			errs = append(errs, fmt.Errorf("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// notDefined words the flag package's error as the help does (two
+// dashes), and names the commands a flag of another command belongs to.
+func notDefined(err error, cmd string) error {
+	msg := strings.Replace(err.Error(), "for flag -", "for --", 1)
+	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
+	var in []string
+	for _, c := range commands {
+		if ok && c.flagSet(&options{}).Lookup(name) != nil {
+			in = append(in, "loadtest "+c.name)
+		}
+	}
+	if len(in) == 0 {
+		return errors.New(strings.Replace(msg, "defined: -", "defined: --", 1))
+	}
+	return fmt.Errorf("--%s does not apply to loadtest %s: it belongs to %s", name, cmd, strings.Join(in, ", "))
+}
+
+// flagSet is the command's flags, bound to c, with its defaults.
+func (cmd command) flagSet(c *options) *flag.FlagSet {
+	d := harness.DefaultConfig()
+	if cmd.defaults != nil {
+		cmd.defaults(&d)
+	}
+	c.Config = d
+	fs := flag.NewFlagSet("loadtest "+cmd.name, flag.ContinueOnError)
+	sharedFlags(fs, c, d)
+	if cmd.flags != nil {
+		cmd.flags(fs, c, d)
+	}
+	return fs
+}
+
+// help holds the commands' --help texts: help/<command>.txt and the
+// parts they share.
+//
+//go:embed help
+var help embed.FS
+
+// usage writes the command's --help.
+func (cmd command) usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, "Usage: go run ./loadtest %s [flags]%s\n\nCommands (compare when none is given; COMMAND --help shows its flags):\n", cmd.name, cmd.args)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	safe := func(safe bool) string {
+		return strings.Join(strategy.NamesOf(func(in strategy.Info) bool { return in.Safe == safe }), ", ")
+	}
+	fill := strings.NewReplacer("{faults}", strings.Join(drill.Names(), ", "), "{metrics}", report.Metrics(), "{safe}", safe(true), "{unsafe}", safe(false))
+	for _, part := range []string{cmd.name, "history", map[bool]string{true: "threshold"}[fs.Lookup("threshold") != nil], "exit"} {
+		if text, err := help.ReadFile("help/" + part + ".txt"); err == nil {
+			fmt.Fprint(w, "\n"+fill.Replace(string(text)))
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		if name != "" {
+			name = " " + name
+		}
+		fmt.Fprintf(w, "  --%s%s  [%s]\n    \t%s", f.Name, name, envName(f.Name), usage)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+	text, _ := help.ReadFile("help/stores.txt")
+	fmt.Fprint(w, string(text))
 }
 
 // options are the command line's settings: a harness run, or the live
 // page that starts harness runs.
 type options struct {
 	harness.Config
-	Serve     bool
+	cmd       command
 	ServeAddr string
-
-	// set names the flags given on the command line or by the
-	// environment, so that a flag that does not apply is refused rather
-	// than ignored; flags words Config's fields as the flags that set them.
-	set   map[string]bool
-	flags map[string]string
-}
-
-// onlyWith lists the flags that apply only with another setting: given
-// without it, they are refused rather than ignored.
-var onlyWith = []struct {
-	flags   []string
-	applies func(options) bool
-	why     string
-}{
-	{[]string{"attempt-timeout", "cut-rate"}, func(c options) bool { return c.Retries > 0 }, "applies only with --retries"},
-	{[]string{"capacity-p99", "capacity-errors", "capacity-max-rate", "capacity-replicas"}, func(c options) bool { return c.Capacity }, "applies only with --capacity"},
-	{[]string{"repeat", "fault-ttl", "write-stall", "redis-aof"}, options.Disturbs,
-		"applies only to fault drills: add --faults (for example --faults all)"},
-	{[]string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"}, func(c options) bool { return len(c.Replicas) == 0 },
-		"applies only to the replicas the harness starts itself; drop it or drop --replicas"},
-	{[]string{"duration"}, func(c options) bool { return c.Soak == 0 }, "does not apply to --soak, which sets each segment's duration itself"},
-	{[]string{"serve-addr"}, func(c options) bool { return c.Serve }, "applies only with --serve"},
-	{[]string{"faults", "mixed", "retries", "check-history", "requests", "threshold"}, func(c options) bool { return !c.Serve },
-		"does not apply to --serve: the page runs one strategy after another, and strikes faults from its buttons"},
-}
-
-func (c options) validate() error {
-	var errs []error
-	for _, e := range joined(c.Validate()) {
-		errs = append(errs, c.worded(e))
-	}
-	for _, o := range onlyWith {
-		if o.applies(c) {
-			continue
-		}
-		for _, f := range o.flags {
-			if c.set[f] {
-				errs = append(errs, fmt.Errorf("--%s %s", f, o.why))
-			}
-		}
-	}
-	if c.Serve {
-		if _, _, serr := net.SplitHostPort(c.ServeAddr); serr != nil {
-			errs = append(errs, fmt.Errorf("--serve-addr %q: give host:port, for example 127.0.0.1:8090", c.ServeAddr))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// joined returns the errors errors.Join put together in err.
-func joined(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	if err != nil {
-		return []error{err}
-	}
-	return nil
 }
 
 // fieldNames matches the Go names of Config's fields in a message.
 var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
 
-// worded returns a harness.FieldError with its fields named as the flags
-// that set them; the values it quotes stay as they are.
-func (c options) worded(err error) error {
+// fieldFlags are the fields whose flag is not their name in lower case
+// with dashes, or a phrase for a field no flag sets.
+var fieldFlags = map[string]string{"ReadyWait": "ready-timeout", "Thresholds": "threshold", "OutDir": "out", "Soak": "duration", "KeyedDrill": "the keyed drill", "Faults": "loadtest faults"}
+
+// worded returns a harness.FieldError with the fields it names worded as
+// fs's flags that set them (RMWDelay is --rmw-delay); the values it
+// quotes stay as they are.
+func worded(err error, fs *flag.FlagSet) error {
 	var fe *harness.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
 	format := fieldNames.ReplaceAllStringFunc(fe.Format, func(name string) string {
-		if f, ok := c.flags[name]; ok {
-			return "--" + f
+		if f := fs.Lookup(fieldFlags[name]); f != nil {
+			return "--" + f.Name
+		} else if strings.Contains(fieldFlags[name], " ") {
+			return fieldFlags[name]
 		}
-		return name
+		word := name
+		fs.VisitAll(func(f *flag.Flag) {
+			if strings.ReplaceAll(f.Name, "-", "") == strings.ToLower(name) {
+				word = "--" + f.Name
+			}
+		})
+		return word
 	})
 	return fmt.Errorf(format, fe.Args...)
-}
-
-// flagsOfFields maps each field of cfg to the flag that sets it: a flag
-// whose value points at the field, or a list flag of listFields. Reading
-// it from the flags keeps one place (defineFlags) that binds them.
-func flagsOfFields(fs *flag.FlagSet, cfg *harness.Config) map[string]string {
-	rv := reflect.ValueOf(cfg).Elem()
-	byAddr := map[uintptr]string{}
-	for i := range rv.NumField() {
-		byAddr[rv.Field(i).Addr().Pointer()] = rv.Type().Field(i).Name
-	}
-	out := map[string]string{}
-	fs.VisitAll(func(f *flag.Flag) {
-		if v := reflect.ValueOf(f.Value); v.Kind() == reflect.Pointer {
-			if field, ok := byAddr[v.Pointer()]; ok {
-				out[field] = f.Name
-			}
-		}
-	})
-	maps.Copy(out, listFields)
-	return out
-}
-
-// thresholds is --threshold: each use adds the comma-separated thresholds
-// it gives.
-type thresholds []report.Threshold
-
-func (t *thresholds) String() string {
-	if t == nil {
-		return ""
-	}
-	var s []string
-	for _, th := range *t {
-		s = append(s, th.String())
-	}
-	return strings.Join(s, ",")
-}
-
-func (t *thresholds) Set(v string) error {
-	for f := range strings.SplitSeq(v, ",") {
-		th, err := report.ParseThreshold(f)
-		if err != nil {
-			return err
-		}
-		*t = append(*t, th)
-	}
-	return nil
 }
 
 // parseCounts reads a comma-separated list of whole numbers.
@@ -379,23 +368,17 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-// lists are the flags whose values are parsed after the flag package: the
-// comma-separated lists.
-type lists struct{ replicas, strategies, faults, capReplicas string }
-
-// listFields maps the Config fields that lists fill to their flags.
-var listFields = map[string]string{
-	"Replicas": "replicas", "Strategies": "strategies", "Faults": "faults", "CapacityReplicas": "capacity-replicas",
-}
-
-// defineFlags defines every flag of c on fs, with d's defaults.
-func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {
-	var l lists
-	fs.StringVar(&l.replicas, "replicas", "", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas")
-	fs.StringVar(&l.strategies, "strategies", strings.Join(d.Strategies, ","), "comma-separated strategies to run, in order; \"all\" for every one")
+// sharedFlags defines the flags of every command on fs, with d's defaults.
+func sharedFlags(fs *flag.FlagSet, c *options, d harness.Config) {
+	fs.Func("replicas", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas", func(v string) (err error) {
+		c.Replicas, err = harness.ParseReplicas(v)
+		return err
+	})
+	fs.Func("strategies", "comma-separated strategies to run, in order; \"all\" (the default) for every one", func(v string) (err error) {
+		c.Strategies, err = harness.ParseStrategies(v)
+		return err
+	})
 	fs.IntVar(&c.Rate, "rate", d.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
-	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
-	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
 	fs.IntVar(&c.Stock, "stock", d.Stock, "stock each sku is reset to before each strategy")
 	fs.IntVar(&c.Qty, "qty", d.Qty, "units each request asks to buy")
 	fs.IntVar(&c.SKUs, "skus", d.SKUs, "number of skus the requests spread over (1: one hot sku)")
@@ -413,30 +396,46 @@ func defineFlags(fs *flag.FlagSet, c *options, d harness.Config) *lists {
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
-	fs.BoolVar(&c.Serve, "serve", false, "serve the live page instead of running once: start the stores and the replicas (or use --replicas), print the page's address and run races from the browser until Ctrl-C (see docs/live-page.md)")
-	fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "with --serve: the address the page listens on")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
-	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). --faults redis-failover implies it (see docs/redis-cluster.md)")
-	fs.StringVar(&l.faults, "faults", "", "fault drills instead of the plain comparison, comma-separated: "+strings.Join(drill.Names(), ", ")+", store-restart (both restarts) or all. Each fault runs against every strategy it applies to (see docs/faults.md)")
-	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "with --faults or --keyed-drill: run every drill this many times; the report aggregates them")
-	fs.DurationVar(&c.Soak, "soak", 0, "instead of the comparison: steady mixed load of every safe strategy of --strategies for this long (at least 1m), in one-minute segments (a third of a shorter soak), each a mixed run judged as usual with a fault of the catalogue striking it (crash, store-partition, latency, pause, resets, mongo-restart, redis-restart in turn); samples each replica's memory, goroutines, open files and sockets every 5s, fails if one grows without bound, and draws them in soak.svg (see docs/faults.md#soak)")
-	fs.BoolVar(&c.KeyedDrill, "keyed-drill", false, "instead of the comparison: purchases with an Idempotency-Key each (40 per safe strategy of --strategies, or --requests), retried across the two replicas until they sell, while replica a is killed -9 and restarted and replica b is frozen past its lock TTL and heartbeat timeout; checks that each sold exactly once and reports how long purchases took to settle (see docs/every-writer.md)")
-	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "with --faults: the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
-	fs.StringVar(&c.RedisAOF, "redis-aof", d.RedisAOF, "with --faults redis-restart: the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")
-	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "with --faults: the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
-
-	fs.Var((*thresholds)(&c.Thresholds), "threshold", "a bound on a figure of every run, or of one strategy's runs, as k6 writes them: p99<300ms, sales_per_s>=150, atomic:oversold==0; repeatable, or comma-separated. A breach is a failed check: exit status 3 (see the metrics above)")
+	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). loadtest faults redis-failover implies it (see docs/redis-cluster.md)")
 	fs.DurationVar(&c.ReadEvery, "read-every", d.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
+}
+
+// compareFlags are the comparison's own flags: the attack's bounds and
+// the workloads.
+func compareFlags(fs *flag.FlagSet, c *options, d harness.Config) {
+	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
+	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
+	thresholdFlag(fs, c)
 	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
-	fs.BoolVar(&c.Capacity, "capacity", false, "capacity sweep instead of the comparison: each strategy at 50 req/s, then twice as much every --duration (3s by default here), on fresh skus with stock it cannot sell out and no read-modify-write delay unless --rmw-delay is set, until a step passes the limits; reports each strategy's capacity and capacity.svg (see docs/results.md)")
-	fs.DurationVar(&c.CapacityP99, "capacity-p99", d.CapacityP99, "with --capacity: a step whose p99 exceeds this is past the limits")
-	fs.Float64Var(&c.CapacityErrors, "capacity-errors", d.CapacityErrors, "with --capacity: a step whose errors and 503s exceed this share of its requests is past the limits")
-	fs.IntVar(&c.CapacityMaxRate, "capacity-max-rate", d.CapacityMaxRate, "with --capacity: the highest rate offered")
-	fs.StringVar(&l.capReplicas, "capacity-replicas", "", "with --capacity: comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas")
 	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
 	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", d.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
 	fs.Float64Var(&c.CutRate, "cut-rate", d.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
-	return &l
+}
+
+// thresholdFlag is --threshold: each use adds the comma-separated
+// thresholds it gives.
+func thresholdFlag(fs *flag.FlagSet, c *options) {
+	fs.Func("threshold", "a bound on a figure of every run, or of one strategy's runs, as k6 writes them: p99<300ms, sales_per_s>=150, atomic:oversold==0; repeatable, or comma-separated. A breach is a failed check: exit status 3 (see the metrics above)", func(v string) error {
+		for f := range strings.SplitSeq(v, ",") {
+			th, err := report.ParseThreshold(f)
+			if err != nil {
+				return err
+			}
+			c.Thresholds = append(c.Thresholds, th)
+		}
+		return nil
+	})
+}
+
+// drillFlags are the settings of the runs that disturb the replicas.
+func drillFlags(fs *flag.FlagSet, c *options, d harness.Config, repeat bool) {
+	if repeat {
+		fs.IntVar(&c.Repeat, "repeat", d.Repeat, "run every drill this many times; the report aggregates them")
+	}
+	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
+	fs.StringVar(&c.RedisAOF, "redis-aof", d.RedisAOF, "the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the redis-restart drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")
+	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
 }

@@ -109,22 +109,23 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--replicas", "http://a:1", "--rmw-delay", "5ms"}, nil, "--rmw-delay applies only"},
 		{[]string{"--sku-prefix", "no spaces"}, nil, "--sku-prefix"},
 		{[]string{"--sku-prefix", strings.Repeat("x", 41)}, nil, "--sku-prefix"},
-		{[]string{"extra"}, nil, "unexpected argument"},
-		{[]string{"--capacity-p99", "1s"}, nil, "--capacity-p99 applies only with --capacity"},
-		{[]string{"--capacity", "--faults", "crash"}, nil, "--capacity runs alone"},
-		{[]string{"--capacity", "--capacity-replicas", "2,x"}, nil, `"x" is not a whole number`},
-		{[]string{"--capacity", "--capacity-replicas", "2,9"}, nil, "--capacity-replicas 9"},
-		{[]string{"--capacity", "--capacity-max-rate", "10"}, nil, "--capacity-max-rate 10"},
-		{[]string{"--capacity", "--replicas", "http://a:1", "--capacity-replicas", "2"}, nil, "scales them"},
-		{[]string{"--serve", "--faults", "crash"}, nil, "--faults does not apply to --serve"},
-		{[]string{"--serve", "--serve-addr", "8090"}, nil, "--serve-addr \"8090\""},
-		{[]string{"--serve-addr", "127.0.0.1:1"}, nil, "--serve-addr applies only with --serve"},
+		{[]string{"extra"}, nil, `unknown command "extra"`},
+		{[]string{"compare", "extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"--capacity-p99", "1s"}, nil, "--capacity-p99 does not apply to loadtest compare: it belongs to loadtest capacity"},
+		{[]string{"--capacity", "--faults", "crash"}, nil, "--capacity and --faults: choose one command"},
+		{[]string{"capacity", "--capacity-replicas", "2,x"}, nil, `"x" is not a whole number`},
+		{[]string{"capacity", "--capacity-replicas", "2,9"}, nil, "--capacity-replicas 9"},
+		{[]string{"capacity", "--capacity-max-rate", "10"}, nil, "--capacity-max-rate 10"},
+		{[]string{"capacity", "--replicas", "http://a:1", "--capacity-replicas", "2"}, nil, "scales them"},
+		{[]string{"serve", "--mixed"}, nil, "--mixed does not apply to loadtest serve: it belongs to loadtest compare"},
+		{[]string{"serve", "--serve-addr", "8090"}, nil, "--serve-addr \"8090\""},
+		{[]string{"--serve-addr", "127.0.0.1:1"}, nil, "--serve-addr does not apply to loadtest compare: it belongs to loadtest serve"},
 		{nil, []string{"LOADTEST_RATE", "fast"}, "LOADTEST_RATE"},
 		{nil, []string{"LOADTEST_STRATEGIES", "nope"}, "unknown strategy"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
 		{[]string{"--mixed", "--strategies", "atomic"}, nil, "at least two"},
-		{[]string{"--mixed", "--faults", "crash"}, nil, "--mixed and --faults"},
-		{[]string{"--retries", "2", "--faults", "crash"}, nil, "--retries and --faults"},
+		{[]string{"--mixed", "--faults", "crash"}, nil, "--mixed does not apply to loadtest faults"},
+		{[]string{"--retries", "2", "--faults", "crash"}, nil, "--retries does not apply to loadtest faults"},
 		{[]string{"--cut-rate", "0.2"}, nil, "--cut-rate applies only with --retries"},
 		{[]string{"--retries", "2", "--cut-rate", "1"}, nil, "--cut-rate 1"},
 		{[]string{"--retries", "11"}, nil, "--retries 11"},
@@ -134,7 +135,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--local-replicas", "9"}, nil, "--local-replicas 9: must be between 1 and 8"},
 		{nil, []string{"LOADTEST_LOCAL_REPLICAS", "12"}, "--local-replicas 12"},
 		{[]string{"--replicas", "http://a:1", "--local-replicas", "3"}, nil, "--local-replicas applies only"},
-		{[]string{"--local-replicas", "1", "--faults", "crash"}, nil, "fault drills need at least 2 replicas"},
+		{[]string{"faults", "crash", "--local-replicas", "1"}, nil, "fault drills need at least 2 replicas"},
 		{[]string{"--local-replicas", "4", "--rate", "3"}, nil, "--rate 3: below one request per second for each of the 4 replicas"},
 		{[]string{"--replicas", "http://a:1,http://a:2", "--rate", "1"}, nil, "--rate 1"},
 		{[]string{"--threshold", "p99 300ms"}, nil, `invalid value "p99 300ms" for --threshold: threshold "p99 300ms": want [strategy:]metric op value`},
@@ -143,10 +144,14 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--threshold", "sales_per_s>=fast"}, nil, `"fast" is not a number`},
 		{nil, []string{"LOADTEST_THRESHOLD", "p99"}, "LOADTEST_THRESHOLD"},
 		{[]string{"--strategies", "atomic,unsafe", "--threshold", "redis-lock:p99<1s"}, nil, "--threshold redis-lock:p99<1s: redis-lock is not among --strategies (atomic,unsafe)"},
-		{[]string{"--capacity", "--threshold", "p99<1s"}, nil, "--threshold with --capacity or --keyed-drill: a threshold bounds the runs"},
-		{[]string{"--keyed-drill", "--threshold", "p99<1s"}, nil, "the keyed drill its promises"},
+		{[]string{"capacity", "--threshold", "p99<1s"}, nil, "--threshold does not apply to loadtest capacity: it belongs to loadtest compare, loadtest faults, loadtest soak"},
+		{[]string{"keyed", "--threshold", "p99<1s"}, nil, "--threshold does not apply to loadtest keyed"},
 		{[]string{"--mixed", "--strategies", "atomic,redis-lock", "--threshold", "atomic:p99<1s"}, nil, "give the threshold for all (p99<1s)"},
-		{[]string{"--serve", "--threshold", "p99<1s"}, nil, "--threshold does not apply to --serve"},
+		{[]string{"serve", "--threshold", "p99<1s"}, nil, "--threshold does not apply to loadtest serve"},
+		{[]string{"soak", "--duration", "30s"}, nil, "--duration 30s: must be between 1m and 24h"},
+		{[]string{"soak", "--requests", "3"}, nil, "--requests does not apply to loadtest soak"},
+		{nil, []string{"LOADTEST_CAPACITY", "true"}, "LOADTEST_CAPACITY=true chose a command before there were commands: use loadtest capacity"},
+		{[]string{"--faults"}, nil, "name the faults"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig(c.args, envOf(c.env...), &bytes.Buffer{})
@@ -157,7 +162,7 @@ func TestParseConfigRejects(t *testing.T) {
 }
 
 func TestParseConfigLocalReplicas(t *testing.T) {
-	c, err := ParseConfig([]string{"--local-replicas", "8", "--faults", "crash"}, envOf(), &bytes.Buffer{})
+	c, err := ParseConfig([]string{"faults", "--local-replicas", "8", "crash"}, envOf(), &bytes.Buffer{})
 	if err != nil || c.LocalReplicas != 8 {
 		t.Fatalf("--local-replicas 8: %d, %v", c.LocalReplicas, err)
 	}
@@ -221,21 +226,82 @@ func TestParseConfigThresholds(t *testing.T) {
 	}
 }
 
-// TestParseConfigCapacity: --capacity changes the defaults a sweep needs
+// TestParseConfigCapacity: loadtest capacity has the defaults a sweep needs
 // (short steps, no read-modify-write delay, no reads) unless they are set.
 func TestParseConfigCapacity(t *testing.T) {
-	c, err := ParseConfig([]string{"--capacity", "--capacity-replicas", "2,4,8"}, envOf(), &bytes.Buffer{})
+	c, err := ParseConfig([]string{"capacity", "--capacity-replicas", "2,4,8"}, envOf(), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Duration != 3*time.Second || c.RMWDelay != 0 || c.ReadEvery != 0 || !slices.Equal(c.CapacityReplicas, []int{2, 4, 8}) {
 		t.Errorf("capacity defaults: duration %s, rmw-delay %s, read-every %s, replicas %v", c.Duration, c.RMWDelay, c.ReadEvery, c.CapacityReplicas)
 	}
-	c, err = ParseConfig([]string{"--capacity", "--rmw-delay", "5ms", "--duration", "4s"}, envOf(), &bytes.Buffer{})
+	c, err = ParseConfig([]string{"capacity", "--rmw-delay", "5ms", "--duration", "4s"}, envOf(), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Duration != 4*time.Second || c.RMWDelay != 5*time.Millisecond {
 		t.Errorf("explicit settings lost: duration %s, rmw-delay %s", c.Duration, c.RMWDelay)
+	}
+}
+
+// TestCommands: each command sets its mode and its own defaults, takes its
+// settings from the environment, and shows only its flags in --help.
+func TestCommands(t *testing.T) {
+	c, err := ParseConfig([]string{"soak", "--rate", "50", "--duration", "3m"}, envOf(), &bytes.Buffer{})
+	if err != nil || c.Soak != 3*time.Minute || c.Stock != 6000 || c.Timeout != 18*time.Second {
+		t.Errorf("soak: soak %s, stock %d, timeout %s, %v; want 3m, 50/s × 60s × 2, 3 × 1s + 15s", c.Soak, c.Stock, c.Timeout, err)
+	}
+	c, err = ParseConfig([]string{"faults", "--fault-ttl", "2s"}, envOf("LOADTEST_FAULTS", "crash,pause"), &bytes.Buffer{})
+	if err != nil || !slices.Equal(c.Faults, []string{"crash", "pause"}) || c.Timeout != 21*time.Second || c.Stock != 2000 {
+		t.Errorf("LOADTEST_FAULTS=crash,pause: faults %v, timeout %s, stock %d, %v", c.Faults, c.Timeout, c.Stock, err)
+	}
+	c, err = ParseConfig([]string{"keyed", "--requests", "12"}, envOf(), &bytes.Buffer{})
+	if err != nil || !c.KeyedDrill || c.Requests != 12 || !c.Disturbs() {
+		t.Errorf("keyed --requests 12: %+v, %v", c.Config, err)
+	}
+	for _, cmd := range commands {
+		var out bytes.Buffer
+		if _, err := ParseConfig([]string{cmd.name, "--help"}, envOf(), &out); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s --help: %v", cmd.name, err)
+		}
+		help := out.String()
+		if !strings.Contains(help, "Usage: go run ./loadtest "+cmd.name) || !strings.Contains(help, "LOADTEST_RATE") {
+			t.Errorf("%s --help:\n%s", cmd.name, help)
+		}
+		if own := map[string]string{"capacity": "--capacity-p99", "faults": "--fault-ttl", "serve": "--serve-addr", "compare": "--mixed"}[cmd.name]; own != "" &&
+			!strings.Contains(help, own) {
+			t.Errorf("%s --help lacks %s", cmd.name, own)
+		}
+		if cmd.name != "compare" && strings.Contains(help, "--mixed") {
+			t.Errorf("%s --help shows compare's --mixed", cmd.name)
+		}
+	}
+}
+
+// TestDeprecatedSpellings: the flags that chose a command still do, for
+// one release, with one line on stderr naming the new spelling.
+func TestDeprecatedSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		line string
+		ok   func(options) bool
+	}{
+		{[]string{"--faults", "crash", "--repeat", "2"}, "--faults is deprecated and goes in the next release: use loadtest faults crash --repeat 2",
+			func(c options) bool { return slices.Equal(c.Faults, []string{"crash"}) && c.Repeat == 2 }},
+		{[]string{"--faults=pause"}, "use loadtest faults pause\n", func(c options) bool { return slices.Equal(c.Faults, []string{"pause"}) }},
+		{[]string{"--rate", "40", "--soak", "2m"}, "use loadtest soak --rate 40 --duration 2m\n", func(c options) bool { return c.Soak == 2*time.Minute && c.Rate == 40 }},
+		{[]string{"--capacity"}, "use loadtest capacity\n", func(c options) bool { return c.Capacity && c.Duration == 3*time.Second }},
+		{[]string{"--keyed-drill"}, "use loadtest keyed", func(c options) bool { return c.KeyedDrill }},
+		{[]string{"--serve"}, "use loadtest serve", func(c options) bool { return c.cmd.name == "serve" }},
+	} {
+		var out bytes.Buffer
+		c, err := ParseConfig(tc.args, envOf(), &out)
+		if err != nil || !tc.ok(c) {
+			t.Errorf("%v: %+v, %v", tc.args, c.Config, err)
+		}
+		if !strings.Contains(out.String(), tc.line) || strings.Count(out.String(), "\n") != 1 {
+			t.Errorf("%v: stderr %q, want one line with %q", tc.args, out.String(), tc.line)
+		}
 	}
 }

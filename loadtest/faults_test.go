@@ -17,14 +17,14 @@ import (
 )
 
 func TestFaultConfig(t *testing.T) {
-	cfg, err := ParseConfig([]string{"--faults", "crash"}, noEnv, &bytes.Buffer{})
+	cfg, err := ParseConfig([]string{"faults", "crash"}, noEnv, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Stock != 2000 || cfg.Repeat != 1 || cfg.FaultTTL != time.Second || cfg.RedisAOF != "always" {
 		t.Errorf("fault defaults: stock %d, repeat %d, ttl %s, aof %q", cfg.Stock, cfg.Repeat, cfg.FaultTTL, cfg.RedisAOF)
 	}
-	if cfg, err := ParseConfig([]string{"--faults", "redis-restart"}, func(k string) string {
+	if cfg, err := ParseConfig([]string{"faults", "redis-restart"}, func(k string) string {
 		return map[string]string{"LOADTEST_REDIS_AOF": "everysec"}[k]
 	}, &bytes.Buffer{}); err != nil || cfg.RedisAOF != "everysec" {
 		t.Errorf("LOADTEST_REDIS_AOF=everysec: %q, %v", cfg.RedisAOF, err)
@@ -33,15 +33,18 @@ func TestFaultConfig(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--repeat", "3"}, "--repeat applies only to fault drills"},
-		{[]string{"--faults", "crash", "--repeat", "0"}, "--repeat 0"},
-		{[]string{"--faults", "crash", "--fault-ttl", "1500ms"}, "whole seconds"},
-		{[]string{"--faults", "redis-restart", "--redis-aof", "sometimes"}, `--redis-aof "sometimes": want one of always, everysec, no`},
-		{[]string{"--redis-aof", "always"}, "--redis-aof applies only to fault drills"},
-		{[]string{"--faults", "crash", "--duration", "2s"}, "needs at least 3 × --fault-ttl"},
-		{[]string{"--faults", "crash", "--replicas", "http://127.0.0.1:1"}, "--faults needs the replicas the harness starts"},
-		{[]string{"--keyed-drill", "--faults", "crash"}, "--keyed-drill runs alone"},
-		{[]string{"--keyed-drill", "--local-replicas", "3"}, "--keyed-drill needs the two replicas the harness starts"},
+		{[]string{"--repeat", "3"}, "--repeat does not apply to loadtest compare: it belongs to loadtest faults, loadtest keyed"},
+		{[]string{"faults", "crash", "--repeat", "0"}, "--repeat 0"},
+		{[]string{"faults", "--fault-ttl", "1500ms", "crash"}, "whole seconds"},
+		{[]string{"faults", "redis-restart", "--redis-aof", "sometimes"}, `--redis-aof "sometimes": want one of always, everysec, no`},
+		{[]string{"--redis-aof", "always"}, "--redis-aof does not apply to loadtest compare"},
+		{[]string{"faults", "crash", "--duration", "2s"}, "needs at least 3 × --fault-ttl"},
+		{[]string{"faults", "crash", "--replicas", "http://127.0.0.1:1"}, "loadtest faults needs the replicas the harness starts"},
+		{[]string{"--keyed-drill", "--faults", "crash"}, "--keyed-drill and --faults: choose one command, loadtest keyed or loadtest faults"},
+		{[]string{"keyed", "--local-replicas", "3"}, "the keyed drill needs the two replicas the harness starts"},
+		{[]string{"faults"}, "name the faults: loadtest faults"},
+		{[]string{"faults", "crash", "pause"}, `unexpected argument "pause"`},
+		{[]string{"faults", "crash", "--mixed"}, "--mixed does not apply to loadtest faults: it belongs to loadtest compare"},
 	}
 	for _, b := range bad {
 		_, err := ParseConfig(b.args, noEnv, &bytes.Buffer{})
@@ -65,7 +68,7 @@ func TestFaultDrillsShort(t *testing.T) {
 	for _, strategy := range []string{"mongo-lease", "redis-lock", "etcd-lock"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
-			out, rep := runDrills(t, "--faults", "crash,pause", "--strategies", strategy, "--warmup", "500ms")
+			out, rep := runDrills(t, "faults", "crash,pause", "--strategies", strategy, "--warmup", "500ms")
 			checkCrashAndPause(t, rep)
 			if _, err := os.Stat(filepath.Join(out, report.FaultChartFile)); err != nil {
 				t.Errorf("no fault chart: %v", err)
@@ -175,7 +178,7 @@ func lastLines(s string, n int) string {
 func TestLeaderKillShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts a three-member etcd cluster and two replica processes")
 	t.Parallel()
-	_, rep := runDrills(t, "--faults", "leader-kill", "--strategies", "etcd-lock", "--warmup", "0")
+	_, rep := runDrills(t, "faults", "leader-kill", "--strategies", "etcd-lock", "--warmup", "0")
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(rep.Runs))
 	}
@@ -201,7 +204,7 @@ func TestLeaderKillShort(t *testing.T) {
 func testRedisClockShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts a redis-server under the clock shim and two replica processes")
 	requireTools(t, "gcc", "redis-server")
-	_, rep := runDrills(t, "--faults", "redis-clock", "--strategies", "redis-lock", "--warmup", "0")
+	_, rep := runDrills(t, "faults", "redis-clock", "--strategies", "redis-lock", "--warmup", "0")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3", len(rep.Runs))
 	}
@@ -282,7 +285,7 @@ func checkSafeRun(t *testing.T, r report.Run) {
 func TestKeyedDrillShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
-	_, rep, stdout := runHarness(t, "--keyed-drill", "--strategies", "atomic,redis-lock", "--requests", "12", "--warmup", "500ms")
+	_, rep, stdout := runHarness(t, "keyed", "--strategies", "atomic,redis-lock", "--requests", "12", "--warmup", "500ms")
 	if len(rep.Keyed) != 1 {
 		t.Fatalf("keyed runs: %+v, want one", rep.Keyed)
 	}
@@ -307,7 +310,7 @@ func TestKeyedDrillShort(t *testing.T) {
 func TestNetworkDrillsShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
-	_, rep := runDrills(t, "--faults", "network", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
+	_, rep := runDrills(t, "faults", "network", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
 	seen := map[string]int{}
 	for _, r := range rep.Runs {
 		seen[r.Fault]++
@@ -349,7 +352,7 @@ func TestNetworkDrillsShort(t *testing.T) {
 func TestSoakShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
-	dir, rep, stdout := runHarness(t, "--soak", "60s", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
+	dir, rep, stdout := runHarness(t, "soak", "--duration", "60s", "--strategies", "redis-lock,atomic", "--warmup", "500ms")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("segments: %d, want 3", len(rep.Runs))
 	}

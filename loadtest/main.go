@@ -1,16 +1,17 @@
 // Command loadtest is stocklock's load harness: it hammers the stock
 // service's decrement endpoint on two (or more) replicas with Vegeta, one
 // strategy after another, and proves or disproves that each sells every
-// unit at most once. It parses flags into a harness.Config and renders the
-// harness's events and report; the work is done by loadtest/harness and the
-// packages it drives (see docs/harness.md).
+// unit at most once. It parses a command and its flags into a
+// harness.Config and renders the harness's events and report; the work is
+// done by loadtest/harness and the packages it drives (docs/harness.md).
 //
 //	go run ./loadtest            # the whole scenario: stores, two replicas, every strategy
 //	go run ./loadtest --help     # every flag
 //	go run ./loadtest --replicas http://127.0.0.1:8081,http://127.0.0.1:8082
-//	go run ./loadtest --faults all            # fault drills
-//	go run ./loadtest --capacity              # each strategy's capacity
-//	go run ./loadtest --serve                 # the live page
+//	go run ./loadtest faults all              # fault drills
+//	go run ./loadtest capacity                # each strategy's capacity
+//	go run ./loadtest serve                   # the live page
+//	go run ./loadtest faults --help           # a command's flags
 package main
 
 import (
@@ -54,14 +55,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "loadtest: %v\nRun with --help to see every flag.\n", err)
+		fmt.Fprintf(stderr, "%s: %v\nRun with --help to see every flag.\n", strings.TrimSpace("loadtest "+cfg.cmd.name), err)
 		return exitError
 	}
 	if cfg.CheckHistory != "" {
 		return checkSaved(cfg.CheckHistory, cfg.CheckTimeout, stdout, stderr)
 	}
-	if cfg.Serve {
-		return serve(ctx, cfg, stderr)
+	if cfg.cmd.run != nil {
+		return cfg.cmd.run(ctx, cfg, stdout, stderr)
 	}
 	rep, err := harness.New(cfg.Config, harness.Terminal(stderr, cfg.Quiet)).Run(ctx)
 	status := verdict.Passed
@@ -150,16 +151,16 @@ func summarizeNames(names []string) string {
 }
 
 // serve runs the live page until ctx ends.
-func serve(ctx context.Context, cfg options, log io.Writer) int {
+func serve(ctx context.Context, cfg options, _, log io.Writer) int {
 	fmt.Fprintln(log, "starting the live page's stores and replicas...")
 	srv, err := live.Start(ctx, live.Options{Base: cfg.Config, OutDir: cfg.OutDir, Log: log, DocsDir: docsDir()})
 	if err != nil {
-		fmt.Fprintf(log, "loadtest: --serve: %v\n", err)
+		fmt.Fprintf(log, "loadtest serve: %v\n", err)
 		return exitError
 	}
 	defer srv.Close()
 	if err := srv.Serve(ctx, cfg.ServeAddr, log); err != nil {
-		fmt.Fprintf(log, "loadtest: --serve: %v\n", err)
+		fmt.Fprintf(log, "loadtest serve: %v\n", err)
 		return exitError
 	}
 	fmt.Fprintln(log, "loadtest: stopped the live page and everything it started")

@@ -17,7 +17,7 @@ import (
 func testRedlockPartitionShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts five redis-servers under the clock shim and two replica processes")
 	requireTools(t, "gcc", "redis-server")
-	_, rep := runDrills(t, "--faults", "redlock-partition", "--strategies", "redlock", "--warmup", "0")
+	_, rep := runDrills(t, "faults", "redlock-partition", "--strategies", "redlock", "--warmup", "0")
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3", len(rep.Runs))
 	}

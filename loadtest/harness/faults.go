@@ -14,7 +14,7 @@ import (
 func (h *Harness) runFaults(ctx context.Context) ([]report.Run, error) {
 	drills := drill.Plan(h.cfg.Faults, h.cfg.Strategies)
 	if len(drills) == 0 {
-		return nil, fmt.Errorf("--faults %s with --strategies %s: no drill applies", strings.Join(h.cfg.Faults, ","), strings.Join(h.cfg.Strategies, ","))
+		return nil, fmt.Errorf("faults %s with --strategies %s: no drill applies", strings.Join(h.cfg.Faults, ","), strings.Join(h.cfg.Strategies, ","))
 	}
 	if err := h.warmup(ctx); err != nil {
 		return nil, err

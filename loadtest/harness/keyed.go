@@ -47,7 +47,7 @@ const (
 // purchase took to settle.
 func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
 	if h.env == nil || h.env.Len() < 2 {
-		return nil, errors.New("--keyed-drill needs two replicas the harness starts (--local-replicas 2)")
+		return nil, errors.New("the keyed drill needs two replicas the harness starts (--local-replicas 2)")
 	}
 	var strategies []string
 	for _, s := range h.cfg.Strategies {
@@ -56,7 +56,7 @@ func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
 		}
 	}
 	if len(strategies) == 0 {
-		return nil, errors.New("--keyed-drill: no safe strategy among --strategies")
+		return nil, errors.New("the keyed drill: no safe strategy among --strategies")
 	}
 	per := keyedPerStrategy
 	if h.cfg.Requests > 0 {

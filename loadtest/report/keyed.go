@@ -10,7 +10,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// KeyedRun is one run of the keyed drill (--keyed-drill): purchases with an
+// KeyedRun is one run of the keyed drill (loadtest keyed): purchases with an
 // Idempotency-Key each, retried across two replicas until they sell, while
 // one replica is killed -9 and restarted and the other is frozen (SIGSTOP)
 // past its lock TTL and its heartbeat timeout.

@@ -201,10 +201,10 @@ type Report struct {
 	Replicas []string `json:"replicas"`
 	Settings Settings `json:"settings"`
 	Runs     []Run    `json:"runs"`
-	// Keyed holds the runs of the keyed drill (--keyed-drill), which has
+	// Keyed holds the runs of the keyed drill (loadtest keyed), which has
 	// no Runs.
 	Keyed []KeyedRun `json:"keyed,omitempty"`
-	// Soak holds a soak's samples (--soak); its segments are Runs.
+	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
 	Soak *Soak `json:"soak,omitempty"`
 	// OK is true when the run finished and no check failed it (see
 	// verdict.Judge).

@@ -14,7 +14,7 @@ import (
 // SoakChartFile is the soak's picture of the replicas' resources.
 const SoakChartFile = "soak.svg"
 
-// Soak is what a soak (--soak) sampled, beside its segments' runs.
+// Soak is what a soak (loadtest soak) sampled, beside its segments' runs.
 type Soak struct {
 	Duration    string       `json:"duration"`
 	Segment     string       `json:"segment"`
