@@ -469,6 +469,9 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		if err != nil {
 			return inventory.Sale{}, false, err
 		}
+		if s.afterConfirmRead != nil {
+			s.afterConfirmRead()
+		}
 		if it == nil {
 			// Settled and recorded.
 			if h.State != inventory.HoldConfirmed {
@@ -526,6 +529,9 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		// Both times as the document holds them at the write.
 		if !stamped.Clock.Before(stamped.Holds[id].Expires) {
 			return inventory.Sale{}, false, fmt.Errorf("%w: the confirm reached the store at %s", holdErr(h, inventory.HoldExpired), stamped.Clock.Format(time.RFC3339Nano))
+		}
+		if s.betweenConfirmWrites != nil {
+			s.betweenConfirmWrites()
 		}
 		// The second write: the units sold, the order pending.
 		at := stamped.Clock.UTC()
