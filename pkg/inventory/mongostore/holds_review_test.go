@@ -118,3 +118,101 @@ func TestLateConfirmReadsExpired(t *testing.T) {
 	}
 	checkUnits(t, s, sku, 1)
 }
+
+// TestConfirmRefusalStands: a confirm whose first write was stamped in
+// time may still sell after the expiry, with its second write, as long as
+// no sale returned the hold first (a pause between its two writes). A
+// second confirm of the same hold (the client's retry of that request,
+// sent to another replica) that read the hold before that second write
+// and judged it expired by the store's clock must not answer
+// hold_expired, "nothing was sold", once the first has sold: it answers
+// the order, or it makes its refusal true by returning the units first.
+func TestConfirmRefusalStands(t *testing.T) {
+	first := testStore(t)
+	retry := replicaStore(t, first, StoreOptions{Replica: "retry"})
+	ctx := t.Context()
+	const sku = "refusal"
+	mustPut(t, first, sku, 1)
+	hold, err := NewAtomic(first).Hold(ctx, inventory.HoldRequest{SKU: sku, Qty: 1, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped, resume, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	first.betweenConfirmWrites = func() {
+		first.betweenConfirmWrites = nil
+		// The pause between the two writes: the hold expires meanwhile
+		// (its expiry moved to before now, as a minute would have done).
+		if _, err := first.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: holdPath(hold.ID, "expires"), Value: hold.Created.Add(-time.Second)}}}}); err != nil {
+			t.Error(err)
+		}
+		close(stamped)
+		<-resume
+	}
+	go func() {
+		_, _, err := first.ConfirmHold(ctx, sku, hold.ID, "")
+		done <- err
+	}()
+	select {
+	case <-stamped:
+	case err := <-done:
+		t.Fatalf("the first confirm ended before its second write: %v", err)
+	}
+	var firstErr error
+	retry.afterConfirmRead = func() {
+		retry.afterConfirmRead = nil
+		// The first confirm's second write lands after the retry read the
+		// hold, still held, and before the retry decides.
+		close(resume)
+		firstErr = <-done
+	}
+	sale, replayed, err := retry.ConfirmHold(ctx, sku, hold.ID, "")
+	if firstErr != nil {
+		t.Fatalf("the first confirm, stamped in time, with no sale in between: %v", firstErr)
+	}
+	if _, _, sold := checkUnits(t, first, sku, 1); sold != 1 {
+		t.Fatalf("sold %d; want the first confirm's 1", sold)
+	}
+	if err != nil {
+		t.Fatalf("the retry answered %v while the hold's units are sold to its order; want that order", err)
+	}
+	if sale.OrderID != hold.ID || !replayed {
+		t.Fatalf("the retry answered order %s, replayed %v; want the hold's order %s, replayed", sale.OrderID, replayed, hold.ID)
+	}
+}
+
+// TestExpiredReadStands: a hold read as expired can never be confirmed
+// afterwards. A confirm stamped in time whose second write is still to
+// come (paused past the expiry) may yet sell the hold, so a read in
+// between must not call it expired.
+func TestExpiredReadStands(t *testing.T) {
+	first := testStore(t)
+	reader := replicaStore(t, first, StoreOptions{Replica: "reader"})
+	ctx := t.Context()
+	const sku = "expired-read"
+	mustPut(t, first, sku, 1)
+	hold, err := NewAtomic(first).Hold(ctx, inventory.HoldRequest{SKU: sku, Qty: 1, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read inventory.Hold
+	first.betweenConfirmWrites = func() {
+		first.betweenConfirmWrites = nil
+		if _, err := first.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: holdPath(hold.ID, "expires"), Value: hold.Created.Add(-time.Second)}}}}); err != nil {
+			t.Error(err)
+		}
+		if read, err = reader.GetHold(ctx, sku, hold.ID); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, _, err := first.ConfirmHold(ctx, sku, hold.ID, ""); err != nil {
+		t.Fatalf("the confirm, stamped in time, with no sale in between: %v", err)
+	}
+	if read.State == inventory.HoldExpired {
+		t.Fatalf("the hold read as %s between the two writes of a confirm stamped in time, which then sold it", read.State)
+	}
+	if got, err := reader.GetHold(ctx, sku, hold.ID); err != nil || got.State != inventory.HoldConfirmed {
+		t.Fatalf("after the confirm: %v %v; want confirmed", got.State, err)
+	}
+}
