@@ -290,6 +290,19 @@ func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *inventory.Item, mi
 	}
 }
 
+// holdShort is the error of a hold of qty units of sku that found the
+// item's own stock short (short, a sold out): ErrHoldsUnsupported when
+// the buckets strategy has split the item and its buckets cover qty (a
+// hold takes from the item's own stock only, which a split leaves at 0,
+// so "sold out" would be false), short otherwise.
+func (s *Store) holdShort(ctx context.Context, sku string, qty int64, short error) error {
+	v, err := s.read(ctx, s.items, sku)
+	if err != nil || v.item.Split == nil || v.total() < qty {
+		return short
+	}
+	return fmt.Errorf("%w: %q: its stock is split across the buckets strategy's documents, and a hold takes from the item's own stock only", inventory.ErrHoldsUnsupported, sku)
+}
+
 // errHoldExists is the miss of a hold whose id the item already holds: a
 // retry of a create whose first write landed.
 var errHoldExists = errors.New("mongostore: hold exists")
@@ -317,6 +330,9 @@ func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strat
 	it, err := s.takeStock(ctx, s.holdTake(h, cond, read, miss))
 	if errors.Is(err, errHoldExists) {
 		return s.GetHold(ctx, req.SKU, h.ID)
+	}
+	if errors.Is(err, inventory.ErrSoldOut) {
+		return inventory.Hold{}, s.holdShort(ctx, req.SKU, req.Qty, err)
 	}
 	if err != nil {
 		return inventory.Hold{}, err

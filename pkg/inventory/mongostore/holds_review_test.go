@@ -216,3 +216,24 @@ func TestExpiredReadStands(t *testing.T) {
 		t.Fatalf("after the confirm: %v %v; want confirmed", got.State, err)
 	}
 }
+
+// TestHoldOnSplitItem: a hold on a sku whose stock the buckets strategy
+// split across its buckets must not answer sold_out while the buckets hold
+// the units: a hold takes from the item's own stock only, so the answer is
+// ErrHoldsUnsupported, saying so (or a hold).
+func TestHoldOnSplitItem(t *testing.T) {
+	s := testStore(t)
+	ctx := t.Context()
+	locks := newLockServices(t)
+	const sku = "split-hold"
+	if _, err := s.PutSplit(ctx, sku, 100, 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range holders(t, s, locks) {
+		_, err := h.Hold(ctx, inventory.HoldRequest{SKU: sku, Qty: 1, TTL: time.Minute})
+		if errors.Is(err, inventory.ErrSoldOut) || (err != nil && !errors.Is(err, inventory.ErrHoldsUnsupported)) {
+			t.Fatalf("%s: a hold of 1 on a sku whose 100 units are split across buckets: %v; want a hold or ErrHoldsUnsupported", h.Name(), err)
+		}
+	}
+	checkUnits(t, s, sku, 100)
+}
