@@ -89,7 +89,9 @@ type Hold struct {
 // of the store's clock that is no later than it: a hold stored as held is
 // expired when lower is at or past its expiry, and held otherwise. "Held"
 // may thus be a hold that has just expired and that no one has noticed
-// yet; "expired" is never a hold that can still be confirmed.
+// yet. "Expired" means that no confirm can stamp it in time any more; a
+// confirm that stamped it in time before (see Confirming) may still sell
+// it with its second write, until a write returns its units.
 func (h Hold) Settled(lower time.Time) string {
 	if h.State == HoldHeld && !lower.Before(h.Expires) {
 		return HoldExpired

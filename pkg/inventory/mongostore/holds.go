@@ -290,6 +290,19 @@ func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *inventory.Item, mi
 	}
 }
 
+// holdShort is the error of a hold of qty units of sku that found the
+// item's own stock short (short, a sold out): ErrHoldsUnsupported when
+// the buckets strategy has split the item and its buckets cover qty (a
+// hold takes from the item's own stock only, which a split leaves at 0,
+// so "sold out" would be false), short otherwise.
+func (s *Store) holdShort(ctx context.Context, sku string, qty int64, short error) error {
+	v, err := s.read(ctx, s.items, sku)
+	if err != nil || v.item.Split == nil || v.total() < qty {
+		return short
+	}
+	return fmt.Errorf("%w: %q: its stock is split across the buckets strategy's documents, and a hold takes from the item's own stock only", inventory.ErrHoldsUnsupported, sku)
+}
+
 // errHoldExists is the miss of a hold whose id the item already holds: a
 // retry of a create whose first write landed.
 var errHoldExists = errors.New("mongostore: hold exists")
@@ -317,6 +330,9 @@ func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strat
 	it, err := s.takeStock(ctx, s.holdTake(h, cond, read, miss))
 	if errors.Is(err, errHoldExists) {
 		return s.GetHold(ctx, req.SKU, h.ID)
+	}
+	if errors.Is(err, inventory.ErrSoldOut) {
+		return inventory.Hold{}, s.holdShort(ctx, req.SKU, req.Qty, err)
 	}
 	if err != nil {
 		return inventory.Hold{}, err
@@ -386,11 +402,8 @@ func (s *Store) holdRecorded(ctx context.Context, sku, id string) (inventory.Hol
 // else in the holds collection, else ErrHoldNotFound (or the item's
 // ErrNotFound).
 func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *inventory.Item, error) {
-	if err := inventory.CheckSKU(sku); err != nil {
+	if err := checkHold(sku, id); err != nil {
 		return inventory.Hold{}, nil, err
-	}
-	if !inventory.HoldID(id) {
-		return inventory.Hold{}, nil, fmt.Errorf("%w: hold id %q must be 1 to 64 of [A-Za-z0-9_-]", inventory.ErrInvalid, id)
 	}
 	it, err := s.Get(ctx, sku)
 	if err != nil {
@@ -404,20 +417,45 @@ func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *
 	return h, nil, err
 }
 
+// checkHold returns ErrInvalid, saying why, unless sku and id are valid.
+func checkHold(sku, id string) error {
+	if err := inventory.CheckSKU(sku); err != nil {
+		return err
+	}
+	if !inventory.HoldID(id) {
+		return fmt.Errorf("%w: hold id %q must be 1 to 64 of [A-Za-z0-9_-]", inventory.ErrInvalid, id)
+	}
+	return nil
+}
+
 // GetHold returns hold id of sku, its State settled by the store's clock
 // (see Hold.Settled): a hold stored as held whose expiry the store's clock
-// has certainly passed reads as expired, one confirmed in time as
-// confirmed.
+// had certainly passed when it was read, with no confirm stamped on it,
+// reads as expired; one confirmed in time as confirmed.
+//
+// A hold stored as held that a confirm has stamped reads as held, past its
+// expiry too: whether that stamp was in time is not in the item (the
+// stamp is the item's confirm_clock, which the next confirm overwrites),
+// and one in time may still sell with its second write, until a sale or a
+// release takes the units back. "Expired" is never a hold that can still
+// be confirmed.
 func (s *Store) GetHold(ctx context.Context, sku, id string) (inventory.Hold, error) {
+	if err := checkHold(sku, id); err != nil {
+		return inventory.Hold{}, err
+	}
+	// The clock before the hold: lower is then no later than the store's
+	// clock at the read, so a hold past its expiry at lower had expired
+	// when it was read, and a confirm that stamps it after the read is
+	// late.
+	lower, err := s.storeTime(ctx, false)
+	if err != nil {
+		return inventory.Hold{}, unreachable("read the store's clock for hold "+id+" of", sku, err)
+	}
 	h, _, err := s.findHold(ctx, sku, id)
 	if err != nil {
 		return inventory.Hold{}, err
 	}
-	if h.State == inventory.HoldHeld {
-		lower, err := s.storeTime(ctx, false)
-		if err != nil {
-			return inventory.Hold{}, unreachable("read the store's clock for hold "+id+" of", sku, err)
-		}
+	if h.State == inventory.HoldHeld && h.Confirming == "" {
 		h.State = h.Settled(lower)
 	}
 	return h, nil
@@ -469,6 +507,9 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		if err != nil {
 			return inventory.Sale{}, false, err
 		}
+		if s.afterConfirmRead != nil {
+			s.afterConfirmRead()
+		}
 		if it == nil {
 			// Settled and recorded.
 			if h.State != inventory.HoldConfirmed {
@@ -492,10 +533,24 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 			return inventory.Sale{}, false, unreachable("read the store's clock to confirm hold "+id+" of", sku, err)
 		}
 		if h.Settled(lower) == inventory.HoldExpired {
-			// Certainly past its expiry on the store's clock: no write
-			// could confirm it.
-			s.returnExpired(ctx, *it)
-			return inventory.Sale{}, false, holdErr(h, inventory.HoldExpired)
+			// Certainly past its expiry on the store's clock: no first
+			// write can stamp it in time any more. But one may have done
+			// so already (this request's earlier attempt, paused), and its
+			// second write may still land: the refusal says "nothing was
+			// sold", so it stands only once the units are back, by a
+			// write conditional on the hold as read. A write that matches
+			// nothing means the hold changed: look again (it may be
+			// confirmed, and then this answers its order).
+			one := *it // this hold alone: another's change must not undo the return
+			one.Holds = map[string]inventory.Hold{id: it.Holds[id]}
+			n, err := s.returnHoldsAt(ctx, one, lower)
+			if err != nil {
+				return inventory.Sale{}, false, err
+			}
+			if n > 0 {
+				return inventory.Sale{}, false, holdErr(h, inventory.HoldExpired)
+			}
+			continue
 		}
 		if s.beforeStamp != nil {
 			s.beforeStamp()
@@ -525,7 +580,11 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		}
 		// Both times as the document holds them at the write.
 		if !stamped.Clock.Before(stamped.Holds[id].Expires) {
+			s.returnLate(ctx, sku, h, nonce)
 			return inventory.Sale{}, false, fmt.Errorf("%w: the confirm reached the store at %s", holdErr(h, inventory.HoldExpired), stamped.Clock.Format(time.RFC3339Nano))
+		}
+		if s.betweenConfirmWrites != nil {
+			s.betweenConfirmWrites()
 		}
 		// The second write: the units sold, the order pending.
 		at := stamped.Clock.UTC()
@@ -555,6 +614,33 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		return sale, false, err
 	}
 	return inventory.Sale{}, false, fmt.Errorf("%w: confirm hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
+}
+
+// returnLate returns the units of hold h of sku, which the first write of
+// a confirm with nonce stamped at or after its expiry by the store's own
+// clock, conditional on that stamp still the hold's last: then no confirm
+// can sell it any more (the stamp fenced out every earlier confirm's second
+// write, and a later stamp is later), so a read of it says expired from
+// now on. Quietly: the confirm has its answer; the next sale or recovery
+// returns the units otherwise.
+func (s *Store) returnLate(ctx context.Context, sku string, h inventory.Hold, nonce string) {
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	res, err := s.items.UpdateOne(cctx,
+		bson.D{{Key: "_id", Value: sku}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld}, {Key: holdPath(h.ID, "confirming"), Value: nonce}},
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "stock", Value: h.Qty}, {Key: "held", Value: -h.Qty}, {Key: "version", Value: int64(1)}}},
+			{Key: "$set", Value: bson.D{{Key: holdPath(h.ID, "state"), Value: inventory.HoldExpired}}},
+		})
+	if err != nil {
+		s.logger.DebugContext(ctx, "could not return the units of a hold confirmed late; the next sale or recovery will",
+			slog.String("hold_id", h.ID), slog.String("sku", sku), slog.Any("error", err))
+		return
+	}
+	if res.MatchedCount == 1 {
+		h.State, h.Confirming = inventory.HoldExpired, nonce
+		s.recordHold(cctx, h)
+	}
 }
 
 // confirmFilter is the condition of a confirm's first write on hold h as
@@ -645,14 +731,6 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 	return inventory.Hold{}, fmt.Errorf("%w: release hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
 }
 
-// returnExpired returns the units of it's expired holds to the stock (see
-// ReturnExpiredHolds), quietly: its callers have their answer already.
-func (s *Store) returnExpired(ctx context.Context, it inventory.Item) {
-	if _, err := s.returnHolds(ctx, it); err != nil {
-		s.logger.DebugContext(ctx, "could not return expired holds; the next sale or recovery will", slog.String("sku", it.SKU), slog.Any("error", err))
-	}
-}
-
 // returnHolds returns the units of it's expired holds, as read in it, in
 // one update conditional on each of them unchanged, and records them.
 func (s *Store) returnHolds(ctx context.Context, it inventory.Item) (int64, error) {
@@ -660,6 +738,13 @@ func (s *Store) returnHolds(ctx context.Context, it inventory.Item) (int64, erro
 	if err != nil {
 		return 0, unreachable("read the store's clock to return the expired holds of", it.SKU, err)
 	}
+	return s.returnHoldsAt(ctx, it, lower)
+}
+
+// returnHoldsAt is returnHolds with lower, a lower estimate of the store's
+// clock, deciding which holds have expired. It returns 0 when it returned
+// nothing: none expired, or the item changed since it was read.
+func (s *Store) returnHoldsAt(ctx context.Context, it inventory.Item, lower time.Time) (int64, error) {
 	ids, units := expiredHolds(it, lower)
 	if len(ids) == 0 {
 		return 0, nil

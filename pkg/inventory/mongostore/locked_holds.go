@@ -81,7 +81,7 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 		if _, ok := it.Holds[req.ID]; ok && req.ID != "" {
 			return l.store.GetHold(ctx, req.SKU, req.ID)
 		}
-		return inventory.Hold{}, soldOut(req.SKU, it.Stock, req.Qty)
+		return inventory.Hold{}, l.store.holdShort(ctx, req.SKU, req.Qty, soldOut(req.SKU, it.Stock, req.Qty))
 	}
 	lease, err := l.acquire(ctx, req.SKU)
 	if err != nil {

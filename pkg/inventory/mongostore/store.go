@@ -91,6 +91,10 @@ type Store struct {
 	// beforeStamp, when set, runs in ConfirmHold between its look at the
 	// store's clock and the stamp write: a test's stand-in for a pause.
 	beforeStamp func()
+	// afterConfirmRead, when set, runs in ConfirmHold right after it read
+	// the hold; betweenConfirmWrites between its two writes, once its stamp
+	// was judged in time: tests' stand-ins for a pause there.
+	afterConfirmRead, betweenConfirmWrites func()
 	// committedItems and committedOrders read with majority read concern
 	// when writes are majority: a replay must not answer with a sale that
 	// a failover can roll back. They are items and orders otherwise.

@@ -66,6 +66,9 @@ func holdError(err error, sku, id string) *apiError {
 		e = newError(http.StatusConflict, codeHoldReleased, "the hold was released: its units went back to the stock; nothing was sold")
 	case errors.Is(err, inventory.ErrHoldConfirmed):
 		e = newError(http.StatusConflict, codeHoldConfirmed, "the hold was confirmed: its units are sold, and cannot be released")
+	case errors.Is(err, inventory.ErrHoldsUnsupported):
+		e = newError(http.StatusNotImplemented, codeHoldsUnsupported,
+			"the item's stock is split across the buckets strategy's documents, and a hold takes from the item's own stock only; nothing was changed")
 	case errors.Is(err, inventory.ErrOutcomeUnknown):
 		e = newError(http.StatusInternalServerError, codeOutcomeUnknown,
 			"the write got no answer: it may or may not have been applied. A confirm or a release may be sent again (each is idempotent); a create only with the same Idempotency-Key")

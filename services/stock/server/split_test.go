@@ -39,3 +39,22 @@ func TestPutSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldOnSplitStock: a hold on an item whose stock is split across the
+// buckets is answered 501 holds_unsupported, not 409 sold_out: the
+// buckets hold the units, and a hold takes from the item's own stock
+// only. Nothing changes.
+func TestHoldOnSplitStock(t *testing.T) {
+	h := newServer(t, testConfig(t, "r1")).Handler()
+	const sku = "split-hold"
+	if rec, item := call(t, h, http.MethodPut, "/v1/items/"+sku, jsonCT, `{"stock": 40, "split": true}`); rec.Code != 200 || item["stock"] != 40.0 {
+		t.Fatalf("PUT split: %d %v", rec.Code, item)
+	}
+	for _, st := range []string{"atomic", "mongo-lease"} {
+		want(t, "hold with "+st+" on split stock",
+			ask(h, "POST", "/v1/items/"+sku+"/holds", `{"qty":1,"ttl_ms":60000,"strategy":"`+st+`"}`), 501, "holds_unsupported")
+	}
+	if got := stockOf(t, h, sku); got != 40 {
+		t.Fatalf("the refused holds changed the stock to %d", got)
+	}
+}
