@@ -349,15 +349,21 @@ func (s *Server) decrement(c echo.Context) error {
 		c.Response().Header().Set(headerReplayed, "true")
 	}
 	s.metrics.decrement(name, result, sale.LedgerErr != nil)
+	return c.JSON(http.StatusOK, answerOf(sale))
+}
+
+// answerOf is a sale as the API answers it: remaining null when the sale
+// does not know what it left (a bucket's).
+func answerOf(sale inventory.Sale) saleResponse {
 	var remaining *int64
 	if sale.Remaining >= 0 {
 		remaining = &sale.Remaining
 	}
-	return c.JSON(http.StatusOK, saleResponse{
+	return saleResponse{
 		OrderID: sale.OrderID, SKU: sale.SKU, Qty: sale.Qty, Remaining: remaining,
 		Strategy: sale.Strategy, Replica: sale.Replica, Fence: sale.Fence, Attempts: sale.Attempts,
 		At: sale.At, Recorded: sale.LedgerErr == nil, Key: sale.Key,
-	})
+	}
 }
 
 // orders lists a page of an item's ledger:

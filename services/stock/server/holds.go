@@ -176,11 +176,7 @@ func (s *Server) createHold(c echo.Context) error {
 // getHold reads a hold: GET /v1/items/:sku/holds/:id. Its state is
 // settled by the store's clock: a hold past its expiry reads as expired.
 func (s *Server) getHold(c echo.Context) error {
-	sku, aerr := sku(c)
-	if aerr != nil {
-		return aerr
-	}
-	id, aerr := holdID(c)
+	sku, id, aerr := skuAndHold(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -195,11 +191,7 @@ func (s *Server) getHold(c echo.Context) error {
 // no body, optionally with an Idempotency-Key (recorded in the order). A
 // confirm of a confirmed hold answers its order again, replayed.
 func (s *Server) confirmHold(c echo.Context) error {
-	sku, aerr := sku(c)
-	if aerr != nil {
-		return aerr
-	}
-	id, aerr := holdID(c)
+	sku, id, aerr := skuAndHold(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -214,25 +206,13 @@ func (s *Server) confirmHold(c echo.Context) error {
 	if replayed {
 		c.Response().Header().Set(headerReplayed, "true")
 	}
-	var remaining *int64
-	if sale.Remaining >= 0 {
-		remaining = &sale.Remaining
-	}
-	return c.JSON(http.StatusOK, saleResponse{
-		OrderID: sale.OrderID, SKU: sale.SKU, Qty: sale.Qty, Remaining: remaining,
-		Strategy: sale.Strategy, Replica: sale.Replica, Fence: sale.Fence, Attempts: sale.Attempts,
-		At: sale.At, Recorded: sale.LedgerErr == nil, Key: sale.Key,
-	})
+	return c.JSON(http.StatusOK, answerOf(sale))
 }
 
 // releaseHold gives a hold's units back: POST /v1/items/:sku/holds/:id/release,
 // no body. Releasing a released or expired hold answers it as it is.
 func (s *Server) releaseHold(c echo.Context) error {
-	sku, aerr := sku(c)
-	if aerr != nil {
-		return aerr
-	}
-	id, aerr := holdID(c)
+	sku, id, aerr := skuAndHold(c)
 	if aerr != nil {
 		return aerr
 	}
@@ -263,4 +243,17 @@ func (s *Server) recoverHolds(ctx context.Context) {
 	if _, err := s.store.RecoverHolds(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("tidying holds failed; retrying at the next interval (holds are correct without it)", slog.Any("error", err))
 	}
+}
+
+// skuAndHold reads a hold route's sku and hold id.
+func skuAndHold(c echo.Context) (string, string, *apiError) {
+	sku, aerr := sku(c)
+	if aerr != nil {
+		return "", "", aerr
+	}
+	id, aerr := holdID(c)
+	if aerr != nil {
+		return "", "", aerr
+	}
+	return sku, id, nil
 }
