@@ -34,7 +34,7 @@ import (
 // when its command failed on the network, restarting again (at most
 // maxRestarts times) until both have.
 func TestOrderInsertSurvivesRestart(t *testing.T) {
-	t.Parallel() // its own database (or server); it mostly waits
+	t.Parallel()                // its own database (or server); it mostly waits
 	mg := devstoretest.Mongo(t) // a server of its own: the restart must not hit other tests
 	if mg.Kind != devstore.KindFerretDB {
 		t.Skipf("needs a server the test can restart; this one is %s", mg.Kind)
