@@ -214,3 +214,13 @@ func unquoteKey(v string) (key string, ok bool) {
 	}
 	return "", false // no closing quote
 }
+
+// strategyField is a body's "strategy", or the replica's default strategy
+// when the body names none.
+func (s *Server) strategyField(fields map[string]json.RawMessage) (string, *apiError) {
+	name, given, aerr := stringField(fields, "strategy")
+	if aerr != nil || given {
+		return name, aerr
+	}
+	return s.cfg.Strategy, nil
+}

@@ -292,12 +292,9 @@ func (s *Server) decrement(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	name, given, aerr := stringField(fields, "strategy")
+	name, aerr := s.strategyField(fields)
 	if aerr != nil {
 		return aerr
-	}
-	if !given {
-		name = s.cfg.Strategy
 	}
 	st, ok := s.strategies[name]
 	if info, known := strategy.Lookup(name); !ok && known {

@@ -108,12 +108,9 @@ func (s *Server) createHold(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	name, given, aerr := stringField(fields, "strategy")
+	name, aerr := s.strategyField(fields)
 	if aerr != nil {
 		return aerr
-	}
-	if !given {
-		name = s.cfg.Strategy
 	}
 	_, ok := s.strategies[name]
 	info, known := strategy.Lookup(name)
