@@ -12,6 +12,8 @@
 package teststrategy
 
 import (
+	"context"
+
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/mongolock"
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -33,9 +35,12 @@ func init() {
 		&strategy.LockService{Name: Lock, Doc: "adding-a-strategy.md"},
 	)
 	server.RegisterLockService(Lock, server.LockService{
-		Backend: func(d server.LockDeps) (lock.Backend, []lock.Option, error) {
+		Backend: func(ctx context.Context, d server.LockDeps) (lock.Backend, []lock.Option, error) {
 			b, err := mongolock.New(d.DB.Collection(Collection), mongolock.WithWriteConcern(d.WriteConcern))
-			return b, nil, err
+			if err != nil {
+				return nil, nil, err
+			}
+			return b, nil, b.EnsureCollection(ctx)
 		},
 	})
 }

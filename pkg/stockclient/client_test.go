@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/stocklock/stocklock/services/stock/server/servertest"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
@@ -47,21 +44,6 @@ func replica(t *testing.T, tweak func(*server.Config)) string {
 		tweak(&cfg)
 	}
 	return servertest.Start(t, t.Context(), cfg, server.NewLogger(t.Output(), cfg))
-}
-
-// createLocks creates the lock collection of database db.
-func createLocks(t *testing.T, db string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	c, err := mongo.Connect(options.Client().ApplyURI(mongoURI))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Disconnect(context.Background()) }()
-	if err := c.Database(db).CreateCollection(ctx, server.LocksCollection); err != nil {
-		t.Fatalf("create %s.%s: %v", db, server.LocksCollection, err)
-	}
 }
 
 func TestClient(t *testing.T) {
@@ -165,18 +147,10 @@ func TestClient(t *testing.T) {
 // lock_unavailable with Retry-After; WithRetry waits that long and sells on
 // a later attempt, while a client without it reports the 503.
 func TestRetry(t *testing.T) {
-	var db string
 	base := replica(t, func(c *server.Config) {
 		c.Demo, c.RMWDelay, c.LockWait = true, 700*time.Millisecond, 100*time.Millisecond
-		db = c.DB
 	})
 	ctx := t.Context()
-	// The locks collection exists before the first lease is asked for:
-	// created by that request, under its 100 ms lock wait, FerretDB v1's
-	// CREATE TABLE could land and its catalogue entry time out (a CI run
-	// under the race detector), after which every creation failed with
-	// "relation already exists" and no lease was ever granted.
-	createLocks(t, db)
 	plain := stockclient.New(base, stockclient.WithAdminToken(adminToken))
 	retrying := stockclient.New(base, stockclient.WithRetry(stockclient.Retry{Attempts: 10}))
 	if _, err := plain.PutItem(ctx, "r-1", 5); err != nil {

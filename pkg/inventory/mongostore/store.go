@@ -134,7 +134,7 @@ type Store struct {
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
-// does no I/O; call EnsureIndexes once at start-up.
+// does no I/O; call EnsureCollections and EnsureIndexes once at start-up.
 func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil database", inventory.ErrInvalid)
@@ -189,6 +189,28 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 
 // Replica returns the replica name recorded in this store's orders.
 func (s *Store) Replica() string { return s.replica }
+
+// codeNamespaceExists is the server's answer to creating a collection
+// that exists (MongoDB before 7.0, and FerretDB).
+const codeNamespaceExists = 48
+
+// EnsureCollections creates each of the store's collections that does not
+// exist. It is idempotent, and safe to run from several replicas at once.
+// Call it once at start-up, with a context of its own: a collection the
+// store writes to first is otherwise created by that write, within its
+// request's context, and on FerretDB v1 on PostgreSQL a creation cut off
+// between its table and its catalogue entry leaves the collection
+// unusable ("relation already exists" on every later creation).
+func (s *Store) EnsureCollections(ctx context.Context) error {
+	for _, c := range []*mongo.Collection{s.items, s.orders, s.keys, s.attempts, s.beats, s.holds} {
+		err := c.Database().CreateCollection(ctx, c.Name())
+		var ce mongo.CommandError
+		if err != nil && !(errors.As(err, &ce) && ce.Code == codeNamespaceExists) {
+			return fmt.Errorf("inventory: create collection %s: %w", c.Name(), err)
+		}
+	}
+	return nil
+}
 
 // EnsureIndexes creates the index that lists a sku's orders by time and,
 // where the server has them, a TTL index that expires idempotency keys

@@ -85,7 +85,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 
 // New returns a Backend that keeps its locks in coll, one document per key.
 // Do not create a TTL index on coll, and do not delete its documents: see
-// the package documentation. New does no I/O.
+// the package documentation. New does no I/O; see EnsureCollection.
 func New(coll *mongo.Collection, opts ...Option) (*Backend, error) {
 	if coll == nil {
 		return nil, fmt.Errorf("mongolock: %w: nil collection", lock.ErrBadConfig)
@@ -115,6 +115,28 @@ func New(coll *mongo.Collection, opts ...Option) (*Backend, error) {
 	}
 	coll = coll.Clone(co)
 	return &Backend{coll: coll, skew: c.skew, now: c.now}, nil
+}
+
+// codeNamespaceExists is the server's answer to creating a collection
+// that exists (MongoDB before 7.0, and FerretDB).
+const codeNamespaceExists = 48
+
+// EnsureCollection creates the lock collection unless it exists, in one
+// create command: idempotent, and safe to run from several processes at
+// once. It is not part of lock.Backend: call it once at start-up, with a
+// context of its own, before the first TryAcquire. Without it the first
+// grant's upsert creates the collection, within that attempt's context: on
+// FerretDB v1 on PostgreSQL a collection is a table and a catalogue entry,
+// and a context that ends between the two (a lock wait of 100 ms) leaves
+// the table without its entry, after which every creation, and so every
+// grant, fails ("relation already exists").
+func (b *Backend) EnsureCollection(ctx context.Context) error {
+	err := b.coll.Database().CreateCollection(ctx, b.coll.Name())
+	var ce mongo.CommandError
+	if err != nil && !(errors.As(err, &ce) && ce.Code == codeNamespaceExists) {
+		return fmt.Errorf("mongolock: create collection %s: %w", b.coll.Name(), err)
+	}
+	return nil
 }
 
 // NewLocker returns a lock.Locker over New(coll), with lockOpts as the

@@ -189,6 +189,35 @@ func TestReleaseKeepsDocument(t *testing.T) {
 	}
 }
 
+// TestEnsureCollection: EnsureCollection creates the lock collection
+// before any grant, answers nil when it exists, also to two processes
+// that create it at once, and leaves it usable.
+func TestEnsureCollection(t *testing.T) {
+	db := dbName(t)
+	coll := locks(t, mongoURI(), db)
+	ctx := ctxFor(t, time.Minute)
+	backends := []*mongolock.Backend{mustNew(t, coll), mustNew(t, locks(t, mongoURI(), db))}
+	errs := make([]error, len(backends))
+	var wg sync.WaitGroup
+	for i, b := range backends {
+		wg.Go(func() { errs[i] = b.EnsureCollection(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("EnsureCollection from two backends at once: %v", err)
+	}
+	names, err := coll.Database().ListCollectionNames(ctx, bson.D{})
+	if err != nil || len(names) != 1 || names[0] != coll.Name() {
+		t.Fatalf("collections after EnsureCollection: %v (err %v), want [%s]", names, err, coll.Name())
+	}
+	if err := backends[0].EnsureCollection(ctx); err != nil {
+		t.Fatalf("EnsureCollection on an existing collection: %v", err)
+	}
+	if tok, err := backends[1].TryAcquire(ctx, "sku-1", "owner", time.Minute); err != nil || tok != 1 {
+		t.Fatalf("first grant after EnsureCollection: token %d, %v; want token 1", tok, err)
+	}
+}
+
 // TestTokensSurviveRestart restarts the server on the same data: a lease
 // held before the restart is still held after it, and the next token
 // continues from the last one.

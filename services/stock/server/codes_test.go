@@ -1,18 +1,14 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -241,102 +237,16 @@ func TestInternalAnswer(t *testing.T) {
 	}
 }
 
-// mongoCut is a TCP proxy in front of MongoDB that can drop the connection
-// carrying the next stock write once the write is sent (so that its
-// outcome is unknown), or the connection of the next read.
-type mongoCut struct {
-	ln       net.Listener
-	upstream string
-	armed    atomic.Bool // drop the connection of the next update once sent
-	find     atomic.Bool // drop the connection of the next find once sent
-	mu       sync.Mutex
-	conns    []net.Conn
-}
-
-func newMongoCut(t *testing.T) *mongoCut {
-	u, err := url.Parse(mongoURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &mongoCut{ln: ln, upstream: u.Host}
-	t.Cleanup(func() { _ = ln.Close(); p.closeAll() })
-	go p.serve()
-	return p
-}
-
-// uri is a MongoDB URI through the proxy that fails fast when it is down
-// and never retries a write on its own.
-func (p *mongoCut) uri() string {
-	return "mongodb://" + p.ln.Addr().String() + "/?serverSelectionTimeoutMS=1000&connectTimeoutMS=1000&retryWrites=false&retryReads=false"
-}
-
-func (p *mongoCut) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() {
-			defer c.Close()
-			defer up.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if n > 0 {
-					if _, werr := up.Write(buf[:n]); werr != nil {
-						return
-					}
-					// The stock write is an update command; once it is
-					// sent, its answer never comes back.
-					if bytes.Contains(buf[:n], []byte("update\x00")) && p.armed.CompareAndSwap(true, false) {
-						return
-					}
-					if bytes.Contains(buf[:n], []byte("find\x00")) && p.find.CompareAndSwap(true, false) {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		go func() {
-			defer c.Close()
-			_, _ = io.Copy(c, up)
-		}()
-	}
-}
-
-func (p *mongoCut) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 // TestStoreFaultAnswers: a stock write whose connection drops once it is
 // sent answers 500 outcome_unknown (the sale may have happened); a read
 // whose connection drops, and any request while MongoDB cannot be reached,
 // answer 503 store_unavailable.
 func TestStoreFaultAnswers(t *testing.T) {
 	t.Parallel() // its own database and skus; it mostly waits
-	p := newMongoCut(t)
+	p := devstoretest.MongoProxy(t, mongoURI)
 	cfg := testConfig(t, "r1")
-	cfg.MongoURI = p.uri()
+	// Fails fast when the proxy is down, and never retries a write on its own.
+	cfg.MongoURI = "mongodb://" + p.Addr() + "/?serverSelectionTimeoutMS=1000&connectTimeoutMS=1000&retryWrites=false&retryReads=false"
 	// No heartbeat or recovery writes to be taken for the stock write.
 	cfg.Demo, cfg.RMWDelay, cfg.DeadAfter, cfg.RecoveryEvery = true, time.Second, time.Hour, time.Hour
 	h := newServer(t, cfg).Handler()
@@ -347,7 +257,9 @@ func TestStoreFaultAnswers(t *testing.T) {
 		unknown <- ask(h, http.MethodPost, "/v1/items/cut/decrement", `{"qty":1,"strategy":"optimistic"}`)
 	}()
 	time.Sleep(300 * time.Millisecond) // read, and in the delay before the write
-	p.armed.Store(true)
+	// The stock write is an update command: once it is sent, its answer
+	// never comes back.
+	p.Cut("update\x00")
 	want(t, "a stock write without an answer", <-unknown, http.StatusInternalServerError, "outcome_unknown")
 
 	if n := stockOf(t, h, "cut"); n != 4 && n != 5 {
@@ -356,11 +268,11 @@ func TestStoreFaultAnswers(t *testing.T) {
 
 	// A PUT whose write got no answer may have set the stock: not 503
 	// store_unavailable ("nothing changed") but 500 outcome_unknown.
-	p.armed.Store(true)
+	p.Cut("update\x00")
 	want(t, "a PUT without an answer", ask(h, http.MethodPut, "/v1/items/cut", `{"stock":5}`), http.StatusInternalServerError, "outcome_unknown")
 	// A restock likewise; sent again with its key, it applies once.
 	before := stockOf(t, h, "cut")
-	p.armed.Store(true)
+	p.Cut("update\x00")
 	want(t, "a restock without an answer", ask(h, http.MethodPost, "/v1/items/cut/restock", `{"qty":10}`, "Idempotency-Key", "rk"),
 		http.StatusInternalServerError, "outcome_unknown")
 	landed := stockOf(t, h, "cut")
@@ -371,13 +283,12 @@ func TestStoreFaultAnswers(t *testing.T) {
 		t.Fatalf("stock %d before, %d after the unanswered restock, %d after two retries; want the 10 units added once", before, landed, n)
 	}
 
-	p.find.Store(true)
+	p.Cut("find\x00")
 	want(t, "a read whose connection drops", ask(h, http.MethodGet, "/v1/items/cut", ""), http.StatusServiceUnavailable, "store_unavailable")
 
 	// MongoDB gone: the driver's server selection runs out (1 s here),
 	// which is the store's unavailability, not the request's timeout.
-	_ = p.ln.Close()
-	p.closeAll()
+	p.Close()
 	want(t, "a read with MongoDB unreachable", ask(h, http.MethodGet, "/v1/items/cut", ""), http.StatusServiceUnavailable, "store_unavailable")
 	want(t, "a decrement with MongoDB unreachable", ask(h, http.MethodPost, "/v1/items/cut/decrement", `{"qty":1,"strategy":"atomic"}`),
 		http.StatusServiceUnavailable, "store_unavailable")

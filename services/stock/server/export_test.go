@@ -18,3 +18,7 @@ func SetHandlerWrapper(c *Config, f func(http.Handler) http.Handler) { c.wrapHan
 // SetBeforeKeysPass sets a hook that runs before each pass that settles
 // idempotency keys, for tests that hold such a pass.
 func SetBeforeKeysPass(c *Config, f func()) { c.beforeKeysPass = f }
+
+// PrepareAttempts is how many times start-up tries a step that prepares
+// the store before it fails.
+const PrepareAttempts = prepareAttempts

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -31,9 +32,11 @@ type LockService struct {
 	// Configured reports whether cfg gives the service; nil means always.
 	Configured func(cfg Config) bool
 	// Backend makes the service's Backend, and the Locker options it adds
-	// to every lock's (TTL, owner prefix, observer). A Backend with a
-	// Close method is closed at shutdown, before the replica's clients.
-	Backend func(LockDeps) (lock.Backend, []lock.Option, error)
+	// to every lock's (TTL, owner prefix, observer), at start-up: ctx
+	// bounds the I/O it does then (creating its collection, say). A
+	// Backend with a Close method is closed at shutdown, before the
+	// replica's clients.
+	Backend func(context.Context, LockDeps) (lock.Backend, []lock.Option, error)
 }
 
 // LockDeps is what a lock service's Backend is made from.
@@ -56,10 +59,10 @@ type LockDeps struct {
 var lockServices = map[string]LockService{
 	// Each replica has its own in-process lock table, as a separate
 	// process would: two replicas in one test process must not share it.
-	strategy.LockLocal: {Backend: func(LockDeps) (lock.Backend, []lock.Option, error) {
+	strategy.LockLocal: {Backend: func(context.Context, LockDeps) (lock.Backend, []lock.Option, error) {
 		return locallock.New(), nil, nil
 	}},
-	strategy.LockMongo: {Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
+	strategy.LockMongo: {Backend: func(ctx context.Context, d LockDeps) (lock.Backend, []lock.Option, error) {
 		opts := []mongolock.Option{mongolock.WithWriteConcern(d.WriteConcern), mongolock.WithSkew(d.Config.LockSkew)}
 		if offset := d.Config.ClockOffset; offset != 0 {
 			// A fault drill: this replica's wall clock runs ahead or
@@ -69,9 +72,17 @@ var lockServices = map[string]LockService{
 			opts = append(opts, mongolock.WithClock(func() time.Time { return time.Now().Add(offset) }))
 		}
 		b, err := mongolock.New(d.DB.Collection(LocksCollection), opts...)
-		return b, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		// The collection exists before the first lease: else the first
+		// grant creates it within its lock wait (see EnsureCollection).
+		if err := prepare(ctx, "create the "+LocksCollection+" collection", b.EnsureCollection); err != nil {
+			return nil, nil, err
+		}
+		return b, nil, nil
 	}},
-	strategy.LockRedis: {Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
+	strategy.LockRedis: {Backend: func(_ context.Context, d LockDeps) (lock.Backend, []lock.Option, error) {
 		b, err := redislock.New(d.Redis, redislock.WithKeyPrefix(redislock.KeyPrefix(d.Config.DB)))
 		return b, nil, err
 	}},
@@ -83,7 +94,7 @@ var lockServices = map[string]LockService{
 		// shared by the whole cluster and only growing: it orders the
 		// grants of every replica, so the writes can be fenced with it
 		// like the other leases'.
-		Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
+		Backend: func(_ context.Context, d LockDeps) (lock.Backend, []lock.Option, error) {
 			b, err := etcdlock.New(d.Etcd, etcdlock.WithKeyPrefix(etcdlock.KeyPrefix(d.Config.DB)))
 			return b, []lock.Option{lock.WithTTL(EtcdLockTTL(d.Config.LockTTL)), lock.WithRetry(etcdlock.DefaultRetry)}, err
 		},
@@ -91,7 +102,7 @@ var lockServices = map[string]LockService{
 	strategy.LockRedlock: {
 		Needs:      "--redlock-addrs / REDLOCK_ADDRS",
 		Configured: func(c Config) bool { return len(c.RedlockAddrs) > 0 },
-		Backend: func(d LockDeps) (lock.Backend, []lock.Option, error) {
+		Backend: func(_ context.Context, d LockDeps) (lock.Backend, []lock.Option, error) {
 			b, err := redlock.New(d.Redlock, redlock.WithKeyPrefix(redlock.KeyPrefix(d.Config.DB)))
 			return b, nil, err
 		},

@@ -37,8 +37,12 @@ import (
 // in the configured database.
 const LocksCollection = "locks"
 
-// connectTimeout bounds the start-up pings of MongoDB and Redis.
+// connectTimeout bounds the start-up pings of MongoDB and Redis, and each
+// attempt of a start-up step that prepares the store (prepare).
 const connectTimeout = 10 * time.Second
+
+// prepareAttempts bounds the attempts of a start-up step (prepare).
+const prepareAttempts = 4
 
 // Server is one replica. Create it with New, serve with Serve, stop with
 // Shutdown.
@@ -82,7 +86,8 @@ type Server struct {
 
 // New connects to MongoDB, Redis and, when cfg.EtcdEndpoints is set, etcd
 // (and fails if one does not answer within 10 s, or ctx ends), creates the
-// orders index, and builds the strategies: every one of the registry, but
+// collections it uses and their indexes (each step tried prepareAttempts
+// times at most), and builds the strategies: every one of the registry, but
 // etcd-lock only with etcd endpoints and redlock only with redlock servers
 // (a majority of which must answer). It does not listen; call Serve. A nil
 // logger means slog.Default().
@@ -156,8 +161,17 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.EnsureIndexes(pctx); err != nil {
-		return nil, err
+	// Every collection exists before the first request: one created by a
+	// request's write is created within that request's deadline, and
+	// FerretDB can leave it half made (see mongostore.EnsureCollections).
+	err = prepare(ctx, "create the store's collections and indexes", func(ctx context.Context) error {
+		if err := s.store.EnsureCollections(ctx); err != nil {
+			return err
+		}
+		return s.store.EnsureIndexes(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w (check --mongo-uri / MONGO_URI)", err)
 	}
 	// Refuse to join a fleet this replica would harm: a live process
 	// with its name, or live replicas with another heartbeat timeout.
@@ -171,7 +185,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if _, err := s.store.Heartbeat(pctx); err != nil {
 		return nil, err
 	}
-	if err := s.buildStrategies(db, wc); err != nil {
+	if err := s.buildStrategies(ctx, db, wc); err != nil {
 		return nil, err
 	}
 	s.echo, s.internal = s.routes()
@@ -208,9 +222,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 // buildStrategies builds every strategy of the registry that this replica
 // offers: the unsafe ones only in demo mode, and those whose lock service
 // is configured (etcd-lock needs etcd endpoints).
-func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConcern) error {
+func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *writeconcern.WriteConcern) error {
 	cfg := s.cfg
-	lockers, err := s.buildLockers(db, wc)
+	lockers, err := s.buildLockers(ctx, db, wc)
 	if err != nil {
 		return err
 	}
@@ -253,9 +267,9 @@ func (s *Server) buildStrategies(db *mongo.Database, wc *writeconcern.WriteConce
 }
 
 // buildLockers returns a Locker per lock service this replica has (see
-// lockServices). Each reports its lock events to the metrics under the
-// strategy that uses it.
-func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern) (map[string]*lock.Locker, error) {
+// lockServices), whose backends are made within ctx. Each reports its lock
+// events to the metrics under the strategy that uses it.
+func (s *Server) buildLockers(ctx context.Context, db *mongo.Database, wc *writeconcern.WriteConcern) (map[string]*lock.Locker, error) {
 	cfg := s.cfg
 	deps := LockDeps{Config: cfg, DB: db, WriteConcern: wc, Redis: s.redis, Etcd: s.etcd, Redlock: s.redlocks}
 	lockers := map[string]*lock.Locker{}
@@ -263,7 +277,7 @@ func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern)
 		if !configured(cfg, svc.Name) {
 			continue
 		}
-		backend, more, err := lockServices[svc.Name].Backend(deps)
+		backend, more, err := lockServices[svc.Name].Backend(ctx, deps)
 		if err != nil {
 			return nil, fmt.Errorf("server: %s lock backend: %w", svc.Name, err)
 		}
@@ -275,6 +289,29 @@ func (s *Server) buildLockers(db *mongo.Database, wc *writeconcern.WriteConcern)
 		}
 	}
 	return lockers, nil
+}
+
+// prepare runs f, a start-up step that prepares the store, until it
+// succeeds: at most prepareAttempts times, each within connectTimeout and
+// ctx, a little longer apart each time. f must be idempotent.
+func prepare(ctx context.Context, what string, f func(context.Context) error) error {
+	var err error
+	for n := range prepareAttempts {
+		if n > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w after %d attempts, the last: %w", what, ctx.Err(), n, err)
+			case <-time.After(time.Duration(n) * 250 * time.Millisecond):
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, connectTimeout)
+		err = f(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %d attempts failed, the last: %w", what, prepareAttempts, err)
 }
 
 // strategyOfLock returns the name of the strategy that takes its leases
