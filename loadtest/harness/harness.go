@@ -207,24 +207,7 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
 
-	switch {
-	case cfg.Capacity:
-		rep.Settings.CapacityLimit = cfg.capacityLimit()
-		rep.Runs, err = h.runCapacity(ctx)
-	case cfg.Soak > 0:
-		rep.Settings.FaultTTL, rep.Settings.Duration = cfg.FaultTTL.String(), SoakSegment(cfg.Soak).String()
-		rep.Runs, rep.Soak, err = h.runSoak(ctx)
-	case cfg.KeyedDrill:
-		rep.Settings.Repeat, rep.Settings.FaultTTL = cfg.Repeat, cfg.FaultTTL.String()
-		rep.Keyed, err = h.runKeyed(ctx)
-	case len(cfg.Faults) > 0:
-		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
-		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
-		rep.Runs, err = h.runFaults(ctx)
-	default:
-		rep.Runs, err = h.runAll(ctx)
-	}
-	return rep, err
+	return rep, cfg.scenario().Run(ctx, h, rep)
 }
 
 // connect finds the replicas: the given ones once they are ready, else the
@@ -255,16 +238,13 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 // EnvOptions are the options of the environment cfg asks for, its logs
 // in outDir and its progress lines to log.
 func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
-	flags := []string{"--rmw-delay", cfg.RMWDelay.String()}
-	if cfg.Disturbs() {
-		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
+	o := env.Options{
+		Replicas: cfg.LocalReplicas, StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
+		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: []string{"--rmw-delay", cfg.RMWDelay.String()},
+		RedisCluster: cfg.RedisCluster, Redlock: cfg.UsesRedlock(),
 	}
-	return env.Options{
-		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
-		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
-		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags, RedisCluster: cfg.UsesRedisCluster(),
-		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults) || cfg.Soak > 0,
-	}
+	cfg.scenario().Env(cfg, &o)
+	return o
 }
 
 // logWriter turns the lines written to it into log events.

@@ -118,29 +118,6 @@ func (h *Harness) warmup(ctx context.Context) error {
 	return nil
 }
 
-// runAll runs every strategy of the config in turn.
-func (h *Harness) runAll(ctx context.Context) ([]report.Run, error) {
-	var runs []report.Run
-	if err := h.warmup(ctx); err != nil {
-		return nil, err
-	}
-	strategies := h.cfg.Strategies
-	if h.cfg.Mixed {
-		strategies = []string{mixedRun}
-	}
-	for i, s := range strategies {
-		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
-		run, err := h.runStrategy(ctx, s, nil)
-		if err != nil {
-			return runs, err
-		}
-		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d, linearizable %s (%s)",
-			s, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Linearizable, run.Verdict)
-		runs = append(runs, run)
-	}
-	return runs, nil
-}
-
 func (h *Harness) loadText() string {
 	rate := fmt.Sprintf("%d req/s", h.cfg.Rate)
 	if h.cfg.Rate == 0 {
