@@ -113,12 +113,12 @@ func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string,
 	// selling, not selling out.
 	h.cfg.Stock = min(MaxStock, int(float64(rate)*secs*2)+10)
 	h.logf("[capacity] %s on %d replicas, step %d: %d req/s for %s", strategy, len(h.replicas), step, rate, h.cfg.Duration)
-	steps := h.scrapeSaleSteps(ctx)
+	steps := scrape(ctx, h, parseSaleSteps)
 	run, err := h.runStrategy(ctx, strategy, runOpts{step: true})
 	if err != nil {
 		return run, err
 	}
-	saleBound(&run, steps, h.scrapeSaleSteps(ctx))
+	saleBound(&run, steps, scrape(ctx, h, parseSaleSteps))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
 	run.Saturated = limits(&run, s)
 	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, boundNote(run), suffix(run.Saturated))

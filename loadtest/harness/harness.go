@@ -1,8 +1,8 @@
 // Package harness is stocklock's load harness as a library: for one Config
-// it starts the environment (or uses given replicas), resets the stock,
-// attacks one strategy after another (or runs fault drills), reads the
-// stock and the ledger back, checks the history for linearizability and
-// judges every run. It reports as it goes through a stream of Events, which
+// it starts the environment (or uses given replicas) and runs its
+// Scenario (the comparison, fault drills, ...): it resets the stock,
+// attacks, reads the stock and the ledger back, checks the history for
+// linearizability and judges every run. It reports as it goes through a stream of Events, which
 // the command line renders as progress lines and the live page as charts,
 // and returns the report.Report both render at the end.
 package harness
@@ -144,10 +144,9 @@ func (h *Harness) emit(ev Event) {
 	h.sink(ev)
 }
 
-// Run runs the whole comparison, or the fault drills, of the config. It
-// returns the report so far even on error (nil only when not even the
-// output directory could be made). The report's files are not written:
-// see report.WriteFiles.
+// Run runs the config's scenario. It returns the report so far even on
+// error (nil only when not even the output directory could be made). The
+// report's files are not written: see report.WriteFiles.
 func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	cfg := h.cfg
 	now := time.Now()

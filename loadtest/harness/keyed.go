@@ -75,12 +75,7 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	if h.env == nil || h.env.Len() < 2 {
 		return errors.New("the keyed drill needs two replicas the harness starts (--local-replicas 2)")
 	}
-	var strategies []string
-	for _, st := range h.cfg.Strategies {
-		if verdict.SafeAll([]string{st}) {
-			strategies = append(strategies, st)
-		}
-	}
+	strategies := safeOf(h.cfg.Strategies)
 	if len(strategies) == 0 {
 		return errors.New("the keyed drill: no safe strategy among --strategies")
 	}
@@ -90,7 +85,7 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	}
 	for r := 1; r <= s.Repeat; r++ {
 		h.logf("[%d/%d] keyed drill: %d purchases each of %s, kill -9 of replica %s, then a %s freeze of replica %s",
-			r, s.Repeat, per, joinComma(strategies), h.env.ID(0), keyedFreeze, h.env.ID(1))
+			r, s.Repeat, per, strings.Join(strategies, ", "), h.env.ID(0), keyedFreeze, h.env.ID(1))
 		run, err := h.keyedOnce(ctx, r, strategies, per)
 		if err != nil {
 			return err
@@ -390,5 +385,3 @@ func quantile(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
-
-func joinComma(s []string) string { return strings.Join(s, ", ") }

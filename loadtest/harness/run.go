@@ -29,10 +29,10 @@ func (h *Harness) skus(strategy string, drill int) []string {
 	return out
 }
 
-// scrape reads every replica's lock wait histograms; nil entries where a
-// replica's /metrics could not be read or has none.
-func (h *Harness) scrape(ctx context.Context) []*histSnapshot {
-	out := make([]*histSnapshot, len(h.replicas))
+// scrape reads every replica's /metrics through parse (parseLockWait,
+// parseSaleSteps); zero entries where a replica's could not be read.
+func scrape[T any](ctx context.Context, h *Harness, parse func([]byte) T) []T {
+	out := make([]T, len(h.replicas))
 	for i, base := range h.replicas {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		text, err := h.api.At(base).Metrics(cctx)
@@ -40,13 +40,11 @@ func (h *Harness) scrape(ctx context.Context) []*histSnapshot {
 		if err != nil {
 			if !h.metricsWarned {
 				h.metricsWarned = true
-				h.logf("note: no lock wait metrics from %s: %v", base, err)
+				h.logf("note: no metrics from %s: %v", base, err)
 			}
 			continue
 		}
-		// nil when no lock wait has been observed yet: the service's
-		// histogram series appear with their first observation.
-		out[i] = parseLockWait(text)
+		out[i] = parse(text)
 	}
 	return out
 }

@@ -2,8 +2,6 @@ package harness
 
 import (
 	"bytes"
-	"context"
-	"time"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -58,21 +56,6 @@ func parseSaleSteps(text []byte) stepTotals {
 		t.sum += h.GetSampleSum()
 		t.count += float64(h.GetSampleCount())
 		out[strategy][step] = t
-	}
-	return out
-}
-
-// scrapeSaleSteps reads every replica's sale step histograms; nil entries
-// where a replica's /metrics could not be read or has none.
-func (h *Harness) scrapeSaleSteps(ctx context.Context) []stepTotals {
-	out := make([]stepTotals, len(h.replicas))
-	for i, base := range h.replicas {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		text, err := h.api.At(base).Metrics(cctx)
-		cancel()
-		if err == nil {
-			out[i] = parseSaleSteps(text)
-		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Scenario is what a harness run does once its replicas are ready: the
@@ -92,6 +93,11 @@ func (d Drills) env(o *env.Options) {
 // settings are the drills' lines of the report's settings.
 func (d Drills) settings(rep *report.Report) {
 	rep.Settings.FaultTTL, rep.Settings.WriteStall = d.FaultTTL.String(), d.WriteStall.String()
+}
+
+// safeOf are the safe strategies of ss.
+func safeOf(ss []string) []string {
+	return slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return !strategy.IsSafe(s) })
 }
 
 // checkRepeat checks a drill's repeat count.

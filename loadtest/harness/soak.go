@@ -14,7 +14,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // soakFaults are the faults a soak cycles through, one per segment: every
@@ -68,12 +67,7 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	seg := SoakSegment(s.Duration)
 	s.settings(rep)
 	rep.Settings.Duration = seg.String()
-	var safe []string
-	for _, st := range h.cfg.Strategies {
-		if verdict.SafeAll([]string{st}) {
-			safe = append(safe, st)
-		}
-	}
+	safe := safeOf(h.cfg.Strategies)
 	h.cfg.Strategies, h.cfg.Duration, h.cfg.Requests = safe, seg, 0
 	soak := &report.Soak{Duration: s.Duration.String(), Segment: seg.String(), Strategies: safe, SampleEvery: soakSampleEvery.String()}
 	rep.Soak = soak

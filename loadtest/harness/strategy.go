@@ -54,7 +54,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if err := h.reset(ctx, rec, run.SKUs, writers); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
-	before := h.scrape(ctx)
+	before := scrape(ctx, h, parseLockWait)
 	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
 	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
 	defer stopRedisView()
@@ -97,7 +97,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
-	if p99, ok := lockWaitP99(before, h.scrape(ctx), strategy); ok {
+	if p99, ok := lockWaitP99(before, scrape(ctx, h, parseLockWait), strategy); ok {
 		run.LockWaitP99 = &p99
 	}
 	run.Cuts = atk.Cuts()
