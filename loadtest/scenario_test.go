@@ -27,7 +27,7 @@ func (floor) Env(harness.Config, *env.Options) {}
 
 func (s floor) Check(c harness.Config, bad harness.Problem) {
 	if s.MinSold < 0 || s.MinSold > c.Stock {
-		bad("MinSold", "MinSold %d: must be between 0 and Stock (%d)", s.MinSold, c.Stock)
+		bad("MinSold %d: must be between 0 and Stock (%d)", s.MinSold, c.Stock)
 	}
 }
 

@@ -44,21 +44,21 @@ func (s Capacity) Check(c Config, bad Problem) {
 		bad("Capacity.P99", "Capacity.P99 %s: must be between 1ms and 1m", s.P99)
 	}
 	if s.Errors < 0 || s.Errors >= 1 {
-		bad("Capacity.Errors", "Capacity.Errors %g: must be at least 0 and below 1", s.Errors)
+		bad("Capacity.Errors %g: must be at least 0 and below 1", s.Errors)
 	}
 	if s.MaxRate < 50 || s.MaxRate > maxRate {
-		bad("Capacity.MaxRate", "Capacity.MaxRate %d: must be between 50 and %d", s.MaxRate, maxRate)
+		bad("Capacity.MaxRate %d: must be between 50 and %d", s.MaxRate, maxRate)
 	}
 	if c.Requests > 0 {
-		bad("Requests", "Requests %d: capacity steps are bounded by Duration alone", c.Requests)
+		bad("Requests %d: capacity steps are bounded by Duration alone", c.Requests)
 	}
 	for _, n := range s.Replicas {
 		if n < 1 || n > maxLocalReplicas {
-			bad("Capacity.Replicas", "Capacity.Replicas %d: must be between 1 and %d", n, maxLocalReplicas)
+			bad("Capacity.Replicas %d: must be between 1 and %d", n, maxLocalReplicas)
 		}
 	}
 	if len(s.Replicas) > 0 && len(c.Replicas) > 0 {
-		bad("Capacity.Replicas", "Capacity.Replicas needs the replicas the harness starts (it scales them): drop Replicas")
+		bad("Capacity.Replicas needs the replicas the harness starts (it scales them): drop Replicas")
 	}
 }
 

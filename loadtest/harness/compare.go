@@ -27,17 +27,17 @@ func (Compare) Env(Config, *env.Options) {}
 
 func (s Compare) Check(c Config, bad Problem) {
 	if s.Retries < 0 || s.Retries > 10 {
-		bad("Retries", "Retries %d: must be between 0 and 10", s.Retries)
+		bad("Retries %d: must be between 0 and 10", s.Retries)
 	}
 	if s.AttemptTimeout < time.Millisecond || s.AttemptTimeout > c.Timeout {
-		bad("AttemptTimeout", "AttemptTimeout %s: must be between 1ms and Timeout (%s)", s.AttemptTimeout, c.Timeout)
+		bad("AttemptTimeout %s: must be between 1ms and Timeout (%s)", s.AttemptTimeout, c.Timeout)
 	}
 	if s.CutRate < 0 || s.CutRate >= 1 {
-		bad("CutRate", "CutRate %g: must be at least 0 and below 1", s.CutRate)
+		bad("CutRate %g: must be at least 0 and below 1", s.CutRate)
 	}
 	if s.Mixed {
 		if len(c.Strategies) < 2 {
-			bad("Mixed", "Mixed needs at least two Strategies to mix")
+			bad("Mixed needs at least two Strategies to mix")
 		}
 		checkMixedThresholds(c, bad)
 	}

@@ -104,12 +104,11 @@ func DefaultConfig() Config {
 	}
 }
 
-// FieldError is a problem of one field of a Config: Format and Args, as
-// for fmt.Sprintf. Format names fields by their Go names (Field first), so
-// that a command line can word them as its flags without touching the
-// values in Args.
+// FieldError is a problem of a Config: Format and Args, as for
+// fmt.Sprintf. Format names fields by their Go names (a scenario's option
+// as Capacity.P99), so that a command line can word them as its flags
+// without touching the values in Args.
 type FieldError struct {
-	Field  string
 	Format string
 	Args   []any
 }
@@ -120,101 +119,98 @@ func (e *FieldError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
 // problem at once, each a *FieldError, joined.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, format string, a ...any) {
-		errs = append(errs, &FieldError{Field: field, Format: format, Args: a})
-	}
+	bad := func(format string, a ...any) { errs = append(errs, &FieldError{Format: format, Args: a}) }
 	c.checkLoad(bad)
 	c.checkReplicas(bad)
 	c.checkHistory(bad)
 	for _, t := range c.Thresholds {
 		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
-			bad("Thresholds", "Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
+			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
 		}
 	}
 	c.scenario().Check(c, bad)
 	return errors.Join(errs...)
 }
 
-// Problem records one problem of a Config, with the field it is about
-// (for a scenario's option, Scenario.Field: Capacity.P99).
-type Problem func(field, format string, a ...any)
+// Problem records one problem of a Config (see FieldError).
+type Problem func(format string, a ...any)
 
 // checkLoad checks the attack's size: rate, duration, count, stock, skus,
 // workers, timeouts.
 func (c Config) checkLoad(bad Problem) {
 	if c.Rate < 0 || c.Rate > maxRate {
-		bad("Rate", "Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
+		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
 	}
 	if c.Duration < 0 || c.Duration > maxDuration {
-		bad("Duration", "Duration %s: must be between 0 and %s", c.Duration, maxDuration)
+		bad("Duration %s: must be between 0 and %s", c.Duration, maxDuration)
 	}
 	if c.Requests < 0 || c.Requests > maxRequests {
-		bad("Requests", "Requests %d: must be between 0 and %d", c.Requests, maxRequests)
+		bad("Requests %d: must be between 0 and %d", c.Requests, maxRequests)
 	}
 	if c.Duration == 0 && c.Requests == 0 {
-		bad("Duration", "Duration and Requests are both 0: give a time or a count so that the attack ends")
+		bad("Duration and Requests are both 0: give a time or a count so that the attack ends")
 	}
 	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
-		bad("Duration", "Duration %s: too short to measure anything; use at least 100ms", c.Duration)
+		bad("Duration %s: too short to measure anything; use at least 100ms", c.Duration)
 	}
 	if c.Stock < 1 || c.Stock > MaxStock {
-		bad("Stock", "Stock %d: must be between 1 and %d", c.Stock, MaxStock)
+		bad("Stock %d: must be between 1 and %d", c.Stock, MaxStock)
 	}
 	if c.Qty < 1 || c.Qty > c.Stock {
-		bad("Qty", "Qty %d: must be between 1 and Stock (%d)", c.Qty, c.Stock)
+		bad("Qty %d: must be between 1 and Stock (%d)", c.Qty, c.Stock)
 	}
 	if c.SKUs < 1 || c.SKUs > maxSKUs {
-		bad("SKUs", "SKUs %d: must be between 1 and %d", c.SKUs, maxSKUs)
+		bad("SKUs %d: must be between 1 and %d", c.SKUs, maxSKUs)
 	}
 	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
-		bad("Skew", "Skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
+		bad("Skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
 	}
 	if c.SKUPrefix != "" && !ValidPrefix(c.SKUPrefix) {
-		bad("SKUPrefix", "SKUPrefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
+		bad("SKUPrefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
 	}
 	if c.Workers < 1 || c.Workers > maxWorkers {
-		bad("Workers", "Workers %d: must be between 1 and %d", c.Workers, maxWorkers)
+		bad("Workers %d: must be between 1 and %d", c.Workers, maxWorkers)
 	}
 	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
-		bad("MaxWorkers", "MaxWorkers %d: must be between Workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
+		bad("MaxWorkers %d: must be between Workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
 	}
 	if c.Timeout < time.Millisecond || c.Timeout > maxTimeout {
-		bad("Timeout", "Timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
+		bad("Timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
 	}
 	if c.Settle < 0 || c.Settle > maxSettleTime {
-		bad("Settle", "Settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
+		bad("Settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
 	}
 	if c.Warmup < 0 || c.Warmup > time.Minute {
-		bad("Warmup", "Warmup %s: must be between 0 and 1m", c.Warmup)
+		bad("Warmup %s: must be between 0 and 1m", c.Warmup)
 	}
 }
 
 // checkReplicas checks the replicas' settings.
 func (c Config) checkReplicas(bad Problem) {
 	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
-		bad("ReadyWait", "ReadyWait %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
+		bad("ReadyWait %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
 	}
 	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
-		bad("LocalReplicas", "LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
+		bad("LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
 	}
 	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
-		bad("Rate", "Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
+		bad("Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
-		bad("RMWDelay", "RMWDelay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
+		bad("RMWDelay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
 	}
 	if len(c.Replicas) > 0 && c.RedisCluster {
-		bad("RedisCluster", "RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
+		bad("RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
 	}
 }
 
 // checkHistory checks the history's reads and its check.
 func (c Config) checkHistory(bad Problem) {
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
-		bad("ReadEvery", "ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
+		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}
 	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
-		bad("CheckTimeout", "CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
+		bad("CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
 	}
 }
 

@@ -36,25 +36,25 @@ func (s Faults) Check(c Config, bad Problem) {
 	checkRepeat(s.Repeat, bad)
 	s.check(c, bad)
 	if len(s.Faults) == 0 {
-		bad("Faults", "Faults: name at least one")
+		bad("Faults: name at least one")
 	}
 	if c.Requests > 0 {
-		bad("Requests", "Requests %d: a fault drill is bounded by Duration alone (a fault strikes a quarter into it, and a count could end the attack first)", c.Requests)
+		bad("Requests %d: a fault drill is bounded by Duration alone (a fault strikes a quarter into it, and a count could end the attack first)", c.Requests)
 	}
 	if c.Duration < 3*s.FaultTTL+time.Second {
-		bad("Duration", "Duration %s: a fault drill needs at least 3 × FaultTTL + 1s (%s) to see the fault and the recovery", c.Duration, 3*s.FaultTTL+time.Second)
+		bad("Duration %s: a fault drill needs at least 3 × FaultTTL + 1s (%s) to see the fault and the recovery", c.Duration, 3*s.FaultTTL+time.Second)
 	}
 	if c.SKUs != 1 {
-		bad("SKUs", "SKUs %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
+		bad("SKUs %d: fault drills use one hot sku, so that the lock is always contended and tokens compare (each sku's lock counts its own)", c.SKUs)
 	}
 	if len(c.Replicas) > 0 {
-		bad("Faults", "Faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop Replicas")
+		bad("Faults needs the replicas the harness starts itself (it kills, stops and reconfigures them): drop Replicas")
 	} else if c.LocalReplicas < 2 {
-		bad("LocalReplicas", "LocalReplicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
+		bad("LocalReplicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
 	}
 	for _, f := range []string{drill.RedisRestart, drill.RedisClock} {
 		if slices.Contains(s.Faults, f) && (c.RedisCluster || drill.NeedsRedisCluster(s.Faults)) {
-			bad("Faults", "Faults %s needs one redis-server, and RedisCluster (or the redis-failover drill) puts the replicas on a Redis Cluster: run them separately", f)
+			bad("Faults %s needs one redis-server, and RedisCluster (or the redis-failover drill) puts the replicas on a Redis Cluster: run them separately", f)
 		}
 	}
 }

@@ -1,12 +1,9 @@
 package harness
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"sort"
@@ -18,6 +15,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // The keyed drill's shape. Purchases start evenly over keyedWindow; the
@@ -60,10 +58,10 @@ func (s Keyed) Check(c Config, bad Problem) {
 	checkRepeat(s.Repeat, bad)
 	s.check(c, bad)
 	if s.Purchases < 1 || s.Purchases > 10_000 {
-		bad("Purchases", "Purchases %d: must be between 1 and 10000", s.Purchases)
+		bad("Purchases %d: must be between 1 and 10000", s.Purchases)
 	}
 	if len(c.Replicas) > 0 || c.LocalReplicas != 2 {
-		bad("LocalReplicas", "the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
+		bad("the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
 	}
 }
 
@@ -146,8 +144,9 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	}
 	run.Purchases = len(ps)
 
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
-	defer client.CloseIdleConnections()
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	client := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr, Timeout: keyedAttempt}))
 	began := time.Now()
 	var ft faultTimes
 	faults := make(chan []string, 1)
@@ -315,15 +314,14 @@ func (h *Harness) waitHolding(ctx context.Context, i int) string {
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
 // switching replicas after every answer that is not final.
-func (h *Harness) buy(ctx context.Context, client *http.Client, bases []string, p purchase) purchaseResult {
+func (h *Harness) buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
 	r := purchaseResult{answers: map[string]int{}}
-	body, _ := json.Marshal(map[string]any{"qty": 1, "strategy": p.strategy})
 	start := time.Now()
 	target := p.first
 	pause := 100 * time.Millisecond
 	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
 		r.attempts++
-		status, code := h.attempt(ctx, client, bases[target], p, body)
+		status, code := attempt(ctx, client.At(bases[target]), p)
 		if r.attempts == 1 {
 			r.sent, r.unanswered = start, status == 0
 		}
@@ -349,31 +347,17 @@ func (h *Harness) buy(ctx context.Context, client *http.Client, bases []string, 
 	return r
 }
 
-// attempt sends one try of p to base and returns the status (0: no answer
-// within keyedAttempt) and the error code.
-func (h *Harness) attempt(ctx context.Context, client *http.Client, base string, p purchase, body []byte) (int, string) {
-	ctx, cancel := context.WithTimeout(ctx, keyedAttempt)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/items/"+p.sku+"/decrement", bytes.NewReader(body))
-	if err != nil {
-		return 0, ""
+// attempt sends one try of p through c and returns the status (0: no
+// answer within keyedAttempt) and the error code.
+func attempt(ctx context.Context, c *stockclient.Client, p purchase) (int, string) {
+	_, err := c.Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+	var e *stockclient.Error
+	if err == nil {
+		return http.StatusOK, ""
+	} else if errors.As(err, &e) {
+		return e.Status, e.Code
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", p.key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return 0, ""
-	}
-	var a struct {
-		Error string `json:"error"`
-	}
-	_ = json.Unmarshal(b, &a)
-	return resp.StatusCode, a.Error
+	return 0, ""
 }
 
 // quantile returns the q quantile of sorted values (nearest rank), 0 for

@@ -73,16 +73,16 @@ func (d Drills) timeout(c *Config) {
 
 func (d Drills) check(c Config, bad Problem) {
 	if d.FaultTTL < time.Second || d.FaultTTL > time.Minute || d.FaultTTL%time.Second != 0 {
-		bad("FaultTTL", "FaultTTL %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", d.FaultTTL)
+		bad("FaultTTL %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", d.FaultTTL)
 	}
 	if d.WriteStall < 0 || d.WriteStall > maxRMWDelay {
-		bad("WriteStall", "WriteStall %s: must be between 0 and %s", d.WriteStall, maxRMWDelay)
+		bad("WriteStall %s: must be between 0 and %s", d.WriteStall, maxRMWDelay)
 	}
 	if !slices.Contains(drill.AOFPolicies, d.RedisAOF) {
-		bad("RedisAOF", "RedisAOF %q: want one of %s", d.RedisAOF, strings.Join(drill.AOFPolicies, ", "))
+		bad("RedisAOF %q: want one of %s", d.RedisAOF, strings.Join(drill.AOFPolicies, ", "))
 	}
 	if c.Timeout <= 3*d.FaultTTL+10*time.Second {
-		bad("Timeout", "Timeout %s: with replicas that are disturbed it must exceed their request timeout, 3 × FaultTTL + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*d.FaultTTL+10*time.Second)
+		bad("Timeout %s: with replicas that are disturbed it must exceed their request timeout, 3 × FaultTTL + 10s (%s), or requests still being served count as unanswered", c.Timeout, 3*d.FaultTTL+10*time.Second)
 	}
 }
 
@@ -103,7 +103,7 @@ func safeOf(ss []string) []string {
 // checkRepeat checks a drill's repeat count.
 func checkRepeat(n int, bad Problem) {
 	if n < 1 || n > 100 {
-		bad("Repeat", "Repeat %d: must be between 1 and 100", n)
+		bad("Repeat %d: must be between 1 and 100", n)
 	}
 }
 
@@ -112,7 +112,7 @@ func checkRepeat(n int, bad Problem) {
 func checkMixedThresholds(c Config, bad Problem) {
 	for _, t := range c.Thresholds {
 		if t.Strategy != "" {
-			bad("Thresholds", "Thresholds %s: a mixed run is one run of every strategy; give the threshold for all (%s)", t, strings.TrimPrefix(t.String(), t.Strategy+":"))
+			bad("Thresholds %s: a mixed run is one run of every strategy; give the threshold for all (%s)", t, strings.TrimPrefix(t.String(), t.Strategy+":"))
 		}
 	}
 }

@@ -51,10 +51,10 @@ func (s Soak) Check(c Config, bad Problem) {
 	s.check(c, bad)
 	checkMixedThresholds(c, bad)
 	if s.Duration < time.Minute || s.Duration > 24*time.Hour {
-		bad("Duration", "Duration %s: must be between 1m and 24h (a shorter soak samples too little to judge)", s.Duration)
+		bad("Duration %s: must be between 1m and 24h (a shorter soak samples too little to judge)", s.Duration)
 	}
 	if len(c.Replicas) > 0 || c.LocalReplicas < 2 {
-		bad("LocalReplicas", "the soak needs at least two replicas the harness starts (it kills, pauses and cuts them off): drop Replicas")
+		bad("the soak needs at least two replicas the harness starts (it kills, pauses and cuts them off): drop Replicas")
 	}
 }
 
