@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -16,8 +17,9 @@ import (
 
 // floor is a scenario of the tests' own, registered from this file alone:
 // a new scenario is its type (options and their defaults, the defaults it
-// changes, its checks, environment, run and verdict) and its entry in
-// commands, and nothing else in main or in the harness.
+// changes, its checks, environment, run, verdict and report sections) and
+// its entry in commands, and nothing else in main, the harness or the
+// report.
 type floor struct {
 	MinSold int // a run that sells fewer units fails the check "sold"
 }
@@ -32,6 +34,16 @@ func (s floor) Check(c harness.Config, bad harness.Problem) {
 }
 
 func (s floor) Run(ctx context.Context, h *harness.Harness, rep *report.Report) error {
+	rep.Sections = []report.Section{report.CompareSection, {
+		Text: func(w io.Writer, _ report.Report) error {
+			_, err := fmt.Fprintf(w, "floor: %d units a run\n", s.MinSold)
+			return err
+		},
+		Markdown: func(b *strings.Builder, _ report.Report) error {
+			_, err := fmt.Fprintf(b, "\nFloor: %d units a run.\n", s.MinSold)
+			return err
+		},
+	}}
 	for _, st := range rep.Settings.Strategies {
 		run, err := h.RunStrategy(ctx, st)
 		if err != nil {
@@ -65,7 +77,7 @@ func TestRegisteredScenario(t *testing.T) {
 			"--settle", "0s", "--warmup", "0s", "--quiet", "--out", t.TempDir(), "--min-sold", minSold}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(t.Context(), args("20"), envOf(), &stdout, &stderr); code != exitOK {
+	if code := run(t.Context(), args("20"), envOf(), &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "floor: 20 units a run") {
 		t.Errorf("floor --min-sold 20: exit %d, want %d\n%s\n%s", code, exitOK, stdout.String(), stderr.String())
 	}
 	stdout.Reset()

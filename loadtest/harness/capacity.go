@@ -70,6 +70,7 @@ func (s Capacity) Check(c Config, bad Problem) {
 func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.CapacityLimit = fmt.Sprintf("p99 at most %s, errors and 503s at most %.0f%% of the requests, sales at least %.0f%% of the offered rate",
 		s.P99, 100*s.Errors, 100*capacityKeep)
+	rep.Sections = append(rep.Sections, report.CapacitySection)
 	counts := s.Replicas
 	if len(counts) == 0 {
 		counts = []int{len(h.replicas)}

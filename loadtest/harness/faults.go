@@ -69,6 +69,7 @@ func (s Faults) Env(_ Config, o *env.Options) {
 // Run runs every drill of the plan, Repeat times.
 func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.Faults, rep.Settings.Repeat = s.Faults, s.Repeat
+	rep.Sections = append(rep.Sections, report.FaultSection)
 	s.settings(rep)
 	drills := drill.Plan(s.Faults, h.cfg.Strategies)
 	if len(drills) == 0 {

@@ -70,7 +70,7 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	safe := safeOf(h.cfg.Strategies)
 	h.cfg.Strategies, h.cfg.Duration, h.cfg.Requests = safe, seg, 0
 	soak := &report.Soak{Duration: s.Duration.String(), Segment: seg.String(), Strategies: safe, SampleEvery: soakSampleEvery.String()}
-	rep.Soak = soak
+	rep.Soak, rep.Sections = soak, append(rep.Sections, report.FaultSection, report.SoakSection)
 	if err := h.warmup(ctx); err != nil {
 		return err
 	}
