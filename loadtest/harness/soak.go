@@ -1,15 +1,14 @@
 package harness
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
@@ -113,11 +112,11 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 			if err != nil {
 				continue // down (a crash drill): no sample
 			}
-			s := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}
-			s.RSS = metricValue(text, "process_resident_memory_bytes") / (1 << 20)
-			s.Goroutines = metricValue(text, "go_goroutines")
-			s.FDs = metricValue(text, "process_open_fds")
-			s.Started = metricValue(text, "process_start_time_seconds")
+			s, fams := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}, families(text)
+			s.RSS = metricValue(fams, "process_resident_memory_bytes") / (1 << 20)
+			s.Goroutines = metricValue(fams, "go_goroutines")
+			s.FDs = metricValue(fams, "process_open_fds")
+			s.Started = metricValue(fams, "process_start_time_seconds")
 			s.Sockets = countSockets(p.Pid)
 			soak.Samples = append(soak.Samples, s)
 		}
@@ -129,17 +128,10 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 	}
 }
 
-// metricValue is the value of an unlabelled series in Prometheus text, 0
-// when it is missing.
-func metricValue(text []byte, name string) float64 {
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return v
-		}
+// metricValue is the value of an unlabelled gauge, 0 when it is missing.
+func metricValue(fams map[string]*dto.MetricFamily, name string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		return m.GetGauge().GetValue()
 	}
 	return 0
 }
