@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stocklock/stocklock/internal/testskip"
+	"github.com/stocklock/stocklock/loadtest/harness"
 )
 
 // needCluster skips a test without redis-server and redis-cli on PATH,
@@ -32,8 +33,8 @@ func TestRedisClusterConfig(t *testing.T) {
 		}
 	}
 	cfg, err := ParseConfig([]string{"faults", "redis-failover"}, noEnv, &bytes.Buffer{})
-	if err != nil || !cfg.UsesRedisCluster() {
-		t.Errorf("faults redis-failover: %v, cluster %v; want it to imply the cluster", err, cfg.UsesRedisCluster())
+	if cluster := harness.EnvOptions(cfg.Config, "", nil).RedisCluster; err != nil || !cluster {
+		t.Errorf("faults redis-failover: %v, cluster %v; want it to imply the cluster", err, cluster)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 
@@ -29,14 +29,15 @@ func envName(name string) string {
 	return "LOADTEST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// command is one subcommand: defaults (its mode and changes to
-// DefaultConfig, which --help shows), its flags beyond the shared ones,
-// finish (from what was parsed, arg the positional argument: the defaults
-// that follow from other settings unless set names them) and run, if any.
+// command is one subcommand: scenario (a fresh value with its defaults,
+// which --help shows), its flags beyond the shared ones, onto the
+// options' Config and Scenario, finish (from what was parsed, arg the
+// positional argument: what follows from other flags unless set names
+// them) and run, if it is not a harness run.
 type command struct {
 	name, args, summary string
-	defaults            func(*harness.Config)
-	flags               func(*flag.FlagSet, *options, harness.Config)
+	scenario            func() harness.Scenario
+	flags               func(fs *flag.FlagSet, c *options, d harness.Config)
 	finish              func(c *options, arg string, set map[string]bool) error
 	run                 func(ctx context.Context, c options, stdout, stderr io.Writer) int
 }
@@ -44,65 +45,69 @@ type command struct {
 // commands are the subcommands, the first the default.
 var commands = []command{
 	{name: "compare", summary: "every strategy of --strategies in turn under the same load (the default)",
-		flags: compareFlags, finish: func(c *options, _ string, set map[string]bool) error {
+		scenario: func() harness.Scenario { return harness.DefaultCompare() }, flags: compareFlags,
+		finish: func(c *options, _ string, set map[string]bool) error {
 			// --requests alone means "send this many", not "this many or 8s".
 			if c.Requests > 0 && !set["duration"] {
 				c.Duration = 0
 			}
 			for _, f := range []string{"attempt-timeout", "cut-rate"} {
-				if set[f] && c.Retries == 0 {
+				if set[f] && c.Scenario.(*harness.Compare).Retries == 0 {
 					return fmt.Errorf("--%s applies only with --retries", f)
 				}
 			}
 			return nil
 		}},
 	{name: "faults", args: " FAULTS", summary: "fault drills: each of FAULTS struck while the load runs, against every strategy it applies to",
-		defaults: func(d *harness.Config) { d.Stock = 2000 /* sales before and after the fault */ },
+		scenario: func() harness.Scenario { return harness.DefaultFaults() },
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			s := c.Scenario.(*harness.Faults)
 			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
 			thresholdFlag(fs, c)
-			drillFlags(fs, c, d, true)
+			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run every drill this many times; the report aggregates them")
+			drillFlags(fs, &s.Drills)
 		},
 		finish: func(c *options, arg string, _ map[string]bool) (err error) {
 			if arg == "" {
 				return fmt.Errorf("name the faults: loadtest faults %s (or all)", strings.Join(drill.Names()[:2], ","))
 			}
-			if c.Faults, err = drill.Parse(arg); err != nil {
+			s := c.Scenario.(*harness.Faults)
+			if s.Faults, err = drill.Parse(arg); err != nil {
 				return fmt.Errorf("faults: %w", err)
 			}
 			return nil
 		}},
 	{name: "capacity", summary: "each strategy's capacity: the offered rate doubled until a step passes the limits",
-		defaults: func(d *harness.Config) { d.Capacity, d.Duration, d.RMWDelay, d.ReadEvery = true, 3*time.Second, 0, 0 },
+		scenario: func() harness.Scenario { return harness.DefaultCapacity() },
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			s := c.Scenario.(*harness.Capacity)
 			fs.DurationVar(&c.Duration, "duration", d.Duration, "each step's attack time")
-			fs.DurationVar(&c.CapacityP99, "capacity-p99", d.CapacityP99, "a step whose p99 exceeds this is past the limits")
-			fs.Float64Var(&c.CapacityErrors, "capacity-errors", d.CapacityErrors, "a step whose errors and 503s exceed this share of its requests is past the limits")
-			fs.IntVar(&c.CapacityMaxRate, "capacity-max-rate", d.CapacityMaxRate, "the highest rate offered")
+			fs.DurationVar(&s.P99, "capacity-p99", s.P99, "a step whose p99 exceeds this is past the limits")
+			fs.Float64Var(&s.Errors, "capacity-errors", s.Errors, "a step whose errors and 503s exceed this share of its requests is past the limits")
+			fs.IntVar(&s.MaxRate, "capacity-max-rate", s.MaxRate, "the highest rate offered")
 			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) (err error) {
-				c.CapacityReplicas, err = parseCounts(v)
+				s.Replicas, err = parseCounts(v)
 				return err
 			})
 		}},
 	{name: "soak", summary: "steady mixed load for --duration, a fault every segment, the replicas' resources sampled",
+		scenario: func() harness.Scenario { return harness.DefaultSoak() },
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
-			fs.DurationVar(&c.Soak, "duration", 10*time.Minute, "how long the soak runs (at least 1m), in one-minute segments (a third of a shorter soak)")
+			s := c.Scenario.(*harness.Soak)
+			fs.DurationVar(&s.Duration, "duration", s.Duration, "how long the soak runs (at least 1m), in one-minute segments (a third of a shorter soak)")
 			thresholdFlag(fs, c)
-			drillFlags(fs, c, d, false)
-		},
-		finish: func(c *options, _ string, set map[string]bool) error {
-			if !set["stock"] { // enough that a segment sells under load to its end
-				c.Stock = max(2000, c.Rate*int(harness.SoakSegment(c.Soak)/time.Second)*2)
-			}
-			return nil
+			drillFlags(fs, &s.Drills)
 		}},
 	{name: "keyed", summary: "purchases with an Idempotency-Key each, retried while the replicas are killed and frozen",
-		defaults: func(d *harness.Config) { d.KeyedDrill = true },
+		scenario: func() harness.Scenario { return harness.DefaultKeyed() },
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
-			fs.IntVar(&c.Requests, "requests", 0, "purchases per safe strategy of --strategies; 0: 40")
-			drillFlags(fs, c, d, true)
+			s := c.Scenario.(*harness.Keyed)
+			fs.IntVar(&s.Purchases, "requests", s.Purchases, "purchases per safe strategy of --strategies")
+			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run the drill this many times; the report aggregates them")
+			drillFlags(fs, &s.Drills)
 		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
+		scenario: func() harness.Scenario { return harness.DefaultCompare() },
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
 			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
 			fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "the address the page listens on")
@@ -174,7 +179,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 		}
 	}
 	c := options{cmd: cmd}
-	fs := cmd.flagSet(&c)
+	fs := cmd.flagSet(&c, harness.Defaults(cmd.scenario()))
 	fs.Usage = func() { cmd.usage(fs) }
 
 	// Parse quietly: a bad flag gets one clear line from the caller, --help
@@ -218,11 +223,17 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 			return c, err
 		}
 	}
-	// The replicas' own request timeout grows with the fault TTL
-	// (drill.Baseline); the harness must wait longer than they work.
-	if c.Disturbs() && !set["timeout"] {
-		c.Timeout = max(c.Timeout, 3*c.FaultTTL+15*time.Second)
-	}
+	// What the scenario derives from other settings (a soak's stock from
+	// the rate, a drill's timeout from the lock TTL) follows what was
+	// parsed, unless set.
+	d := c.Config
+	c.Scenario.Defaults(&d)
+	derived := cmd.flagSet(&options{}, d)
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := derived.Lookup(f.Name).DefValue; !set[f.Name] && v != f.DefValue {
+			_ = fs.Set(f.Name, v)
+		}
+	})
 	// The replicas the harness starts get a token of their own.
 	if c.AdminToken == "" && len(c.Replicas) == 0 {
 		var b [16]byte
@@ -250,7 +261,7 @@ func notDefined(err error, cmd string) error {
 	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
 	var in []string
 	for _, c := range commands {
-		if ok && c.flagSet(&options{}).Lookup(name) != nil {
+		if ok && c.flagSet(&options{}, harness.DefaultConfig()).Lookup(name) != nil {
 			in = append(in, "loadtest "+c.name)
 		}
 	}
@@ -260,18 +271,14 @@ func notDefined(err error, cmd string) error {
 	return fmt.Errorf("--%s does not apply to loadtest %s: it belongs to %s", name, cmd, strings.Join(in, ", "))
 }
 
-// flagSet is the command's flags, bound to c, with its defaults.
-func (cmd command) flagSet(c *options) *flag.FlagSet {
-	d := harness.DefaultConfig()
-	if cmd.defaults != nil {
-		cmd.defaults(&d)
-	}
+// flagSet is the command's flags, bound to c and a fresh scenario, with
+// d's settings and the scenario's options as their defaults.
+func (cmd command) flagSet(c *options, d harness.Config) *flag.FlagSet {
 	c.Config = d
+	c.Scenario = cmd.scenario()
 	fs := flag.NewFlagSet("loadtest "+cmd.name, flag.ContinueOnError)
 	sharedFlags(fs, c, d)
-	if cmd.flags != nil {
-		cmd.flags(fs, c, d)
-	}
+	cmd.flags(fs, c, d)
 	return fs
 }
 
@@ -316,16 +323,19 @@ func (cmd command) usage(fs *flag.FlagSet) {
 // page that starts harness runs.
 type options struct {
 	harness.Config
-	cmd       command
-	ServeAddr string
+	cmd          command
+	ServeAddr    string
+	CheckHistory string // a saved history to check, instead of a harness run
 }
 
-// fieldNames matches the Go names of Config's fields in a message.
-var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
+// fieldNames matches the Go names of fields in a message: Rate,
+// Capacity.P99.
+var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(\.[A-Z][A-Za-z0-9]*)?\b`)
 
 // fieldFlags are the fields whose flag is not their name in lower case
-// with dashes, or a phrase for a field no flag sets.
-var fieldFlags = map[string]string{"ReadyWait": "ready-timeout", "Thresholds": "threshold", "OutDir": "out", "Soak": "duration", "KeyedDrill": "the keyed drill", "Faults": "loadtest faults"}
+// with dashes (Capacity.P99 is --capacity-p99), or a phrase for a field no
+// flag sets.
+var fieldFlags = map[string]string{"ReadyWait": "--ready-timeout", "Thresholds": "--threshold", "OutDir": "--out", "Faults": "loadtest faults"}
 
 // worded returns a harness.FieldError with the fields it names worded as
 // fs's flags that set them (RMWDelay is --rmw-delay); the values it
@@ -336,18 +346,13 @@ func worded(err error, fs *flag.FlagSet) error {
 		return err
 	}
 	format := fieldNames.ReplaceAllStringFunc(fe.Format, func(name string) string {
-		if f := fs.Lookup(fieldFlags[name]); f != nil {
-			return "--" + f.Name
-		} else if strings.Contains(fieldFlags[name], " ") {
-			return fieldFlags[name]
-		}
-		word := name
+		word := fieldFlags[name]
 		fs.VisitAll(func(f *flag.Flag) {
-			if strings.ReplaceAll(f.Name, "-", "") == strings.ToLower(name) {
+			if word == "" && strings.ReplaceAll(f.Name, "-", "") == strings.ToLower(strings.ReplaceAll(name, ".", "")) {
 				word = "--" + f.Name
 			}
 		})
-		return word
+		return cmp.Or(word, name)
 	})
 	return fmt.Errorf(format, fe.Args...)
 }
@@ -405,14 +410,15 @@ func sharedFlags(fs *flag.FlagSet, c *options, d harness.Config) {
 // compareFlags are the comparison's own flags: the attack's bounds and
 // the workloads.
 func compareFlags(fs *flag.FlagSet, c *options, d harness.Config) {
+	s := c.Scenario.(*harness.Compare)
 	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
 	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
 	thresholdFlag(fs, c)
 	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
-	fs.BoolVar(&c.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
-	fs.IntVar(&c.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
-	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", d.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
-	fs.Float64Var(&c.CutRate, "cut-rate", d.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
+	fs.BoolVar(&s.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
+	fs.IntVar(&s.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
+	fs.DurationVar(&s.AttemptTimeout, "attempt-timeout", s.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
+	fs.Float64Var(&s.CutRate, "cut-rate", s.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
 }
 
 // thresholdFlag is --threshold: each use adds the comma-separated
@@ -431,11 +437,8 @@ func thresholdFlag(fs *flag.FlagSet, c *options) {
 }
 
 // drillFlags are the settings of the runs that disturb the replicas.
-func drillFlags(fs *flag.FlagSet, c *options, d harness.Config, repeat bool) {
-	if repeat {
-		fs.IntVar(&c.Repeat, "repeat", d.Repeat, "run every drill this many times; the report aggregates them")
-	}
-	fs.DurationVar(&c.FaultTTL, "fault-ttl", d.FaultTTL, "the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
-	fs.StringVar(&c.RedisAOF, "redis-aof", d.RedisAOF, "the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the redis-restart drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")
-	fs.DurationVar(&c.WriteStall, "write-stall", d.WriteStall, "the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
+func drillFlags(fs *flag.FlagSet, d *harness.Drills) {
+	fs.DurationVar(&d.FaultTTL, "fault-ttl", d.FaultTTL, "the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
+	fs.StringVar(&d.RedisAOF, "redis-aof", d.RedisAOF, "the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the redis-restart drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")
+	fs.DurationVar(&d.WriteStall, "write-stall", d.WriteStall, "the replicas' --write-stall, a sleep after the lease check and before the stock write, deaf to the lease: most of a lock holder's time, so that a pause lands there and the fence (not the lease check) must refuse the late write")
 }

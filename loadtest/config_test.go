@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
@@ -233,8 +234,8 @@ func TestParseConfigCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Duration != 3*time.Second || c.RMWDelay != 0 || c.ReadEvery != 0 || !slices.Equal(c.CapacityReplicas, []int{2, 4, 8}) {
-		t.Errorf("capacity defaults: duration %s, rmw-delay %s, read-every %s, replicas %v", c.Duration, c.RMWDelay, c.ReadEvery, c.CapacityReplicas)
+	if s := c.Scenario.(*harness.Capacity); c.Duration != 3*time.Second || c.RMWDelay != 0 || c.ReadEvery != 0 || !slices.Equal(s.Replicas, []int{2, 4, 8}) {
+		t.Errorf("capacity defaults: duration %s, rmw-delay %s, read-every %s, replicas %v", c.Duration, c.RMWDelay, c.ReadEvery, s.Replicas)
 	}
 	c, err = ParseConfig([]string{"capacity", "--rmw-delay", "5ms", "--duration", "4s"}, envOf(), &bytes.Buffer{})
 	if err != nil {
@@ -249,16 +250,16 @@ func TestParseConfigCapacity(t *testing.T) {
 // settings from the environment, and shows only its flags in --help.
 func TestCommands(t *testing.T) {
 	c, err := ParseConfig([]string{"soak", "--rate", "50", "--duration", "3m"}, envOf(), &bytes.Buffer{})
-	if err != nil || c.Soak != 3*time.Minute || c.Stock != 6000 || c.Timeout != 18*time.Second {
-		t.Errorf("soak: soak %s, stock %d, timeout %s, %v; want 3m, 50/s × 60s × 2, 3 × 1s + 15s", c.Soak, c.Stock, c.Timeout, err)
+	if s, ok := c.Scenario.(*harness.Soak); err != nil || !ok || s.Duration != 3*time.Minute || c.Stock != 6000 || c.Timeout != 18*time.Second {
+		t.Errorf("soak: %+v, stock %d, timeout %s, %v; want 3m, 50/s × 60s × 2, 3 × 1s + 15s", c.Scenario, c.Stock, c.Timeout, err)
 	}
 	c, err = ParseConfig([]string{"faults", "--fault-ttl", "2s"}, envOf("LOADTEST_FAULTS", "crash,pause"), &bytes.Buffer{})
-	if err != nil || !slices.Equal(c.Faults, []string{"crash", "pause"}) || c.Timeout != 21*time.Second || c.Stock != 2000 {
-		t.Errorf("LOADTEST_FAULTS=crash,pause: faults %v, timeout %s, stock %d, %v", c.Faults, c.Timeout, c.Stock, err)
+	if s, ok := c.Scenario.(*harness.Faults); err != nil || !ok || !slices.Equal(s.Faults, []string{"crash", "pause"}) || c.Timeout != 21*time.Second || c.Stock != 2000 {
+		t.Errorf("LOADTEST_FAULTS=crash,pause: %+v, timeout %s, stock %d, %v", c.Scenario, c.Timeout, c.Stock, err)
 	}
 	c, err = ParseConfig([]string{"keyed", "--requests", "12"}, envOf(), &bytes.Buffer{})
-	if err != nil || !c.KeyedDrill || c.Requests != 12 || !c.Disturbs() {
-		t.Errorf("keyed --requests 12: %+v, %v", c.Config, err)
+	if s, ok := c.Scenario.(*harness.Keyed); err != nil || !ok || s.Purchases != 12 || c.Timeout != 18*time.Second {
+		t.Errorf("keyed --requests 12: %+v, %+v, %v", c.Config, c.Scenario, err)
 	}
 	for _, cmd := range commands {
 		var out bytes.Buffer
@@ -288,11 +289,23 @@ func TestDeprecatedSpellings(t *testing.T) {
 		ok   func(options) bool
 	}{
 		{[]string{"--faults", "crash", "--repeat", "2"}, "--faults is deprecated and goes in the next release: use loadtest faults crash --repeat 2",
-			func(c options) bool { return slices.Equal(c.Faults, []string{"crash"}) && c.Repeat == 2 }},
-		{[]string{"--faults=pause"}, "use loadtest faults pause\n", func(c options) bool { return slices.Equal(c.Faults, []string{"pause"}) }},
-		{[]string{"--rate", "40", "--soak", "2m"}, "use loadtest soak --rate 40 --duration 2m\n", func(c options) bool { return c.Soak == 2*time.Minute && c.Rate == 40 }},
-		{[]string{"--capacity"}, "use loadtest capacity\n", func(c options) bool { return c.Capacity && c.Duration == 3*time.Second }},
-		{[]string{"--keyed-drill"}, "use loadtest keyed", func(c options) bool { return c.KeyedDrill }},
+			func(c options) bool {
+				s, ok := c.Scenario.(*harness.Faults)
+				return ok && slices.Equal(s.Faults, []string{"crash"}) && s.Repeat == 2
+			}},
+		{[]string{"--faults=pause"}, "use loadtest faults pause\n", func(c options) bool {
+			s, ok := c.Scenario.(*harness.Faults)
+			return ok && slices.Equal(s.Faults, []string{"pause"})
+		}},
+		{[]string{"--rate", "40", "--soak", "2m"}, "use loadtest soak --rate 40 --duration 2m\n", func(c options) bool {
+			s, ok := c.Scenario.(*harness.Soak)
+			return ok && s.Duration == 2*time.Minute && c.Rate == 40
+		}},
+		{[]string{"--capacity"}, "use loadtest capacity\n", func(c options) bool {
+			_, ok := c.Scenario.(*harness.Capacity)
+			return ok && c.Duration == 3*time.Second
+		}},
+		{[]string{"--keyed-drill"}, "use loadtest keyed", func(c options) bool { _, ok := c.Scenario.(*harness.Keyed); return ok }},
 		{[]string{"--serve"}, "use loadtest serve", func(c options) bool { return c.cmd.name == "serve" }},
 	} {
 		var out bytes.Buffer

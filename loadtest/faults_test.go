@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/internal/testskip"
+	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
@@ -21,13 +22,13 @@ func TestFaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Stock != 2000 || cfg.Repeat != 1 || cfg.FaultTTL != time.Second || cfg.RedisAOF != "always" {
-		t.Errorf("fault defaults: stock %d, repeat %d, ttl %s, aof %q", cfg.Stock, cfg.Repeat, cfg.FaultTTL, cfg.RedisAOF)
+	if s := cfg.Scenario.(*harness.Faults); cfg.Stock != 2000 || s.Repeat != 1 || s.FaultTTL != time.Second || s.RedisAOF != "always" {
+		t.Errorf("fault defaults: stock %d, %+v", cfg.Stock, s)
 	}
 	if cfg, err := ParseConfig([]string{"faults", "redis-restart"}, func(k string) string {
 		return map[string]string{"LOADTEST_REDIS_AOF": "everysec"}[k]
-	}, &bytes.Buffer{}); err != nil || cfg.RedisAOF != "everysec" {
-		t.Errorf("LOADTEST_REDIS_AOF=everysec: %q, %v", cfg.RedisAOF, err)
+	}, &bytes.Buffer{}); err != nil || cfg.Scenario.(*harness.Faults).RedisAOF != "everysec" {
+		t.Errorf("LOADTEST_REDIS_AOF=everysec: %+v, %v", cfg.Scenario, err)
 	}
 	bad := []struct {
 		args []string

@@ -19,54 +19,93 @@ const (
 	capacityKeep = 0.9
 )
 
-// capacityLimit says what a step must stay within, for the report.
-func (c Config) capacityLimit() string {
-	return fmt.Sprintf("p99 at most %s, errors and 503s at most %.0f%% of the requests, sales at least %.0f%% of the offered rate",
-		c.CapacityP99, 100*c.CapacityErrors, 100*capacityKeep)
+// Capacity is the capacity sweep: each strategy at a doubling offered
+// rate until a step passes the limits, at each replica count.
+type Capacity struct {
+	P99      time.Duration // a step's p99 limit
+	Errors   float64       // a step's limit on errors and 503s, a share of its requests
+	MaxRate  int           // the highest rate offered
+	Replicas []int         // replica counts to sweep; none: LocalReplicas (or Config.Replicas)
 }
 
-// runCapacity finds each strategy's capacity at each replica count: it
-// offers 50 req/s, then twice as much at every step, each step on fresh
-// skus with more stock than it can sell, until a step passes the limits
-// (p99, errors and 503s, sales falling behind the offered rate) or the
-// rate reaches CapacityMaxRate.
-func (h *Harness) runCapacity(ctx context.Context) ([]report.Run, error) {
-	counts := h.cfg.CapacityReplicas
+// DefaultCapacity is the sweep with the command line's defaults.
+func DefaultCapacity() *Capacity {
+	return &Capacity{P99: 500 * time.Millisecond, Errors: 0.01, MaxRate: 3200}
+}
+
+// Defaults: short steps, and neither the read-modify-write delay nor
+// reads, which would cap what the sweep measures.
+func (Capacity) Defaults(c *Config) { c.Duration, c.RMWDelay, c.ReadEvery = 3*time.Second, 0, 0 }
+
+func (Capacity) Env(Config, *env.Options) {}
+
+func (s Capacity) Check(c Config, bad Problem) {
+	if s.P99 < time.Millisecond || s.P99 > time.Minute {
+		bad("Capacity.P99", "Capacity.P99 %s: must be between 1ms and 1m", s.P99)
+	}
+	if s.Errors < 0 || s.Errors >= 1 {
+		bad("Capacity.Errors %g: must be at least 0 and below 1", s.Errors)
+	}
+	if s.MaxRate < 50 || s.MaxRate > maxRate {
+		bad("Capacity.MaxRate %d: must be between 50 and %d", s.MaxRate, maxRate)
+	}
+	if c.Requests > 0 {
+		bad("Requests %d: capacity steps are bounded by Duration alone", c.Requests)
+	}
+	for _, n := range s.Replicas {
+		if n < 1 || n > maxLocalReplicas {
+			bad("Capacity.Replicas %d: must be between 1 and %d", n, maxLocalReplicas)
+		}
+	}
+	if len(s.Replicas) > 0 && len(c.Replicas) > 0 {
+		bad("Capacity.Replicas needs the replicas the harness starts (it scales them): drop Replicas")
+	}
+}
+
+// Run finds each strategy's capacity at each replica count: it offers 50
+// req/s, then twice as much at every step, each step on fresh skus with
+// more stock than it can sell, until a step passes the limits (p99,
+// errors and 503s, sales falling behind the offered rate) or the rate
+// reaches MaxRate.
+func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error {
+	rep.Settings.CapacityLimit = fmt.Sprintf("p99 at most %s, errors and 503s at most %.0f%% of the requests, sales at least %.0f%% of the offered rate",
+		s.P99, 100*s.Errors, 100*capacityKeep)
+	rep.Sections = append(rep.Sections, report.CapacitySection)
+	counts := s.Replicas
 	if len(counts) == 0 {
 		counts = []int{len(h.replicas)}
 	}
-	var runs []report.Run
 	for _, n := range counts {
 		if n != len(h.replicas) {
 			if h.env == nil {
-				return runs, fmt.Errorf("capacity with %d replicas: the harness can change the replica count only of replicas it starts", n)
+				return fmt.Errorf("capacity with %d replicas: the harness can change the replica count only of replicas it starts", n)
 			}
 			if err := h.env.Scale(ctx, n); err != nil {
-				return runs, err
+				return err
 			}
 			h.useEnv()
 		}
 		if err := h.warmup(ctx); err != nil {
-			return runs, err
+			return err
 		}
-		for _, s := range h.cfg.Strategies {
-			for step, rate := 1, capacityFirstRate; rate <= h.cfg.CapacityMaxRate; step, rate = step+1, rate*2 {
-				run, err := h.capacityStep(ctx, s, step, rate)
+		for _, st := range h.cfg.Strategies {
+			for step, rate := 1, capacityFirstRate; rate <= s.MaxRate; step, rate = step+1, rate*2 {
+				run, err := h.capacityStep(ctx, s, st, step, rate)
 				if err != nil {
-					return runs, err
+					return err
 				}
-				runs = append(runs, run)
+				rep.Runs = append(rep.Runs, run)
 				if run.Saturated != "" {
 					break
 				}
 			}
 		}
 	}
-	return runs, nil
+	return nil
 }
 
 // capacityStep runs one strategy at one offered rate.
-func (h *Harness) capacityStep(ctx context.Context, strategy string, step, rate int) (report.Run, error) {
+func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string, step, rate int) (report.Run, error) {
 	saved := h.cfg
 	defer func() { h.cfg = saved }()
 	secs := h.cfg.Duration.Seconds()
@@ -75,14 +114,14 @@ func (h *Harness) capacityStep(ctx context.Context, strategy string, step, rate 
 	// selling, not selling out.
 	h.cfg.Stock = min(MaxStock, int(float64(rate)*secs*2)+10)
 	h.logf("[capacity] %s on %d replicas, step %d: %d req/s for %s", strategy, len(h.replicas), step, rate, h.cfg.Duration)
-	steps := h.scrapeSaleSteps(ctx)
-	run, err := h.runStrategy(ctx, strategy, nil)
+	steps := scrape(ctx, h, parseSaleSteps)
+	run, err := h.runStrategy(ctx, strategy, runOpts{step: true})
 	if err != nil {
 		return run, err
 	}
-	saleBound(&run, steps, h.scrapeSaleSteps(ctx))
+	saleBound(&run, steps, scrape(ctx, h, parseSaleSteps))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
-	run.Saturated = limits(&run, h.cfg)
+	run.Saturated = limits(&run, s)
 	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, boundNote(run), suffix(run.Saturated))
 	return run, nil
 }
@@ -104,7 +143,7 @@ func suffix(s string) string {
 
 // limits are a step's limit checks, appended to its checks; it returns
 // how the step passed the first it failed ("" if none).
-func limits(r *report.Run, c Config) string {
+func limits(r *report.Run, c Capacity) string {
 	bad := r.Errors() + r.Unavailable
 	past := ""
 	for _, l := range []struct {
@@ -112,9 +151,9 @@ func limits(r *report.Run, c Config) string {
 		why   string
 	}{
 		{verdict.Check{Name: "answered", Observed: fmt.Sprint(r.Requests), Bound: "> 0", Pass: r.Requests > 0}, "no request was answered"},
-		{verdict.Check{Name: "p99", Observed: report.Ms(r.Latency.P99), Bound: "<= " + c.CapacityP99.String(), Pass: r.Latency.P99 <= float64(c.CapacityP99)/float64(time.Millisecond)},
-			fmt.Sprintf("p99 %s over %s", report.Ms(r.Latency.P99), c.CapacityP99)},
-		{verdict.Check{Name: "errors and 503s", Observed: fmt.Sprintf("%d of %d", bad, r.Requests), Bound: fmt.Sprintf("<= %g%%", 100*c.CapacityErrors), Pass: float64(bad) <= c.CapacityErrors*float64(r.Requests)},
+		{verdict.Check{Name: "p99", Observed: report.Ms(r.Latency.P99), Bound: "<= " + c.P99.String(), Pass: r.Latency.P99 <= float64(c.P99)/float64(time.Millisecond)},
+			fmt.Sprintf("p99 %s over %s", report.Ms(r.Latency.P99), c.P99)},
+		{verdict.Check{Name: "errors and 503s", Observed: fmt.Sprintf("%d of %d", bad, r.Requests), Bound: fmt.Sprintf("<= %g%%", 100*c.Errors), Pass: float64(bad) <= c.Errors*float64(r.Requests)},
 			fmt.Sprintf("%d of %d requests were errors or 503s", bad, r.Requests)},
 		{verdict.Check{Name: "sales_per_s", Observed: fmt.Sprintf("%.1f", r.SalesPerSec), Bound: fmt.Sprintf(">= %.0f%% of %d", 100*capacityKeep, r.TargetRate), Pass: r.SalesPerSec >= capacityKeep*float64(r.TargetRate)},
 			fmt.Sprintf("%.1f sales/s fell behind the offered %d", r.SalesPerSec, r.TargetRate)},

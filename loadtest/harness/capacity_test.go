@@ -11,7 +11,7 @@ import (
 // TestLimits: a capacity step's limits are checks of their own kind; the
 // first it fails says how the step passed them, and none fails the run.
 func TestLimits(t *testing.T) {
-	c := Config{CapacityP99: 500 * time.Millisecond, CapacityErrors: 0.01}
+	c := Capacity{P99: 500 * time.Millisecond, Errors: 0.01}
 	within := report.Run{Requests: 400, TargetRate: 200, SalesPerSec: 199, Latency: report.Latency{P99: 80}}
 	if past := limits(&within, c); past != "" || len(within.Checks) != 4 {
 		t.Errorf("a step within the limits: %q, checks %+v", past, within.Checks)

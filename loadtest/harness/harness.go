@@ -1,8 +1,8 @@
 // Package harness is stocklock's load harness as a library: for one Config
-// it starts the environment (or uses given replicas), resets the stock,
-// attacks one strategy after another (or runs fault drills), reads the
-// stock and the ledger back, checks the history for linearizability and
-// judges every run. It reports as it goes through a stream of Events, which
+// it starts the environment (or uses given replicas) and runs its
+// Scenario (the comparison, fault drills, ...): it resets the stock,
+// attacks, reads the stock and the ledger back, checks the history for
+// linearizability and judges every run. It reports as it goes through a stream of Events, which
 // the command line renders as progress lines and the live page as charts,
 // and returns the report.Report both render at the end.
 package harness
@@ -144,10 +144,9 @@ func (h *Harness) emit(ev Event) {
 	h.sink(ev)
 }
 
-// Run runs the whole comparison, or the fault drills, of the config. It
-// returns the report so far even on error (nil only when not even the
-// output directory could be made). The report's files are not written:
-// see report.WriteFiles.
+// Run runs the config's scenario. It returns the report so far even on
+// error (nil only when not even the output directory could be made). The
+// report's files are not written: see report.WriteFiles.
 func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	cfg := h.cfg
 	now := time.Now()
@@ -207,24 +206,7 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
 
-	switch {
-	case cfg.Capacity:
-		rep.Settings.CapacityLimit = cfg.capacityLimit()
-		rep.Runs, err = h.runCapacity(ctx)
-	case cfg.Soak > 0:
-		rep.Settings.FaultTTL, rep.Settings.Duration = cfg.FaultTTL.String(), SoakSegment(cfg.Soak).String()
-		rep.Runs, rep.Soak, err = h.runSoak(ctx)
-	case cfg.KeyedDrill:
-		rep.Settings.Repeat, rep.Settings.FaultTTL = cfg.Repeat, cfg.FaultTTL.String()
-		rep.Keyed, err = h.runKeyed(ctx)
-	case len(cfg.Faults) > 0:
-		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
-		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
-		rep.Runs, err = h.runFaults(ctx)
-	default:
-		rep.Runs, err = h.runAll(ctx)
-	}
-	return rep, err
+	return rep, cfg.scenario().Run(ctx, h, rep)
 }
 
 // connect finds the replicas: the given ones once they are ready, else the
@@ -255,16 +237,13 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 // EnvOptions are the options of the environment cfg asks for, its logs
 // in outDir and its progress lines to log.
 func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
-	flags := []string{"--rmw-delay", cfg.RMWDelay.String()}
-	if cfg.Disturbs() {
-		flags = append(flags, drill.Baseline(cfg.FaultTTL, cfg.WriteStall)...)
+	o := env.Options{
+		Replicas: cfg.LocalReplicas, StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
+		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: []string{"--rmw-delay", cfg.RMWDelay.String()},
+		RedisCluster: cfg.RedisCluster, Redlock: cfg.UsesRedlock(),
 	}
-	return env.Options{
-		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
-		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
-		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags, RedisCluster: cfg.UsesRedisCluster(),
-		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults) || cfg.Soak > 0,
-	}
+	cfg.scenario().Env(cfg, &o)
+	return o
 }
 
 // logWriter turns the lines written to it into log events.

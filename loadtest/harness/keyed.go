@@ -1,12 +1,9 @@
 package harness
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"sort"
@@ -18,6 +15,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
 // The keyed drill's shape. Purchases start evenly over keyedWindow; the
@@ -26,52 +24,70 @@ import (
 // purchases the kill caught have settled, for its heartbeat timeout and
 // two seconds more (so also past the lock TTL).
 const (
-	keyedPerStrategy = 40
-	keyedWindow      = 20 * time.Second
-	keyedKill        = 3 * time.Second
-	keyedDown        = time.Second
-	keyedFreezeAt    = 10 * time.Second
-	keyedFreeze      = env.HeartbeatTimeout + 2*time.Second
-	keyedAttempt     = 3 * time.Second  // one attempt's own timeout
-	keyedGiveUp      = 90 * time.Second // a purchase stops trying after this
+	keyedWindow   = 20 * time.Second
+	keyedKill     = 3 * time.Second
+	keyedDown     = time.Second
+	keyedFreezeAt = 10 * time.Second
+	keyedFreeze   = env.HeartbeatTimeout + 2*time.Second
+	keyedAttempt  = 3 * time.Second  // one attempt's own timeout
+	keyedGiveUp   = 90 * time.Second // a purchase stops trying after this
 )
 
-// runKeyed runs the keyed drill --repeat times: every safe strategy of the
-// config sells keyedPerStrategy purchases (or --requests), each with an
-// Idempotency-Key of its own, on a sku of its own. A purchase is retried
-// with the same key, alternating between the two replicas, after every
-// answer that is not a sale or sold_out (a timeout, a cut connection, a
-// 5xx, 409 idempotency_in_progress), until it sells. It checks that every
-// purchase sold exactly once: units taken = purchases sold = orders in
-// the ledger, and no key with two orders; and it measures how long each
-// purchase took to settle.
-func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
+// Keyed is the keyed drill, Repeat times: every safe strategy sells
+// Purchases purchases, each with an Idempotency-Key of its own, on a sku
+// of its own. A purchase is retried with the same key, alternating
+// between the two replicas, after every answer that is not a sale or
+// sold_out (a timeout, a cut connection, a 5xx, 409
+// idempotency_in_progress), until it sells; meanwhile the first replica
+// is killed -9 and the second frozen. It checks that every purchase sold
+// exactly once: units taken = purchases sold = orders in the ledger, and
+// no key with two orders; and it measures how long each purchase took to
+// settle.
+type Keyed struct {
+	Repeat    int
+	Purchases int // per strategy
+	Drills
+}
+
+// DefaultKeyed is the keyed drill with the command line's defaults.
+func DefaultKeyed() *Keyed { return &Keyed{Repeat: 1, Purchases: 40, Drills: DefaultDrills()} }
+
+func (s Keyed) Defaults(c *Config) { s.timeout(c) }
+
+func (s Keyed) Check(c Config, bad Problem) {
+	checkRepeat(s.Repeat, bad)
+	s.check(c, bad)
+	if s.Purchases < 1 || s.Purchases > 10_000 {
+		bad("Purchases %d: must be between 1 and 10000", s.Purchases)
+	}
+	if len(c.Replicas) > 0 || c.LocalReplicas != 2 {
+		bad("the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
+	}
+}
+
+func (s Keyed) Env(_ Config, o *env.Options) { s.env(o) }
+
+func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
+	rep.Settings.Repeat = s.Repeat
+	rep.Sections = append(rep.Sections, report.KeyedSection)
+	s.settings(rep)
 	if h.env == nil || h.env.Len() < 2 {
-		return nil, errors.New("the keyed drill needs two replicas the harness starts (--local-replicas 2)")
+		return errors.New("the keyed drill needs two replicas the harness starts (--local-replicas 2)")
 	}
-	var strategies []string
-	for _, s := range h.cfg.Strategies {
-		if verdict.SafeAll([]string{s}) {
-			strategies = append(strategies, s)
-		}
-	}
+	strategies := safeOf(h.cfg.Strategies)
 	if len(strategies) == 0 {
-		return nil, errors.New("the keyed drill: no safe strategy among --strategies")
+		return errors.New("the keyed drill: no safe strategy among --strategies")
 	}
-	per := keyedPerStrategy
-	if h.cfg.Requests > 0 {
-		per = h.cfg.Requests
-	}
+	per := s.Purchases
 	if err := h.warmup(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	var runs []report.KeyedRun
-	for rep := 1; rep <= h.cfg.Repeat; rep++ {
+	for r := 1; r <= s.Repeat; r++ {
 		h.logf("[%d/%d] keyed drill: %d purchases each of %s, kill -9 of replica %s, then a %s freeze of replica %s",
-			rep, h.cfg.Repeat, per, joinComma(strategies), h.env.ID(0), keyedFreeze, h.env.ID(1))
-		run, err := h.keyedOnce(ctx, rep, strategies, per)
+			r, s.Repeat, per, strings.Join(strategies, ", "), h.env.ID(0), keyedFreeze, h.env.ID(1))
+		run, err := h.keyedOnce(ctx, r, strategies, per)
 		if err != nil {
-			return runs, err
+			return err
 		}
 		verdictText := "every purchase sold exactly once"
 		if !run.OK() {
@@ -79,9 +95,9 @@ func (h *Harness) runKeyed(ctx context.Context) ([]report.KeyedRun, error) {
 		}
 		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs), %.2fs after the kill, %.2fs after the freeze; %s",
 			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, run.AfterKillMax, run.AfterFreezeMax, verdictText)
-		runs = append(runs, run)
+		rep.Keyed = append(rep.Keyed, run)
 	}
-	return runs, nil
+	return nil
 }
 
 // purchase is one keyed purchase of the drill.
@@ -129,8 +145,9 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	}
 	run.Purchases = len(ps)
 
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
-	defer client.CloseIdleConnections()
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	client := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr, Timeout: keyedAttempt}))
 	began := time.Now()
 	var ft faultTimes
 	faults := make(chan []string, 1)
@@ -298,15 +315,14 @@ func (h *Harness) waitHolding(ctx context.Context, i int) string {
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
 // switching replicas after every answer that is not final.
-func (h *Harness) buy(ctx context.Context, client *http.Client, bases []string, p purchase) purchaseResult {
+func (h *Harness) buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
 	r := purchaseResult{answers: map[string]int{}}
-	body, _ := json.Marshal(map[string]any{"qty": 1, "strategy": p.strategy})
 	start := time.Now()
 	target := p.first
 	pause := 100 * time.Millisecond
 	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
 		r.attempts++
-		status, code := h.attempt(ctx, client, bases[target], p, body)
+		status, code := attempt(ctx, client.At(bases[target]), p)
 		if r.attempts == 1 {
 			r.sent, r.unanswered = start, status == 0
 		}
@@ -332,31 +348,17 @@ func (h *Harness) buy(ctx context.Context, client *http.Client, bases []string, 
 	return r
 }
 
-// attempt sends one try of p to base and returns the status (0: no answer
-// within keyedAttempt) and the error code.
-func (h *Harness) attempt(ctx context.Context, client *http.Client, base string, p purchase, body []byte) (int, string) {
-	ctx, cancel := context.WithTimeout(ctx, keyedAttempt)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/items/"+p.sku+"/decrement", bytes.NewReader(body))
-	if err != nil {
-		return 0, ""
+// attempt sends one try of p through c and returns the status (0: no
+// answer within keyedAttempt) and the error code.
+func attempt(ctx context.Context, c *stockclient.Client, p purchase) (int, string) {
+	_, err := c.Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+	var e *stockclient.Error
+	if err == nil {
+		return http.StatusOK, ""
+	} else if errors.As(err, &e) {
+		return e.Status, e.Code
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", p.key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return 0, ""
-	}
-	var a struct {
-		Error string `json:"error"`
-	}
-	_ = json.Unmarshal(b, &a)
-	return resp.StatusCode, a.Error
+	return 0, ""
 }
 
 // quantile returns the q quantile of sorted values (nearest rank), 0 for
@@ -368,5 +370,3 @@ func quantile(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
-
-func joinComma(s []string) string { return strings.Join(s, ", ") }

@@ -4,67 +4,48 @@ import (
 	"bytes"
 	"math"
 	"sort"
-	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
+// families parses a Prometheus text exposition, as much of it as it can.
+func families(text []byte) map[string]*dto.MetricFamily {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, _ := p.TextToMetricFamilies(bytes.NewReader(text))
+	return fams
+}
+
+// label is the value of m's label called name, "" without one.
+func label(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+// lockWaitMetric is the replicas' histogram of lock waits, by strategy.
+const lockWaitMetric = "stock_lock_wait_seconds"
+
 // histSnapshot is one scrape of the lock wait histograms of one replica,
-// per strategy label: cumulative bucket counts by upper bound.
+// per strategy label: cumulative bucket counts by upper bound (seconds).
 type histSnapshot struct {
-	// unit converts the histogram's values to milliseconds.
-	unit    float64
 	buckets map[string]map[float64]float64 // strategy -> upper bound -> cumulative count
 }
 
-// parseLockWait finds the lock wait histogram in a Prometheus text
-// exposition: a histogram family whose name contains "lock_wait" and which
-// has a "strategy" label (stock_lock_wait_seconds, in the stock service).
-// It returns nil when there is none.
+// parseLockWait reads the lock wait histograms of a Prometheus text
+// exposition; nil when there are none.
 func parseLockWait(text []byte) *histSnapshot {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil && len(fams) == 0 {
+	f := families(text)[lockWaitMetric]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
 	}
-	var names []string
-	for name, f := range fams {
-		if f.GetType() == dto.MetricType_HISTOGRAM && strings.Contains(name, "lock_wait") {
-			names = append(names, name)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	// Prefer a name in seconds, the Prometheus convention, then the
-	// shortest (the plain one rather than a derived one).
-	sort.Slice(names, func(i, j int) bool {
-		si, sj := strings.HasSuffix(names[i], "_seconds"), strings.HasSuffix(names[j], "_seconds")
-		if si != sj {
-			return si
-		}
-		if len(names[i]) != len(names[j]) {
-			return len(names[i]) < len(names[j])
-		}
-		return names[i] < names[j]
-	})
-	name := names[0]
-	s := &histSnapshot{unit: 1000, buckets: map[string]map[float64]float64{}}
-	switch {
-	case strings.HasSuffix(name, "_milliseconds"), strings.HasSuffix(name, "_ms"):
-		s.unit = 1
-	case strings.HasSuffix(name, "_microseconds"), strings.HasSuffix(name, "_us"):
-		s.unit = 0.001
-	}
-	for _, m := range fams[name].GetMetric() {
-		strategy := ""
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == "strategy" {
-				strategy = lp.GetValue()
-			}
-		}
+	s := &histSnapshot{buckets: map[string]map[float64]float64{}}
+	for _, m := range f.GetMetric() {
+		strategy := label(m, "strategy")
 		h := m.GetHistogram()
 		if h == nil {
 			continue
@@ -93,12 +74,10 @@ func parseLockWait(text []byte) *histSnapshot {
 // over the replicas. ok is false when no replica observed any wait.
 func lockWaitP99(before, after []*histSnapshot, strategy string) (ms float64, ok bool) {
 	delta := map[float64]float64{}
-	unit := 1000.0
 	for i, a := range after {
 		if a == nil {
 			continue
 		}
-		unit = a.unit
 		var b map[float64]float64
 		if i < len(before) && before[i] != nil {
 			b = before[i].buckets[strategy]
@@ -108,7 +87,7 @@ func lockWaitP99(before, after []*histSnapshot, strategy string) (ms float64, ok
 		}
 	}
 	q, ok := histogramQuantile(0.99, delta)
-	return q * unit, ok
+	return q * 1000, ok
 }
 
 // histogramQuantile is Prometheus's histogram_quantile over cumulative

@@ -1,15 +1,10 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"sync"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
@@ -42,20 +37,11 @@ type rsScrape struct {
 // parseRedisStock reads the redis-stock metrics of skus from a Prometheus
 // text exposition; nil when it cannot be parsed.
 func parseRedisStock(text []byte, skus []string) *rsScrape {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil && len(fams) == 0 {
+	fams := families(text)
+	if len(fams) == 0 {
 		return nil
 	}
 	out := &rsScrape{skus: map[string]RedisStockSample{}, reloads: map[string]float64{}}
-	label := func(m *dto.Metric, name string) string {
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == name {
-				return lp.GetValue()
-			}
-		}
-		return ""
-	}
 	for _, m := range fams[metricRSReloads].GetMetric() {
 		out.reloads[label(m, "reason")] = m.GetCounter().GetValue()
 	}

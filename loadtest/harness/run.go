@@ -29,10 +29,10 @@ func (h *Harness) skus(strategy string, drill int) []string {
 	return out
 }
 
-// scrape reads every replica's lock wait histograms; nil entries where a
-// replica's /metrics could not be read or has none.
-func (h *Harness) scrape(ctx context.Context) []*histSnapshot {
-	out := make([]*histSnapshot, len(h.replicas))
+// scrape reads every replica's /metrics through parse (parseLockWait,
+// parseSaleSteps); zero entries where a replica's could not be read.
+func scrape[T any](ctx context.Context, h *Harness, parse func([]byte) T) []T {
+	out := make([]T, len(h.replicas))
 	for i, base := range h.replicas {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		text, err := h.api.At(base).Metrics(cctx)
@@ -40,13 +40,11 @@ func (h *Harness) scrape(ctx context.Context) []*histSnapshot {
 		if err != nil {
 			if !h.metricsWarned {
 				h.metricsWarned = true
-				h.logf("note: no lock wait metrics from %s: %v", base, err)
+				h.logf("note: no metrics from %s: %v", base, err)
 			}
 			continue
 		}
-		// nil when no lock wait has been observed yet: the service's
-		// histogram series appear with their first observation.
-		out[i] = parseLockWait(text)
+		out[i] = parse(text)
 	}
 	return out
 }
@@ -116,29 +114,6 @@ func (h *Harness) warmup(ctx context.Context) error {
 	}
 	h.logf("  warm-up: %d requests, %d not 200", n, failed)
 	return nil
-}
-
-// runAll runs every strategy of the config in turn.
-func (h *Harness) runAll(ctx context.Context) ([]report.Run, error) {
-	var runs []report.Run
-	if err := h.warmup(ctx); err != nil {
-		return nil, err
-	}
-	strategies := h.cfg.Strategies
-	if h.cfg.Mixed {
-		strategies = []string{mixedRun}
-	}
-	for i, s := range strategies {
-		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(strategies), s, h.cfg.Stock, h.cfg.SKUs, h.loadText())
-		run, err := h.runStrategy(ctx, s, nil)
-		if err != nil {
-			return runs, err
-		}
-		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d, linearizable %s (%s)",
-			s, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Linearizable, run.Verdict)
-		runs = append(runs, run)
-	}
-	return runs, nil
 }
 
 func (h *Harness) loadText() string {

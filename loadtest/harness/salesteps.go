@@ -1,17 +1,10 @@
 package harness
 
 import (
-	"bytes"
-	"context"
-	"time"
-
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // saleStepMetric is the replicas' histogram of the time of each step of a
@@ -27,26 +20,13 @@ type stepTotal struct{ sum, count float64 }
 // parseSaleSteps reads the sale step histograms of a Prometheus text
 // exposition; nil when there are none.
 func parseSaleSteps(text []byte) stepTotals {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil && len(fams) == 0 {
-		return nil
-	}
-	f := fams[saleStepMetric]
+	f := families(text)[saleStepMetric]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
 	}
 	out := stepTotals{}
 	for _, m := range f.GetMetric() {
-		var strategy, step string
-		for _, lp := range m.GetLabel() {
-			switch lp.GetName() {
-			case "strategy":
-				strategy = lp.GetValue()
-			case "step":
-				step = lp.GetValue()
-			}
-		}
+		strategy, step := label(m, "strategy"), label(m, "step")
 		h := m.GetHistogram()
 		if h == nil || strategy == "" || step == "" {
 			continue
@@ -58,21 +38,6 @@ func parseSaleSteps(text []byte) stepTotals {
 		t.sum += h.GetSampleSum()
 		t.count += float64(h.GetSampleCount())
 		out[strategy][step] = t
-	}
-	return out
-}
-
-// scrapeSaleSteps reads every replica's sale step histograms; nil entries
-// where a replica's /metrics could not be read or has none.
-func (h *Harness) scrapeSaleSteps(ctx context.Context) []stepTotals {
-	out := make([]stepTotals, len(h.replicas))
-	for i, base := range h.replicas {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		text, err := h.api.At(base).Metrics(cctx)
-		cancel()
-		if err == nil {
-			out[i] = parseSaleSteps(text)
-		}
 	}
 	return out
 }

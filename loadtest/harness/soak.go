@@ -1,19 +1,18 @@
 package harness
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
-	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // soakFaults are the faults a soak cycles through, one per segment: every
@@ -27,25 +26,52 @@ const soakSampleEvery = 5 * time.Second
 // minute, or a third of a shorter soak.
 func SoakSegment(d time.Duration) time.Duration { return min(time.Minute, d/3) }
 
-// runSoak runs steady mixed load, every safe strategy of the config on the
-// same skus, for cfg.Soak, in segments of SoakSegment: each segment is one
-// mixed run, judged like any other (history, totals, ledger), with the
-// next fault of soakFaults striking a quarter into it. Meanwhile it
-// samples every replica's memory, goroutines, open files and sockets, and
-// judges their growth (see report.JudgeSoak).
-func (h *Harness) runSoak(ctx context.Context) ([]report.Run, *report.Soak, error) {
-	var safe []string
-	for _, s := range h.cfg.Strategies {
-		if verdict.SafeAll([]string{s}) {
-			safe = append(safe, s)
-		}
+// Soak is steady mixed load, every safe strategy on the same skus, for
+// Duration, in segments of SoakSegment: each segment is one mixed run,
+// judged like any other (history, totals, ledger), with the next fault of
+// soakFaults striking a quarter into it. Meanwhile it samples every
+// replica's memory, goroutines, open files and sockets, and judges their
+// growth (see report.JudgeSoak).
+type Soak struct {
+	Duration time.Duration
+	Drills
+}
+
+// DefaultSoak is the soak with the command line's defaults.
+func DefaultSoak() *Soak { return &Soak{Duration: 10 * time.Minute, Drills: DefaultDrills()} }
+
+// Defaults: enough stock that a segment sells under load to its end.
+func (s Soak) Defaults(c *Config) {
+	c.Stock = max(2000, c.Rate*int(SoakSegment(s.Duration)/time.Second)*2)
+	s.timeout(c)
+}
+
+func (s Soak) Check(c Config, bad Problem) {
+	s.check(c, bad)
+	checkMixedThresholds(c, bad)
+	if s.Duration < time.Minute || s.Duration > 24*time.Hour {
+		bad("Duration %s: must be between 1m and 24h (a shorter soak samples too little to judge)", s.Duration)
 	}
-	h.cfg.Strategies = safe
-	seg := SoakSegment(h.cfg.Soak)
-	h.cfg.Duration = seg
-	soak := &report.Soak{Duration: h.cfg.Soak.String(), Segment: seg.String(), Strategies: safe, SampleEvery: soakSampleEvery.String()}
+	if len(c.Replicas) > 0 || c.LocalReplicas < 2 {
+		bad("the soak needs at least two replicas the harness starts (it kills, pauses and cuts them off): drop Replicas")
+	}
+}
+
+func (s Soak) Env(_ Config, o *env.Options) {
+	s.env(o)
+	o.Network = true
+}
+
+func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
+	seg := SoakSegment(s.Duration)
+	s.settings(rep)
+	rep.Settings.Duration = seg.String()
+	safe := safeOf(h.cfg.Strategies)
+	h.cfg.Strategies, h.cfg.Duration, h.cfg.Requests = safe, seg, 0
+	soak := &report.Soak{Duration: s.Duration.String(), Segment: seg.String(), Strategies: safe, SampleEvery: soakSampleEvery.String()}
+	rep.Soak, rep.Sections = soak, append(rep.Sections, report.FaultSection, report.SoakSection)
 	if err := h.warmup(ctx); err != nil {
-		return nil, soak, err
+		return err
 	}
 	began := time.Now()
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -57,21 +83,20 @@ func (h *Harness) runSoak(ctx context.Context) ([]report.Run, *report.Soak, erro
 		soak.Checks = report.JudgeSoak(soak.Samples)
 	}()
 
-	var runs []report.Run
-	n := int(h.cfg.Soak / seg)
+	n := int(s.Duration / seg)
 	for i := range n {
 		name := soakFaults[i%len(soakFaults)]
 		f, _ := drill.Lookup(name)
 		d := drill.Drill{Label: name, Strategy: mixedRun, Inject: f.Inject}
-		h.logf("[soak %d/%d, %s of %s] mixed %s under %s", i+1, n, time.Since(began).Round(time.Second), h.cfg.Soak, strings.Join(safe, ", "), name)
-		run, err := h.runStrategy(ctx, mixedRun, &faultSpec{drill: d, repeat: i + 1})
+		h.logf("[soak %d/%d, %s of %s] mixed %s under %s", i+1, n, time.Since(began).Round(time.Second), s.Duration, strings.Join(safe, ", "), name)
+		run, err := h.runStrategy(ctx, mixedRun, runOpts{fault: &faultSpec{drill: d, repeat: i + 1, drills: s.Drills}})
 		if err != nil {
-			return runs, soak, err
+			return err
 		}
 		h.logf("  → sold %d, oversold %d, lost updates %d, ledger mismatch %d; %s", run.Sold, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Verdict)
-		runs = append(runs, run)
+		rep.Runs = append(rep.Runs, run)
 	}
-	return runs, soak, nil
+	return nil
 }
 
 // sample reads every replica's metrics every soakSampleEvery until ctx
@@ -87,11 +112,11 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 			if err != nil {
 				continue // down (a crash drill): no sample
 			}
-			s := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}
-			s.RSS = metricValue(text, "process_resident_memory_bytes") / (1 << 20)
-			s.Goroutines = metricValue(text, "go_goroutines")
-			s.FDs = metricValue(text, "process_open_fds")
-			s.Started = metricValue(text, "process_start_time_seconds")
+			s, fams := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}, families(text)
+			s.RSS = metricValue(fams, "process_resident_memory_bytes") / (1 << 20)
+			s.Goroutines = metricValue(fams, "go_goroutines")
+			s.FDs = metricValue(fams, "process_open_fds")
+			s.Started = metricValue(fams, "process_start_time_seconds")
 			s.Sockets = countSockets(p.Pid)
 			soak.Samples = append(soak.Samples, s)
 		}
@@ -103,17 +128,10 @@ func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak
 	}
 }
 
-// metricValue is the value of an unlabelled series in Prometheus text, 0
-// when it is missing.
-func metricValue(text []byte, name string) float64 {
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return v
-		}
+// metricValue is the value of an unlabelled gauge, 0 when it is missing.
+func metricValue(fams map[string]*dto.MetricFamily, name string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		return m.GetGauge().GetValue()
 	}
 	return 0
 }

@@ -24,13 +24,20 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
+// runOpts are what a scenario asks of one run beyond the load.
+type runOpts struct {
+	fault *faultSpec // a fault drill: the drill's fault strikes while the attack runs
+	step  bool       // a capacity step: skus of its own, no plot, the history not checked
+	retry *Compare   // re-send unanswered decrements, as its Retries say
+}
+
 // runStrategy resets the stock, attacks with one strategy, reads the
-// stock and the ledger back and checks them. With fs, it is a fault drill:
-// the drill's fault is injected while the attack runs. Faults asked for
-// with Inject strike it too.
-func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpec) (report.Run, error) {
+// stock and the ledger back and checks them. Faults asked for with Inject
+// strike it.
+func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (report.Run, error) {
+	fs := o.fault
 	drillNo := 0
-	if fs != nil || h.cfg.Capacity { // every drill and capacity step on skus of its own
+	if fs != nil || o.step { // every drill and capacity step on skus of its own
 		h.drills++
 		drillNo = h.drills
 	}
@@ -47,12 +54,12 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	if err := h.reset(ctx, rec, run.SKUs, writers); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
-	before := h.scrape(ctx)
+	before := scrape(ctx, h, parseLockWait)
 	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
 	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
 	defer stopRedisView()
 
-	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec))
+	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec, o.retry))
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
@@ -80,7 +87,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	}
 	fillTotals(&run, obs)
 	countShards(&run, shards, obs)
-	if fs == nil && !h.cfg.Capacity {
+	if fs == nil && !o.step {
 		// Fault drills and capacity steps are dozens of runs: their table and chart tell the
 		// story, not a plot each.
 		h.writePlot(&run, obs.plot)
@@ -90,7 +97,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
-	if p99, ok := lockWaitP99(before, h.scrape(ctx), strategy); ok {
+	if p99, ok := lockWaitP99(before, scrape(ctx, h, parseLockWait), strategy); ok {
 		run.LockWaitP99 = &p99
 	}
 	run.Cuts = atk.Cuts()
@@ -100,7 +107,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 		run.Strategies, run.Outcomes = writers, outcomesByStrategy(ops)
 	}
 	lin := skippedHistory
-	if !h.cfg.Capacity {
+	if !o.step {
 		if lin, err = h.checkHistory(ops, historyName(strategy, drillNo)); err != nil {
 			return run, fmt.Errorf("%s: %w", strategy, err)
 		}
@@ -116,15 +123,15 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, fs *faultSpe
 }
 
 // attackOptions are the attack of one run.
-func (h *Harness) attackOptions(strategy string, skus, writers []string, rec *history.Recorder) attack.Options {
+func (h *Harness) attackOptions(strategy string, skus, writers []string, rec *history.Recorder, retry *Compare) attack.Options {
 	cfg := h.cfg
 	o := attack.Options{
 		Name: strategy, Targets: h.replicas, SKUs: skus, Writers: writers, Qty: cfg.Qty,
 		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
 		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
 	}
-	if cfg.Retries > 0 {
-		o.Keys, o.Retries, o.AttemptTimeout, o.CutRate = skus[0], cfg.Retries, cfg.AttemptTimeout, cfg.CutRate
+	if retry != nil {
+		o.Keys, o.Retries, o.AttemptTimeout, o.CutRate = skus[0], retry.Retries, retry.AttemptTimeout, retry.CutRate
 	}
 	return o
 }
@@ -205,7 +212,11 @@ type injections struct {
 // while the attack runs, one fault at a time, in a goroutine of its own.
 func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, fs *faultSpec, started time.Time) *injections {
 	in := &injections{done: make(chan struct{})}
-	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: h.cfg.FaultTTL, Search: h.cfg.Duration / 2, AOF: h.cfg.RedisAOF}
+	d := DefaultDrills() // the live page's replicas run with the defaults
+	if fs != nil {
+		d = fs.drills
+	}
+	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: d.FaultTTL, Search: h.cfg.Duration / 2, AOF: d.RedisAOF}
 	strike := func(fault string, inject drill.Injector, at time.Time, repeat int) {
 		c := base
 		c.Strike, c.Repeat = at, repeat

@@ -112,7 +112,9 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	}
 	if len(opt.Base.Replicas) == 0 {
 		eo := harness.EnvOptions(opt.Base, s.outDir, opt.Log)
-		eo.Flags = append(eo.Flags, LiveFlags(opt.Base.FaultTTL)...)
+		// The fault drills' short lease, so that a paused or killed
+		// holder's lease runs out within a run, without their write stall.
+		eo.Flags = append(eo.Flags, drill.Baseline(harness.DefaultDrills().FaultTTL, 0)...)
 		// The network faults' buttons need the replicas' store links
 		// behind proxies.
 		eo.NetworkIfPossible = true
@@ -126,11 +128,6 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	s.routes()
 	return s, nil
 }
-
-// LiveFlags are the flags the replicas of the live page run with: the
-// fault drills' short lease, so that a paused or killed holder's lease
-// runs out within a run, without the drills' write stall.
-func LiveFlags(ttl time.Duration) []string { return drill.Baseline(ttl, 0) }
 
 // Close stops the run under way and everything Start started.
 func (s *Server) Close() {
@@ -289,7 +286,7 @@ func (s *Server) config(f Form) (harness.Config, error) {
 		return cfg, fmt.Errorf("duration %q: %w", f.Duration, err)
 	}
 	cfg.Strategies, cfg.Stock, cfg.Rate, cfg.Duration = strategies, f.Stock, f.Rate, d
-	cfg.Requests, cfg.Warmup, cfg.Faults = 0, 0, nil
+	cfg.Requests, cfg.Warmup, cfg.Scenario = 0, 0, harness.DefaultCompare()
 	if s.env != nil {
 		cfg.LocalReplicas = f.Replicas
 	} else if f.Replicas != len(cfg.Replicas) {

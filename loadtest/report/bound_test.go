@@ -43,7 +43,7 @@ func TestCapacityBound(t *testing.T) {
 		!strings.Contains(lines[1], "98.0 at 100 req/s") || !strings.Contains(lines[1], "150.0") || !strings.Contains(lines[1], "80%") {
 		t.Fatalf("capacity table:\n%s", table.String())
 	}
-	rep := Report{Runs: runs}
+	rep := Report{Runs: runs, Sections: []Section{CapacitySection}}
 	var svg bytes.Buffer
 	if err := WriteCapacitySVG(&svg, rep); err != nil {
 		t.Fatal(err)

@@ -33,16 +33,6 @@ type CapacityRow struct {
 	Bound *float64
 }
 
-// IsCapacity reports whether rep holds a capacity sweep.
-func (rep Report) IsCapacity() bool {
-	for _, r := range rep.Runs {
-		if r.CapacityStep > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // CapacityRows groups a sweep's steps by strategy and replica count, in
 // the order they ran.
 func CapacityRows(runs []Run) []CapacityRow {

@@ -343,13 +343,3 @@ func parseSeconds(s string) (float64, error) {
 	d, err := time.ParseDuration(s)
 	return d.Seconds(), err
 }
-
-// IsFault reports whether rep holds fault drills.
-func (rep Report) IsFault() bool {
-	for _, r := range rep.Runs {
-		if r.Fault != "" {
-			return true
-		}
-	}
-	return false
-}

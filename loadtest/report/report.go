@@ -3,7 +3,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -206,6 +205,9 @@ type Report struct {
 	Keyed []KeyedRun `json:"keyed,omitempty"`
 	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
 	Soak *Soak `json:"soak,omitempty"`
+	// Sections are the run mode's parts of the report; none is the
+	// comparison's.
+	Sections []Section `json:"-"`
 	// OK is true when the run finished and no check failed it (see
 	// verdict.Judge).
 	OK bool `json:"ok"`
@@ -418,11 +420,11 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		fmt.Fprintf(&b, "- %s\n", f)
 	}
 	b.WriteString("\n")
-	err := rep.writeModeMarkdown(&b)
-	if rep.Soak != nil {
-		var table bytes.Buffer
-		_ = WriteSoakTable(&table, *rep.Soak)
-		fmt.Fprintf(&b, "\n## Soak: the replicas' resources\n\n```\n%s```\n\n![soak](%s)\n", table.String(), SoakChartFile)
+	var err error
+	for _, sec := range rep.sections() {
+		if err == nil {
+			err = sec.Markdown(&b, rep)
+		}
 	}
 	writeCheckMarkdown(&b, rep.Checks())
 	if _, werr := io.WriteString(w, b.String()); err == nil {
@@ -431,30 +433,67 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	return err
 }
 
-// writeModeMarkdown writes the part of the Markdown page that is the
-// run mode's: the keyed drill's, the fault drills', the capacity sweep's
-// or the comparison's table and notes.
-func (rep Report) writeModeMarkdown(b *strings.Builder) error {
-	s := rep.Settings
-	if len(rep.Keyed) > 0 {
-		return WriteKeyedMarkdown(b, rep.Keyed)
-	}
-	if rep.IsFault() {
-		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
-		return WriteFaultMarkdown(b, rep.Runs)
-	}
-	if rep.IsCapacity() {
-		fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", s.CapacityLimit, CapacityChartFile)
-		if err := WriteCapacityTable(b, CapacityRows(rep.Runs)); err != nil {
+// Section is a run mode's part of its report: its table (Text: the
+// command line prints it, report.html shows it), its part of results.md
+// and its chart, if any (SVG, into the file Chart). A scenario adds its
+// own to Report.Sections.
+type Section struct {
+	Text     func(io.Writer, Report) error
+	Markdown func(*strings.Builder, Report) error
+	Chart    string
+	SVG      func(io.Writer, Report) error
+}
+
+// The sections of the harness's run modes.
+var (
+	CompareSection = Section{func(w io.Writer, rep Report) error {
+		if err := WriteTable(w, rep.Runs); err != nil {
 			return err
 		}
-		b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
-		for _, r := range rep.Runs {
-			fmt.Fprintf(b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
-		}
-		return nil
-	}
+		return WriteShards(w, rep.Runs)
+	}, writeCompareMarkdown, ChartFile, WriteSVG}
+	FaultSection = Section{func(w io.Writer, rep Report) error { return WriteFaultTable(w, FaultRows(rep.Runs)) }, func(b *strings.Builder, rep Report) error {
+		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
+		return WriteFaultMarkdown(b, rep.Runs)
+	}, FaultChartFile, WriteFaultSVG}
+	CapacitySection = Section{func(w io.Writer, rep Report) error { return WriteCapacityTable(w, CapacityRows(rep.Runs)) },
+		writeCapacityMarkdown, CapacityChartFile, WriteCapacitySVG}
+	KeyedSection = Section{Text: func(w io.Writer, rep Report) error { return WriteKeyedTable(w, rep.Keyed) },
+		Markdown: func(b *strings.Builder, rep Report) error { return WriteKeyedMarkdown(b, rep.Keyed) }}
+	SoakSection = Section{func(w io.Writer, rep Report) error {
+		fmt.Fprintln(w)
+		return WriteSoakTable(w, *rep.Soak)
+	}, func(b *strings.Builder, rep Report) error {
+		b.WriteString("\n## Soak: the replicas' resources\n\n```\n")
+		err := WriteSoakTable(b, *rep.Soak)
+		fmt.Fprintf(b, "```\n\n![soak](%s)\n", SoakChartFile)
+		return err
+	}, SoakChartFile, func(w io.Writer, rep Report) error { return WriteSoakSVG(w, *rep.Soak) }}
+)
 
+func (rep Report) sections() []Section {
+	if len(rep.Sections) == 0 {
+		return []Section{CompareSection}
+	}
+	return rep.Sections
+}
+
+// writeCapacityMarkdown is the capacity sweep's part of results.md.
+func writeCapacityMarkdown(b *strings.Builder, rep Report) error {
+	fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)
+	if err := WriteCapacityTable(b, CapacityRows(rep.Runs)); err != nil {
+		return err
+	}
+	b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
+	for _, r := range rep.Runs {
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
+	}
+	return nil
+}
+
+// writeCompareMarkdown is the comparison's part of results.md: its table
+// and notes.
+func writeCompareMarkdown(b *strings.Builder, rep Report) error {
 	rows := [][]string{header}
 	for _, r := range rep.Runs {
 		cells := row(r)
@@ -531,20 +570,13 @@ type file struct {
 	write func(io.Writer, Report) error
 }
 
-// charts are the pictures of rep: its mode's chart, and the soak's.
+// charts are the pictures of rep's sections.
 func (rep Report) charts() []file {
 	var out []file
-	switch {
-	case len(rep.Keyed) > 0:
-	case rep.IsFault():
-		out = append(out, file{FaultChartFile, WriteFaultSVG})
-	case rep.IsCapacity():
-		out = append(out, file{CapacityChartFile, WriteCapacitySVG})
-	default:
-		out = append(out, file{ChartFile, WriteSVG})
-	}
-	if rep.Soak != nil {
-		out = append(out, file{SoakChartFile, func(w io.Writer, rep Report) error { return WriteSoakSVG(w, *rep.Soak) }})
+	for _, sec := range rep.sections() {
+		if sec.Chart != "" {
+			out = append(out, file{sec.Chart, sec.SVG})
+		}
 	}
 	return out
 }
@@ -598,28 +630,14 @@ func writeOutcomes(b *strings.Builder, r Run) {
 	}
 }
 
-// WriteText writes the table a person compares the runs by: the keyed
-// drill's, the fault table, the capacity table or the comparison table,
-// and the soak's resources. The command line prints it and the live page
-// shows it.
+// WriteText writes the tables a person compares the runs by, those of
+// rep's sections. The command line prints them and the live page shows
+// them.
 func WriteText(w io.Writer, rep Report) error {
-	var err error
-	switch {
-	case len(rep.Keyed) > 0:
-		err = WriteKeyedTable(w, rep.Keyed)
-	case rep.IsFault():
-		err = WriteFaultTable(w, FaultRows(rep.Runs))
-	case rep.IsCapacity():
-		err = WriteCapacityTable(w, CapacityRows(rep.Runs))
-	default:
-		if err = WriteTable(w, rep.Runs); err == nil {
-			err = WriteShards(w, rep.Runs)
+	for _, sec := range rep.sections() {
+		if err := sec.Text(w, rep); err != nil {
+			return err
 		}
 	}
-	if err == nil && rep.Soak != nil {
-		if _, err = fmt.Fprintln(w); err == nil {
-			err = WriteSoakTable(w, *rep.Soak)
-		}
-	}
-	return err
+	return nil
 }
