@@ -63,6 +63,8 @@ type Config struct {
 	// Soak runs steady mixed load for this long, a fault every segment
 	// (see runSoak); 0: no soak.
 	Soak time.Duration
+	// Checkout runs the checkout scenario instead (see runCheckout).
+	Checkout *Checkout
 
 	// History and its check (every run).
 	ReadEvery    time.Duration // a read of the stock this often during the attack; 0: none
@@ -170,6 +172,7 @@ func (c Config) Validate() error {
 	c.checkCapacity(bad)
 	c.checkFaults(bad)
 	c.checkThresholds(bad)
+	c.checkCheckout(bad)
 	return errors.Join(errs...)
 }
 

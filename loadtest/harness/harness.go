@@ -217,6 +217,8 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	case cfg.KeyedDrill:
 		rep.Settings.Repeat, rep.Settings.FaultTTL = cfg.Repeat, cfg.FaultTTL.String()
 		rep.Keyed, err = h.runKeyed(ctx)
+	case cfg.Checkout != nil:
+		rep.Checkout, err = h.runCheckout(ctx)
 	case len(cfg.Faults) > 0:
 		rep.Settings.Faults, rep.Settings.Repeat = cfg.Faults, cfg.Repeat
 		rep.Settings.FaultTTL, rep.Settings.WriteStall = cfg.FaultTTL.String(), cfg.WriteStall.String()
@@ -263,7 +265,7 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 		Replicas: cfg.LocalReplicas, EtcdCluster: drill.NeedsEtcdCluster(cfg.Faults), RedisClock: drill.NeedsRedisClock(cfg.Faults),
 		StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
 		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: flags, RedisCluster: cfg.UsesRedisCluster(),
-		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults) || cfg.Soak > 0,
+		Redlock: cfg.UsesRedlock(), Network: drill.NeedsNetwork(cfg.Faults) || cfg.Soak > 0 || cfg.Checkout.cuts(),
 	}
 }
 

@@ -204,6 +204,9 @@ type Report struct {
 	// Keyed holds the runs of the keyed drill (loadtest keyed), which has
 	// no Runs.
 	Keyed []KeyedRun `json:"keyed,omitempty"`
+	// Checkout holds the runs of the checkout scenario (loadtest
+	// checkout), which has no Runs.
+	Checkout []CheckoutRun `json:"checkout,omitempty"`
 	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
 	Soak *Soak `json:"soak,omitempty"`
 	// OK is true when the run finished and no check failed it (see
@@ -237,6 +240,9 @@ func (rep Report) Checks() []verdict.Check {
 	}
 	for _, k := range rep.Keyed {
 		add(fmt.Sprintf("keyed run %d", k.Repeat), k.Checks)
+	}
+	for _, c := range rep.Checkout {
+		add("checkout · "+c.Strategy, c.Checks)
 	}
 	if rep.Soak != nil {
 		out = append(out, rep.Soak.Checks...) // scoped by replica
@@ -439,6 +445,9 @@ func (rep Report) writeModeMarkdown(b *strings.Builder) error {
 	if len(rep.Keyed) > 0 {
 		return WriteKeyedMarkdown(b, rep.Keyed)
 	}
+	if len(rep.Checkout) > 0 {
+		return WriteCheckout(b, rep.Checkout, true)
+	}
 	if rep.IsFault() {
 		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
 		return WriteFaultMarkdown(b, rep.Runs)
@@ -535,7 +544,7 @@ type file struct {
 func (rep Report) charts() []file {
 	var out []file
 	switch {
-	case len(rep.Keyed) > 0:
+	case len(rep.Keyed) > 0, len(rep.Checkout) > 0:
 	case rep.IsFault():
 		out = append(out, file{FaultChartFile, WriteFaultSVG})
 	case rep.IsCapacity():
@@ -607,6 +616,8 @@ func WriteText(w io.Writer, rep Report) error {
 	switch {
 	case len(rep.Keyed) > 0:
 		err = WriteKeyedTable(w, rep.Keyed)
+	case len(rep.Checkout) > 0:
+		err = WriteCheckout(w, rep.Checkout, false)
 	case rep.IsFault():
 		err = WriteFaultTable(w, FaultRows(rep.Runs))
 	case rep.IsCapacity():
