@@ -128,6 +128,7 @@ type holdRec struct {
 // checkoutRun is one strategy's run of the scenario.
 type checkoutRun struct {
 	h        *Harness
+	api      *stockclient.Client // each attempt may wait out a stopped replica
 	co       Checkout
 	strategy string
 	run      int
@@ -170,11 +171,14 @@ func (h *Harness) runCheckout(ctx context.Context) ([]report.CheckoutRun, error)
 	if err := h.warmup(ctx); err != nil {
 		return nil, err
 	}
+	attempt := max(h.cfg.Timeout, 2*h.cfg.Checkout.HoldTTL+5*time.Second)
+	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}),
+		stockclient.WithTimeout(attempt), stockclient.WithAdminToken(h.cfg.AdminToken))
 	var runs []report.CheckoutRun
 	for _, st := range strategies {
 		h.runNo++
-		r := &checkoutRun{h: h, co: *h.cfg.Checkout, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
-			bases: h.replicas, attempt: max(h.cfg.Timeout, 2*h.cfg.Checkout.HoldTTL+5*time.Second),
+		r := &checkoutRun{h: h, api: api, co: *h.cfg.Checkout, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
+			bases: h.replicas, attempt: attempt,
 			thinking: map[int]int{}, inflight: map[*holdRec]int{}, latency: map[string][]float64{}, sales: map[string][]drill.Sale{}}
 		h.logf("checkout, %s: %d buyers/s for %s, hold TTL %s, think %s, abandon %g, late %g, faults %q",
 			st, h.cfg.Rate, h.cfg.Duration, r.co.HoldTTL, r.co.Think, r.co.Abandon, r.co.Late, r.co.Faults)
@@ -227,7 +231,7 @@ func across[T any](ctx context.Context, r *checkoutRun, first int, call stockcli
 	start, pause := time.Now(), 50*time.Millisecond
 	for i := first; ; i = (i + 1) % len(r.bases) {
 		actx, cancel := context.WithTimeout(ctx, r.attempt)
-		v, err = send(actx, r.h.api.At(r.bases[i]), i)
+		v, err = send(actx, r.api.At(r.bases[i]), i)
 		cancel()
 		if err == nil || !stockclient.Retryable(call, err) || time.Since(start) > checkoutGiveUp || drill.Sleep(ctx, pause) != nil {
 			return v, err
@@ -271,7 +275,7 @@ func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key 
 // for as long as patience.
 func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int, patience time.Duration) bool {
 	for start := time.Now(); ; {
-		hl, err := r.h.api.At(r.bases[replica]).GetHold(ctx, rec.sku, rec.id)
+		hl, err := r.api.At(r.bases[replica]).GetHold(ctx, rec.sku, rec.id)
 		if err == nil && hl.State == "expired" {
 			r.mu.Lock()
 			rec.readExpired = true
@@ -308,6 +312,7 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 		return
 	case "late":
 		if drill.Sleep(ctx, r.co.HoldTTL) != nil || !r.readExpired(ctx, rec, replica, checkoutGiveUp) {
+			r.count("late, never read expired", nil)
 			return
 		}
 	default:
@@ -387,7 +392,7 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 		if i == 0 {
 			stock = int64(cfg.Stock)
 		}
-		if _, err := r.h.api.At(r.bases[0]).PutItem(ctx, sku, stock); err != nil {
+		if _, err := r.api.At(r.bases[0]).PutItem(ctx, sku, stock); err != nil {
 			return r.out, fmt.Errorf("set the stock of %s: %w", sku, err)
 		}
 	}
@@ -490,7 +495,7 @@ func (r *checkoutRun) tally(began time.Time) {
 // books reads every sku and hold back once every hold expired and its
 // units returned (the recovery pass returns them), and judges the run.
 func (r *checkoutRun) books(ctx context.Context, skus []string) error {
-	api := r.h.api.At(r.bases[0])
+	api := r.api.At(r.bases[0])
 	t := checkoutTally{Initial: r.out.Initial + r.co.Probes, Acked: len(r.acked), FaultFailed: r.out.FaultFailed,
 		ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}
 	for deadline := time.Now().Add(returnWait); ; {
