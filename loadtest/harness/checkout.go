@@ -289,9 +289,10 @@ func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int
 	}
 }
 
-// buyer is buyer i: a plain decrement when i is odd, else a hold.
+// buyer is buyer i: a plain decrement when i is odd, else a hold; each
+// kind through the replicas in turn.
 func (r *checkoutRun) buyer(ctx context.Context, i int) {
-	first, key := i%len(r.bases), fmt.Sprintf("%s-b%d", r.sku, i)
+	first, key := i/2%len(r.bases), fmt.Sprintf("%s-b%d", r.sku, i)
 	start := time.Now()
 	if i%2 == 1 {
 		sale, err := r.decrement(ctx, r.sku, first, key)
@@ -595,13 +596,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 	defer func() { ev.Until = time.Now(); r.h.emit(ev) }()
 	switch f {
 	case drill.Crash:
-		// Wait for buyers between their hold and their confirm on i.
-		for deadline := time.Now().Add(2 * time.Second); r.waiting(i) == 0 && time.Now().Before(deadline); {
-			if err := drill.Sleep(ctx, 5*time.Millisecond); err != nil {
-				return "", err
-			}
-		}
-		n := r.waiting(i)
+		n := r.waiting(ctx, i)
 		if err := e.Kill(i); err != nil {
 			return "", err
 		}
@@ -611,6 +606,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 	case drill.Pause:
 		// Stopped past the TTL; a confirm in flight to it whose hold
 		// then reads expired elsewhere must be refused once it resumes.
+		r.waiting(ctx, i)
 		if err := e.Pause(i); err != nil {
 			return "", err
 		}
@@ -625,7 +621,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 		r.mu.Unlock()
 		late := 0
 		for _, rec := range stuck {
-			if r.readExpired(ctx, rec, (i+1)%e.Len(), 0) {
+			if r.readExpired(ctx, rec, (i+1)%e.Len(), 200*time.Millisecond) {
 				late++
 			}
 		}
@@ -643,9 +639,15 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 	return "", fmt.Errorf("unknown checkout fault %q", f)
 }
 
-// waiting is how many buyers hold on replica i and have not confirmed.
-func (r *checkoutRun) waiting(i int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.thinking[i]
+// waiting waits up to 2s for buyers who hold on replica i and will
+// confirm there, and says how many there are.
+func (r *checkoutRun) waiting(ctx context.Context, i int) int {
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		r.mu.Lock()
+		n := r.thinking[i]
+		r.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) || drill.Sleep(ctx, 5*time.Millisecond) != nil {
+			return n
+		}
+	}
 }
