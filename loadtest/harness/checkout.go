@@ -606,7 +606,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 	case drill.Pause:
 		// Stopped past the TTL; a confirm in flight to it whose hold
 		// then reads expired elsewhere must be refused once it resumes.
-		r.waiting(ctx, i)
+		n := r.waiting(ctx, i)
 		if err := e.Pause(i); err != nil {
 			return "", err
 		}
@@ -625,7 +625,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 				late++
 			}
 		}
-		ev.Text = fmt.Sprintf("SIGSTOP replica %s for %s: %d confirms in flight to it, %d of whose holds read expired before SIGCONT", id, r.co.HoldTTL+time.Second, len(stuck), late)
+		ev.Text = fmt.Sprintf("SIGSTOP replica %s, %d of its buyers between hold and confirm, for %s: %d confirms in flight to it, %d of whose holds read expired before SIGCONT", id, n, r.co.HoldTTL+time.Second, len(stuck), late)
 		r.out.PausedLate += late
 		return ev.Text, e.Resume(i)
 	case drill.StorePartition:
