@@ -106,6 +106,21 @@ var commands = []command{
 			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run the drill this many times; the report aggregates them")
 			drillFlags(fs, &s.Drills)
 		}},
+	{name: "checkout", summary: "buyers who hold, abandon, confirm or confirm late, beside plain decrements, on the strategies that take holds",
+		scenario: func() harness.Scenario { return harness.DefaultCheckout() },
+		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+			co := c.Scenario.(*harness.Checkout)
+			fs.DurationVar(&c.Duration, "duration", d.Duration, "how long buyers arrive, per strategy")
+			fs.Float64Var(&co.Abandon, "abandon", co.Abandon, "share of the holding buyers who never confirm: their units return when the hold expires")
+			fs.Float64Var(&co.Late, "late", co.Late, "share of the holding buyers who confirm late on purpose: only once a read of the hold says it expired (the store's clock decides); each must be refused")
+			fs.DurationVar(&co.Think, "think", co.Think, "from a hold's answer to its confirm, for the buyers who confirm in time")
+			fs.DurationVar(&co.HoldTTL, "hold-ttl", co.HoldTTL, "the holds' time to live (1s to 1m)")
+			fs.IntVar(&co.Probes, "probes", co.Probes, "expiry probes per strategy: each holds the one unit of a sku of its own and buys it from the moment the hold can expire")
+			fs.Func("faults", "comma-separated faults struck in turn during each strategy's run ("+strings.Join(harness.CheckoutFaults, ", ")+", all or none; default none)", func(v string) (err error) {
+				co.Faults, err = harness.ParseCheckoutFaults(v)
+				return err
+			})
+		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
 		scenario: func() harness.Scenario { return harness.DefaultCompare() },
 		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {

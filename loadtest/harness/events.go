@@ -23,6 +23,12 @@ const (
 	// With WithRedisStockView, while redis-stock sells (about four a second):
 	EventRedisStock = "redis-stock" // Run, Strategy, SKU, Redis: what Redis and the MongoDB item hold for the sku
 	EventReload     = "reload"      // Run, Strategy, SKU (when the run has one), Replica, Reason, Count, Since: redis-stock reloaded Redis between Since and At
+	// The checkout scenario's holds (loadtest checkout), at the moment the
+	// harness learned of each:
+	EventHeld        = "held"         // Run, Strategy, SKU, Replica, Hold: a hold created
+	EventConfirmed   = "confirmed"    // Run, Strategy, SKU, Replica, Hold: its confirm sold
+	EventExpired     = "expired"      // Run, Strategy, SKU, Hold, Text: a read said it expired ("read"), or its unit sold again ("sold again")
+	EventLateRefused = "late-refused" // Run, Strategy, SKU, Replica, Hold, Text: a confirm refused, the hold expired by the store's clock
 )
 
 // Event is one thing that happened during a harness run. Only the fields
@@ -37,6 +43,7 @@ type Event struct {
 	Replica  string      `json:"replica,omitempty"`
 	Replicas []string    `json:"replicas,omitempty"`
 	Fence    int64       `json:"fence,omitempty"`
+	Hold     string      `json:"hold,omitempty"` // a hold's id
 	Initial  int         `json:"initial,omitempty"`
 	Text     string      `json:"text,omitempty"`
 	Progress *Progress   `json:"progress,omitempty"`

@@ -203,6 +203,9 @@ type Report struct {
 	// Keyed holds the runs of the keyed drill (loadtest keyed), which has
 	// no Runs.
 	Keyed []KeyedRun `json:"keyed,omitempty"`
+	// Checkout holds the runs of the checkout scenario (loadtest
+	// checkout), which has no Runs.
+	Checkout []CheckoutRun `json:"checkout,omitempty"`
 	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
 	Soak *Soak `json:"soak,omitempty"`
 	// Sections are the run mode's parts of the report; none is the
@@ -239,6 +242,9 @@ func (rep Report) Checks() []verdict.Check {
 	}
 	for _, k := range rep.Keyed {
 		add(fmt.Sprintf("keyed run %d", k.Repeat), k.Checks)
+	}
+	for _, c := range rep.Checkout {
+		add("checkout · "+c.Strategy, c.Checks)
 	}
 	if rep.Soak != nil {
 		out = append(out, rep.Soak.Checks...) // scoped by replica

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stocklock/stocklock/internal/testskip"
+	"github.com/stocklock/stocklock/loadtest/harness"
+	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/strategy"
+)
+
+func TestCheckoutConfig(t *testing.T) {
+	cfg, err := ParseConfig([]string{"checkout", "--faults", "pause,crash"}, func(k string) string {
+		return map[string]string{"LOADTEST_ABANDON": "0.3", "LOADTEST_HOLD_TTL": "1500ms"}[k]
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, _ := cfg.Scenario.(*harness.Checkout)
+	if co == nil || co.Abandon != 0.3 || co.Late != 0.1 || co.HoldTTL.String() != "1.5s" || !slices.Equal(co.Faults, []string{"pause", "crash"}) {
+		t.Fatalf("checkout settings: %+v", co)
+	}
+	if want := strategy.NamesOf(func(in strategy.Info) bool { return in.Holds }); !slices.Equal(cfg.Strategies, want) {
+		t.Errorf("strategies %v, want those that take holds, %v", cfg.Strategies, want)
+	}
+	if _, err := ParseConfig([]string{"checkout", "--late", "0.6"}, noEnv, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--abandon 0.5 and --late 0.6") {
+		t.Errorf("--late 0.6 beside --abandon 0.5: %v", err)
+	}
+}
+
+// TestCheckoutShort runs the checkout scenario on atomic for a few
+// seconds, with replica b stopped past the holds' TTL: every safety check
+// must pass, the late confirms must have been sent and refused, and the
+// report must show the sales of both kinds and the expiry probes.
+func TestCheckoutShort(t *testing.T) {
+	testskip.Long(t, "builds the service and starts the stores and two replica processes")
+	t.Parallel()
+	_, rep, stdout := runHarness(t, "checkout", "--strategies", "atomic", "--duration", "4s", "--probes", "5", "--faults", "pause", "--warmup", "500ms")
+	if len(rep.Checkout) != 1 {
+		t.Fatalf("checkout runs: %+v, want one", rep.Checkout)
+	}
+	r := rep.Checkout[0]
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+		if !c.Pass && c.Kind == verdict.Safety {
+			t.Errorf("check failed: %s", c)
+		}
+	}
+	for _, want := range []string{"oversold", "ledger_orders_of_holds", "late_confirms_sold", "available_plus_sold", "held_after_expiry", "expiry_to_sellable_p99"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no check %s among %v", want, names)
+		}
+	}
+	if r.LateSent == 0 || r.LateRefused != r.LateSent || r.Confirmed == 0 || r.PlainSold == 0 || r.ProbesSold != 5 {
+		t.Errorf("late confirms %d refused of %d, confirmed %d, plain sales %d, probes sold %d of 5", r.LateRefused, r.LateSent, r.Confirmed, r.PlainSold, r.ProbesSold)
+	}
+	if len(r.FaultNotes) != 1 || !strings.Contains(r.FaultNotes[0], "SIGSTOP replica") || !strings.Contains(stdout, "expiry→sellable") {
+		t.Errorf("faults done %q; stdout:\n%s", r.FaultNotes, stdout)
+	}
+}
