@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 	"github.com/stocklock/stocklock/pkg/stockclient"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Harness runs the strategies of one Config against a set of replicas.
@@ -240,7 +242,12 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	o := env.Options{
 		Replicas: cfg.LocalReplicas, StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
 		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: []string{"--rmw-delay", cfg.RMWDelay.String()},
-		RedisCluster: cfg.RedisCluster, Redlock: cfg.UsesRedlock(),
+		RedisCluster: cfg.RedisCluster,
+		// A strategy that takes its leases from the redlock servers.
+		Redlock: slices.ContainsFunc(cfg.Strategies, func(name string) bool {
+			in, ok := strategy.Lookup(name)
+			return ok && in.Lock == strategy.LockRedlock
+		}),
 	}
 	cfg.scenario().Env(cfg, &o)
 	return o
