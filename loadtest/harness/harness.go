@@ -2,9 +2,9 @@
 // it starts the environment (or uses given replicas) and runs its
 // Scenario (the comparison, fault drills, ...): it resets the stock,
 // attacks, reads the stock and the ledger back, checks the history for
-// linearizability and judges every run. It reports as it goes through a stream of Events, which
-// the command line renders as progress lines and the live page as charts,
-// and returns the report.Report both render at the end.
+// linearizability and judges every run. It reports as it goes through a
+// stream of Events, which the command line renders as progress lines and
+// the live page as charts, and returns the report.Report both render.
 package harness
 
 import (
