@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix
 
 package env
 
@@ -6,12 +6,6 @@ import (
 	"os/exec"
 	"syscall"
 )
-
-// ownGroup puts the child in its own process group, so that stopping it
-// also stops anything it started.
-func ownGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
 
 // signalGroup sends sig to the child's whole process group.
 func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {

@@ -70,7 +70,7 @@ func (s Faults) Env(_ Config, o *env.Options) {
 func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.Faults, rep.Settings.Repeat = s.Faults, s.Repeat
 	rep.Sections = append(rep.Sections, report.FaultSection)
-	s.settings(rep)
+	rep.Settings.FaultTTL, rep.Settings.WriteStall = s.FaultTTL.String(), s.WriteStall.String()
 	drills := drill.Plan(s.Faults, h.cfg.Strategies)
 	if len(drills) == 0 {
 		return fmt.Errorf("faults %s with --strategies %s: no drill applies", strings.Join(s.Faults, ","), strings.Join(h.cfg.Strategies, ","))

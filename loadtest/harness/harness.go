@@ -2,9 +2,9 @@
 // it starts the environment (or uses given replicas) and runs its
 // Scenario (the comparison, fault drills, ...): it resets the stock,
 // attacks, reads the stock and the ledger back, checks the history for
-// linearizability and judges every run. It reports as it goes through a stream of Events, which
-// the command line renders as progress lines and the live page as charts,
-// and returns the report.Report both render at the end.
+// linearizability and judges every run. It reports as it goes through a
+// stream of Events, which the command line renders as progress lines and
+// the live page as charts, and returns the report.Report both render.
 package harness
 
 import (
@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 	"github.com/stocklock/stocklock/pkg/stockclient"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Harness runs the strategies of one Config against a set of replicas.
@@ -240,7 +242,12 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	o := env.Options{
 		Replicas: cfg.LocalReplicas, StockBin: cfg.StockBin, OutDir: outDir, Log: log, ReplicaLog: cfg.ReplicaLog,
 		ReadyWait: cfg.ReadyWait, AdminToken: cfg.AdminToken, Flags: []string{"--rmw-delay", cfg.RMWDelay.String()},
-		RedisCluster: cfg.RedisCluster, Redlock: cfg.UsesRedlock(),
+		RedisCluster: cfg.RedisCluster,
+		// A strategy that takes its leases from the redlock servers.
+		Redlock: slices.ContainsFunc(cfg.Strategies, func(name string) bool {
+			in, ok := strategy.Lookup(name)
+			return ok && in.Lock == strategy.LockRedlock
+		}),
 	}
 	cfg.scenario().Env(cfg, &o)
 	return o

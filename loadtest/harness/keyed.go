@@ -70,7 +70,7 @@ func (s Keyed) Env(_ Config, o *env.Options) { s.env(o) }
 func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.Repeat = s.Repeat
 	rep.Sections = append(rep.Sections, report.KeyedSection)
-	s.settings(rep)
+	rep.Settings.FaultTTL, rep.Settings.WriteStall = s.FaultTTL.String(), s.WriteStall.String()
 	if h.env == nil || h.env.Len() < 2 {
 		return errors.New("the keyed drill needs two replicas the harness starts (--local-replicas 2)")
 	}

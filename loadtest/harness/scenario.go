@@ -90,11 +90,6 @@ func (d Drills) env(o *env.Options) {
 	o.Flags = append(o.Flags, drill.Baseline(d.FaultTTL, d.WriteStall)...)
 }
 
-// settings are the drills' lines of the report's settings.
-func (d Drills) settings(rep *report.Report) {
-	rep.Settings.FaultTTL, rep.Settings.WriteStall = d.FaultTTL.String(), d.WriteStall.String()
-}
-
 // safeOf are the safe strategies of ss.
 func safeOf(ss []string) []string {
 	return slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return !strategy.IsSafe(s) })

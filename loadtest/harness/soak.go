@@ -64,7 +64,7 @@ func (s Soak) Env(_ Config, o *env.Options) {
 
 func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	seg := SoakSegment(s.Duration)
-	s.settings(rep)
+	rep.Settings.FaultTTL, rep.Settings.WriteStall = s.FaultTTL.String(), s.WriteStall.String()
 	rep.Settings.Duration = seg.String()
 	safe := safeOf(h.cfg.Strategies)
 	h.cfg.Strategies, h.cfg.Duration, h.cfg.Requests = safe, seg, 0
