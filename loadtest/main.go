@@ -135,7 +135,7 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	}
 	word, sentence := rep.Headline()
 	if runErr != nil && len(rep.Keyed) == 0 {
-		sentence += fmt.Sprintf("; %d of %d strategies ran", len(rep.Runs), len(cfg.Strategies))
+		sentence += fmt.Sprintf("; %d of %d strategies ran", len(rep.Runs)+len(rep.Checkout), len(cfg.Strategies))
 	}
 	fmt.Fprintf(stdout, "%s: %s (%.1fs).\n", word, sentence, rep.WallSeconds)
 }
