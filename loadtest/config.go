@@ -350,7 +350,7 @@ var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(\.[A-Z][A-Za-z0-9]*)?\b
 // fieldFlags are the fields whose flag is not their name in lower case
 // with dashes (Capacity.P99 is --capacity-p99), or a phrase for a field no
 // flag sets.
-var fieldFlags = map[string]string{"ReadyWait": "--ready-timeout", "Thresholds": "--threshold", "OutDir": "--out", "Faults": "loadtest faults"}
+var fieldFlags = map[string]string{"ReadyWait": "--ready-timeout", "Thresholds": "--threshold", "OutDir": "--out", "Faults": "loadtest faults", "Purchases": "--requests"}
 
 // worded returns a harness.FieldError with the fields it names worded as
 // fs's flags that set them (RMWDelay is --rmw-delay); the values it

@@ -117,6 +117,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"capacity", "--capacity-replicas", "2,x"}, nil, `"x" is not a whole number`},
 		{[]string{"capacity", "--capacity-replicas", "2,9"}, nil, "--capacity-replicas 9"},
 		{[]string{"capacity", "--capacity-max-rate", "10"}, nil, "--capacity-max-rate 10"},
+		{[]string{"capacity", "--capacity-p99", "0s"}, nil, "--capacity-p99 0s: must be between 1ms and 1m"},
+		{[]string{"keyed", "--requests", "0"}, nil, "--requests 0: must be between 1 and 10000"},
 		{[]string{"capacity", "--replicas", "http://a:1", "--capacity-replicas", "2"}, nil, "scales them"},
 		{[]string{"serve", "--mixed"}, nil, "--mixed does not apply to loadtest serve: it belongs to loadtest compare"},
 		{[]string{"serve", "--serve-addr", "8090"}, nil, "--serve-addr \"8090\""},

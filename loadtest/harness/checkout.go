@@ -107,6 +107,9 @@ func (co Checkout) Check(c Config, bad Problem) {
 	if c.Qty != 1 || c.SKUs != 1 {
 		bad("Qty %d and SKUs %d: a checkout buyer buys one unit of the one sku of its strategy", c.Qty, c.SKUs)
 	}
+	if c.Rate < 1 {
+		bad("Rate %d: checkout buyers arrive at a rate, at least 1 a second", c.Rate)
+	}
 	if co.Probes < 1 || co.Probes > 1000 {
 		bad("Probes %d: must be between 1 and 1000", co.Probes)
 	}
@@ -508,7 +511,8 @@ func (r *checkoutRun) tally(began time.Time) {
 func (r *checkoutRun) books(ctx context.Context, skus []string) error {
 	api := r.api.At(r.bases[0])
 	t := checkoutTally{Initial: r.out.Initial + r.co.Probes, Acked: len(r.acked), FaultFailed: r.out.FaultFailed,
-		ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}
+		LateWanted: r.co.Late > 0, LateSent: r.out.LateSent, LateRefused: r.out.LateRefused,
+		InTimeWanted: r.co.Abandon+r.co.Late < 1, ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}
 	for deadline := time.Now().Add(returnWait); ; {
 		t.Left, t.Held, t.Pending = 0, 0, 0
 		for _, sku := range skus {
@@ -552,7 +556,9 @@ func (r *checkoutRun) books(ctx context.Context, skus []string) error {
 		if ledger[rec.id] {
 			t.LedgerHolds++
 		}
-		if rec.readExpired && rec.sold {
+		// The store's word, not the answer's: a late confirm the store
+		// took whose answer was lost counts too.
+		if rec.readExpired && (rec.sold || hl.State == "confirmed") {
 			t.LateSold++
 		}
 	}
@@ -573,8 +579,14 @@ type checkoutTally struct {
 	StampedLate int // confirmed holds stamped at or after their expiry
 	Left, Held, Pending int // after every hold expired
 	FaultFailed         bool
-	ExpiryP99           float64 // ms, over the probes that sold
-	Unprobed            int     // probes whose unit never sold again
+	// The run tested what it claims: late confirms were sent (when the
+	// run has late buyers) and refused, and confirms in time sold (when
+	// it has such buyers), so that the checks above are not passed by
+	// nothing.
+	LateWanted, InTimeWanted bool
+	LateSent, LateRefused    int
+	ExpiryP99                float64 // ms, over the probes that sold
+	Unprobed                 int     // probes whose unit never sold again
 }
 
 // checks are the promises of the checkout scenario.
@@ -588,7 +600,11 @@ func (t checkoutTally) checks() []verdict.Check {
 		verdict.Equal("available_plus_sold", t.Left+t.LedgerUnits, t.Initial),
 		verdict.Zero("held_after_expiry", t.Held),
 		verdict.Zero("pending", t.Pending),
-		verdict.Check{Name: "faults done", Observed: map[bool]string{true: "not all", false: "all"}[t.FaultFailed], Bound: "all", Pass: !t.FaultFailed})
+		verdict.Check{Name: "faults done", Observed: map[bool]string{true: "not all", false: "all"}[t.FaultFailed], Bound: "all", Pass: !t.FaultFailed},
+		verdict.Check{Name: "late_confirms_refused", Observed: fmt.Sprintf("%d of %d", t.LateRefused, t.LateSent), Bound: "all, at least one with late buyers",
+			Pass: t.LateRefused == t.LateSent && (t.LateSent > 0 || !t.LateWanted)},
+		verdict.Check{Name: "confirms_sold", Observed: fmt.Sprint(t.Confirmed), Bound: "at least one with buyers who confirm in time",
+			Pass: t.Confirmed > 0 || !t.InTimeWanted})
 	limit := float64(expiryLimit.Milliseconds())
 	seen := report.Ms(t.ExpiryP99)
 	if t.Unprobed > 0 {

@@ -52,7 +52,8 @@ func TestCheckoutValidate(t *testing.T) {
 // TestCheckoutChecks: a run that kept its books passes every check; each
 // broken promise fails its own.
 func TestCheckoutChecks(t *testing.T) {
-	good := checkoutTally{Initial: 108, Acked: 60, LedgerUnits: 60, LedgerHolds: 15, Confirmed: 15, Left: 48, ExpiryP99: 12}
+	good := checkoutTally{Initial: 108, Acked: 60, LedgerUnits: 60, LedgerHolds: 15, Confirmed: 15, Left: 48, ExpiryP99: 12,
+		LateWanted: true, InTimeWanted: true, LateSent: 4, LateRefused: 4}
 	if cs := good.checks(); verdict.Judge(cs) != verdict.Passed || slices.ContainsFunc(cs, func(c verdict.Check) bool { return !c.Pass }) {
 		t.Errorf("a good run: %v", cs)
 	}
@@ -66,6 +67,8 @@ func TestCheckoutChecks(t *testing.T) {
 		"held_after_expiry":             func(t *checkoutTally) { t.Held = 1 },
 		"faults done":                   func(t *checkoutTally) { t.FaultFailed = true },
 		"expiry_to_sellable_p99":        func(t *checkoutTally) { t.Unprobed = 1 },
+		"late_confirms_refused":         func(t *checkoutTally) { t.LateSent, t.LateRefused = 0, 0 }, // none sent: nothing tested
+		"confirms_sold":                 func(t *checkoutTally) { t.Confirmed, t.LedgerHolds = 0, 0 },
 	} {
 		tl := good
 		bad(&tl)

@@ -182,8 +182,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	}
 	// Beat once before serving: an attempt of this replica is then never
 	// of an instance the others have not seen.
-	if _, err := s.store.Heartbeat(pctx); err != nil {
-		return nil, err
+	hctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if _, err := s.store.Heartbeat(hctx); err != nil {
+		return nil, fmt.Errorf("server: first heartbeat: %w", err)
 	}
 	if err := s.buildStrategies(ctx, db, wc); err != nil {
 		return nil, err
