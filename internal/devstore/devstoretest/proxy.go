@@ -95,15 +95,17 @@ func (p *Proxy) serve() {
 			_ = up.Close()
 			return
 		}
-		go p.pump(c, up, true)
-		go p.pump(up, c, false)
+		cutOff := new(atomic.Bool) // the pair met a Cut: no reply goes back
+		go p.pump(c, up, cutOff, true)
+		go p.pump(up, c, cutOff, false)
 	}
 }
 
 // pump forwards from to to, unless silenced, and, when cuts, ends the
-// connection after bytes that meet a Cut. Once it ends, it closes both
-// sides, unless silenced.
-func (p *Proxy) pump(from, to net.Conn, cuts bool) {
+// connection after bytes that meet a Cut: it marks the pair cut off before
+// it forwards them, so that the other direction's pump forwards no reply
+// to them. Once it ends, it closes both sides, unless silenced.
+func (p *Proxy) pump(from, to net.Conn, cutOff *atomic.Bool, cuts bool) {
 	defer func() {
 		if !p.silent.Load() {
 			_ = from.Close()
@@ -114,10 +116,14 @@ func (p *Proxy) pump(from, to net.Conn, cuts bool) {
 	for {
 		n, err := from.Read(buf)
 		if n > 0 && !p.silent.Load() {
-			if _, err := to.Write(buf[:n]); err != nil {
+			if !cuts && cutOff.Load() {
 				return
 			}
-			if cuts && p.cut(buf[:n]) {
+			cut := cuts && p.cut(buf[:n])
+			if cut {
+				cutOff.Store(true)
+			}
+			if _, err := to.Write(buf[:n]); err != nil || cut {
 				return
 			}
 		}
