@@ -59,6 +59,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	good := `{"strategies":["atomic"],"stock":10,"rate":50,"duration":"1s","replicas":1,"fencing":true}`
+	checkout := strings.Replace(good, `"fencing":true`, `"fencing":true,"kind":"checkout","abandon":0.5,"late":0.1,"hold_ttl":"2s"`, 1)
 	cases := []struct {
 		path, body string
 		code       int
@@ -75,6 +76,11 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"5s"`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"later"`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"200ms"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"atomic"`, `"unsafe"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"late":0.1`, `"late":0.6`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"2s"`, `"500ms"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"2s"`, `"soon"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"checkout"`, `"auction"`, 1), 400, "bad_request"},
 		{"/api/fault", `{"name":"meteor"}`, 400, "unknown_fault"},
 		{"/api/fault", `{"name":"crash"}`, 409, "no_env"},
 		{"/api/stop", `{}`, 409, "not_running"},
@@ -84,6 +90,14 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		if code != c.code || body["error"] != c.want || body["message"] == "" {
 			t.Errorf("POST %s %s: %d %v; want %d %q with a message", c.path, c.body, code, body, c.code, c.want)
 		}
+	}
+	// The checkout form they were made from is good.
+	var f Form
+	if err := json.Unmarshal([]byte(checkout), &f); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := s.config(f); err != nil || cfg.Checkout == nil || cfg.Checkout.HoldTTL != 2*time.Second || cfg.Checkout.Late != 0.1 {
+		t.Errorf("the checkout form %s: %v, checkout %+v", checkout, err, cfg.Checkout)
 	}
 	resp, err := http.Get(ts.URL + "/api/state")
 	if err != nil {
