@@ -522,9 +522,9 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	selling, holds := s.target.current, s.target.holds
+	selling := s.target.current
 	s.mu.Unlock()
-	switch err := s.inject(h, holds, body.Name, selling); {
+	switch err := s.inject(h, body.Name, selling); {
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
 	case errors.Is(err, harness.ErrBusy):

@@ -147,10 +147,7 @@ func (s *Server) follow(ev harness.Event) {
 
 // strikeWaiting strikes the fault that waited for a strategy to sell.
 func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
-	s.mu.Lock()
-	holds := s.target.holds
-	s.mu.Unlock()
-	err := s.inject(h, holds, fault, strategy)
+	err := s.inject(h, fault, strategy)
 	s.mu.Lock()
 	if err != nil && s.target.pending == "" {
 		s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
@@ -175,7 +172,10 @@ const holdsGuard = 4 * time.Second
 
 // inject strikes fault now: through the harness in a race; in a checkout,
 // whose harness run takes no fault from outside, from here (strikeHolds).
-func (s *Server) inject(h *harness.Harness, holds bool, fault, strategy string) error {
+func (s *Server) inject(h *harness.Harness, fault, strategy string) error {
+	s.mu.Lock()
+	holds := s.target.holds
+	s.mu.Unlock()
 	if !holds {
 		return h.Inject(fault)
 	}

@@ -28,9 +28,9 @@ const HOLD_KINDS = [
   { kind: 'held', label: 'held', text: 'holds created' },
   { kind: 'confirmed', label: 'confirmed', text: 'holds confirmed in time: sold' },
   { kind: 'expired', label: 'expired', text: 'holds seen expired (a late buyer read it so, or a probe bought its unit again)' },
-  { kind: 'late-refused', label: 'refused', text: 'late confirms refused' },
+  { kind: 'late-refused', label: 'refused', text: 'confirms refused, the hold expired' },
 ];
-const LATE_WHY = "the buyer confirmed only after a read said the hold had expired: by the store's clock it had and its unit was on sale again, so the store must refuse the confirm, or the unit could sell twice";
+const LATE_WHY = "the confirm reached the store after the hold had expired by the store's clock, and its unit was on sale again: a confirm that sold it could sell it twice. A late buyer does this on purpose, confirming only after a read said the hold expired";
 const BUCKETS = 100; // a holds lane counts its events in this many time slices
 
 // What each reason of a redis-stock reload means, for the log and the
@@ -610,7 +610,7 @@ function holdEvent(kind, ev) {
   }
   r.holds[kind].push({ at: at(r, ev), id: ev.hold, text: ev.text ?? '' });
   if (kind === 'late-refused' && r.holds[kind].length === 1) {
-    log(`${ev.strategy}: hold ${ev.hold} confirmed late and refused (${ev.text}): ${LATE_WHY}`, 'fault', ev.at);
+    log(`${ev.strategy}: the confirm of hold ${ev.hold} was refused (${ev.text}): ${LATE_WHY}`, 'fault', ev.at);
   }
   S.dirty.add(r.strategy);
 }
@@ -676,7 +676,7 @@ function ensureTimeline(r) {
   let sec = document.getElementById(id);
   if (sec) return sec;
   const info = S.strategies.get(r.strategy);
-  const note = r.holds ? 'a checkout: its holds, counted per time slice; a red ✕ is a late confirm refused'
+  const note = r.holds ? 'a checkout: its holds, counted per time slice; a red cross is a late confirm refused'
     : info && !info.lock
     ? 'no lock: only sales (and faults) to draw'
     : info ? `${info.lock} lock: a diamond is a grant with its fencing token` : '';
@@ -927,7 +927,7 @@ function drawSKU(r, sku) {
     if (!hs) return;
     const y0 = hs.top + i * HOLD_LANE;
     root.append(svg('rect', { x: LEFT, y: y0, width: PW, height: HOLD_LANE, class: i % 2 ? 'lane odd' : 'lane' }));
-    root.append(svg('text', { x: LEFT - 6, y: y0 + HOLD_LANE / 2 + 5, class: 'hold-label ' + k.kind, 'text-anchor': 'end' }, k.label));
+    root.append(svg('text', { x: LEFT - 6, y: y0 + HOLD_LANE / 2 + 5, class: 'hold-label', 'data-kind': k.kind, 'text-anchor': 'end' }, k.label));
   });
 
   // Time axis: about ten ticks whatever the range.
@@ -1074,8 +1074,8 @@ const HOLD_LANE = 36; // a holds lane's height, in user units
 
 // drawHolds draws a checkout's holds from top: a lane per kind of hold
 // event, each a bar per time slice (BUCKETS over the view) as tall as its
-// count, on one scale; a late confirm refused is a red marker, whatever
-// the count, its tooltip the holds' ids and why. The peak count and the
+// count, on one scale; late confirms refused are a red cross per slice,
+// whatever the count, its tooltip the holds' ids and why. The peak count and the
 // slice's width go on the svg for the caption.
 function drawHolds(root, r, top, v0, v1, xs, w) {
   const bw = (v1 - v0) / BUCKETS;
@@ -1104,9 +1104,9 @@ function drawHolds(root, r, top, v0, v1, xs, w) {
         const cx = x + PW / BUCKETS / 2;
         const cy = y0 + HOLD_LANE / 2;
         m = svg('g', { class: 'late-refused', 'data-n': list.length, 'data-hold': list[0].id });
-        m.append(svg('circle', { cx, cy, r: 8 }), svg('path', { d: `M${cx - 4} ${cy - 4} L${cx + 4} ${cy + 4} M${cx - 4} ${cy + 4} L${cx + 4} ${cy - 4}` }));
+        m.append(svg('path', { d: `M${cx - 4} ${cy - 7} L${cx + 4} ${cy + 7} M${cx - 4} ${cy + 7} L${cx + 4} ${cy - 7}` }));
         const ids = list.slice(0, 6).map((h) => h.id).join(', ') + (list.length > 6 ? ` and ${list.length - 6} more` : '');
-        m.append(title(`${list.length} late confirm${list.length > 1 ? 's' : ''} refused, ${when}: hold ${ids}. Why: ${LATE_WHY}. The store said: ${list[0].text}`));
+        m.append(title(`${list.length} confirm${list.length > 1 ? 's' : ''} refused late, ${when}: hold ${ids}. Why: ${LATE_WHY}. The store said: ${list[0].text}`));
       } else {
         const h = Math.max(2, (list.length / peak) * (HOLD_LANE - 6));
         m = svg('rect', { x: x + 0.5, y: y0 + HOLD_LANE - 3 - h, width: Math.max(PW / BUCKETS - 1, 1), height: h, class: 'hold-bar', 'data-n': list.length });
@@ -1125,7 +1125,7 @@ function drawHolds(root, r, top, v0, v1, xs, w) {
 // holdsCaption says what a checkout's figure counts.
 function holdsCaption(r, fig) {
   const n = (k) => r.holds[k].length;
-  return `Holds: ${n('held')} created, ${n('confirmed')} confirmed, ${n('expired')} seen expired, ${n('late-refused')} late confirms refused` +
+  return `Holds: ${n('held')} created, ${n('confirmed')} confirmed, ${n('expired')} seen expired, ${n('late-refused')} confirms refused (expired)` +
     ` · bars count them per ${ms(Number(fig.dataset.slice) * 1000)}, the tallest ${fig.dataset.peak}`;
 }
 
