@@ -746,7 +746,14 @@ func TestBrowserCheckout(t *testing.T) {
 	}
 	step("open the page", chromedp.Navigate(ts.URL), chromedp.WaitVisible(chromedp.CSS(`#strategies input[value="atomic"]`)))
 	poll("the event stream", `document.body.dataset.connected === 'true'`, 30*time.Second)
+	knobs := `getComputedStyle(document.querySelector('#checkout-knobs')).display !== 'none'`
+	if shown, err := chromedp.Run(bctx, chromedp.Evaluate[bool](knobs)); err != nil || shown {
+		t.Errorf("before a checkout is chosen its knobs are shown (%v, %v), want them hidden", shown, err)
+	}
 	step("choose a checkout", chromedp.Click(chromedp.ID("kind-checkout")))
+	if shown, err := chromedp.Run(bctx, chromedp.Evaluate[bool](knobs)); err != nil || !shown {
+		t.Errorf("a checkout chosen, its knobs are hidden (%v, %v), want them shown", shown, err)
+	}
 	checked, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]bool](
 		`Object.fromEntries([...document.querySelectorAll('#strategies input[name=strategy]')].map((i) => [i.value, i.checked]))`))
 	if err != nil {
