@@ -670,3 +670,148 @@ func updateDocScreenshot(t *testing.T, png []byte) {
 	}
 	t.Logf("screenshot: %s", doc)
 }
+
+// holdsSeen is what the page shows of a checkout at its end.
+type holdsSeen struct {
+	Disabled []string          `json:"disabled"` // strategy boxes a checkout cannot choose
+	Lanes    map[string]int    `json:"lanes"`    // hold events by lane, as the lanes count them
+	Bars     int               `json:"bars"`     // the lanes' bars: one per lane and time slice
+	Late     []string          `json:"late"`     // the late-refusal markers' tooltips
+	Faults   []marker          `json:"faults"`
+	Checks   map[string]string `json:"checks"`  // atomic's checks in the verdict panel: name -> pass
+	Verdict  string            `json:"verdict"` // atomic's row
+	Caption  string            `json:"caption"`
+}
+
+const holdsJS = `(() => {
+  const tl = document.querySelector('#timeline [data-strategy="atomic"]');
+  return {
+    disabled: [...document.querySelectorAll('#strategies input[name=strategy]:disabled')].map((i) => i.value),
+    lanes: Object.fromEntries([...(tl?.querySelectorAll('.hold-lane') ?? [])].map((l) => [l.dataset.kind, Number(l.dataset.n)])),
+    bars: tl?.querySelectorAll('.hold-bar').length ?? 0,
+    late: [...(tl?.querySelectorAll('.late-refused') ?? [])].map((m) => m.querySelector('title').textContent),
+    faults: [...(tl?.querySelectorAll('.fault') ?? [])].map((m) => ({ strategy: 'atomic', fault: m.dataset.fault || '', replica: m.dataset.replica || '',
+      label: m.querySelector('text')?.textContent || '', width: m.querySelector('.span')?.getBoundingClientRect().width ?? 0 })),
+    checks: Object.fromEntries([...document.querySelectorAll('#verdict .checks tr[data-scope="checkout · atomic"]')].map((r) => [r.dataset.check, r.dataset.pass])),
+    verdict: document.querySelector('#live-rows tr[data-strategy="atomic"]')?.dataset.verdict || '',
+    caption: tl?.querySelector('figcaption')?.textContent || '',
+  };
+})()`
+
+// TestBrowserCheckout runs a checkout of atomic from the live page in
+// headless Chromium at 60 buyers/s, a fifth of the holders confirming
+// late (TTL 2s), pauses a replica from its fault button while the buyers
+// arrive, and reads the page at the end: the strategies that take no
+// holds could not be chosen; the four hold lanes counted every hold event
+// in at most one bar per time slice; a red marker shows each late
+// refusal, its tooltip the hold's id and why; the pause is drawn; the
+// verdict panel lists the checkout's checks, passed; no text prints over
+// text.
+func TestBrowserCheckout(t *testing.T) {
+	testskip.Long(t, "drives a checkout on the live page in headless Chromium")
+	browser := findBrowser()
+	if browser == "" {
+		testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	srv, err := live.Start(ctx, live.Options{Base: browserConfig(t), OutDir: t.TempDir(), Log: testLog{t}})
+	if err != nil {
+		t.Fatalf("live.Start: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	defer srv.Close()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()),
+	)...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			shoot(t, bctx, "checkout-failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll := func(what, expr string, timeout time.Duration) {
+		t.Helper()
+		if !pollOK(bctx, expr, timeout) {
+			shoot(t, bctx, "checkout-failed")
+			said, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#form-error').textContent + '\n' + document.querySelector('#log').innerText`))
+			t.Fatalf("waiting for %s: not within %s; the page says:\n%s", what, timeout, said)
+		}
+	}
+	step("open the page", chromedp.Navigate(ts.URL), chromedp.WaitVisible(chromedp.CSS(`#strategies input[value="atomic"]`)))
+	poll("the event stream", `document.body.dataset.connected === 'true'`, 30*time.Second)
+	knobs := `getComputedStyle(document.querySelector('#checkout-knobs')).display !== 'none'`
+	if shown, err := chromedp.Run(bctx, chromedp.Evaluate[bool](knobs)); err != nil || shown {
+		t.Errorf("before a checkout is chosen its knobs are shown (%v, %v), want them hidden", shown, err)
+	}
+	step("choose a checkout", chromedp.Click(chromedp.ID("kind-checkout")))
+	if shown, err := chromedp.Run(bctx, chromedp.Evaluate[bool](knobs)); err != nil || !shown {
+		t.Errorf("a checkout chosen, its knobs are hidden (%v, %v), want them shown", shown, err)
+	}
+	checked, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]bool](
+		`Object.fromEntries([...document.querySelectorAll('#strategies input[name=strategy]')].map((i) => [i.value, i.checked]))`))
+	if err != nil {
+		t.Fatalf("read the strategy checkboxes: %v", err)
+	}
+	for name, on := range checked {
+		if on != (name == "atomic") {
+			step("click "+name, chromedp.Click(chromedp.ID("strategy-"+name)))
+		}
+	}
+	step("fill in the form",
+		chromedp.SetValue(chromedp.ID("stock"), "2000"),
+		chromedp.SetValue(chromedp.ID("rate"), "60"),
+		chromedp.SetValue(chromedp.ID("duration"), "8s"),
+		chromedp.SetValue(chromedp.ID("replicas"), "2"),
+		chromedp.SetValue(chromedp.ID("abandon"), "0.3"),
+		chromedp.SetValue(chromedp.ID("late"), "0.2"),
+		chromedp.SetValue(chromedp.ID("hold-ttl"), "2s"),
+	)
+	step("start the checkout", chromedp.Click(chromedp.ID("start")))
+	poll("atomic's buyers holding", `document.querySelector('#strike').dataset.now === 'true'`, 2*time.Minute)
+	step("press pause", chromedp.Click(chromedp.CSS(`#faults button[data-fault="pause"]:not([disabled])`)))
+	poll("the pause's marker", `document.querySelectorAll('#timeline [data-strategy="atomic"] .fault').length >= 1`, time.Minute)
+	poll("the verdict", `document.querySelector('#result').dataset.done === 'true'`, 4*time.Minute)
+	shoot(t, bctx, "checkout-end")
+
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[holdsSeen](holdsJS))
+	if err != nil {
+		t.Fatalf("read the page: %v", err)
+	}
+	t.Logf("the page shows: lanes %v in %d bars, %d late-refusal markers, faults %+v, checks %v, verdict %q; %s", got.Lanes, got.Bars, len(got.Late), got.Faults, got.Checks, got.Verdict, got.Caption)
+	if !slices.Contains(got.Disabled, "unsafe") || slices.Contains(got.Disabled, "atomic") {
+		t.Errorf("a checkout disables the strategy boxes %q: want unsafe's (no holds), not atomic's", got.Disabled)
+	}
+	for _, lane := range []string{"held", "confirmed", "expired", "late-refused"} {
+		if got.Lanes[lane] == 0 {
+			t.Errorf("the %s lane counted nothing: %v", lane, got.Lanes)
+		}
+	}
+	if got.Bars == 0 || got.Bars > 3*100 || got.Lanes["held"] <= got.Bars/3 {
+		t.Errorf("%d bars for %v: want at most one per lane and time slice (100), fewer than the holds", got.Bars, got.Lanes)
+	}
+	if len(got.Late) == 0 {
+		t.Fatal("no late refusal marked")
+	}
+	if tip := got.Late[0]; !strings.Contains(tip, "refused late") || !strings.Contains(tip, ": hold ") || !strings.Contains(tip, "Why: ") || !strings.Contains(tip, "hold_expired") {
+		t.Errorf("a late refusal's tooltip %q: want the hold's id, why, and what the store said", tip)
+	}
+	if len(got.Faults) != 1 || got.Faults[0].Fault != "pause" || !strings.HasPrefix(got.Faults[0].Label, "pause "+got.Faults[0].Replica) || got.Faults[0].Width <= 1 {
+		t.Errorf("the pause on atomic's checkout is drawn as %+v: want one pause span naming its victim", got.Faults)
+	}
+	for _, name := range []string{"oversold", "late_confirms_sold", "ledger_orders_of_holds", "held_after_expiry"} {
+		if got.Checks[name] != "true" {
+			t.Errorf("the verdict panel's check %s of atomic's checkout: %q, want passed (checks %v)", name, got.Checks[name], got.Checks)
+		}
+	}
+	if got.Verdict != "pass" {
+		t.Errorf("atomic's row says %q, want pass", got.Verdict)
+	}
+	checkNoOverlap(t, bctx, "the checkout")
+}

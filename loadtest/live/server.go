@@ -31,6 +31,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 //go:embed static
@@ -71,6 +72,10 @@ type Server struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the run under way has finished
 	last    *Done
+	// striking: a fault struck from the page on a checkout is under way
+	// (strikeHolds); strikes waits for it.
+	striking bool
+	strikes  sync.WaitGroup
 }
 
 // Done is what the page shows when a run is over: the command line's
@@ -85,6 +90,8 @@ type Done struct {
 	Report string `json:"report,omitempty"`
 	Files  []File `json:"files"`
 	Error  string `json:"error,omitempty"`
+	// Checks is the report's one list of checks, each with its scope.
+	Checks []verdict.Check `json:"checks,omitempty"`
 }
 
 // File is a report file of a run.
@@ -187,6 +194,8 @@ type strategyInfo struct {
 	Safe bool   `json:"safe"`
 	Lock string `json:"lock"`
 	Doc  string `json:"doc"`
+	// Holds: the strategy takes part in holds, so in a checkout.
+	Holds bool `json:"holds"`
 }
 
 type faultInfo struct {
@@ -206,6 +215,13 @@ type Form struct {
 	// check and before the stock write, so that a pause lands where only
 	// the fence can refuse the late write. "" : none.
 	WriteStall string `json:"write_stall,omitempty"`
+	// Kind is "race" ("" too) or "checkout": the checkout scenario
+	// (docs/holds.md), its buyers' shares Abandon and Late and its holds'
+	// time to live HoldTTL.
+	Kind    string  `json:"kind,omitempty"`
+	Abandon float64 `json:"abandon,omitempty"`
+	Late    float64 `json:"late,omitempty"`
+	HoldTTL string  `json:"hold_ttl,omitempty"`
 }
 
 // maxWriteStall bounds the form's write stall: a holder stalls this long
@@ -215,7 +231,7 @@ const maxWriteStall = 2 * time.Second
 func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	var strategies []strategyInfo
 	for _, in := range strategy.All() {
-		strategies = append(strategies, strategyInfo{Name: in.Name, Safe: in.Safe, Lock: in.Lock, Doc: in.Doc})
+		strategies = append(strategies, strategyInfo{Name: in.Name, Safe: in.Safe, Lock: in.Lock, Doc: in.Doc, Holds: in.Holds})
 	}
 	var faults []faultInfo
 	if s.env != nil {
@@ -227,7 +243,7 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 			faults = append(faults, faultInfo{Name: f.Name, Doc: f.Doc})
 		}
 	}
-	b := s.opt.Base
+	b, co := s.opt.Base, harness.DefaultCheckout()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -236,7 +252,7 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 		"faults":     faults,
 		"replicas":   s.replicaIDs(),
 		"defaults": Form{Strategies: b.Strategies, Stock: b.Stock, Rate: b.Rate, Duration: b.Duration.String(),
-			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s"},
+			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s", Kind: "race", Abandon: co.Abandon, Late: co.Late, HoldTTL: co.HoldTTL.String()},
 		"fixed_replicas": s.env == nil,
 		"last":           s.last,
 		"strike":         s.target.strike(),
@@ -306,6 +322,22 @@ func (s *Server) config(f Form) (harness.Config, error) {
 			return cfg, errors.New("write_stall: the page can set it only on replicas it started")
 		}
 	}
+	switch f.Kind {
+	case "", "race":
+	case "checkout":
+		co := harness.DefaultCheckout()
+		co.Abandon, co.Late = f.Abandon, f.Late
+		if co.HoldTTL, err = time.ParseDuration(f.HoldTTL); err != nil {
+			return cfg, fmt.Errorf("hold_ttl %q: %w", f.HoldTTL, err)
+		}
+		holds := strategy.NamesOf(func(in strategy.Info) bool { return in.Holds })
+		if i := slices.IndexFunc(strategies, func(s string) bool { return !slices.Contains(holds, s) }); i >= 0 {
+			return cfg, fmt.Errorf("strategies: %s takes no part in holds (those that do: %s)", strategies[i], strings.Join(holds, ", "))
+		}
+		cfg.Checkout = &co
+	default:
+		return cfg, fmt.Errorf(`kind %q: "race" or "checkout"`, f.Kind)
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -332,6 +364,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
 	s.target = newTarget(cfg.Strategies)
+	if cfg.Checkout != nil {
+		s.target.holds, s.target.window = true, cfg.Duration-holdsGuard
+	}
 	s.hub.reset()
 	s.hub.publishState(true)
 	s.hub.publishRaw("strike", s.target.strike())
@@ -344,9 +379,12 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg harness.Config) {
 	defer func() {
 		s.mu.Lock()
-		s.current, s.cancel = nil, nil
 		waiting := s.target.pending
-		s.target = target{}
+		s.target = target{} // no fault strikes from now on
+		s.mu.Unlock()
+		s.strikes.Wait()
+		s.mu.Lock()
+		s.current, s.cancel = nil, nil
 		close(s.done)
 		s.mu.Unlock()
 		if waiting != "" {
@@ -367,8 +405,8 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			d.Error = "stopped"
 		}
 	}
-	if rep != nil && len(rep.Runs) > 0 {
-		d.OK, d.Lines = rep.OK, harness.Summarize(*rep)
+	if rep != nil && len(rep.Runs)+len(rep.Checkout) > 0 {
+		d.OK, d.Lines, d.Checks = rep.OK, harness.Summarize(*rep), rep.Checks()
 		var b bytes.Buffer
 		_ = report.WriteText(&b, *rep)
 		d.Table = b.String()
@@ -483,7 +521,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	}
 	selling := s.target.current
 	s.mu.Unlock()
-	switch err := h.Inject(body.Name); {
+	switch err := s.inject(h, body.Name, selling); {
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
 	case errors.Is(err, harness.ErrBusy):

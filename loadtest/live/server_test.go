@@ -19,6 +19,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 const adminToken = "live-test-admin-token"
@@ -59,6 +60,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	good := `{"strategies":["atomic"],"stock":10,"rate":50,"duration":"1s","replicas":1,"fencing":true}`
+	checkout := strings.Replace(good, `"fencing":true`, `"fencing":true,"kind":"checkout","abandon":0.5,"late":0.1,"hold_ttl":"2s"`, 1)
 	cases := []struct {
 		path, body string
 		code       int
@@ -75,6 +77,11 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"5s"`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"later"`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"write_stall":"200ms"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"atomic"`, `"unsafe"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"late":0.1`, `"late":0.6`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"2s"`, `"500ms"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"2s"`, `"soon"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(checkout, `"checkout"`, `"auction"`, 1), 400, "bad_request"},
 		{"/api/fault", `{"name":"meteor"}`, 400, "unknown_fault"},
 		{"/api/fault", `{"name":"crash"}`, 409, "no_env"},
 		{"/api/stop", `{}`, 409, "not_running"},
@@ -84,6 +91,14 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		if code != c.code || body["error"] != c.want || body["message"] == "" {
 			t.Errorf("POST %s %s: %d %v; want %d %q with a message", c.path, c.body, code, body, c.code, c.want)
 		}
+	}
+	// The checkout form they were made from is good.
+	var f Form
+	if err := json.Unmarshal([]byte(checkout), &f); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := s.config(f); err != nil || cfg.Checkout == nil || cfg.Checkout.HoldTTL != 2*time.Second || cfg.Checkout.Late != 0.1 {
+		t.Errorf("the checkout form %s: %v, checkout %+v", checkout, err, cfg.Checkout)
 	}
 	resp, err := http.Get(ts.URL + "/api/state")
 	if err != nil {
@@ -316,5 +331,72 @@ func TestRedisStockThroughThePage(t *testing.T) {
 	}
 	if first := samples[0]; first.Item == nil || first.Stock+first.Unwritten > 40 {
 		t.Errorf("the first sample: %+v: more than the 40 units put", first)
+	}
+}
+
+// TestCheckoutThroughThePage runs a short checkout of atomic through the
+// API against two real replicas: the stream carries its holds (created,
+// confirmed, expired, a late confirm refused, each with the hold's id) and
+// the done event its checks, every safety check passed.
+func TestCheckoutThroughThePage(t *testing.T) {
+	testskip.Long(t, "starts MongoDB, Redis, etcd and two replicas, and waits for the holds to expire")
+	replicas := envtest.Replicas(t, adminToken, 0)
+	s, err := Start(t.Context(), Options{Base: baseConfig(replicas), OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	// A TTL long enough that, on a loaded machine, the confirms in time are.
+	form := `{"strategies":["atomic"],"stock":100,"rate":20,"duration":"2s","replicas":2,"fencing":true,"kind":"checkout","abandon":0.3,"late":0.3,"hold_ttl":"3s"}`
+	if code, body := post(t, ts.URL+"/api/start", form); code != http.StatusAccepted {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	holds := map[string]int{}
+	var done Done
+	for _, ev := range readEvents(t, stream.Body, 3*time.Minute) {
+		switch ev.typ {
+		case harness.EventHeld, harness.EventConfirmed, harness.EventExpired, harness.EventLateRefused:
+			var e harness.Event
+			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Hold == "" || e.Strategy != "atomic" || e.At.IsZero() {
+				t.Errorf("a %s event without its hold, strategy or time: %s", ev.typ, ev.data)
+			}
+			if ev.typ == harness.EventLateRefused && !strings.Contains(e.Text, "hold_expired") {
+				t.Errorf("a late confirm refused, with no reason: %s", ev.data)
+			}
+			holds[ev.typ]++
+		case "done":
+			if err := json.Unmarshal([]byte(ev.data), &done); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("hold events %v; done: ok %v, error %q, table:\n%s", holds, done.OK, done.Error, done.Table)
+	for _, typ := range []string{harness.EventHeld, harness.EventConfirmed, harness.EventExpired, harness.EventLateRefused} {
+		if holds[typ] == 0 {
+			t.Errorf("no %s event in the stream: %v", typ, holds)
+		}
+	}
+	var names []string
+	for _, c := range done.Checks {
+		names = append(names, c.Name)
+		if c.Scope != "checkout · atomic" || !c.Pass && c.Kind == verdict.Safety {
+			t.Errorf("check %s (%s): %v", c, c.Kind, c.Result())
+		}
+	}
+	if done.Error != "" || !done.OK || !slices.Contains(names, "late_confirms_sold") || done.Table == "" {
+		t.Errorf("done: error %q, ok %v, checks %q, table %d bytes; want the checkout's checks, passed", done.Error, done.OK, names, len(done.Table))
 	}
 }

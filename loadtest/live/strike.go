@@ -1,11 +1,15 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/stockclient"
+
+	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/harness"
 )
 
@@ -19,6 +23,11 @@ type target struct {
 	attacked bool     // its attack has reported progress
 	selling  bool     // its attack runs and the stock is not sold out
 	pending  string   // a fault waiting for the next strategy that sells
+	// holds: the race is a checkout, whose strategies "sell" from their
+	// first hold until window after it (began).
+	holds  bool
+	window time.Duration
+	began  time.Time
 }
 
 // Strike is what a fault button would strike now, as the page shows it.
@@ -54,6 +63,17 @@ func (t *target) observe(ev harness.Event) bool {
 		if ev.Strategy == t.current {
 			t.selling = false
 		}
+	case harness.EventHeld:
+		if !t.holds {
+			break
+		}
+		if ev.Strategy != t.current { // its first hold: its buyers arrive
+			if i := slices.Index(t.left, ev.Strategy); i >= 0 {
+				t.left = t.left[i+1:]
+			}
+			t.current, t.attacked, t.began = ev.Strategy, true, ev.At
+		}
+		t.selling = ev.At.Sub(t.began) < t.window
 	}
 	return t.strike() != before
 }
@@ -127,7 +147,7 @@ func (s *Server) follow(ev harness.Event) {
 
 // strikeWaiting strikes the fault that waited for a strategy to sell.
 func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
-	err := h.Inject(fault)
+	err := s.inject(h, fault, strategy)
 	s.mu.Lock()
 	if err != nil && s.target.pending == "" {
 		s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
@@ -143,4 +163,58 @@ func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
 // logf adds a line to the page's log.
 func (s *Server) logf(format string, a ...any) {
 	s.hub.publish(harness.Event{Type: harness.EventLog, At: time.Now(), Text: fmt.Sprintf(format, a...)})
+}
+
+// holdsGuard is how long before a checkout strategy's buyers end the
+// page's faults stop striking it: the longest (a network fault, 4 s)
+// is over before they end, so that its read-back finds every replica up.
+const holdsGuard = 4 * time.Second
+
+// inject strikes fault now: through the harness in a race; in a checkout,
+// whose harness run takes no fault from outside, from here (strikeHolds).
+func (s *Server) inject(h *harness.Harness, fault, strategy string) error {
+	s.mu.Lock()
+	holds := s.target.holds
+	s.mu.Unlock()
+	if !holds {
+		return h.Inject(fault)
+	}
+	return s.strikeHolds(fault, strategy)
+}
+
+// strikeHolds strikes fault on the checkout of strategy with the drill's
+// injector, one at a time, and publishes it as the harness would; a killed
+// replica restarts a second later. The report does not list it.
+func (s *Server) strikeHolds(fault, strategy string) error {
+	f, ok := drill.Lookup(fault)
+	if !ok || f.Inject == nil {
+		return fmt.Errorf("%w %q", harness.ErrUnknownFault, fault)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !s.target.holds:
+		return harness.ErrNotRunning
+	case s.striking:
+		return harness.ErrBusy
+	}
+	s.striking = true
+	s.strikes.Go(func() {
+		defer func() { s.mu.Lock(); s.striking = false; s.mu.Unlock() }()
+		ctx := context.Background() // a struck fault runs its course, stopped or not
+		c := &drill.Ctx{Env: s.env, Probe: stockclient.New("", stockclient.WithTimeout(time.Second)), Strategy: strategy,
+			Strike: time.Now(), Search: time.Second, TTL: s.opt.Base.FaultTTL}
+		ev, err := f.Inject(ctx, c)
+		if err == nil && ev.Cleanup != nil {
+			_ = drill.Sleep(ctx, time.Second)
+			err, ev.Healed = ev.Cleanup(ctx), time.Now()
+		}
+		if err != nil {
+			s.logf("%s on %s's checkout: %v", fault, strategy, err)
+			return
+		}
+		s.hub.publish(harness.Event{Type: harness.EventFault, At: ev.At, Until: ev.Healed, Strategy: strategy, Fault: fault,
+			Replica: ev.Victim, Shape: ev.Shape, Text: ev.Note + "; struck from the page, so not in the report"})
+	})
+	return nil
 }

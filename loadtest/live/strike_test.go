@@ -3,6 +3,7 @@ package live
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stocklock/stocklock/loadtest/harness"
 )
@@ -61,5 +62,36 @@ func TestTargetStrikesTheStrategyThatSells(t *testing.T) {
 	want("the last strategy sold out", tg.strike(), Strike{After: "redis-lock"})
 	if _, err := tg.ask("crash"); !errors.Is(err, errNothingLeft) {
 		t.Errorf("ask after the last strategy sold out: %v, want errNothingLeft", err)
+	}
+}
+
+// TestTargetFollowsACheckout follows a checkout of two strategies, which
+// has no attack: a strategy sells from its first hold until the window
+// after it, then a fault waits for the next strategy's first hold.
+func TestTargetFollowsACheckout(t *testing.T) {
+	tg := newTarget([]string{"atomic", "redis-lock"})
+	tg.holds, tg.window = true, 4*time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	held := func(strategy string, after time.Duration) bool {
+		return tg.observe(harness.Event{Type: harness.EventHeld, Strategy: strategy, At: t0.Add(after)})
+	}
+	if s := tg.strike(); s != (Strike{Strategy: "atomic"}) {
+		t.Errorf("before the first hold: %+v", s)
+	}
+	if !held("atomic", 0) || tg.strike() != (Strike{Strategy: "atomic", Now: true}) {
+		t.Errorf("atomic's first hold: %+v, want it struck now", tg.strike())
+	}
+	if held("atomic", 3*time.Second) {
+		t.Error("a hold within the window changed the strike")
+	}
+	if !held("atomic", 4*time.Second) || tg.strike() != (Strike{Strategy: "redis-lock", After: "atomic"}) {
+		t.Errorf("past atomic's window: %+v, want a fault to wait for redis-lock", tg.strike())
+	}
+	if _, err := tg.ask("crash"); err != nil {
+		t.Fatal(err)
+	}
+	held("redis-lock", 20*time.Second)
+	if f := tg.due(); f != "crash" {
+		t.Errorf("due %q at redis-lock's first hold, want crash", f)
 	}
 }

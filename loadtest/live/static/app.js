@@ -23,6 +23,16 @@ const REPLICA_COLORS = ['#0b5cad', '#b34700', '#1d7a12', '#7a2bb8', '#00707a', '
 
 const MAX_LOG = 400;
 
+// The lanes of a checkout's holds, by the harness's event types.
+const HOLD_KINDS = [
+  { kind: 'held', label: 'held', text: 'holds created' },
+  { kind: 'confirmed', label: 'confirmed', text: 'holds confirmed in time: sold' },
+  { kind: 'expired', label: 'expired', text: 'holds seen expired (a late buyer read it so, or a probe bought its unit again)' },
+  { kind: 'late-refused', label: 'refused', text: 'confirms refused, the hold expired' },
+];
+const LATE_WHY = "the confirm reached the store after the hold had expired by the store's clock, and its unit was on sale again: a confirm that sold it could sell it twice. A late buyer does this on purpose, confirming only after a read said the hold expired";
+const BUCKETS = 100; // a holds lane counts its events in this many time slices
+
 // What each reason of a redis-stock reload means, for the log and the
 // tooltips (mongostore.RedisStockReloadReasons).
 const RELOAD_TEXT = {
@@ -171,6 +181,11 @@ function buildForm(st) {
   $('#replicas').value = d.replicas ?? 2;
   $('#fencing').checked = d.fencing ?? true;
   $('#write-stall').value = d.write_stall ?? '0s';
+  $('#abandon').value = d.abandon ?? 0.5;
+  $('#late').value = d.late ?? 0.1;
+  $('#hold-ttl').value = d.hold_ttl ?? '2s';
+  for (const k of document.querySelectorAll('input[name=kind]')) k.addEventListener('change', setKind);
+  setKind();
   if (st.fixed_replicas) {
     // The page drives replicas it was given: their count and fencing are theirs.
     $('#replicas').value = (st.replicas ?? []).length || d.replicas;
@@ -197,6 +212,18 @@ function buildForm(st) {
   });
 }
 
+// setKind shows the checkout's knobs when a checkout is chosen, and lets
+// only the strategies that take holds be chosen for it.
+function setKind() {
+  const checkout = $('#kind-checkout').checked;
+  $('#checkout-knobs').hidden = !checkout;
+  for (const i of document.querySelectorAll('#strategies input[name=strategy]')) {
+    const off = checkout && !S.strategies.get(i.value)?.holds;
+    if (off) i.checked = false;
+    i.disabled = off;
+  }
+}
+
 function readForm() {
   const strategies = [...document.querySelectorAll('#strategies input[name=strategy]:checked')].map((i) => i.value);
   const stock = parseInt($('#stock').value, 10);
@@ -211,7 +238,13 @@ function readForm() {
   if (Number.isNaN(parseDuration(duration)) || parseDuration(duration) <= 0) problems.push('duration must look like 4s or 1500ms');
   if (!(replicas >= 1 && replicas <= 8)) problems.push('replicas must be between 1 and 8');
   if (Number.isNaN(parseDuration(writeStall)) || parseDuration(writeStall) < 0) problems.push('stall before the write must look like 0s or 200ms');
-  return { body: { strategies, stock, rate, duration, replicas, fencing: $('#fencing').checked, write_stall: writeStall }, problems };
+  const body = { strategies, stock, rate, duration, replicas, fencing: $('#fencing').checked, write_stall: writeStall };
+  if ($('#kind-checkout').checked) {
+    Object.assign(body, { kind: 'checkout', abandon: parseFloat($('#abandon').value), late: parseFloat($('#late').value), hold_ttl: $('#hold-ttl').value.trim() });
+    if (!(body.abandon >= 0 && body.late >= 0 && body.abandon + body.late <= 1)) problems.push('the abandon and late shares must be 0 or more, together at most 1');
+    if (!(parseDuration(body.hold_ttl) >= 1)) problems.push('the hold TTL must be 1s or more, like 2s');
+  }
+  return { body, problems };
 }
 
 function formError(text) {
@@ -234,7 +267,7 @@ async function start(e) {
   try {
     const r = await api('POST', '/api/start', body);
     if (r.status === 202) {
-      log(`started run ${r.data?.run ?? ''}: ${body.strategies.join(', ')}; stock ${body.stock}, ${body.rate} req/s for ${body.duration}, ${body.replicas} replicas, fencing ${body.fencing ? 'on' : 'off'}`, 'ui');
+      log(`started run ${r.data?.run ?? ''}${body.kind ? ', a checkout' : ''}: ${body.strategies.join(', ')}; stock ${body.stock}, ${body.rate} ${body.kind ? 'buyers' : 'req'}/s for ${body.duration}, ${body.replicas} replicas, fencing ${body.fencing ? 'on' : 'off'}`, 'ui');
       setRunning(true);
     } else if (r.status === 409) {
       formError('A race is already running: wait for it to end, or press Stop.');
@@ -329,6 +362,8 @@ function runOf(strategy) {
     // redis-stock: samples of its copy in Redis and of the item, by sku,
     // and the reloads of that copy.
     redis: new Map(), reloads: [],
+    // a checkout's holds by what became of them (HOLD_KINDS), null in a race.
+    holds: null,
     // soldOut is when the stock ran out by the acknowledged sales, lastSale
     // the latest sale, attackEnd when the attack ended (ms); view is the
     // time range zoomed into, null for the whole run.
@@ -404,8 +439,10 @@ function renderAnswers(strategy, answers) {
   const f = field(strategy, 'answers');
   const order = (k) => (k === 'sold' ? 0 : k === 'sold out' ? 1 : 2);
   const kinds = Object.keys(answers).sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+  // A checkout's holds are expected, but for the late confirms refused.
+  const expected = (k) => order(k) < 2 || (k !== 'late-refused' && HOLD_KINDS.some((h) => h.kind === k));
   f.replaceChildren(...kinds.map((k) => el('span', {
-    class: 'answer' + (order(k) === 2 ? ' odd' : ''), 'data-answer': k,
+    class: 'answer' + (expected(k) ? '' : ' odd'), 'data-answer': k,
   }, el('span', { class: 'k', text: k }), ' ', el('span', { class: 'n', text: String(answers[k]) }))));
 }
 
@@ -552,12 +589,31 @@ const handlers = {
     renderResult(r);
     S.dirty.add(r.strategy);
   },
+  held(ev) { holdEvent('held', ev); },
+  confirmed(ev) { holdEvent('confirmed', ev); },
+  expired(ev) { holdEvent('expired', ev); },
+  'late-refused'(ev) { holdEvent('late-refused', ev); },
   strike(d) {
     S.strike = d ?? {};
     renderStrike();
   },
   done(d) { renderDone(d); },
 };
+
+// holdEvent notes a hold event of a checkout; its timeline counts them.
+function holdEvent(kind, ev) {
+  const r = withRun(ev);
+  if (!r) return;
+  if (!r.holds) {
+    r.holds = Object.fromEntries(HOLD_KINDS.map((k) => [k.kind, []]));
+    setPhase(r, 'running', 'buyers holding');
+  }
+  r.holds[kind].push({ at: at(r, ev), id: ev.hold, text: ev.text ?? '' });
+  if (kind === 'late-refused' && r.holds[kind].length === 1) {
+    log(`${ev.strategy}: the confirm of hold ${ev.hold} was refused (${ev.text}): ${LATE_WHY}`, 'fault', ev.at);
+  }
+  S.dirty.add(r.strategy);
+}
 
 function connect() {
   const es = new EventSource('/api/events');
@@ -620,7 +676,8 @@ function ensureTimeline(r) {
   let sec = document.getElementById(id);
   if (sec) return sec;
   const info = S.strategies.get(r.strategy);
-  const note = info && !info.lock
+  const note = r.holds ? 'a checkout: its holds, counted per time slice; a red cross is a late confirm refused'
+    : info && !info.lock
     ? 'no lock: only sales (and faults) to draw'
     : info ? `${info.lock} lock: a diamond is a grant with its fencing token` : '';
   const zoom = el('div', { class: 'zoom', role: 'group', 'aria-label': 'time range of ' + r.strategy + "'s timeline" },
@@ -699,22 +756,26 @@ function setView(r, v, whole = span(r)) {
 function drawRun(r) {
   const sec = ensureTimeline(r);
   const box = sec.querySelector('.skus');
-  const skus = r.skus.length ? r.skus : ['(waiting for the first sale)'];
+  // A checkout's holds, over its sku and its probes', are one figure.
+  const real = r.skus.length > 0 && !r.holds;
+  const skus = r.holds ? ['holds'] : real ? r.skus : ['(waiting for the first sale)'];
   for (const sku of skus) {
     let fig = box.querySelector(`figure[data-sku="${CSS.escape(sku)}"]`);
     if (!fig) {
-      fig = el('figure', { class: 'sku', 'data-sku': sku },
-        el('figcaption', { text: r.skus.length ? 'SKU ' + sku : sku }));
+      fig = el('figure', { class: 'sku', 'data-sku': sku }, el('figcaption'));
       box.append(fig);
     }
-    if (r.skus.length) box.querySelector('figure[data-sku="(waiting for the first sale)"]')?.remove();
+    if (real || r.holds) box.querySelector('figure[data-sku="(waiting for the first sale)"]')?.remove();
     const old = fig.querySelector('svg');
-    const next = drawSKU(r, r.skus.length ? sku : null);
+    const next = drawSKU(r, real ? sku : null);
     if (old) old.replaceWith(next); else fig.append(next);
-    renderRedisNow(fig, r, r.skus.length ? sku : null);
+    renderRedisNow(fig, r, real ? sku : null);
     const hidden = Number(next.dataset.hidden);
-    fig.querySelector('figcaption').textContent = (r.skus.length ? 'SKU ' + sku : sku) +
-      (hidden ? ` · ${hidden} fencing tokens do not fit as labels here: drag across the part to read, or hover a grant` : '');
+    fig.querySelector('figcaption').textContent = r.holds ? holdsCaption(r, next)
+      : (real ? 'SKU ' + sku : sku) + (hidden ? ` · ${hidden} fencing tokens do not fit as labels here: drag across the part to read, or hover a grant` : '');
+  }
+  if (r.holds && r.phase !== 'done') {
+    renderAnswers(r.strategy, Object.fromEntries(HOLD_KINDS.map((k) => [k.kind, r.holds[k.kind].length])));
   }
   const [a, b] = viewOf(r);
   sec.querySelector('.range').textContent = r.view
@@ -775,7 +836,8 @@ function within(x, w) {
 }
 
 function drawSKU(r, sku) {
-  const lanes = r.replicas.length ? r.replicas : S.replicas.length ? S.replicas : ['a', 'b'];
+  // A checkout's timeline has its holds' lanes instead of the replicas'.
+  const lanes = r.holds ? [] : r.replicas.length ? r.replicas : S.replicas.length ? S.replicas : ['a', 'b'];
   const [v0, v1] = viewOf(r);
   const xs = (t) => LEFT + ((t - v0) / (v1 - v0)) * PW;
   const inView = (t) => t >= v0 && t <= v1;
@@ -842,6 +904,8 @@ function drawSKU(r, sku) {
     rs.top = y;
     y += CHART;
   }
+  const hs = r.holds ? { top: y } : null;
+  if (hs) y += HOLD_KINDS.length * HOLD_LANE;
   const axisY = y;
   const H = axisY + BOTTOM;
   const markY = (i) => laneTop[i] + labels[i].rows * ROW; // top of lane i's marks
@@ -849,7 +913,7 @@ function drawSKU(r, sku) {
 
   const root = svg('svg', {
     viewBox: `0 0 ${W} ${H}`, class: 'tl', role: 'img',
-    'aria-label': `lock timeline of ${r.strategy}${sku ? ', sku ' + sku : ''}: ${lanes.length} replica lanes, ${secs(v0, v1 - v0)} to ${secs(v1, v1 - v0)}`,
+    'aria-label': `${r.holds ? 'holds' : 'lock'} timeline of ${r.strategy}${sku ? ', sku ' + sku : ''}: ${lanes.length} replica lanes, ${secs(v0, v1 - v0)} to ${secs(v1, v1 - v0)}`,
     'data-from': v0, 'data-to': v1,
   });
 
@@ -858,6 +922,12 @@ function drawSKU(r, sku) {
     const h = labels[i].rows * ROW + MARK;
     root.append(svg('rect', { x: LEFT, y: laneTop[i], width: PW, height: h, class: i % 2 ? 'lane odd' : 'lane' }));
     root.append(svg('text', { x: LEFT - 20, y: laneTop[i] + h / 2 + 7, class: 'lane-label', 'text-anchor': 'end', fill: replicaColor(id) }, id));
+  });
+  HOLD_KINDS.forEach((k, i) => {
+    if (!hs) return;
+    const y0 = hs.top + i * HOLD_LANE;
+    root.append(svg('rect', { x: LEFT, y: y0, width: PW, height: HOLD_LANE, class: i % 2 ? 'lane odd' : 'lane' }));
+    root.append(svg('text', { x: LEFT - 6, y: y0 + HOLD_LANE / 2 + 5, class: 'hold-label', 'data-kind': k.kind, 'text-anchor': 'end' }, k.label));
   });
 
   // Time axis: about ten ticks whatever the range.
@@ -991,10 +1061,72 @@ function drawSKU(r, sku) {
   }
 
   if (rs) drawRedis(root, rs, xs, w);
+  if (hs) drawHolds(root, r, hs.top, v0, v1, xs, w);
 
   brush(root, r, TOP, axisY);
   root.dataset.hidden = hidden;
   return root;
+}
+
+// ---- a checkout's holds ---------------------------------------------------
+
+const HOLD_LANE = 36; // a holds lane's height, in user units
+
+// drawHolds draws a checkout's holds from top: a lane per kind of hold
+// event, each a bar per time slice (BUCKETS over the view) as tall as its
+// count, on one scale; late confirms refused are a red cross per slice,
+// whatever the count, its tooltip the holds' ids and why. The peak count and the
+// slice's width go on the svg for the caption.
+function drawHolds(root, r, top, v0, v1, xs, w) {
+  const bw = (v1 - v0) / BUCKETS;
+  const count = HOLD_KINDS.map((k) => {
+    const b = new Map();
+    for (const h of r.holds[k.kind]) {
+      const t = rel(r, h.at);
+      if (t < v0 || t > v1) continue;
+      const i = Math.min(BUCKETS - 1, Math.floor((t - v0) / bw));
+      if (!b.has(i)) b.set(i, []);
+      b.get(i).push(h);
+    }
+    return b;
+  });
+  const peak = Math.max(1, ...count.flatMap((b) => [...b.values()].map((l) => l.length)));
+  const g = svg('g', { class: 'holds', 'data-peak': peak });
+  HOLD_KINDS.forEach((k, lane) => {
+    const y0 = top + lane * HOLD_LANE;
+    const lg = svg('g', { class: 'hold-lane', 'data-kind': k.kind, 'data-n': r.holds[k.kind].length });
+    for (const [i, list] of count[lane]) {
+      const a = v0 + i * bw;
+      const when = `${secs(a, w)} to ${secs(a + bw, w)}`;
+      const x = xs(a);
+      let m;
+      if (k.kind === 'late-refused') {
+        const cx = x + PW / BUCKETS / 2;
+        const cy = y0 + HOLD_LANE / 2;
+        m = svg('g', { class: 'late-refused', 'data-n': list.length, 'data-hold': list[0].id });
+        m.append(svg('path', { d: `M${cx - 4} ${cy - 7} L${cx + 4} ${cy + 7} M${cx - 4} ${cy + 7} L${cx + 4} ${cy - 7}` }));
+        const ids = list.slice(0, 6).map((h) => h.id).join(', ') + (list.length > 6 ? ` and ${list.length - 6} more` : '');
+        m.append(title(`${list.length} confirm${list.length > 1 ? 's' : ''} refused late, ${when}: hold ${ids}. Why: ${LATE_WHY}. The store said: ${list[0].text}`));
+      } else {
+        const h = Math.max(2, (list.length / peak) * (HOLD_LANE - 6));
+        m = svg('rect', { x: x + 0.5, y: y0 + HOLD_LANE - 3 - h, width: Math.max(PW / BUCKETS - 1, 1), height: h, class: 'hold-bar', 'data-n': list.length });
+        const why = k.kind === 'expired' ? ` (${list.filter((e) => e.text === 'read').length} read so by a late buyer, ${list.filter((e) => e.text === 'sold again').length} sold again to a probe)` : '';
+        m.append(title(`${list.length} ${k.text}, ${when}${why}`));
+      }
+      lg.append(m);
+    }
+    g.append(lg);
+  });
+  root.append(g);
+  root.dataset.peak = peak;
+  root.dataset.slice = bw;
+}
+
+// holdsCaption says what a checkout's figure counts.
+function holdsCaption(r, fig) {
+  const n = (k) => r.holds[k].length;
+  return `Holds: ${n('held')} created, ${n('confirmed')} confirmed, ${n('expired')} seen expired, ${n('late-refused')} confirms refused (expired)` +
+    ` · bars count them per ${ms(Number(fig.dataset.slice) * 1000)}, the tallest ${fig.dataset.peak}`;
 }
 
 // ---- redis-stock's chart ------------------------------------------------
@@ -1172,6 +1304,8 @@ function renderDone(d) {
     text: d.error ? 'The race did not finish' : d.ok ? 'Every safe strategy kept the books straight.' : 'A safe strategy failed.' });
   v.replaceChildren(head, ...lines);
   if (d.error) v.append(el('p', { class: 'error', text: d.error }));
+  const checkout = [...S.runs.values()].some((r) => r.holds);
+  if (d.checks?.length) v.append(checksList(d.checks, checkout));
   if (d.report) v.append(el('p', {}, el('a', { id: 'report-link', href: d.report, target: '_blank', text: 'The whole report, one page that opens offline (report.html)' })));
   const table = $('#table');
   table.textContent = d.table ?? '';
@@ -1187,9 +1321,26 @@ function renderDone(d) {
   flush(); // the end is complete only with the timelines drawn
   $('#result').dataset.done = 'true';
   for (const r of S.runs.values()) {
-    if (r.phase !== 'done') setPhase(r, 'done', r.result ? r.result.verdict : 'not run');
+    // A checkout's runs have no result: their checks say.
+    const mine = (d.checks ?? []).filter((c) => c.scope === 'checkout · ' + r.strategy);
+    const verdict = r.result?.verdict ?? (mine.length ? (mine.some((c) => !c.pass && c.kind === 'safety') ? 'fail' : 'pass') : 'not run');
+    if (r.phase !== 'done') setPhase(r, 'done', verdict);
+    if (mine.length) document.querySelector(`#live-rows tr[data-strategy="${CSS.escape(r.strategy)}"]`).dataset.verdict = verdict;
   }
   setRunning(false);
+}
+
+// checksList is the report's checks as a table, folded unless open.
+function checksList(checks, open) {
+  const failed = checks.filter((c) => !c.pass).length;
+  const rows = checks.map((c) => el('tr', { 'data-check': c.name, 'data-scope': c.scope ?? '', 'data-pass': String(c.pass) },
+    el('td', { text: c.scope ?? '' }), el('th', { scope: 'row', text: c.name }), el('td', { text: c.observed }), el('td', { text: c.bound }),
+    el('td', { class: c.pass ? 'good' : 'bad', text: c.pass ? 'pass' : `not passed (${c.kind})` })));
+  return el('details', { class: 'checks', open },
+    el('summary', { text: `The checks: ${checks.length}, ${failed ? failed + ' not passed' : 'every one passed'}` }),
+    el('div', { class: 'table-wrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, ...['scope', 'check', 'observed', 'bound', 'result'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, ...rows))));
 }
 
 // ---- start ---------------------------------------------------------------
