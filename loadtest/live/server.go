@@ -334,7 +334,7 @@ func (s *Server) config(f Form) (harness.Config, error) {
 		if i := slices.IndexFunc(strategies, func(s string) bool { return !slices.Contains(holds, s) }); i >= 0 {
 			return cfg, fmt.Errorf("strategies: %s takes no part in holds (those that do: %s)", strategies[i], strings.Join(holds, ", "))
 		}
-		cfg.Checkout = &co
+		cfg.Scenario = co
 	default:
 		return cfg, fmt.Errorf(`kind %q: "race" or "checkout"`, f.Kind)
 	}
@@ -364,7 +364,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
 	s.target = newTarget(cfg.Strategies)
-	if cfg.Checkout != nil {
+	if _, ok := cfg.Scenario.(*harness.Checkout); ok {
 		s.target.holds, s.target.window = true, cfg.Duration-holdsGuard
 	}
 	s.hub.reset()

@@ -97,8 +97,9 @@ func TestAPIRefusesBadInput(t *testing.T) {
 	if err := json.Unmarshal([]byte(checkout), &f); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := s.config(f); err != nil || cfg.Checkout == nil || cfg.Checkout.HoldTTL != 2*time.Second || cfg.Checkout.Late != 0.1 {
-		t.Errorf("the checkout form %s: %v, checkout %+v", checkout, err, cfg.Checkout)
+	cfg, err := s.config(f)
+	if co, _ := cfg.Scenario.(*harness.Checkout); err != nil || co == nil || co.HoldTTL != 2*time.Second || co.Late != 0.1 {
+		t.Errorf("the checkout form %s: %v, checkout %+v", checkout, err, cfg.Scenario)
 	}
 	resp, err := http.Get(ts.URL + "/api/state")
 	if err != nil {

@@ -203,7 +203,7 @@ func (s *Server) strikeHolds(fault, strategy string) error {
 		defer func() { s.mu.Lock(); s.striking = false; s.mu.Unlock() }()
 		ctx := context.Background() // a struck fault runs its course, stopped or not
 		c := &drill.Ctx{Env: s.env, Probe: stockclient.New("", stockclient.WithTimeout(time.Second)), Strategy: strategy,
-			Strike: time.Now(), Search: time.Second, TTL: s.opt.Base.FaultTTL}
+			Strike: time.Now(), Search: time.Second, TTL: harness.DefaultDrills().FaultTTL}
 		ev, err := f.Inject(ctx, c)
 		if err == nil && ev.Cleanup != nil {
 			_ = drill.Sleep(ctx, time.Second)
