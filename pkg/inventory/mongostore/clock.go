@@ -31,8 +31,11 @@ import (
 
 // clockRefresh is how old an estimate of the store's clock may grow before
 // the next use reads the server's clock again. It decides when, never
-// whether: the drift allowance widens an older estimate.
-const clockRefresh = time.Minute
+// whether: the drift allowance widens an older estimate, by 1 ms each side
+// every 2 s, and a held unit is sold again only once the lower estimate
+// passes the upper one its hold was stamped with: 5 s keeps the allowance
+// under 2.5 ms a side, for one hello every 5 s.
+const clockRefresh = 5 * time.Second
 
 // clockRetry is how long after a failed read of the server's clock the
 // next use tries again; meanwhile, and whenever a read fails, the
@@ -109,7 +112,7 @@ func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 		switch {
 		case err != nil:
 			c.failed = s.now()
-		case received.After(c.received):
+		case received.After(c.received) && narrower(received.Sub(sent), c.received.Sub(c.sent), received.Sub(c.received)):
 			c.server, c.sent, c.received = server, sent, received
 		}
 		have := !c.server.IsZero()
@@ -131,6 +134,15 @@ func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 	}
 	elapsed := now.Sub(c.received)
 	return c.server.Add(elapsed - elapsed/maxDrift).Truncate(time.Millisecond), nil
+}
+
+// narrower reports whether a new reading whose hello took rtt bounds the
+// store's clock at least as tightly as the last one, whose hello took
+// last, now that age has passed since it: the last one's bounds have
+// widened by its drift allowance on each side. A slow hello (a loaded
+// store) so leaves a better reading in use.
+func narrower(rtt, last, age time.Duration) bool {
+	return rtt <= last+2*(age/maxDrift)
 }
 
 // ceilMillis rounds t up to a whole millisecond, which BSON dates hold.

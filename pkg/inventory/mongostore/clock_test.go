@@ -165,3 +165,22 @@ func TestStoreTimeKeepsTheLastReading(t *testing.T) {
 		t.Fatalf("stamping a key with no reading of the store's clock: %v; want an error saying \"inventory:\" once", err)
 	}
 }
+
+// TestNarrowerReading: a new reading of the store's clock replaces the
+// last one only when its bounds are as tight as the last one's have grown
+// since (2 ms of allowance for 2 s of age).
+func TestNarrowerReading(t *testing.T) {
+	for _, c := range []struct {
+		rtt, last, age time.Duration
+		want           bool
+	}{
+		{time.Millisecond, 2 * time.Millisecond, 0, true},
+		{3 * time.Millisecond, 2 * time.Millisecond, 0, false},
+		{3 * time.Millisecond, 2 * time.Millisecond, 2 * time.Second, true},
+		{40 * time.Millisecond, 2 * time.Millisecond, 5 * time.Second, false},
+	} {
+		if got := narrower(c.rtt, c.last, c.age); got != c.want {
+			t.Errorf("narrower(%v, %v, %v) = %v, want %v", c.rtt, c.last, c.age, got, c.want)
+		}
+	}
+}
