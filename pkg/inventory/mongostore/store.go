@@ -201,13 +201,36 @@ const codeNamespaceExists = 48
 // request's context, and on FerretDB v1 on PostgreSQL a creation cut off
 // between its table and its catalogue entry leaves the collection
 // unusable ("relation already exists" on every later creation).
+//
+// A collection that exists is left alone, so a user without the
+// createCollection privilege can start against a prepared database; one
+// that is a view is an error, since every write to it would fail.
 func (s *Store) EnsureCollections(ctx context.Context) error {
 	for _, c := range []*mongo.Collection{s.items, s.orders, s.keys, s.attempts, s.beats, s.holds} {
-		err := c.Database().CreateCollection(ctx, c.Name())
-		var ce mongo.CommandError
-		if err != nil && !(errors.As(err, &ce) && ce.Code == codeNamespaceExists) {
-			return fmt.Errorf("inventory: create collection %s: %w", c.Name(), err)
+		if err := ensureCollection(ctx, c); err != nil {
+			return fmt.Errorf("inventory: %w", err)
 		}
+	}
+	return nil
+}
+
+// ensureCollection creates c unless it exists; an existing view is an
+// error.
+func ensureCollection(ctx context.Context, c *mongo.Collection) error {
+	specs, err := c.Database().ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: c.Name()}})
+	if err != nil {
+		return fmt.Errorf("list collection %s: %w", c.Name(), err)
+	}
+	for _, sp := range specs {
+		if sp.Type == "view" {
+			return fmt.Errorf("%s is a view, not a collection", c.Name())
+		}
+		return nil
+	}
+	err = c.Database().CreateCollection(ctx, c.Name())
+	var ce mongo.CommandError
+	if err != nil && !(errors.As(err, &ce) && ce.Code == codeNamespaceExists) {
+		return fmt.Errorf("create collection %s: %w", c.Name(), err)
 	}
 	return nil
 }

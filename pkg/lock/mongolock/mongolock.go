@@ -130,11 +130,25 @@ const codeNamespaceExists = 48
 // and a context that ends between the two (a lock wait of 100 ms) leaves
 // the table without its entry, after which every creation, and so every
 // grant, fails ("relation already exists").
+//
+// A collection that exists is left alone (no createCollection privilege
+// is needed then); a view of that name is an error.
 func (b *Backend) EnsureCollection(ctx context.Context) error {
-	err := b.coll.Database().CreateCollection(ctx, b.coll.Name())
+	db, name := b.coll.Database(), b.coll.Name()
+	specs, err := db.ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: name}})
+	if err != nil {
+		return fmt.Errorf("mongolock: list collection %s: %w", name, err)
+	}
+	for _, sp := range specs {
+		if sp.Type == "view" {
+			return fmt.Errorf("mongolock: %s is a view, not a collection", name)
+		}
+		return nil
+	}
+	err = db.CreateCollection(ctx, name)
 	var ce mongo.CommandError
 	if err != nil && !(errors.As(err, &ce) && ce.Code == codeNamespaceExists) {
-		return fmt.Errorf("mongolock: create collection %s: %w", b.coll.Name(), err)
+		return fmt.Errorf("mongolock: create collection %s: %w", name, err)
 	}
 	return nil
 }

@@ -219,6 +219,33 @@ func TestEnsureCollection(t *testing.T) {
 	}
 }
 
+// TestEnsureCollectionSendsNoCreateWhenItExists: on a collection that
+// exists, EnsureCollection only lists it, so a user without the
+// createCollection privilege can start against a prepared database.
+func TestEnsureCollectionSendsNoCreateWhenItExists(t *testing.T) {
+	var creates atomic.Int64
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "create" {
+			creates.Add(1)
+		}
+	}}
+	c, err := mongo.Connect(options.Client().ApplyURI(mongoURI()).SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	b := mustNew(t, c.Database(dbName(t)).Collection("locks"))
+	ctx := ctxFor(t, time.Minute)
+	for range 2 {
+		if err := b.EnsureCollection(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := creates.Load(); n != 1 {
+		t.Errorf("create commands for a collection made by the first call: %d, want 1", n)
+	}
+}
+
 // TestTokensSurviveRestart restarts the server on the same data: a lease
 // held before the restart is still held after it, and the next token
 // continues from the last one.

@@ -164,13 +164,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	// Every collection exists before the first request: one created by a
 	// request's write is created within that request's deadline, and
 	// FerretDB can leave it half made (see mongostore.EnsureCollections).
-	err = prepare(ctx, "create the store's collections and indexes", func(ctx context.Context) error {
-		if err := s.store.EnsureCollections(ctx); err != nil {
-			return err
-		}
-		return s.store.EnsureIndexes(ctx)
-	})
-	if err != nil {
+	// Each step within its own timeout: a creation cut off by one shared
+	// with the indexes could leave a collection half made.
+	if err := prepare(ctx, "create the store's collections", s.store.EnsureCollections); err != nil {
+		return nil, fmt.Errorf("server: %w (check --mongo-uri / MONGO_URI)", err)
+	}
+	if err := prepare(ctx, "create the store's indexes", s.store.EnsureIndexes); err != nil {
 		return nil, fmt.Errorf("server: %w (check --mongo-uri / MONGO_URI)", err)
 	}
 	// Refuse to join a fleet this replica would harm: a live process
