@@ -425,9 +425,28 @@ func TestContendersDoNotStarveRenewal(t *testing.T) {
 	hold := max(3*ttl, 3*time.Second)
 	t.Logf("TTL %v, held %v", ttl, hold)
 
+	// The second process only contends: every grant attempt it writes
+	// while the lease is held (findAndModify, the upsert of TryAcquire)
+	// would queue at the gate in front of the renewals. A contender that
+	// finds the key held must write none (it reads first), which needs no
+	// clock to check. (An attempt cut off by the end of the hold frees
+	// what it may hold with an update by its own owner: not counted.)
+	var writing atomic.Bool
+	var writes atomic.Int64
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "findAndModify" && writing.Load() {
+			writes.Add(1)
+		}
+	}}
+	contender, err := mongo.Connect(options.Client().ApplyURI(mongoURI()).SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = contender.Disconnect(context.Background()) })
+
 	var procs []*lock.Locker
-	for range 2 {
-		l, err := lock.New(mustNew(t, locks(t, mongoURI(), db)), lock.WithTTL(ttl))
+	for _, coll := range []*mongo.Collection{locks(t, mongoURI(), db), contender.Database(db).Collection("locks")} {
+		l, err := lock.New(mustNew(t, coll), lock.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,6 +465,7 @@ func TestContendersDoNotStarveRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	writing.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), hold)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -466,6 +486,10 @@ func TestContendersDoNotStarveRenewal(t *testing.T) {
 	case <-ctx.Done():
 	}
 	wg.Wait()
+	writing.Store(false)
+	if n := writes.Load(); n > 0 && taken.Load() == 0 {
+		t.Errorf("the contending process sent %d grant attempts while the key was held: each waits at the gate in front of the holder's renewals", n)
+	}
 	if n := taken.Load(); n > 0 {
 		t.Errorf("contenders acquired the key %d times while the holder renewed it", n)
 	}
