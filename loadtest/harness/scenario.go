@@ -20,7 +20,10 @@ import (
 type Scenario interface {
 	// Defaults sets the shared settings of c that the scenario wants
 	// otherwise than DefaultConfig, or that follow from others (a soak's
-	// stock from the rate): call it again after changing those.
+	// stock from the rate). It overwrites them: start from Defaults(s)
+	// and change what you want after; a setting that follows from one
+	// you changed, set yourself (the command line calls it again for the
+	// settings no flag set).
 	Defaults(c *Config)
 	// Check reports each problem of its options, or of c with it.
 	Check(c Config, bad Problem)
