@@ -3,8 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/stocklock/stocklock/loadtest/verdict"
@@ -111,11 +109,7 @@ func WriteCheckout(w io.Writer, runs []CheckoutRun, markdown bool) error {
 		if len(r.FaultNotes) > 0 {
 			b.WriteString("\n")
 		}
-		var parts []string
-		for _, k := range slices.Sorted(maps.Keys(r.Answers)) {
-			parts = append(parts, fmt.Sprintf("%s × %d", k, r.Answers[k]))
-		}
-		fmt.Fprintf(&b, "Calls and answers: %s.\n", strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "Calls and answers: %s.\n", counts(r.Answers))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

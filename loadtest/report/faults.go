@@ -3,8 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -215,11 +213,7 @@ clock skew, only the second).
 		}
 		fmt.Fprintf(&notes, "- %s, %s, repeat %d: %s", r.Fault, r.Strategy, r.Repeat, r.FaultNote)
 		if len(r.Codes) > 0 {
-			var parts []string
-			for _, k := range slices.Sorted(maps.Keys(r.Codes)) {
-				parts = append(parts, fmt.Sprintf("%s ×%d", k, r.Codes[k]))
-			}
-			fmt.Fprintf(&notes, "; %s", strings.Join(parts, ", "))
+			fmt.Fprintf(&notes, "; %s", counts(r.Codes))
 		}
 		if len(r.Problems) > 0 {
 			fmt.Fprintf(&notes, "; **%s**", strings.Join(r.Problems, "; "))

@@ -54,7 +54,7 @@ func TestFaultRows(t *testing.T) {
 	}
 	for name, want := range map[string][]string{
 		table.String(): {"redis-lock (demo)", "3/4", "1.20s", "1.90s", "ok 2/4", "BROKEN"},
-		md.String():    {"| crash | redis-lock | 4 | pass |", "**FAIL**", "### Every run", "503 fenced ×1"},
+		md.String():    {"| crash | redis-lock | 4 | pass |", "**FAIL**", "### Every run", "503 fenced × 1"},
 		svg.String():   {"<svg", "crash · redis-lock", "(1 did not resume)", "oversold 2", "tokens", "</svg>"},
 	} {
 		for _, w := range want {

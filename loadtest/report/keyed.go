@@ -89,14 +89,18 @@ func WriteKeyedMarkdown(w io.Writer, runs []KeyedRun) error {
 			fmt.Fprintf(&b, "- %s\n", f)
 		}
 		if len(r.Answers) > 0 {
-			b.WriteString("\nAnswers other than a sale: ")
-			var parts []string
-			for _, k := range slices.Sorted(maps.Keys(r.Answers)) {
-				parts = append(parts, fmt.Sprintf("%s × %d", k, r.Answers[k]))
-			}
-			b.WriteString(strings.Join(parts, ", ") + ".\n")
+			b.WriteString("\nAnswers other than a sale: " + counts(r.Answers) + ".\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// counts writes a count per name, in name order: "a × 2, b × 1".
+func counts(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s × %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
