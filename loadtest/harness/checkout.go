@@ -412,21 +412,44 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	}
 	began := time.Now()
 	var notes []string
-	faultsDone := make(chan struct{})
+	faultsDone, buyersDone := make(chan struct{}), make(chan struct{})
 	go func() {
+		// The faults of the scenario at their times, and those asked for
+		// with Inject while the buyers arrive, one at a time, the victims
+		// taking turns.
 		defer close(faultsDone)
-		for k, f := range r.co.Faults {
-			if drill.Sleep(ctx, time.Until(began.Add(cfg.Duration*time.Duration(k+1)/time.Duration(len(r.co.Faults)+1)))) != nil {
-				return
-			}
+		run := func(f string, turn int, strike func(context.Context, string, int) (string, error), planned bool) {
 			at := time.Since(began)
-			note, err := r.strike(ctx, f, k)
+			note, err := strike(ctx, f, turn)
 			if err != nil {
 				note = fmt.Sprintf("%s failed: %v", f, err)
-				r.out.FaultFailed = true
+				r.out.FaultFailed = r.out.FaultFailed || planned
 			}
 			notes = append(notes, fmt.Sprintf("%5.1fs to %.1fs: %s", at.Seconds(), time.Since(began).Seconds(), note))
 			r.h.logf("  %s", notes[len(notes)-1])
+		}
+		r.h.setActive(true)
+		adhoc := r.h.adhoc
+		for k, turn := 0, 0; ; turn++ {
+			var due <-chan time.Time
+			if k < len(r.co.Faults) {
+				due = time.After(time.Until(began.Add(cfg.Duration * time.Duration(k+1) / time.Duration(len(r.co.Faults)+1))))
+			} else if adhoc == nil {
+				return
+			}
+			select {
+			case <-due:
+				run(r.co.Faults[k], turn, r.strike, true)
+				k++
+			case name := <-adhoc:
+				run(name, turn, r.adhoc, false)
+			case <-buyersDone: // no more Inject; the planned faults still strike
+				r.h.setActive(false)
+				adhoc, buyersDone = nil, nil
+			case <-ctx.Done():
+				r.h.setActive(false)
+				return
+			}
 		}
 	}()
 	// Buyers and probes start evenly over the run, in one timeline.
@@ -452,6 +475,7 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 		wg.Go(s.run)
 	}
 	wg.Wait()
+	close(buyersDone)
 	<-faultsDone
 	r.out.FaultNotes = notes
 	if err := ctx.Err(); err != nil {
@@ -616,6 +640,27 @@ func (t checkoutTally) checks() []verdict.Check {
 }
 
 // strike strikes fault f, the k-th of the run, and says what it did.
+// adhoc strikes a fault asked for with Inject: one of CheckoutFaults as
+// the scenario strikes its own, any other with the drill's injector,
+// healed a second later.
+func (r *checkoutRun) adhoc(ctx context.Context, f string, k int) (string, error) {
+	if slices.Contains(CheckoutFaults, f) {
+		return r.strike(ctx, f, k)
+	}
+	d, _ := drill.Lookup(f) // Inject let only a fault with an injector through
+	c := drill.Ctx{Env: r.h.env, Probe: r.h.probe, Strategy: r.strategy, Strike: time.Now(), Search: time.Second, TTL: DefaultDrills().FaultTTL}
+	ev, err := d.Inject(ctx, &c)
+	if err != nil {
+		return "", err
+	}
+	if ev.Cleanup != nil {
+		_ = drill.Sleep(ctx, time.Second)
+		err, ev.Healed = ev.Cleanup(ctx), time.Now()
+	}
+	r.h.emit(Event{Type: EventFault, Run: r.run, Strategy: r.strategy, Fault: f, Replica: ev.Victim, Shape: ev.Shape, At: ev.At, Until: ev.Healed, Text: ev.Note})
+	return ev.Note, err
+}
+
 func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, error) {
 	e := r.h.env
 	i := k % e.Len()

@@ -24,6 +24,7 @@ import (
 	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/live"
+	"github.com/stocklock/stocklock/loadtest/report"
 )
 
 // browsers are the names a Chromium build goes by on PATH.
@@ -716,7 +717,8 @@ func TestBrowserCheckout(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	srv, err := live.Start(ctx, live.Options{Base: browserConfig(t), OutDir: t.TempDir(), Log: testLog{t}})
+	out := t.TempDir()
+	srv, err := live.Start(ctx, live.Options{Base: browserConfig(t), OutDir: out, Log: testLog{t}})
 	if err != nil {
 		t.Fatalf("live.Start: %v", err)
 	}
@@ -813,6 +815,12 @@ func TestBrowserCheckout(t *testing.T) {
 	}
 	if got.Verdict != "pass" {
 		t.Errorf("atomic's row says %q, want pass", got.Verdict)
+	}
+	// The pause struck from the page is the scenario's, so the report lists it.
+	var rep report.Report
+	if b, err := os.ReadFile(filepath.Join(out, "run-1", "results.json")); err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Checkout) != 1 ||
+		!slices.ContainsFunc(rep.Checkout[0].FaultNotes, func(n string) bool { return strings.Contains(n, "SIGSTOP") }) {
+		t.Errorf("the report's checkout runs %+v (%v): want the page's pause among its fault notes", rep.Checkout, err)
 	}
 	checkNoOverlap(t, bctx, "the checkout")
 }

@@ -72,10 +72,6 @@ type Server struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the run under way has finished
 	last    *Done
-	// striking: a fault struck from the page on a checkout is under way
-	// (strikeHolds); strikes waits for it.
-	striking bool
-	strikes  sync.WaitGroup
 }
 
 // Done is what the page shows when a run is over: the command line's
@@ -381,9 +377,6 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		s.mu.Lock()
 		waiting := s.target.pending
 		s.target = target{} // no fault strikes from now on
-		s.mu.Unlock()
-		s.strikes.Wait()
-		s.mu.Lock()
 		s.current, s.cancel = nil, nil
 		close(s.done)
 		s.mu.Unlock()
@@ -521,7 +514,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	}
 	selling := s.target.current
 	s.mu.Unlock()
-	switch err := s.inject(h, body.Name, selling); {
+	switch err := h.Inject(body.Name); {
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
 	case errors.Is(err, harness.ErrBusy):

@@ -1,15 +1,11 @@
 package live
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/stockclient"
-
-	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/harness"
 )
 
@@ -147,7 +143,7 @@ func (s *Server) follow(ev harness.Event) {
 
 // strikeWaiting strikes the fault that waited for a strategy to sell.
 func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
-	err := s.inject(h, fault, strategy)
+	err := h.Inject(fault)
 	s.mu.Lock()
 	if err != nil && s.target.pending == "" {
 		s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
@@ -169,52 +165,3 @@ func (s *Server) logf(format string, a ...any) {
 // page's faults stop striking it: the longest (a network fault, 4 s)
 // is over before they end, so that its read-back finds every replica up.
 const holdsGuard = 4 * time.Second
-
-// inject strikes fault now: through the harness in a race; in a checkout,
-// whose harness run takes no fault from outside, from here (strikeHolds).
-func (s *Server) inject(h *harness.Harness, fault, strategy string) error {
-	s.mu.Lock()
-	holds := s.target.holds
-	s.mu.Unlock()
-	if !holds {
-		return h.Inject(fault)
-	}
-	return s.strikeHolds(fault, strategy)
-}
-
-// strikeHolds strikes fault on the checkout of strategy with the drill's
-// injector, one at a time, and publishes it as the harness would; a killed
-// replica restarts a second later. The report does not list it.
-func (s *Server) strikeHolds(fault, strategy string) error {
-	f, ok := drill.Lookup(fault)
-	if !ok || f.Inject == nil {
-		return fmt.Errorf("%w %q", harness.ErrUnknownFault, fault)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case !s.target.holds:
-		return harness.ErrNotRunning
-	case s.striking:
-		return harness.ErrBusy
-	}
-	s.striking = true
-	s.strikes.Go(func() {
-		defer func() { s.mu.Lock(); s.striking = false; s.mu.Unlock() }()
-		ctx := context.Background() // a struck fault runs its course, stopped or not
-		c := &drill.Ctx{Env: s.env, Probe: stockclient.New("", stockclient.WithTimeout(time.Second)), Strategy: strategy,
-			Strike: time.Now(), Search: time.Second, TTL: harness.DefaultDrills().FaultTTL}
-		ev, err := f.Inject(ctx, c)
-		if err == nil && ev.Cleanup != nil {
-			_ = drill.Sleep(ctx, time.Second)
-			err, ev.Healed = ev.Cleanup(ctx), time.Now()
-		}
-		if err != nil {
-			s.logf("%s on %s's checkout: %v", fault, strategy, err)
-			return
-		}
-		s.hub.publish(harness.Event{Type: harness.EventFault, At: ev.At, Until: ev.Healed, Strategy: strategy, Fault: fault,
-			Replica: ev.Victim, Shape: ev.Shape, Text: ev.Note + "; struck from the page, so not in the report"})
-	})
-	return nil
-}
