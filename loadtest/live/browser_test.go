@@ -222,28 +222,8 @@ func TestBrowserRace(t *testing.T) {
 	defer srv.Close()
 	t.Logf("stores and replicas up in %s", time.Since(began).Round(time.Millisecond))
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()),
-	)...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, actions...); err != nil {
-			shoot(t, bctx, "failed")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	poll := func(what, expr string, timeout time.Duration) {
-		t.Helper()
-		if !pollOK(bctx, expr, timeout) {
-			shoot(t, bctx, "failed")
-			t.Fatalf("waiting for %s: not within %s", what, timeout)
-		}
-	}
+	bctx, step, poll, stop := drive(t, ctx, browser, "failed")
+	defer stop()
 
 	step("open the page", chromedp.Navigate(ts.URL),
 		chromedp.WaitVisible(chromedp.CSS(`#strategies input[value="unsafe"]`)))
@@ -725,28 +705,8 @@ func TestBrowserCheckout(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	defer srv.Close()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()),
-	)...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, actions...); err != nil {
-			shoot(t, bctx, "checkout-failed")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	poll := func(what, expr string, timeout time.Duration) {
-		t.Helper()
-		if !pollOK(bctx, expr, timeout) {
-			shoot(t, bctx, "checkout-failed")
-			said, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#form-error').textContent + '\n' + document.querySelector('#log').innerText`))
-			t.Fatalf("waiting for %s: not within %s; the page says:\n%s", what, timeout, said)
-		}
-	}
+	bctx, step, poll, stop := drive(t, ctx, browser, "checkout-failed")
+	defer stop()
 	step("open the page", chromedp.Navigate(ts.URL), chromedp.WaitVisible(chromedp.CSS(`#strategies input[value="atomic"]`)))
 	poll("the event stream", `document.body.dataset.connected === 'true'`, 30*time.Second)
 	knobs := `getComputedStyle(document.querySelector('#checkout-knobs')).display !== 'none'`
@@ -823,4 +783,38 @@ func TestBrowserCheckout(t *testing.T) {
 		t.Errorf("the report's checkout runs %+v (%v): want the page's pause among its fault notes", rep.Checkout, err)
 	}
 	checkNoOverlap(t, bctx, "the checkout")
+}
+
+// drive opens headless Chromium (browser) for t, until ctx ends or stop,
+// and returns its context with two helpers that end t on a failure, after
+// a screenshot named shot: step runs actions, poll waits for expr to be
+// true and says what the page's error line and log said. Stop it before
+// the page's server closes, so that no event stream reconnects.
+func drive(t *testing.T, ctx context.Context, browser, shot string) (bctx context.Context, step func(string, ...chromedp.Action[chromedp.Void]), poll func(string, string, time.Duration), stop func()) {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()),
+	)...)
+	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	stop = func() {
+		cancelBrowser()
+		cancelAlloc()
+	}
+	step = func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			shoot(t, bctx, shot)
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll = func(what, expr string, timeout time.Duration) {
+		t.Helper()
+		if !pollOK(bctx, expr, timeout) {
+			shoot(t, bctx, shot)
+			said, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#form-error').textContent + '\n' + document.querySelector('#log').innerText`))
+			t.Fatalf("waiting for %s: not within %s; the page says:\n%s", what, timeout, said)
+		}
+	}
+	return bctx, step, poll, stop
 }

@@ -167,33 +167,11 @@ func readEvents(t *testing.T, body io.Reader, deadline time.Duration) []sseEvent
 // table is the command line's table of the same runs.
 func TestRaceThroughThePage(t *testing.T) {
 	testskip.Long(t, "starts MongoDB, Redis, etcd and two replicas")
-	replicas := envtest.Replicas(t, adminToken, 10*time.Millisecond)
-	base := baseConfig(replicas)
-	s, err := Start(t.Context(), Options{Base: base, OutDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ts := httptest.NewServer(s.Handler())
-	defer ts.Close()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-
-	code, body := post(t, ts.URL+"/api/start", `{"strategies":["unsafe","atomic"],"stock":10,"rate":200,"duration":"2s","replicas":2,"fencing":true}`)
-	if code != http.StatusAccepted {
-		t.Fatalf("start: %d %v", code, body)
-	}
-	if code, body := post(t, ts.URL+"/api/start", `{"strategies":["atomic"],"stock":30,"rate":200,"duration":"2s","replicas":2,"fencing":true}`); code != http.StatusConflict || body["error"] != "running" {
+	url, stream := startRun(t, 10*time.Millisecond, `{"strategies":["unsafe","atomic"],"stock":10,"rate":200,"duration":"2s","replicas":2,"fencing":true}`)
+	if code, body := post(t, url+"/api/start", `{"strategies":["atomic"],"stock":30,"rate":200,"duration":"2s","replicas":2,"fencing":true}`); code != http.StatusConflict || body["error"] != "running" {
 		t.Errorf("a second start while running: %d %v", code, body)
 	}
-	events := readEvents(t, stream.Body, 3*time.Minute)
+	events := readEvents(t, stream, 3*time.Minute)
 
 	var (
 		liveOversold = map[string]int64{}
@@ -244,7 +222,7 @@ func TestRaceThroughThePage(t *testing.T) {
 	if !done.OK || done.Chart == "" {
 		t.Errorf("done: ok %v, chart %q", done.OK, done.Chart)
 	}
-	resp, err := http.Get(ts.URL + done.Chart)
+	resp, err := http.Get(url + done.Chart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +231,7 @@ func TestRaceThroughThePage(t *testing.T) {
 		t.Errorf("GET %s: %d", done.Chart, resp.StatusCode)
 	}
 	// The whole report, one page.
-	resp, err = http.Get(ts.URL + done.Report)
+	resp, err = http.Get(url + done.Report)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,31 +249,13 @@ func TestRaceThroughThePage(t *testing.T) {
 // flight add up to the item, which holds the stock the run read back.
 func TestRedisStockThroughThePage(t *testing.T) {
 	testskip.Long(t, "starts MongoDB, Redis, etcd and two replicas")
-	replicas := envtest.Replicas(t, adminToken, 0)
-	s, err := Start(t.Context(), Options{Base: baseConfig(replicas), OutDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ts := httptest.NewServer(s.Handler())
-	defer ts.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	if code, body := post(t, ts.URL+"/api/start", `{"strategies":["redis-stock"],"stock":40,"rate":100,"duration":"2s","replicas":2,"fencing":true}`); code != http.StatusAccepted {
-		t.Fatalf("start: %d %v", code, body)
-	}
+	_, stream := startRun(t, 0, `{"strategies":["redis-stock"],"stock":40,"rate":100,"duration":"2s","replicas":2,"fencing":true}`)
 	var (
 		samples []harness.RedisStockSample
 		reloads []string
 		run     *report.Run
 	)
-	for _, ev := range readEvents(t, stream.Body, 3*time.Minute) {
+	for _, ev := range readEvents(t, stream, 3*time.Minute) {
 		var e harness.Event
 		if ev.typ == "done" || ev.typ == "state" || ev.typ == "strike" {
 			continue
@@ -341,30 +301,11 @@ func TestRedisStockThroughThePage(t *testing.T) {
 // the done event its checks, every safety check passed.
 func TestCheckoutThroughThePage(t *testing.T) {
 	testskip.Long(t, "starts MongoDB, Redis, etcd and two replicas, and waits for the holds to expire")
-	replicas := envtest.Replicas(t, adminToken, 0)
-	s, err := Start(t.Context(), Options{Base: baseConfig(replicas), OutDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ts := httptest.NewServer(s.Handler())
-	defer ts.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
 	// A TTL long enough that, on a loaded machine, the confirms in time are.
-	form := `{"strategies":["atomic"],"stock":100,"rate":20,"duration":"2s","replicas":2,"fencing":true,"kind":"checkout","abandon":0.3,"late":0.3,"hold_ttl":"3s"}`
-	if code, body := post(t, ts.URL+"/api/start", form); code != http.StatusAccepted {
-		t.Fatalf("start: %d %v", code, body)
-	}
+	_, stream := startRun(t, 0, `{"strategies":["atomic"],"stock":100,"rate":20,"duration":"2s","replicas":2,"fencing":true,"kind":"checkout","abandon":0.3,"late":0.3,"hold_ttl":"3s"}`)
 	holds := map[string]int{}
 	var done Done
-	for _, ev := range readEvents(t, stream.Body, 3*time.Minute) {
+	for _, ev := range readEvents(t, stream, 3*time.Minute) {
 		switch ev.typ {
 		case harness.EventHeld, harness.EventConfirmed, harness.EventExpired, harness.EventLateRefused:
 			var e harness.Event
@@ -400,4 +341,35 @@ func TestCheckoutThroughThePage(t *testing.T) {
 	if done.Error != "" || !done.OK || !slices.Contains(names, "late_confirms_sold") || done.Table == "" {
 		t.Errorf("done: error %q, ok %v, checks %q, table %d bytes; want the checkout's checks, passed", done.Error, done.OK, names, len(done.Table))
 	}
+}
+
+// startRun starts the page on two real replicas (with a read-modify-write
+// delay of rmw), opens its event stream and starts a run of form. It
+// returns the page's URL and the stream, which t's end closes.
+func startRun(t *testing.T, rmw time.Duration, form string) (string, io.Reader) {
+	t.Helper()
+	s, err := Start(t.Context(), Options{Base: baseConfig(envtest.Replicas(t, adminToken, rmw)), OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/events", nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		ts.Close()
+		s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stream.Body.Close()
+		cancel()
+		ts.Close()
+		s.Close()
+	})
+	if code, body := post(t, ts.URL+"/api/start", form); code != http.StatusAccepted {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	return ts.URL, stream.Body
 }
