@@ -624,12 +624,15 @@ func (t checkoutTally) checks() []verdict.Check {
 		verdict.Equal("available_plus_sold", t.Left+t.LedgerUnits, t.Initial),
 		verdict.Zero("held_after_expiry", t.Held),
 		verdict.Zero("pending", t.Pending),
-		verdict.Check{Name: "faults done", Observed: map[bool]string{true: "not all", false: "all"}[t.FaultFailed], Bound: "all", Pass: !t.FaultFailed},
-		// Not all: a late confirm may also get no answer or a 503 (nothing
-		// changed); late_confirms_sold is what says none sold.
-		verdict.Check{Name: "late_confirms_refused", Observed: fmt.Sprintf("%d of %d sent", t.LateRefused, t.LateSent), Bound: "at least one with late buyers",
+		verdict.Check{Name: "faults done", Observed: map[bool]string{true: "not all", false: "all"}[t.FaultFailed], Bound: "all", Pass: !t.FaultFailed})
+	// Whether the run tested what the checks above judge: a late confirm
+	// refused, a confirm in time sold. Limits, not safety: on a loaded
+	// machine, or under a fault, every confirm may arrive after its hold
+	// expired, which is no broken promise, only a run that showed less.
+	cs = append(cs,
+		verdict.Check{Name: "late_confirms_refused", Kind: verdict.Limit, Observed: fmt.Sprintf("%d of %d sent", t.LateRefused, t.LateSent), Bound: "at least one with late buyers",
 			Pass: t.LateRefused > 0 || !t.LateWanted},
-		verdict.Check{Name: "confirms_sold", Observed: fmt.Sprint(t.Confirmed), Bound: "at least one with buyers who confirm in time",
+		verdict.Check{Name: "confirms_sold", Kind: verdict.Limit, Observed: fmt.Sprint(t.Confirmed), Bound: "at least one with buyers who confirm in time",
 			Pass: t.Confirmed > 0 || !t.InTimeWanted})
 	limit := float64(expiryLimit.Milliseconds())
 	seen := report.Ms(t.ExpiryP99)
