@@ -171,14 +171,9 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// runs early, before the order is recorded, which needs no lock.
 	defer l.release(ctx, lease)
 
-	fence := int64(0)
-	if l.cfg.Fencing {
-		// Tokens are uint64; the item stores BSON int64. No backend comes
-		// near 2^63, but a wrapped token would break the ordering silently.
-		if lease.Token() > math.MaxInt64 {
-			return inventory.Sale{}, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
-		}
-		fence = int64(lease.Token())
+	fence, err := l.fenceOf(lease)
+	if err != nil {
+		return inventory.Sale{}, err
 	}
 
 	gctx, cancel := lease.Guard(ctx)
@@ -265,6 +260,19 @@ func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
 // acquire takes the lease on sku within the wait budget, queueing first
 // behind this replica's other requests for the same item (see keyQueue),
 // and tracks the lease until release.
+// fenceOf is the fence a write under lease carries: its token, or 0 with
+// fencing off. Tokens are uint64; the item stores BSON int64. No backend
+// comes near 2^63, but a wrapped token would break the ordering silently.
+func (l *Locked) fenceOf(lease *lock.Lease) (int64, error) {
+	if !l.cfg.Fencing {
+		return 0, nil
+	}
+	if lease.Token() > math.MaxInt64 {
+		return 0, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
+	}
+	return int64(lease.Token()), nil
+}
+
 func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.Wait)
 	defer cancel()

@@ -3,7 +3,6 @@ package mongostore
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
@@ -88,12 +87,9 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 		return inventory.Hold{}, err
 	}
 	defer l.release(ctx, lease)
-	fence := int64(0)
-	if l.cfg.Fencing {
-		if lease.Token() > math.MaxInt64 {
-			return inventory.Hold{}, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
-		}
-		fence = int64(lease.Token())
+	fence, err := l.fenceOf(lease)
+	if err != nil {
+		return inventory.Hold{}, err
 	}
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
