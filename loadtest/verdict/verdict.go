@@ -11,7 +11,8 @@ package verdict
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
@@ -226,16 +227,19 @@ func Audit(in Input) Result {
 	var r Result
 	known := make(map[string]bool, len(in.Items))
 	sold := make(map[string]int, len(in.Items))
+	acked := make(map[string]bool, len(in.Acked))
 	for _, o := range in.Acked {
 		sold[o.SKU] += o.Qty
 		r.Sold += o.Qty
+		acked[o.ID] = true
 	}
-	recorded := make(map[string]int, len(in.Items))
-	seenID := make(map[string]bool, len(in.Ledger))
-	for _, o := range in.Ledger {
-		if !seenID[o.ID] {
-			seenID[o.ID] = true
-			recorded[o.SKU] += o.Qty
+	// recorded are the ledger's units per sku, extra its orders that no
+	// acknowledged order announced.
+	recorded, extra := map[string]int{}, map[string]int{}
+	for _, o := range distinct(in.Ledger) {
+		recorded[o.SKU] += o.Qty
+		if !acked[o.ID] {
+			extra[o.SKU]++
 		}
 	}
 	refused := make(map[string][]int, len(in.Items))
@@ -267,42 +271,35 @@ func Audit(in Input) Result {
 	}
 	// A 200 for a sku the run did not set up cannot be checked against
 	// any stock: count it where it does the most good, as a problem.
-	var stray []string
-	for sku := range sold {
+	for _, sku := range slices.Sorted(maps.Keys(sold)) {
 		if !known[sku] {
-			stray = append(stray, sku)
+			r.Problems = append(r.Problems, fmt.Sprintf("200 responses for sku %q, which the run did not set up", sku))
+			r.LedgerMismatch++
 		}
-	}
-	sort.Strings(stray)
-	for _, sku := range stray {
-		r.Problems = append(r.Problems, fmt.Sprintf("200 responses for sku %q, which the run did not set up", sku))
-		r.LedgerMismatch++
 	}
 
 	r.Ledger = CompareLedger(in.Acked, in.Ledger)
-	for sku, n := range extraBySKU(in.Acked, in.Ledger) {
+	for sku, n := range extra {
 		r.Ledger.Unanswered += min(n, max(in.NoAnswer[sku], 0))
 	}
 	r.LedgerMismatch += r.Ledger.Total()
 	r.DoubleSold, r.DoubleSoldKeys = DoubleSold(in.Ledger)
-	if r.Unrecorded > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d units left the stock with no order in the ledger, and none pending", r.Unrecorded))
-	}
-	if r.DoubleSold > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d units sold twice under %d idempotency keys", r.DoubleSold, r.DoubleSoldKeys))
-	}
-	if r.FalseSoldOut > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d sold_out answers for a qty that the stock left at the end still covers (false sold-outs)", r.FalseSoldOut))
-	}
-	if r.Oversold > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("oversold %d units", r.Oversold))
-	}
-	if r.LostUpdates > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d acknowledged units not reflected in the stock (lost updates)", r.LostUpdates))
-	}
-	if n := r.Ledger.Total(); n > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("ledger differs from the 200 responses: %d missing, %d extra (%d of them explained by requests that got no answer), %d repeated or empty ids in responses, %d repeated ids in the ledger, %d with a different sku or qty",
-			r.Ledger.Missing, r.Ledger.Extra, r.Ledger.Unanswered, r.Ledger.DuplicateAcked, r.Ledger.DuplicateLedger, r.Ledger.Differ))
+	l := r.Ledger
+	for _, p := range []struct {
+		n    int
+		text string
+	}{
+		{r.Unrecorded, fmt.Sprintf("%d units left the stock with no order in the ledger, and none pending", r.Unrecorded)},
+		{r.DoubleSold, fmt.Sprintf("%d units sold twice under %d idempotency keys", r.DoubleSold, r.DoubleSoldKeys)},
+		{r.FalseSoldOut, fmt.Sprintf("%d sold_out answers for a qty that the stock left at the end still covers (false sold-outs)", r.FalseSoldOut)},
+		{r.Oversold, fmt.Sprintf("oversold %d units", r.Oversold)},
+		{r.LostUpdates, fmt.Sprintf("%d acknowledged units not reflected in the stock (lost updates)", r.LostUpdates)},
+		{l.Total(), fmt.Sprintf("ledger differs from the 200 responses: %d missing, %d extra (%d of them explained by requests that got no answer), %d repeated or empty ids in responses, %d repeated ids in the ledger, %d with a different sku or qty",
+			l.Missing, l.Extra, l.Unanswered, l.DuplicateAcked, l.DuplicateLedger, l.Differ)},
+	} {
+		if p.n > 0 {
+			r.Problems = append(r.Problems, p.text)
+		}
 	}
 	return r
 }
@@ -312,38 +309,34 @@ func CompareLedger(acked, ledger []Order) Ledger {
 	var l Ledger
 	ack := make(map[string]Order, len(acked))
 	for _, o := range acked {
-		if o.ID == "" {
-			l.DuplicateAcked++
-			continue
-		}
-		if _, dup := ack[o.ID]; dup {
+		if _, dup := ack[o.ID]; dup || o.ID == "" {
 			l.DuplicateAcked++
 			continue
 		}
 		ack[o.ID] = o
 	}
-	seen := make(map[string]bool, len(ledger))
-	for _, o := range ledger {
-		if seen[o.ID] {
-			l.DuplicateLedger++
-			continue
-		}
-		seen[o.ID] = true
-		a, ok := ack[o.ID]
-		if !ok {
+	orders := distinct(ledger)
+	l.DuplicateLedger = len(ledger) - len(orders)
+	for _, o := range orders {
+		switch a, ok := ack[o.ID]; {
+		case !ok:
 			l.Extra++
-			continue
-		}
-		if a.SKU != o.SKU || a.Qty != o.Qty {
+		case a.SKU != o.SKU || a.Qty != o.Qty:
 			l.Differ++
 		}
 	}
-	for id := range ack {
-		if !seen[id] {
-			l.Missing++
-		}
-	}
+	l.Missing = len(ack) - (len(orders) - l.Extra)
 	return l
+}
+
+// distinct is orders with each order id once, its first.
+func distinct(orders []Order) []Order {
+	seen := make(map[string]bool, len(orders))
+	return slices.DeleteFunc(slices.Clone(orders), func(o Order) bool {
+		dup := seen[o.ID]
+		seen[o.ID] = true
+		return dup
+	})
 }
 
 // Outcome is the verdict on one run.
@@ -366,42 +359,16 @@ const (
 // beyond the key's first order (each order id once), and the keys that
 // sold more than once.
 func DoubleSold(ledger []Order) (units, keys int) {
-	first := map[string]string{} // key → its first order id
-	seen := map[string]bool{}
-	counted := map[string]bool{}
-	for _, o := range ledger {
-		if o.Key == "" || seen[o.ID] {
-			continue
+	keyed := slices.DeleteFunc(slices.Clone(ledger), func(o Order) bool { return o.Key == "" })
+	count := map[string]int{} // orders by key
+	for _, o := range distinct(keyed) {
+		count[o.Key]++
+		if count[o.Key] > 1 {
+			units += o.Qty
 		}
-		seen[o.ID] = true
-		if _, ok := first[o.Key]; !ok {
-			first[o.Key] = o.ID
-			continue
-		}
-		units += o.Qty
-		if !counted[o.Key] {
-			counted[o.Key] = true
+		if count[o.Key] == 2 {
 			keys++
 		}
 	}
 	return units, keys
-}
-
-// extraBySKU counts, per sku, the ledger orders (each id once) that no
-// acknowledged order announced.
-func extraBySKU(acked, ledger []Order) map[string]int {
-	ack := make(map[string]bool, len(acked))
-	for _, o := range acked {
-		ack[o.ID] = true
-	}
-	out := map[string]int{}
-	seen := make(map[string]bool, len(ledger))
-	for _, o := range ledger {
-		if seen[o.ID] || ack[o.ID] {
-			continue
-		}
-		seen[o.ID] = true
-		out[o.SKU]++
-	}
-	return out
 }
