@@ -3,7 +3,6 @@ package report
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -79,38 +78,43 @@ func CapacityRows(runs []Run) []CapacityRow {
 	return rows
 }
 
-// WriteCapacityTable writes one line per strategy and replica count: its
+// writeCapacity writes one line per strategy and replica count: its
 // capacity (the most sales/s within the limits); its peak (the most
 // sales/s of any step), the bound of a lock strategy measured at that step
 // and how much of it the peak is; the p99 at the capacity, and why the
-// sweep stopped.
-func WriteCapacityTable(w io.Writer, rows []CapacityRow) error {
-	table := [][]string{{"strategy", "replicas", "capacity sales/s", "peak sales/s", "bound", "% of bound", "p99", "errors", "verdict", "sweep stopped"}}
-	for _, r := range rows {
+// sweep stopped. The Markdown adds the limits, the chart and every step.
+func writeCapacity(b *strings.Builder, rep Report, md bool) {
+	if md {
+		fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)
+	}
+	header := []string{"strategy", "replicas", "capacity sales/s", "peak sales/s", "bound", "% of bound", "p99", "errors", "verdict", "sweep stopped"}
+	table(b, false, rowsOf(header, CapacityRows(rep.Runs), func(r CapacityRow) []string {
 		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", "-", "-", "-", "-", "-", "-", r.Stop}
 		if p := r.Peak; p != nil {
-			cells[3] = fmt.Sprintf("%.1f", p.SalesPerSec)
-			cells[4] = p.BoundText()
-			cells[5] = p.BoundShare()
+			cells[3], cells[4], cells[5] = fmt.Sprintf("%.1f", p.SalesPerSec), p.BoundText(), p.BoundShare()
 		}
-		if b := r.Best; b != nil {
-			cells[2] = fmt.Sprintf("%.1f at %d req/s", b.SalesPerSec, b.TargetRate)
-			cells[6] = Ms(b.Latency.P99)
-			cells[7] = fmt.Sprint(b.Errors())
-			cells[8] = b.Verdict
+		if best := r.Best; best != nil {
+			cells[2], cells[6] = fmt.Sprintf("%.1f at %d req/s", best.SalesPerSec, best.TargetRate), Ms(best.Latency.P99)
+			cells[7], cells[8] = fmt.Sprint(best.Errors()), best.Verdict
 		}
-		table = append(table, cells)
+		return cells
+	}), func(col int) bool { return col == 0 || col >= 8 })
+	if !md {
+		return
 	}
-	return writeAligned(w, table, func(col int) bool { return col == 0 || col >= 8 })
+	b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
+	for _, r := range rep.Runs {
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
+	}
 }
 
 // capacityColors tell the strategies apart in the chart.
 var capacityColors = []string{"#1565c0", "#2e7d32", "#e65100", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#9e9d24"}
 
-// WriteCapacitySVG draws the sweep: sales/s against offered rate, one line
+// drawCapacity draws the sweep: sales/s against offered rate, one line
 // per strategy and replica count, with the limit-passing steps hollow; and,
 // when the sweep ran several replica counts, capacity against replicas.
-func WriteCapacitySVG(w io.Writer, rep Report) error {
+func drawCapacity(b *strings.Builder, rep Report) {
 	rows := CapacityRows(rep.Runs)
 	const (
 		width, plotH = 980, 300
@@ -139,18 +143,14 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 	if second {
 		height += plotH + 90
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
-	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
 	first := 0
 	if len(ns) > 0 {
 		first = ns[0]
 	}
-	fmt.Fprintf(&b, `<text x="16" y="26" font-size="17" font-weight="bold">stocklock capacity: sales/s against the offered rate, %d replicas</text>`+"\n", first)
 	s := rep.Settings
-	fmt.Fprintf(&b, `<text x="16" y="46" fill="#555">%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits; dashed: a lock strategy's bound</text>`+"\n",
-		s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s"))
-	fmt.Fprintf(&b, `<text x="16" y="64" fill="#555">limits: %s</text>`+"\n", esc(s.CapacityLimit))
+	svgHead(b, width, height, 13, fmt.Sprintf("stocklock capacity: sales/s against the offered rate, %d replicas", first),
+		fmt.Sprintf("%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits; dashed: a lock strategy's bound", s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s")),
+		"limits: "+esc(s.CapacityLimit))
 
 	var shown []CapacityRow
 	for _, r := range rows {
@@ -170,7 +170,7 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 	}
 	maxRate, maxSales = niceCeil(maxRate), niceCeil(maxSales)
 	y0 := 86
-	axes(&b, left, y0, plotW, plotH, maxRate, maxSales, "offered req/s", "sales/s")
+	axes(b, left, y0, plotW, plotH, maxRate, maxSales, "offered req/s", "sales/s")
 	for i, r := range shown {
 		c := color(r.Strategy)
 		var pts []string
@@ -182,22 +182,22 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 			if st.Saturated != "" {
 				fill = "#ffffff"
 			}
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="%s" stroke-width="2"><title>%s, %d replicas: %d req/s offered, %.1f sales/s, p99 %s %s</title></circle>`+"\n",
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="%s" stroke-width="2"><title>%s, %d replicas: %d req/s offered, %.1f sales/s, p99 %s %s</title></circle>`+"\n",
 				x, y, fill, c, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
 		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
+		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
 		if r.Bound != nil {
 			y := float64(y0+plotH) - *r.Bound/maxSales*plotH
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s, %d replicas: bound %.1f sales/s (one over the lock-held steps' mean time)</title></line>`+"\n",
+			fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s, %d replicas: bound %.1f sales/s (one over the lock-held steps' mean time)</title></line>`+"\n",
 				left, y, left+plotW, y, c, esc(r.Strategy), r.Replicas, *r.Bound)
 		}
 		ly := y0 + 10 + i*20
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(r.Strategy))
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(r.Strategy))
 	}
 
 	if second {
 		y1 := y0 + plotH + 90
-		fmt.Fprintf(&b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.Join(counts, ", "))
+		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.Join(counts, ", "))
 		maxCap := 1.0
 		for _, r := range rows {
 			if r.Peak != nil {
@@ -206,7 +206,7 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 		}
 		maxCap = niceCeil(maxCap)
 		maxN := float64(ns[len(ns)-1])
-		axes(&b, left, y1, plotW, plotH, maxN, maxCap, "replicas", "sales/s")
+		axes(b, left, y1, plotW, plotH, maxN, maxCap, "replicas", "sales/s")
 		for i, name := range strategies {
 			c := color(name)
 			var pts []string
@@ -219,17 +219,15 @@ func WriteCapacitySVG(w io.Writer, rep Report) error {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 				if r.Best != nil {
 					cy := float64(y1+plotH) - r.Best.SalesPerSec/maxCap*plotH
-					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d replicas: capacity %.1f sales/s</title></circle>`+"\n", x, cy, c, esc(name), r.Replicas, r.Best.SalesPerSec)
+					fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s, %d replicas: capacity %.1f sales/s</title></circle>`+"\n", x, cy, c, esc(name), r.Replicas, r.Best.SalesPerSec)
 				}
 			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s: peak sales/s</title></polyline>`+"\n", strings.Join(pts, " "), c, esc(name))
+			fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s: peak sales/s</title></polyline>`+"\n", strings.Join(pts, " "), c, esc(name))
 			ly := y1 + 10 + i*20
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(name))
+			fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(name))
 		}
 	}
 	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // axes draws a plot's frame, four ticks on each axis and their labels.

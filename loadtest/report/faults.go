@@ -2,8 +2,7 @@ package report
 
 import (
 	"fmt"
-	"io"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,65 +52,83 @@ type FaultRow struct {
 // they first ran.
 func FaultRows(runs []Run) []FaultRow {
 	var rows []FaultRow
-	index := map[string]int{}
-	recov := map[int][]float64{}
-	checks := map[int][]verdict.Check{} // every repeat's, for the row's verdict
-	for _, r := range runs {
-		if r.Fault == "" {
-			continue
-		}
-		k := r.Fault + "\x00" + r.Strategy
-		i, ok := index[k]
-		if !ok {
-			i = len(rows)
-			index[k] = i
-			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Linearizable: "-"})
-		}
-		row := &rows[i]
-		row.Runs++
-		row.Sold += r.Sold
-		row.Oversold += r.Oversold
-		row.LostUpdates += r.LostUpdates
-		row.LedgerMismatch += r.LedgerMismatch
-		row.Unacknowledged += r.Unacknowledged
-		row.DoubleHeld += r.DoubleHeld
-		for code, n := range r.Codes {
-			switch {
-			case code == "503 fenced":
-				row.Fenced += n
-			case code == "503 lease_lost":
-				row.LeaseLost += n
-			case code == "503 lock_unavailable":
-				row.LockWait += n
-			case strings.HasPrefix(code, "503"):
-				row.Other503 += n
-			case strings.HasPrefix(code, "no answer"):
-				row.NoAnswer += n
-			default:
-				row.OtherStatus += n
+	for _, g := range groupBy(runs, func(r Run) string { return cond(r.Fault != "", r.Fault+"\x00"+r.Strategy) }) {
+		row := FaultRow{Fault: g[0].Fault, Strategy: g[0].Strategy, Demo: g[0].Demo, Runs: len(g), TokensOK: true, Linearizable: "-"}
+		var recov []float64
+		var checks []verdict.Check // every repeat's, for the row's verdict
+		for _, r := range g {
+			row.Sold += r.Sold
+			row.Oversold += r.Oversold
+			row.LostUpdates += r.LostUpdates
+			row.LedgerMismatch += r.LedgerMismatch
+			row.Unacknowledged += r.Unacknowledged
+			row.DoubleHeld += r.DoubleHeld
+			for code, n := range r.Codes {
+				switch {
+				case code == "503 fenced":
+					row.Fenced += n
+				case code == "503 lease_lost":
+					row.LeaseLost += n
+				case code == "503 lock_unavailable":
+					row.LockWait += n
+				case strings.HasPrefix(code, "503"):
+					row.Other503 += n
+				case strings.HasPrefix(code, "no answer"):
+					row.NoAnswer += n
+				default:
+					row.OtherStatus += n
+				}
 			}
+			if r.Injected {
+				row.Injected++
+			}
+			if r.RecoverySeconds != nil {
+				recov = append(recov, *r.RecoverySeconds)
+			}
+			if r.Tokens != nil {
+				row.TokenRuns++
+				row.TokensOK = row.TokensOK && r.Tokens.OK
+			}
+			checks = append(checks, r.Checks...)
+			row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
 		}
-		if r.Injected {
-			row.Injected++
+		row.Verdict = string(verdict.OutcomeOf(g[len(g)-1].Safe, checks))
+		if len(recov) > 0 {
+			slices.Sort(recov)
+			row.Recovered, row.RecoveryMed, row.RecoveryMax = len(recov), recov[len(recov)/2], recov[len(recov)-1]
 		}
-		if r.RecoverySeconds != nil {
-			recov[i] = append(recov[i], *r.RecoverySeconds)
-		}
-		if r.Tokens != nil {
-			row.TokenRuns++
-			row.TokensOK = row.TokensOK && r.Tokens.OK
-		}
-		checks[i] = append(checks[i], r.Checks...)
-		row.Verdict = string(verdict.OutcomeOf(r.Safe, checks[i]))
-		row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
-	}
-	for i, rs := range recov {
-		sort.Float64s(rs)
-		rows[i].Recovered = len(rs)
-		rows[i].RecoveryMed = rs[len(rs)/2]
-		rows[i].RecoveryMax = rs[len(rs)-1]
+		rows = append(rows, row)
 	}
 	return rows
+}
+
+// groupBy groups items by key, in the order each key first appears,
+// leaving out those whose key is "".
+func groupBy[T any](items []T, key func(T) string) [][]T {
+	var groups [][]T
+	index := map[string]int{}
+	for _, it := range items {
+		k := key(it)
+		if k == "" {
+			continue
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], it)
+	}
+	return groups
+}
+
+// cond is s when ok, else "".
+func cond(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return ""
 }
 
 // worseLin returns the worse of two linearizability cells.
@@ -156,32 +173,19 @@ func faultCells(r FaultRow) []string {
 	}
 }
 
-// WriteFaultTable writes the aggregated fault drills as an aligned
-// plain-text table.
-func WriteFaultTable(w io.Writer, rows []FaultRow) error {
-	cells := [][]string{faultHeader}
-	for _, r := range rows {
-		cells = append(cells, faultCells(r))
+// writeFaults writes the aggregated fault drills as a table; in
+// Markdown, below their chart, with the columns explained, then each
+// run's note.
+func writeFaults(b *strings.Builder, rep Report, md bool) {
+	if md {
+		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
 	}
-	return writeAligned(w, cells, faultTextColumn)
-}
-
-// faultTextColumn reports whether a fault table column holds text (fault,
-// strategy, verdict, linearizable, tokens) rather than numbers.
-func faultTextColumn(col int) bool {
-	return col < 2 || col == 3 || col == 4 || col == len(faultHeader)-1
-}
-
-// WriteFaultMarkdown writes the aggregated fault drills as a Markdown table
-// with the columns explained, then each run's note.
-func WriteFaultMarkdown(w io.Writer, runs []Run) error {
-	rows := FaultRows(runs)
-	var b strings.Builder
-	cells := [][]string{faultHeader}
-	for _, r := range rows {
-		cells = append(cells, faultCells(r))
+	table(b, md, rowsOf(faultHeader, FaultRows(rep.Runs), faultCells), func(col int) bool {
+		return col < 2 || col == 3 || col == 4 || col == len(faultHeader)-1 // fault, strategy, verdict, linearizable, tokens
+	})
+	if !md {
+		return
 	}
-	writeMarkdownTable(&b, cells, faultTextColumn)
 	b.WriteString(`
 Summed over the runs of each drill: *linearizable* is the worst of the
 runs' history checks (no, then unknown, then yes); *sold*, *oversold*, *lost upd* and
@@ -207,7 +211,7 @@ struck, and no token carried two sales (without an injected fault, as for
 clock skew, only the second).
 `)
 	var notes strings.Builder
-	for _, r := range runs {
+	for _, r := range rep.Runs {
 		if r.Fault == "" {
 			continue
 		}
@@ -224,20 +228,17 @@ clock skew, only the second).
 		notes.WriteString("\n")
 	}
 	if notes.Len() > 0 {
-		b.WriteString("\n### Every run\n\n")
-		b.WriteString(notes.String())
+		b.WriteString("\n### Every run\n\n" + notes.String())
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // FaultChartFile is the picture of a fault report.
 const FaultChartFile = "faults.svg"
 
-// WriteFaultSVG draws the fault drills: one row per drill with the time
+// drawFaults draws the fault drills: one row per drill with the time
 // until sales resumed (median bar, worst tick, the crash target as a dashed
 // line), what the fence and the lease refused, and the anomalies.
-func WriteFaultSVG(w io.Writer, rep Report) error {
+func drawFaults(b *strings.Builder, rep Report) {
 	rows := FaultRows(rep.Runs)
 	const (
 		rowH   = 30
@@ -250,8 +251,8 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 		width  = 1000
 	)
 	ttl := 1.0
-	if d, err := parseSeconds(rep.Settings.FaultTTL); err == nil && d > 0 {
-		ttl = d
+	if d, err := time.ParseDuration(rep.Settings.FaultTTL); err == nil && d > 0 {
+		ttl = d.Seconds()
 	}
 	target := ttl + 1
 	maxRec := target * 1.25
@@ -260,28 +261,23 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 	}
 	x := func(s float64) int { return recX + int(float64(recW)*s/maxRec) }
 	height := top + len(rows)*rowH + 50
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", width, height, width, height)
-	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
-	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="bold">stocklock fault drills: what survives, and how fast sales resume</text>`+"\n", labelX)
 	s := rep.Settings
 	sub := fmt.Sprintf("%d req/s for %s per run, %d repeat(s), lock TTL %s, write stall %s, 2 replicas; %s", s.Rate, s.Duration, s.Repeat, s.FaultTTL, s.WriteStall, rep.Started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">%s</text>`+"\n", labelX, esc(clip(sub, 150)))
-	fmt.Fprintf(&b, `<text x="%d" y="64" fill="#555">%s</text>`+"\n", labelX, esc(clip(rep.Host, 150)))
+	svgHead(b, width, height, 12, "stocklock fault drills: what survives, and how fast sales resume", esc(clip(sub, 150)), esc(clip(rep.Host, 150)))
 	hy := top - 12
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">longest gap in sales (median bar, worst |)</text>`+"\n", recX, hy)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">longest gap in sales (median bar, worst |)</text>`+"\n", recX, hy)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
 	for i := range rows {
 		if i%2 == 0 {
-			fmt.Fprintf(&b, `<rect x="0" y="%d" width="%d" height="%d" fill="#f5f5f5"/>`+"\n", top+i*rowH, width, rowH)
+			fmt.Fprintf(b, `<rect x="0" y="%d" width="%d" height="%d" fill="#f5f5f5"/>`+"\n", top+i*rowH, width, rowH)
 		}
 	}
 	tx := x(target)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#c62828" stroke-dasharray="4 3"/>`+"\n", tx, top-4, tx, top+len(rows)*rowH)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#c62828" text-anchor="middle">crash target TTL+1s</text>`+"\n", tx, top+len(rows)*rowH+12)
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#c62828" stroke-dasharray="4 3"/>`+"\n", tx, top-4, tx, top+len(rows)*rowH)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#c62828" text-anchor="middle">crash target TTL+1s</text>`+"\n", tx, top+len(rows)*rowH+12)
 	for sec := 0.0; sec <= maxRec; sec++ {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%gs</text>`+"\n", x(sec), top+len(rows)*rowH+24, sec)
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%gs</text>`+"\n", x(sec), top+len(rows)*rowH+24, sec)
 	}
 	for i, r := range rows {
 		cy := top + i*rowH + rowH/2
@@ -289,20 +285,20 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 		if r.Demo {
 			label += " (demo)"
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
+		fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
 		switch {
 		case r.Injected == 0:
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
 		case r.Recovered == 0:
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#c62828">sales did not resume in any run</text>`+"\n", recX, cy+4)
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="#c62828">sales did not resume in any run</text>`+"\n", recX, cy+4)
 		default:
 			color := "#1565c0"
 			if r.Demo {
 				color = "#9e9e9e"
 			}
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
+			fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
 			mx := x(r.RecoveryMax)
-			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
+			fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
 			label := fmt.Sprintf("%.2fs", r.RecoveryMed)
 			if n := r.Injected - r.Recovered; n > 0 {
 				label += fmt.Sprintf(" (%d did not resume)", n)
@@ -311,29 +307,21 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 			if r.Injected > r.Recovered {
 				fill = "#c62828"
 			}
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
+		fmt.Fprintf(b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
 		marks := anomalyMarks(r.Oversold, r.LostUpdates, r.LedgerMismatch)
 		if !r.TokensOK {
 			marks = append(marks, "tokens")
 		}
 		if len(marks) == 0 {
-			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="6" fill="#2e7d32"/><text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+6, cy, anomX+18, cy+4)
+			fmt.Fprintf(b, `<circle cx="%d" cy="%d" r="6" fill="#2e7d32"/><text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+6, cy, anomX+18, cy+4)
 		} else {
-			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="6" fill="#c62828"/><text x="%d" y="%d" fill="#c62828">%s</text>`+"\n", anomX+6, cy, anomX+18, cy+4, esc(strings.Join(marks, ", ")))
+			fmt.Fprintf(b, `<circle cx="%d" cy="%d" r="6" fill="#c62828"/><text x="%d" y="%d" fill="#c62828">%s</text>`+"\n", anomX+6, cy, anomX+18, cy+4, esc(strings.Join(marks, ", ")))
 		}
 	}
 	ly := top + len(rows)*rowH + 44
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe configuration</text>`+"\n", labelX, ly-10, labelX+18, ly)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (a safety off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe configuration</text>`+"\n", labelX, ly-10, labelX+18, ly)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (a safety off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
 	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// parseSeconds reads a Go duration string as seconds.
-func parseSeconds(s string) (float64, error) {
-	d, err := time.ParseDuration(s)
-	return d.Seconds(), err
 }

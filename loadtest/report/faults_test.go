@@ -42,14 +42,15 @@ func TestFaultRows(t *testing.T) {
 		t.Errorf("failed pause row: %+v", pause)
 	}
 
-	var table, md, svg bytes.Buffer
-	if err := WriteFaultTable(&table, rows); err != nil {
+	var table, svg bytes.Buffer
+	var md strings.Builder
+	if err := FaultSection.Text(&table, Report{Runs: runs}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFaultMarkdown(&md, runs); err != nil {
+	if err := FaultSection.Markdown(&md, Report{Runs: runs}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFaultSVG(&svg, Report{Runs: runs, Settings: Settings{FaultTTL: "1s"}}); err != nil {
+	if err := FaultSection.SVG(&svg, Report{Runs: runs, Settings: Settings{FaultTTL: "1s"}}); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]string{
@@ -76,7 +77,7 @@ func TestFaultMarkdownLinksViolations(t *testing.T) {
 		t.Fatalf("rows %+v: the worst history check must win", rows)
 	}
 	var b strings.Builder
-	if err := WriteFaultMarkdown(&b, runs); err != nil {
+	if err := FaultSection.Markdown(&b, Report{Runs: runs}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "[picture](history-redis-lock-f2.html)") {

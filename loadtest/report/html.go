@@ -67,7 +67,7 @@ func writeCheckMarkdown(b *strings.Builder, checks []verdict.Check) {
 		return
 	}
 	b.WriteString("\n## Checks\n\nEvery decision on the run: a failed *safety* check fails it (exit status 1), a breached *threshold* too (exit status 3); a *demonstration* is an unsafe strategy's race shown, a *limit* a capacity step past its limits. Checks that passed everywhere share a row.\n\n")
-	writeMarkdownTable(b, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
+	table(b, true, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
 }
 
 // WriteHTML writes the report as one page with everything inline: the

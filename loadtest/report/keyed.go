@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -51,49 +50,40 @@ type KeyedRun struct {
 // OK reports whether the run kept every promise.
 func (r KeyedRun) OK() bool { return verdict.Judge(r.Checks) == verdict.Passed }
 
-// keyedRows are the runs as table rows, the header first.
-func keyedRows(runs []KeyedRun) [][]string {
-	rows := [][]string{{"run", "purchases", "sold", "unfinished", "units taken", "ledger", "keys sold twice", "settle p50", "p99", "max", "after kill", "after freeze", "attempts", "verdict"}}
-	for _, r := range runs {
+// writeKeyed writes one line per run; the Markdown's verdict column names
+// the failed checks, and what was done in each run and the answers that
+// were not sales follow.
+func writeKeyed(b *strings.Builder, rep Report, md bool) {
+	if md {
+		b.WriteString("## Keyed purchases through a kill -9 and a freeze\n\n")
+		b.WriteString("Settle: from a purchase's first request to its sale. After kill (freeze): of the purchases whose first attempt the kill (freeze) caught, the longest from the fault to the sale.\n\n")
+	}
+	header := []string{"run", "purchases", "sold", "unfinished", "units taken", "ledger", "keys sold twice", "settle p50", "p99", "max", "after kill", "after freeze", "attempts", "verdict"}
+	table(b, md, rowsOf(header, rep.Keyed, func(r KeyedRun) []string {
 		v := "exactly once"
 		if !r.OK() {
 			v = "FAILED: " + strings.Join(verdict.Failures(r.Checks), "; ")
 		}
-		rows = append(rows, []string{
+		return []string{
 			fmt.Sprint(r.Repeat), fmt.Sprint(r.Purchases), fmt.Sprint(r.Sold), fmt.Sprint(r.Unfinished),
 			fmt.Sprint(r.UnitsTaken), fmt.Sprint(r.LedgerOrders), fmt.Sprint(r.KeysTwice),
 			fmt.Sprintf("%.2fs", r.SettleP50), fmt.Sprintf("%.2fs", r.SettleP99), fmt.Sprintf("%.2fs", r.SettleMax),
 			fmt.Sprintf("%.2fs", r.AfterKillMax), fmt.Sprintf("%.2fs", r.AfterFreezeMax),
 			fmt.Sprint(r.Attempts), v,
-		})
+		}
+	}), func(col int) bool { return col == 13 })
+	if !md {
+		return
 	}
-	return rows
-}
-
-// WriteKeyedTable writes one line per run.
-func WriteKeyedTable(w io.Writer, runs []KeyedRun) error {
-	return writeAligned(w, keyedRows(runs), func(col int) bool { return col == 13 })
-}
-
-// WriteKeyedMarkdown writes the runs as a Markdown table (its verdict
-// column names the failed checks), then what was done in each and the
-// answers that were not sales.
-func WriteKeyedMarkdown(w io.Writer, runs []KeyedRun) error {
-	var b strings.Builder
-	b.WriteString("## Keyed purchases through a kill -9 and a freeze\n\n")
-	b.WriteString("Settle: from a purchase's first request to its sale. After kill (freeze): of the purchases whose first attempt the kill (freeze) caught, the longest from the fault to the sale.\n\n")
-	writeMarkdownTable(&b, keyedRows(runs), func(col int) bool { return col == 13 })
-	for _, r := range runs {
-		fmt.Fprintf(&b, "\n### Run %d (%s)\n\n", r.Repeat, strings.Join(r.Strategies, ", "))
+	for _, r := range rep.Keyed {
+		fmt.Fprintf(b, "\n### Run %d (%s)\n\n", r.Repeat, strings.Join(r.Strategies, ", "))
 		for _, f := range r.Faults {
-			fmt.Fprintf(&b, "- %s\n", f)
+			fmt.Fprintf(b, "- %s\n", f)
 		}
 		if len(r.Answers) > 0 {
 			b.WriteString("\nAnswers other than a sale: " + counts(r.Answers) + ".\n")
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // counts writes a count per name, in name order: "a × 2, b × 1".

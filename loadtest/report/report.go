@@ -3,9 +3,11 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -280,86 +282,65 @@ func Ms(ms float64) string {
 	}
 }
 
-func lockWait(r Run) string {
-	if r.LockWaitP99 == nil {
+// orDash formats *v with f, "-" when v is nil.
+func orDash(v *float64, f func(float64) string) string {
+	if v == nil {
 		return "-"
 	}
-	return Ms(*r.LockWaitP99)
+	return f(*v)
 }
 
-var header = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
+var compareHeader = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
 	"oversold", "lost upd", "ledger≠", "false s/o", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
 
-func row(r Run) []string {
+// compareCells is a run's row of the comparison; its linearizable cell is
+// yes, no, unknown, or "-" for a run without a checked history.
+func compareCells(r Run) []string {
 	return []string{
-		r.Strategy, r.Verdict, linText(r),
+		r.Strategy, r.Verdict, cmp.Or(r.Linearizable, "-"),
 		fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
 		fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.FalseSoldOut), fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
-		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), lockWait(r),
+		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), orDash(r.LockWaitP99, Ms),
 	}
 }
 
-// linText is the linearizable cell: yes, no, unknown, or "-" for a run
-// without a checked history.
-func linText(r Run) string {
-	if r.Linearizable == "" {
-		return "-"
-	}
-	return r.Linearizable
-}
-
-// WriteTable writes the runs as an aligned plain-text table: names to
-// the left, numbers to the right.
-func WriteTable(w io.Writer, runs []Run) error {
+// rowsOf is header, then the cells of each item.
+func rowsOf[T any](header []string, items []T, cells func(T) []string) [][]string {
 	rows := [][]string{header}
-	for _, r := range runs {
-		rows = append(rows, row(r))
+	for _, it := range items {
+		rows = append(rows, cells(it))
 	}
-	return writeAligned(w, rows, func(col int) bool { return col < 3 })
+	return rows
 }
 
-// writeAligned writes rows (the first is the header) as columns two
-// spaces apart, padded to the widest cell: left-aligned where left says
-// so, right-aligned (numbers) elsewhere.
-func writeAligned(w io.Writer, rows [][]string, left func(col int) bool) error {
-	var width []int
+// table writes rows of cells (the first is the header) as columns two
+// spaces apart, padded to the widest cell, or with md as a Markdown table
+// with a failure in bold. Columns for which left is true hold text and
+// are aligned left; the others hold numbers and are aligned right.
+func table(b *strings.Builder, md bool, rows [][]string, left func(col int) bool) {
+	width := make([]int, len(rows[0]))
 	for _, cells := range rows {
 		for i, c := range cells {
-			if i == len(width) {
-				width = append(width, 0)
-			}
 			width[i] = max(width[i], utf8.RuneCountInString(c))
 		}
 	}
-	var b strings.Builder
-	for _, cells := range rows {
-		for i, c := range cells {
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			if left(i) {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString(pad + c)
+	for i, row := range rows {
+		cells := slices.Clone(row)
+		for j, c := range cells {
+			pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
+			switch {
+			case md && i > 0 && (c == string(verdict.Fail) || c == "breached"):
+				cells[j] = "**" + c + "**"
+			case !md && left(j):
+				cells[j] = c + pad
+			case !md:
+				cells[j] = pad + c
 			}
 		}
-		b.WriteString("\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// writeMarkdownTable writes rows (the first is the header) as a Markdown
-// table: text to the left where left says so, numbers to the right, and a
-// failure in bold.
-func writeMarkdownTable(b *strings.Builder, rows [][]string, left func(col int) bool) {
-	for i, cells := range rows {
-		for j, c := range cells {
-			if i > 0 && (c == string(verdict.Fail) || c == "breached") {
-				cells[j] = "**" + c + "**"
-			}
+		if !md {
+			b.WriteString(strings.Join(cells, "  ") + "\n")
+			continue
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 		if i == 0 {
@@ -369,6 +350,14 @@ func writeMarkdownTable(b *strings.Builder, rows [][]string, left func(col int) 
 			b.WriteString("|\n")
 		}
 	}
+}
+
+// flush writes to w at once what write writes.
+func flush(w io.Writer, write func(*strings.Builder)) error {
+	var b strings.Builder
+	write(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -450,31 +439,31 @@ type Section struct {
 	SVG      func(io.Writer, Report) error
 }
 
+// section is the Section whose text and Markdown write writes (md: the
+// Markdown) and whose chart, if any, draw draws.
+func section(write func(b *strings.Builder, rep Report, md bool), chart string, draw func(*strings.Builder, Report)) Section {
+	sec := Section{Chart: chart,
+		Text: func(w io.Writer, rep Report) error {
+			return flush(w, func(b *strings.Builder) { write(b, rep, false) })
+		},
+		Markdown: func(b *strings.Builder, rep Report) error {
+			write(b, rep, true)
+			return nil
+		}}
+	if draw != nil {
+		sec.SVG = func(w io.Writer, rep Report) error { return flush(w, func(b *strings.Builder) { draw(b, rep) }) }
+	}
+	return sec
+}
+
 // The sections of the harness's run modes.
 var (
-	CompareSection = Section{func(w io.Writer, rep Report) error {
-		if err := WriteTable(w, rep.Runs); err != nil {
-			return err
-		}
-		return WriteShards(w, rep.Runs)
-	}, writeCompareMarkdown, ChartFile, WriteSVG}
-	FaultSection = Section{func(w io.Writer, rep Report) error { return WriteFaultTable(w, FaultRows(rep.Runs)) }, func(b *strings.Builder, rep Report) error {
-		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
-		return WriteFaultMarkdown(b, rep.Runs)
-	}, FaultChartFile, WriteFaultSVG}
-	CapacitySection = Section{func(w io.Writer, rep Report) error { return WriteCapacityTable(w, CapacityRows(rep.Runs)) },
-		writeCapacityMarkdown, CapacityChartFile, WriteCapacitySVG}
-	KeyedSection = Section{Text: func(w io.Writer, rep Report) error { return WriteKeyedTable(w, rep.Keyed) },
-		Markdown: func(b *strings.Builder, rep Report) error { return WriteKeyedMarkdown(b, rep.Keyed) }}
-	SoakSection = Section{func(w io.Writer, rep Report) error {
-		fmt.Fprintln(w)
-		return WriteSoakTable(w, *rep.Soak)
-	}, func(b *strings.Builder, rep Report) error {
-		b.WriteString("\n## Soak: the replicas' resources\n\n```\n")
-		err := WriteSoakTable(b, *rep.Soak)
-		fmt.Fprintf(b, "```\n\n![soak](%s)\n", SoakChartFile)
-		return err
-	}, SoakChartFile, func(w io.Writer, rep Report) error { return WriteSoakSVG(w, *rep.Soak) }}
+	CompareSection  = section(writeCompare, ChartFile, drawCompare)
+	FaultSection    = section(writeFaults, FaultChartFile, drawFaults)
+	CapacitySection = section(writeCapacity, CapacityChartFile, drawCapacity)
+	KeyedSection    = section(writeKeyed, "", nil)
+	SoakSection     = section(writeSoak, SoakChartFile, drawSoak)
+	CheckoutSection = section(writeCheckout, "", nil)
 )
 
 func (rep Report) sections() []Section {
@@ -484,32 +473,20 @@ func (rep Report) sections() []Section {
 	return rep.Sections
 }
 
-// writeCapacityMarkdown is the capacity sweep's part of results.md.
-func writeCapacityMarkdown(b *strings.Builder, rep Report) error {
-	fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)
-	if err := WriteCapacityTable(b, CapacityRows(rep.Runs)); err != nil {
-		return err
-	}
-	b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
-	for _, r := range rep.Runs {
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
-	}
-	return nil
-}
-
-// writeCompareMarkdown is the comparison's part of results.md: its table
-// and notes.
-func writeCompareMarkdown(b *strings.Builder, rep Report) error {
-	rows := [][]string{header}
-	for _, r := range rep.Runs {
-		cells := row(r)
-		if len(r.Violations) > 0 {
-			cells[2] = fmt.Sprintf("[%s](%s)", cells[2], r.Violations[0])
+// writeCompare writes the comparison's table and each run's load by
+// shard; in Markdown, with the columns explained and the violations
+// linked, then the chart, a mixed run's outcomes, the findings and the
+// latency plots.
+func writeCompare(b *strings.Builder, rep Report, md bool) {
+	rows := rowsOf(compareHeader, rep.Runs, compareCells)
+	for i, r := range rep.Runs {
+		if md && len(r.Violations) > 0 {
+			rows[i+1][2] = fmt.Sprintf("[%s](%s)", rows[i+1][2], r.Violations[0])
 		}
-		rows = append(rows, cells)
 	}
-	writeMarkdownTable(b, rows, func(col int) bool { return col < 3 })
-	b.WriteString(`
+	table(b, md, rows, func(col int) bool { return col < 3 })
+	if md {
+		b.WriteString(`
 Columns: *linearizable* says whether the run's history (every request's
 call, return and answer, and periodic reads) could have happened on one
 correct inventory item (yes), could not (no, linked to the picture of the
@@ -526,7 +503,11 @@ time from the attack's start until they had completed);
 and refusals alike; *lock wait p99* is estimated from the replicas'
 ` + "`stock_lock_wait_seconds`" + ` histograms over the run (acquired or not).
 `)
-	writeShardMarkdown(b, rep.Runs)
+	}
+	writeShards(b, rep.Runs, md)
+	if !md {
+		return
+	}
 	b.WriteString("\n![strategies compared](chart.svg)\n")
 	for _, r := range rep.Runs {
 		writeOutcomes(b, r)
@@ -548,8 +529,7 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 		}
 	}
 	if notes.Len() > 0 {
-		b.WriteString("\n## Findings\n")
-		b.WriteString(notes.String())
+		b.WriteString("\n## Findings\n" + notes.String())
 	}
 	var plots []string
 	for _, r := range rep.Runs {
@@ -560,7 +540,59 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 	if len(plots) > 0 {
 		fmt.Fprintf(b, "\nLatency plots (Vegeta): %s\n", strings.Join(plots, ", "))
 	}
-	return nil
+}
+
+// writeShards writes, for each run on a Redis Cluster, its load by master
+// (which shards its locks landed on), masters in address order. It writes
+// nothing for other runs.
+func writeShards(b *strings.Builder, runs []Run, md bool) {
+	for _, r := range runs {
+		if len(r.SKUsByShard) == 0 {
+			continue
+		}
+		total, sold := 0, 0
+		for _, n := range r.SalesByShard {
+			total += n
+			sold += min(n, 1)
+		}
+		rows := [][]string{{"master", "skus", "requests", "sales", "share of sales"}}
+		for _, m := range slices.Sorted(maps.Keys(r.SKUsByShard)) {
+			share := "-"
+			if total > 0 {
+				share = fmt.Sprintf("%.0f%%", 100*float64(r.SalesByShard[m])/float64(total))
+			}
+			rows = append(rows, []string{m, fmt.Sprint(r.SKUsByShard[m]), fmt.Sprint(r.RequestsByShard[m]), fmt.Sprint(r.SalesByShard[m]), share})
+		}
+		if md {
+			fmt.Fprintf(b, "\n### %s on the Redis Cluster, by master\n\nEach sku's lock key lives in the slot of its hash tag, on one master: %d of %d shards sold.\n\n", r.Strategy, sold, len(rows)-1)
+		} else {
+			fmt.Fprintf(b, "\n%s on the Redis Cluster, by master (its lock keys' slots): %d of %d shards sold\n", r.Strategy, sold, len(rows)-1)
+		}
+		table(b, md, rows, func(col int) bool { return col == 0 })
+	}
+}
+
+// writeOutcomes writes a mixed run's requests by strategy and outcome as a
+// table: which writers sold, and which were refused and why.
+func writeOutcomes(b *strings.Builder, r Run) {
+	if len(r.Outcomes) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, s := range r.Strategies {
+		for k := range r.Outcomes[s] {
+			seen[k] = true
+		}
+	}
+	kinds := slices.Sorted(maps.Keys(seen))
+	fmt.Fprintf(b, "\n### %s: requests by strategy and outcome\n\n", r.Strategy)
+	table(b, true, rowsOf(append([]string{"strategy"}, kinds...), r.Strategies, func(s string) []string {
+		cells := []string{s}
+		for _, k := range kinds {
+			cells = append(cells, fmt.Sprint(r.Outcomes[s][k]))
+		}
+		return cells
+	}), func(col int) bool { return col == 0 })
 }
 
 // Files are the names WriteFiles writes inside the output directory.
@@ -608,32 +640,6 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 		paths = append(paths, p)
 	}
 	return paths, nil
-}
-
-// writeOutcomes writes a mixed run's requests by strategy and outcome as a
-// table: which writers sold, and which were refused and why.
-func writeOutcomes(b *strings.Builder, r Run) {
-	if len(r.Outcomes) == 0 {
-		return
-	}
-	var kinds []string
-	for _, s := range r.Strategies {
-		for k := range r.Outcomes[s] {
-			if !slices.Contains(kinds, k) {
-				kinds = append(kinds, k)
-			}
-		}
-	}
-	slices.Sort(kinds)
-	fmt.Fprintf(b, "\n### %s: requests by strategy and outcome\n\n| strategy | %s |\n| --- |%s\n",
-		r.Strategy, strings.Join(kinds, " | "), strings.Repeat(" ---: |", len(kinds)))
-	for _, s := range r.Strategies {
-		cells := []string{s}
-		for _, k := range kinds {
-			cells = append(cells, fmt.Sprint(r.Outcomes[s][k]))
-		}
-		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
-	}
 }
 
 // WriteText writes the tables a person compares the runs by, those of

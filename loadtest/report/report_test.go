@@ -38,7 +38,7 @@ func sample() Report {
 
 func TestTable(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteTable(&b, sample().Runs); err != nil {
+	if err := CompareSection.Text(&b, Report{Runs: sample().Runs}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

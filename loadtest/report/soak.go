@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sort"
@@ -111,9 +110,15 @@ func median(ss []SoakSample, get func(SoakSample) float64) float64 {
 	return v[len(v)/2]
 }
 
-// WriteSoakTable writes each replica's first and last samples and the
-// highest of each resource, and the verdict on growth.
-func WriteSoakTable(w io.Writer, soak Soak) error {
+// writeSoak writes each replica's first and last samples and the highest
+// of each resource, and the verdict on growth; the Markdown adds the chart.
+func writeSoak(b *strings.Builder, rep Report, md bool) {
+	soak := *rep.Soak
+	if md {
+		b.WriteString("\n## Soak: the replicas' resources\n\n```\n")
+	} else {
+		b.WriteString("\n")
+	}
 	rows := [][]string{{"replica", "samples", "RSS MiB first/last/max", "goroutines first/last/max", "open files first/last/max", "sockets first/last/max", "restarts"}}
 	for _, id := range soakReplicas(soak.Samples) {
 		var ss []SoakSample
@@ -124,24 +129,25 @@ func WriteSoakTable(w io.Writer, soak Soak) error {
 				starts[s.Started] = true
 			}
 		}
-		cell := func(get func(SoakSample) float64) string {
+		cells := []string{id, fmt.Sprint(len(ss))}
+		for _, l := range soakLimits {
 			hi := math.Inf(-1)
 			for _, s := range ss {
-				hi = max(hi, get(s))
+				hi = max(hi, l.get(s))
 			}
-			return fmt.Sprintf("%.0f / %.0f / %.0f", get(ss[0]), get(ss[len(ss)-1]), hi)
+			cells = append(cells, fmt.Sprintf("%.0f / %.0f / %.0f", l.get(ss[0]), l.get(ss[len(ss)-1]), hi))
 		}
-		rows = append(rows, []string{id, fmt.Sprint(len(ss)), cell(soakLimits[0].get), cell(soakLimits[1].get), cell(soakLimits[2].get), cell(soakLimits[3].get), fmt.Sprint(len(starts) - 1)})
+		rows = append(rows, append(cells, fmt.Sprint(len(starts)-1)))
 	}
-	if err := writeAligned(w, rows, func(int) bool { return false }); err != nil {
-		return err
-	}
+	table(b, false, rows, func(int) bool { return false })
 	text := "no resource grew without bound (rule: docs/faults.md#soak)"
 	if f := verdict.Failures(soak.Checks); len(f) > 0 {
 		text = "GREW WITHOUT BOUND: " + strings.Join(f, "; ")
 	}
-	_, err := fmt.Fprintln(w, text)
-	return err
+	b.WriteString(text + "\n")
+	if md {
+		fmt.Fprintf(b, "```\n\n![soak](%s)\n", SoakChartFile)
+	}
 }
 
 func soakReplicas(samples []SoakSample) []string {
@@ -155,13 +161,13 @@ func soakReplicas(samples []SoakSample) []string {
 	return ids
 }
 
-// WriteSoakSVG draws each resource over the soak, a line per replica, in
+// drawSoak draws each resource over the soak, a line per replica, in
 // four panels.
-func WriteSoakSVG(w io.Writer, soak Soak) error {
+func drawSoak(b *strings.Builder, rep Report) {
+	soak := *rep.Soak
 	const pw, ph, pad = 460, 200, 50
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, 2*(pw+pad)+pad, 2*(ph+pad)+pad+20)
-	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="13">Soak %s: replicas' resources (mixed load, a fault every %s)</text>`, pad, esc(soak.Duration), esc(soak.Segment))
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, 2*(pw+pad)+pad, 2*(ph+pad)+pad+20)
+	fmt.Fprintf(b, `<text x="%d" y="16" font-size="13">Soak %s: replicas' resources (mixed load, a fault every %s)</text>`, pad, esc(soak.Duration), esc(soak.Segment))
 	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
 	end := 1.0
 	for _, s := range soak.Samples {
@@ -174,7 +180,7 @@ func WriteSoakSVG(w io.Writer, soak Soak) error {
 			top = max(top, l.get(s))
 		}
 		top = niceCeil(top)
-		axes(&b, x0, y0, pw, ph, end, top, "seconds", l.name)
+		axes(b, x0, y0, pw, ph, end, top, "seconds", l.name)
 		for ri, id := range soakReplicas(soak.Samples) {
 			var pts []string
 			for _, s := range soak.Samples {
@@ -184,11 +190,9 @@ func WriteSoakSVG(w io.Writer, soak Soak) error {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", float64(x0)+s.At/end*pw, float64(y0+ph)-l.get(s)/top*ph))
 			}
 			c := colors[ri%len(colors)]
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, c, strings.Join(pts, " "))
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(id))
+			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, c, strings.Join(pts, " "))
+			fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(id))
 		}
 	}
 	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }

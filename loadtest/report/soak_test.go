@@ -54,7 +54,7 @@ func TestJudgeSoak(t *testing.T) {
 		t.Errorf("6 samples: %v, want a problem", p)
 	}
 	var b bytes.Buffer
-	if err := WriteSoakSVG(&b, Soak{Duration: "3m20s", Segment: "1m", Samples: series(40, 1, leak)}); err != nil || !strings.Contains(b.String(), "<polyline") {
+	if err := SoakSection.SVG(&b, Report{Soak: &Soak{Duration: "3m20s", Segment: "1m", Samples: series(40, 1, leak)}}); err != nil || !strings.Contains(b.String(), "<polyline") {
 		t.Errorf("chart: %v, %d bytes", err, b.Len())
 	}
 }
