@@ -36,44 +36,23 @@ type CapacityRow struct {
 // the order they ran.
 func CapacityRows(runs []Run) []CapacityRow {
 	var rows []CapacityRow
-	index := map[string]int{}
-	for _, r := range runs {
-		if r.CapacityStep == 0 {
-			continue
-		}
-		key := fmt.Sprintf("%s/%d", r.Strategy, r.ReplicaCount)
-		i, ok := index[key]
-		if !ok {
-			i = len(rows)
-			index[key] = i
-			rows = append(rows, CapacityRow{Strategy: r.Strategy, Replicas: r.ReplicaCount})
-		}
-		rows[i].Steps = append(rows[i].Steps, r)
-	}
-	for i := range rows {
-		row := &rows[i]
-		slices.SortStableFunc(row.Steps, func(a, b Run) int { return cmp.Compare(a.TargetRate, b.TargetRate) })
-		for j := range row.Steps {
-			s := &row.Steps[j]
+	for _, steps := range groupBy(runs, func(r Run) string { return cond(r.CapacityStep > 0, fmt.Sprintf("%s/%d", r.Strategy, r.ReplicaCount)) }) {
+		slices.SortStableFunc(steps, func(a, b Run) int { return cmp.Compare(a.TargetRate, b.TargetRate) })
+		row := CapacityRow{Strategy: steps[0].Strategy, Replicas: steps[0].ReplicaCount, Steps: steps,
+			Stop: fmt.Sprintf("stopped at %d req/s, the highest rate tried", steps[len(steps)-1].TargetRate)}
+		for j := range steps {
+			s := &steps[j]
+			if row.Peak == nil || s.SalesPerSec > row.Peak.SalesPerSec {
+				row.Peak = s
+			}
 			if s.Saturated != "" {
 				row.Stop = fmt.Sprintf("%d req/s: %s", s.TargetRate, s.Saturated)
-				continue
-			}
-			if row.Best == nil || s.SalesPerSec > row.Best.SalesPerSec {
+			} else if row.Best == nil || s.SalesPerSec > row.Best.SalesPerSec {
 				row.Best = s
 			}
 		}
-		for j := range row.Steps {
-			if s := &row.Steps[j]; row.Peak == nil || s.SalesPerSec > row.Peak.SalesPerSec {
-				row.Peak = s
-			}
-		}
-		if row.Peak != nil {
-			row.Bound = row.Peak.BoundPerSec
-		}
-		if row.Stop == "" && len(row.Steps) > 0 {
-			row.Stop = fmt.Sprintf("stopped at %d req/s, the highest rate tried", row.Steps[len(row.Steps)-1].TargetRate)
-		}
+		row.Bound = row.Peak.BoundPerSec
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -89,10 +68,8 @@ func writeCapacity(b *strings.Builder, rep Report, md bool) {
 	}
 	header := []string{"strategy", "replicas", "capacity sales/s", "peak sales/s", "bound", "% of bound", "p99", "errors", "verdict", "sweep stopped"}
 	table(b, false, rowsOf(header, CapacityRows(rep.Runs), func(r CapacityRow) []string {
-		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", "-", "-", "-", "-", "-", "-", r.Stop}
-		if p := r.Peak; p != nil {
-			cells[3], cells[4], cells[5] = fmt.Sprintf("%.1f", p.SalesPerSec), p.BoundText(), p.BoundShare()
-		}
+		p := r.Peak
+		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", fmt.Sprintf("%.1f", p.SalesPerSec), p.BoundText(), p.BoundShare(), "-", "-", "-", r.Stop}
 		if best := r.Best; best != nil {
 			cells[2], cells[6] = fmt.Sprintf("%.1f at %d req/s", best.SalesPerSec, best.TargetRate), Ms(best.Latency.P99)
 			cells[7], cells[8] = fmt.Sprint(best.Errors()), best.Verdict
@@ -153,13 +130,12 @@ func drawCapacity(b *strings.Builder, rep Report) {
 		"limits: "+esc(s.CapacityLimit))
 
 	var shown []CapacityRow
-	for _, r := range rows {
-		if r.Replicas == first {
-			shown = append(shown, r)
-		}
-	}
 	maxRate, maxSales := 1.0, 1.0
-	for _, r := range shown {
+	for _, r := range rows {
+		if r.Replicas != first {
+			continue
+		}
+		shown = append(shown, r)
 		for _, st := range r.Steps {
 			maxRate = max(maxRate, float64(st.TargetRate))
 			maxSales = max(maxSales, st.SalesPerSec)
@@ -200,9 +176,7 @@ func drawCapacity(b *strings.Builder, rep Report) {
 		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.Join(counts, ", "))
 		maxCap := 1.0
 		for _, r := range rows {
-			if r.Peak != nil {
-				maxCap = max(maxCap, r.Peak.SalesPerSec)
-			}
+			maxCap = max(maxCap, r.Peak.SalesPerSec)
 		}
 		maxCap = niceCeil(maxCap)
 		maxN := float64(ns[len(ns)-1])
@@ -211,7 +185,7 @@ func drawCapacity(b *strings.Builder, rep Report) {
 			c := color(name)
 			var pts []string
 			for _, r := range rows {
-				if r.Strategy != name || r.Peak == nil {
+				if r.Strategy != name {
 					continue
 				}
 				x := float64(left) + float64(r.Replicas)/maxN*plotW

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ type Threshold struct {
 	Op       string  // <, <=, >, >=, ==, !=
 	Bound    float64 // in the metric's unit: ms for a latency
 	bound    string  // the bound as given
+	metric   metric
 }
 
 // metric is a figure of a Run that a threshold can bound; value is NaN
@@ -72,15 +74,6 @@ func Metrics() string {
 	return b.String()
 }
 
-func lookupMetric(name string) (metric, bool) {
-	for _, m := range metrics {
-		if m.name == name {
-			return m, true
-		}
-	}
-	return metric{}, false
-}
-
 // ops are the comparisons, two-character ones first.
 var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
 
@@ -93,11 +86,8 @@ func ParseThreshold(s string) (Threshold, error) {
 	if i <= 0 {
 		return t, fmt.Errorf("threshold %q: want [strategy:]metric op value, such as p99<300ms or atomic:sales_per_s>=150", s)
 	}
-	for _, op := range ops {
-		if strings.HasPrefix(text[i:], op) {
-			t.Op = op
-			break
-		}
+	if j := slices.IndexFunc(ops, func(op string) bool { return strings.HasPrefix(text[i:], op) }); j >= 0 {
+		t.Op = ops[j]
 	}
 	name, value := text[:i], text[i+len(t.Op):]
 	if t.Op == "" || value == "" {
@@ -111,15 +101,16 @@ func ParseThreshold(s string) (Threshold, error) {
 	}
 	// k6 spells percentiles p(99).
 	t.Metric = strings.NewReplacer("(", "", ")", "").Replace(name)
-	m, ok := lookupMetric(t.Metric)
-	if !ok {
+	j := slices.IndexFunc(metrics, func(m metric) bool { return m.name == t.Metric })
+	if j < 0 {
 		var names []string
 		for _, m := range metrics {
 			names = append(names, m.name)
 		}
 		return t, fmt.Errorf("threshold %q: unknown metric %q (known: %s)", s, name, strings.Join(names, ", "))
 	}
-	t.bound = value
+	m := metrics[j]
+	t.bound, t.metric = value, m
 	var err error
 	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && m.ms {
 		var d time.Duration
@@ -148,7 +139,7 @@ func (t Threshold) String() string {
 // Check judges run r against the threshold; false when it does not apply
 // (another strategy's threshold, a figure the run lacks).
 func (t Threshold) Check(r Run) (verdict.Check, bool) {
-	m, _ := lookupMetric(t.Metric)
+	m := t.metric
 	if t.Strategy != "" && t.Strategy != r.Strategy {
 		return verdict.Check{}, false
 	}
