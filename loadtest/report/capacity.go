@@ -36,7 +36,9 @@ type CapacityRow struct {
 // the order they ran.
 func CapacityRows(runs []Run) []CapacityRow {
 	var rows []CapacityRow
-	for _, steps := range groupBy(runs, func(r Run) string { return cond(r.CapacityStep > 0, fmt.Sprintf("%s/%d", r.Strategy, r.ReplicaCount)) }) {
+	for _, steps := range groupBy(runs, func(r Run) (string, bool) {
+		return fmt.Sprintf("%s/%d", r.Strategy, r.ReplicaCount), r.CapacityStep > 0
+	}) {
 		slices.SortStableFunc(steps, func(a, b Run) int { return cmp.Compare(a.TargetRate, b.TargetRate) })
 		row := CapacityRow{Strategy: steps[0].Strategy, Replicas: steps[0].ReplicaCount, Steps: steps,
 			Stop: fmt.Sprintf("stopped at %d req/s, the highest rate tried", steps[len(steps)-1].TargetRate)}

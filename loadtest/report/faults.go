@@ -52,7 +52,7 @@ type FaultRow struct {
 // they first ran.
 func FaultRows(runs []Run) []FaultRow {
 	var rows []FaultRow
-	for _, g := range groupBy(runs, func(r Run) string { return cond(r.Fault != "", r.Fault+"\x00"+r.Strategy) }) {
+	for _, g := range groupBy(runs, func(r Run) (string, bool) { return r.Fault + "\x00" + r.Strategy, r.Fault != "" }) {
 		row := FaultRow{Fault: g[0].Fault, Strategy: g[0].Strategy, Demo: g[0].Demo, Runs: len(g), TokensOK: true, Linearizable: "-"}
 		var recov []float64
 		var checks []verdict.Check // every repeat's, for the row's verdict
@@ -102,14 +102,14 @@ func FaultRows(runs []Run) []FaultRow {
 	return rows
 }
 
-// groupBy groups items by key, in the order each key first appears,
-// leaving out those whose key is "".
-func groupBy[T any](items []T, key func(T) string) [][]T {
+// groupBy groups the items key keeps by their key, in the order each key
+// first appears.
+func groupBy[T any](items []T, key func(T) (string, bool)) [][]T {
 	var groups [][]T
 	index := map[string]int{}
 	for _, it := range items {
-		k := key(it)
-		if k == "" {
+		k, keep := key(it)
+		if !keep {
 			continue
 		}
 		i, ok := index[k]
@@ -121,14 +121,6 @@ func groupBy[T any](items []T, key func(T) string) [][]T {
 		groups[i] = append(groups[i], it)
 	}
 	return groups
-}
-
-// cond is s when ok, else "".
-func cond(ok bool, s string) string {
-	if ok {
-		return s
-	}
-	return ""
 }
 
 // worseLin returns the worse of two linearizability cells.

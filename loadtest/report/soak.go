@@ -1,10 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/stocklock/stocklock/loadtest/verdict"
@@ -60,25 +60,12 @@ var soakLimits = []struct {
 // growth that continues through the soak does not. With no process
 // sampled 8 times, the one check says nothing could be judged.
 func JudgeSoak(samples []SoakSample) []verdict.Check {
-	type proc struct {
-		replica string
-		started float64
-	}
-	byProc := map[proc][]SoakSample{}
-	for _, s := range samples {
-		k := proc{s.Replica, s.Started}
-		byProc[k] = append(byProc[k], s)
-	}
-	keys := make([]proc, 0, len(byProc))
-	for k := range byProc {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].replica < keys[j].replica || keys[i].replica == keys[j].replica && keys[i].started < keys[j].started
+	sorted := slices.Clone(samples)
+	slices.SortStableFunc(sorted, func(a, b SoakSample) int {
+		return cmp.Or(strings.Compare(a.Replica, b.Replica), cmp.Compare(a.Started, b.Started))
 	})
 	var checks []verdict.Check
-	for _, k := range keys {
-		ss := byProc[k]
+	for _, ss := range groupBy(sorted, func(s SoakSample) (string, bool) { return fmt.Sprint(s.Replica, "\x00", s.Started), true }) {
 		if len(ss) < 8 {
 			continue
 		}
@@ -89,7 +76,7 @@ func JudgeSoak(samples []SoakSample) []verdict.Check {
 				continue
 			}
 			checks = append(checks, verdict.Check{Name: l.name + " growth", Kind: verdict.Safety,
-				Scope:    fmt.Sprintf("replica %s (process of %.0fs samples)", k.replica, ss[len(ss)-1].At-ss[0].At),
+				Scope:    fmt.Sprintf("replica %s (process of %.0fs samples)", ss[0].Replica, ss[len(ss)-1].At-ss[0].At),
 				Observed: fmt.Sprintf("%.0f to %.0f", early, late), Bound: fmt.Sprintf("at most +%.0f%% or +%g", 100*l.share, l.slack),
 				Pass: !(late > early*(1+l.share) && late-early > l.slack)})
 		}
@@ -120,16 +107,12 @@ func writeSoak(b *strings.Builder, rep Report, md bool) {
 		b.WriteString("\n")
 	}
 	rows := [][]string{{"replica", "samples", "RSS MiB first/last/max", "goroutines first/last/max", "open files first/last/max", "sockets first/last/max", "restarts"}}
-	for _, id := range soakReplicas(soak.Samples) {
-		var ss []SoakSample
+	for _, ss := range byReplica(soak.Samples) {
 		starts := map[float64]bool{}
-		for _, s := range soak.Samples {
-			if s.Replica == id {
-				ss = append(ss, s)
-				starts[s.Started] = true
-			}
+		for _, s := range ss {
+			starts[s.Started] = true
 		}
-		cells := []string{id, fmt.Sprint(len(ss))}
+		cells := []string{ss[0].Replica, fmt.Sprint(len(ss))}
 		for _, l := range soakLimits {
 			hi := math.Inf(-1)
 			for _, s := range ss {
@@ -150,15 +133,11 @@ func writeSoak(b *strings.Builder, rep Report, md bool) {
 	}
 }
 
-func soakReplicas(samples []SoakSample) []string {
-	var ids []string
-	for _, s := range samples {
-		if !slices.Contains(ids, s.Replica) {
-			ids = append(ids, s.Replica)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+// byReplica groups the samples by replica, in the replicas' name order.
+func byReplica(samples []SoakSample) [][]SoakSample {
+	sorted := slices.Clone(samples)
+	slices.SortStableFunc(sorted, func(a, b SoakSample) int { return strings.Compare(a.Replica, b.Replica) })
+	return groupBy(sorted, func(s SoakSample) (string, bool) { return s.Replica, true })
 }
 
 // drawSoak draws each resource over the soak, a line per replica, in
@@ -181,17 +160,17 @@ func drawSoak(b *strings.Builder, rep Report) {
 		}
 		top = niceCeil(top)
 		axes(b, x0, y0, pw, ph, end, top, "seconds", l.name)
-		for ri, id := range soakReplicas(soak.Samples) {
+		for ri, ss := range byReplica(soak.Samples) {
 			var pts []string
-			for _, s := range soak.Samples {
-				if s.Replica != id || l.get(s) < 0 {
+			for _, s := range ss {
+				if l.get(s) < 0 {
 					continue
 				}
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", float64(x0)+s.At/end*pw, float64(y0+ph)-l.get(s)/top*ph))
 			}
 			c := colors[ri%len(colors)]
 			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, c, strings.Join(pts, " "))
-			fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(id))
+			fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(ss[0].Replica))
 		}
 	}
 	b.WriteString("</svg>\n")
