@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -21,7 +22,7 @@ func Bound(stepMs map[string]float64, held []string) *float64 {
 		}
 		sum += ms
 	}
-	if sum <= 0 || len(held) == 0 {
+	if sum <= 0 {
 		return nil
 	}
 	b := 1000 / sum
@@ -39,15 +40,12 @@ func (r Run) BoundShare() string {
 
 // BoundText is the run's bound in sales/s, "-" without one.
 func (r Run) BoundText() string {
-	if r.BoundPerSec == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *r.BoundPerSec)
+	return orDash(r.BoundPerSec, func(v float64) string { return fmt.Sprintf("%.1f", v) })
 }
 
 // StepsText lists the run's mean step times in the order of
-// strategy.SaleSteps
-// ("lock <mean> ms, read <mean> ms, ..."), "-" without any.
+// strategy.SaleSteps ("lock <mean> ms, read <mean> ms, ..."), "-" without
+// any.
 func (r Run) StepsText() string {
 	var parts []string
 	for _, s := range strategy.SaleSteps {
@@ -55,8 +53,5 @@ func (r Run) StepsText() string {
 			parts = append(parts, fmt.Sprintf("%s %.2f ms", s, ms))
 		}
 	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, ", ")
+	return cmp.Or(strings.Join(parts, ", "), "-")
 }

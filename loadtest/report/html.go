@@ -27,36 +27,29 @@ var checkHeader = []string{"result", "kind", "check", "scope", "observed", "boun
 // of scopes and the figures they saw.
 func CheckRows(checks []verdict.Check) [][]string {
 	var rows [][]string
-	type group struct {
-		scopes, seen []string
-		c            verdict.Check
-	}
-	var groups []*group
 	for _, c := range checks {
 		if !c.Pass || c.Kind == verdict.Threshold {
 			rows = append(rows, []string{c.Result(), string(c.Kind), c.Name, c.Scope, c.Observed, c.Bound})
-			continue
-		}
-		i := slices.IndexFunc(groups, func(g *group) bool { return g.c.Name == c.Name && g.c.Kind == c.Kind && g.c.Bound == c.Bound })
-		if i < 0 {
-			i = len(groups)
-			groups = append(groups, &group{c: c})
-		}
-		g := groups[i]
-		g.scopes = append(g.scopes, c.Scope)
-		if !slices.Contains(g.seen, c.Observed) {
-			g.seen = append(g.seen, c.Observed)
 		}
 	}
-	for _, g := range groups {
-		scope, seen := strings.Join(g.scopes, ", "), strings.Join(g.seen, ", ")
-		if len(g.scopes) > 3 {
-			scope = fmt.Sprintf("all %d", len(g.scopes))
+	for _, g := range groupBy(checks, func(c verdict.Check) (string, bool) {
+		return c.Name + "\x00" + string(c.Kind) + "\x00" + c.Bound, c.Pass && c.Kind != verdict.Threshold
+	}) {
+		var scopes, seen []string
+		for _, c := range g {
+			scopes = append(scopes, c.Scope)
+			if !slices.Contains(seen, c.Observed) {
+				seen = append(seen, c.Observed)
+			}
 		}
-		if len(g.seen) > 3 {
-			seen = fmt.Sprintf("%d different figures", len(g.seen))
+		scope, figures := strings.Join(scopes, ", "), strings.Join(seen, ", ")
+		if len(scopes) > 3 {
+			scope = fmt.Sprintf("all %d", len(scopes))
 		}
-		rows = append(rows, []string{"pass", string(g.c.Kind), g.c.Name, scope, seen, g.c.Bound})
+		if len(seen) > 3 {
+			figures = fmt.Sprintf("%d different figures", len(seen))
+		}
+		rows = append(rows, []string{"pass", string(g[0].Kind), g[0].Name, scope, figures, g[0].Bound})
 	}
 	return rows
 }
