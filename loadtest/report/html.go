@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -80,15 +79,14 @@ iframe{width:100%%;height:480px;border:1px solid #ccc}</style></head><body>
 	for _, f := range rep.facts() {
 		fmt.Fprintf(&b, "<li>%s</li>", esc(f))
 	}
-	var table bytes.Buffer
+	var table strings.Builder
 	_ = WriteText(&table, rep)
 	fmt.Fprintf(&b, "</ul><h2>Results</h2><pre>%s</pre>", esc(table.String()))
-	for _, c := range rep.charts() {
-		var svg bytes.Buffer
-		if err := c.write(&svg, rep); err == nil {
-			// Inline SVG needs no namespace: the page names no URL at all.
-			fmt.Fprintf(&b, "<figure>%s</figure>", strings.Replace(svg.String(), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
-		}
+	for _, sec := range rep.charts() {
+		var svg strings.Builder
+		sec.Draw(&svg, rep)
+		// Inline SVG needs no namespace: the page names no URL at all.
+		fmt.Fprintf(&b, "<figure>%s</figure>", strings.Replace(svg.String(), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
 	}
 	b.WriteString("<h2>Checks</h2><table><tr><th>" + strings.Join(checkHeader, "</th><th>") + "</th></tr>")
 	for _, r := range CheckRows(rep.Checks()) {

@@ -415,55 +415,32 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		fmt.Fprintf(&b, "- %s\n", f)
 	}
 	b.WriteString("\n")
-	var err error
 	for _, sec := range rep.sections() {
-		if err == nil {
-			err = sec.Markdown(&b, rep)
-		}
+		sec.Write(&b, rep, true)
 	}
 	writeCheckMarkdown(&b, rep.Checks())
-	if _, werr := io.WriteString(w, b.String()); err == nil {
-		err = werr
-	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// Section is a run mode's part of its report: its table (Text: the
-// command line prints it, report.html shows it), its part of results.md
-// and its chart, if any (SVG, into the file Chart). A scenario adds its
-// own to Report.Sections.
+// Section is a run mode's part of its report: Write writes its tables
+// (the command line prints them, report.html shows them) or, with md, its
+// part of results.md; Draw draws its chart, if any, as SVG into the file
+// Chart. A scenario adds its own to Report.Sections.
 type Section struct {
-	Text     func(io.Writer, Report) error
-	Markdown func(*strings.Builder, Report) error
-	Chart    string
-	SVG      func(io.Writer, Report) error
-}
-
-// section is the Section whose text and Markdown write writes (md: the
-// Markdown) and whose chart, if any, draw draws.
-func section(write func(b *strings.Builder, rep Report, md bool), chart string, draw func(*strings.Builder, Report)) Section {
-	sec := Section{Chart: chart,
-		Text: func(w io.Writer, rep Report) error {
-			return flush(w, func(b *strings.Builder) { write(b, rep, false) })
-		},
-		Markdown: func(b *strings.Builder, rep Report) error {
-			write(b, rep, true)
-			return nil
-		}}
-	if draw != nil {
-		sec.SVG = func(w io.Writer, rep Report) error { return flush(w, func(b *strings.Builder) { draw(b, rep) }) }
-	}
-	return sec
+	Write func(b *strings.Builder, rep Report, md bool)
+	Chart string
+	Draw  func(b *strings.Builder, rep Report)
 }
 
 // The sections of the harness's run modes.
 var (
-	CompareSection  = section(writeCompare, ChartFile, drawCompare)
-	FaultSection    = section(writeFaults, FaultChartFile, drawFaults)
-	CapacitySection = section(writeCapacity, CapacityChartFile, drawCapacity)
-	KeyedSection    = section(writeKeyed, "", nil)
-	SoakSection     = section(writeSoak, SoakChartFile, drawSoak)
-	CheckoutSection = section(writeCheckout, "", nil)
+	CompareSection  = Section{writeCompare, ChartFile, drawCompare}
+	FaultSection    = Section{writeFaults, FaultChartFile, drawFaults}
+	CapacitySection = Section{writeCapacity, CapacityChartFile, drawCapacity}
+	KeyedSection    = Section{Write: writeKeyed}
+	SoakSection     = Section{writeSoak, SoakChartFile, drawSoak}
+	CheckoutSection = Section{Write: writeCheckout}
 )
 
 func (rep Report) sections() []Section {
@@ -608,21 +585,20 @@ type file struct {
 	write func(io.Writer, Report) error
 }
 
-// charts are the pictures of rep's sections.
-func (rep Report) charts() []file {
-	var out []file
-	for _, sec := range rep.sections() {
-		if sec.Chart != "" {
-			out = append(out, file{sec.Chart, sec.SVG})
-		}
-	}
-	return out
+// charts are rep's sections that draw a chart.
+func (rep Report) charts() []Section {
+	return slices.DeleteFunc(slices.Clone(rep.sections()), func(sec Section) bool { return sec.Chart == "" })
 }
 
 // WriteFiles writes results.json, results.md, the charts and report.html
 // into dir and returns their paths.
 func WriteFiles(dir string, rep Report) ([]string, error) {
-	files := append([]file{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}}, rep.charts()...)
+	files := []file{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}}
+	for _, sec := range rep.charts() {
+		files = append(files, file{sec.Chart, func(w io.Writer, rep Report) error {
+			return flush(w, func(b *strings.Builder) { sec.Draw(b, rep) })
+		}})
+	}
 	var paths []string
 	for _, wr := range append(files, file{HTMLFile, WriteHTML}) {
 		p := filepath.Join(dir, wr.name)
@@ -646,10 +622,9 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 // rep's sections. The command line prints them and the live page shows
 // them.
 func WriteText(w io.Writer, rep Report) error {
-	for _, sec := range rep.sections() {
-		if err := sec.Text(w, rep); err != nil {
-			return err
+	return flush(w, func(b *strings.Builder) {
+		for _, sec := range rep.sections() {
+			sec.Write(b, rep, false)
 		}
-	}
-	return nil
+	})
 }
