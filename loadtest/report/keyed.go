@@ -60,16 +60,12 @@ func writeKeyed(b *strings.Builder, rep Report, md bool) {
 	}
 	header := []string{"run", "purchases", "sold", "unfinished", "units taken", "ledger", "keys sold twice", "settle p50", "p99", "max", "after kill", "after freeze", "attempts", "verdict"}
 	table(b, md, rowsOf(header, rep.Keyed, func(r KeyedRun) []string {
-		v := "exactly once"
-		if !r.OK() {
-			v = "FAILED: " + strings.Join(verdict.Failures(r.Checks), "; ")
-		}
 		return []string{
 			fmt.Sprint(r.Repeat), fmt.Sprint(r.Purchases), fmt.Sprint(r.Sold), fmt.Sprint(r.Unfinished),
 			fmt.Sprint(r.UnitsTaken), fmt.Sprint(r.LedgerOrders), fmt.Sprint(r.KeysTwice),
 			fmt.Sprintf("%.2fs", r.SettleP50), fmt.Sprintf("%.2fs", r.SettleP99), fmt.Sprintf("%.2fs", r.SettleMax),
 			fmt.Sprintf("%.2fs", r.AfterKillMax), fmt.Sprintf("%.2fs", r.AfterFreezeMax),
-			fmt.Sprint(r.Attempts), v,
+			fmt.Sprint(r.Attempts), judged(r.Checks, "exactly once", "FAILED: "),
 		}
 	}), func(col int) bool { return col == 13 })
 	if !md {
@@ -84,6 +80,15 @@ func writeKeyed(b *strings.Builder, rep Report, md bool) {
 			b.WriteString("\nAnswers other than a sale: " + counts(r.Answers) + ".\n")
 		}
 	}
+}
+
+// judged is pass when no check fails the run (see verdict.Failures), else
+// failed and the checks that do.
+func judged(checks []verdict.Check, pass, failed string) string {
+	if f := verdict.Failures(checks); len(f) > 0 {
+		return failed + strings.Join(f, "; ")
+	}
+	return pass
 }
 
 // counts writes a count per name, in name order: "a × 2, b × 1".

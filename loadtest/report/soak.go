@@ -123,11 +123,7 @@ func writeSoak(b *strings.Builder, rep Report, md bool) {
 		rows = append(rows, append(cells, fmt.Sprint(len(starts)-1)))
 	}
 	table(b, false, rows, func(int) bool { return false })
-	text := "no resource grew without bound (rule: docs/faults.md#soak)"
-	if f := verdict.Failures(soak.Checks); len(f) > 0 {
-		text = "GREW WITHOUT BOUND: " + strings.Join(f, "; ")
-	}
-	b.WriteString(text + "\n")
+	b.WriteString(judged(soak.Checks, "no resource grew without bound (rule: docs/faults.md#soak)", "GREW WITHOUT BOUND: ") + "\n")
 	if md {
 		fmt.Fprintf(b, "```\n\n![soak](%s)\n", SoakChartFile)
 	}
