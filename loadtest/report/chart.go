@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"math"
@@ -61,10 +62,7 @@ func drawCompare(b *strings.Builder, rep Report) {
 		maxSales = max(maxSales, r.SalesPerSec)
 		maxLat = max(maxLat, r.Latency.P99)
 	}
-	if maxSales == 0 {
-		maxSales = 1
-	}
-	maxLat = max(maxLat, 10) // the log scale spans at least 1ms..10ms
+	maxSales, maxLat = cmp.Or(maxSales, 1), max(maxLat, 10) // the log scale spans at least 1ms..10ms
 
 	hy := top - 10
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">sales/s (while the stock lasted)</text>`+"\n", salesX, hy)
@@ -88,10 +86,7 @@ func drawCompare(b *strings.Builder, rep Report) {
 		fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", labelX, cy-3, esc(r.Strategy))
 		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", labelX, cy+12, verdictColor(r.Verdict), esc(r.Verdict))
 
-		barColor := "#1565c0"
-		if !r.Safe {
-			barColor = "#9e9e9e"
-		}
+		barColor := map[bool]string{true: "#1565c0", false: "#9e9e9e"}[r.Safe]
 		bw := int(float64(salesW) * r.SalesPerSec / maxSales)
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="18" fill="%s"/>`+"\n", salesX, cy-9, bw, barColor)
 		fmt.Fprintf(b, `<text x="%d" y="%d">%.1f</text>`+"\n", salesX+bw+6, cy+5, r.SalesPerSec)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,11 +136,12 @@ func worseLin(a, b string) string {
 var faultHeader = []string{"fault", "strategy", "runs", "verdict", "linearizable", "sold", "oversold", "lost upd", "ledger≠",
 	"fenced", "lease lost", "2 holders", "lock wait 503", "no answer", "other", "resumed", "recovery med", "recovery max", "tokens"}
 
+// name is the row's strategy, marked when it is a demonstration.
+func (r FaultRow) name() string {
+	return r.Strategy + map[bool]string{true: " (demo)"}[r.Demo]
+}
+
 func faultCells(r FaultRow) []string {
-	strategy := r.Strategy
-	if r.Demo {
-		strategy += " (demo)"
-	}
 	rec := func(v float64) string {
 		if r.Recovered == 0 {
 			return "-"
@@ -158,7 +160,7 @@ func faultCells(r FaultRow) []string {
 		resumed = fmt.Sprintf("%d/%d", r.Recovered, r.Injected)
 	}
 	return []string{
-		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
+		r.Fault, r.name(), fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.DoubleHeld), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
 		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
@@ -242,11 +244,8 @@ func drawFaults(b *strings.Builder, rep Report) {
 		anomX  = 820
 		width  = 1000
 	)
-	ttl := 1.0
-	if d, err := time.ParseDuration(rep.Settings.FaultTTL); err == nil && d > 0 {
-		ttl = d.Seconds()
-	}
-	target := ttl + 1
+	ttl, _ := time.ParseDuration(rep.Settings.FaultTTL)
+	target := cmp.Or(max(ttl.Seconds(), 0), 1) + 1 // the crash target: TTL+1s, taking 1s without a TTL
 	maxRec := target * 1.25
 	for _, r := range rows {
 		maxRec = max(maxRec, r.RecoveryMax)
@@ -273,10 +272,7 @@ func drawFaults(b *strings.Builder, rep Report) {
 	}
 	for i, r := range rows {
 		cy := top + i*rowH + rowH/2
-		label := r.Fault + " · " + r.Strategy
-		if r.Demo {
-			label += " (demo)"
-		}
+		label := r.Fault + " · " + r.name()
 		fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
 		switch {
 		case r.Injected == 0:
@@ -284,20 +280,13 @@ func drawFaults(b *strings.Builder, rep Report) {
 		case r.Recovered == 0:
 			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="#c62828">sales did not resume in any run</text>`+"\n", recX, cy+4)
 		default:
-			color := "#1565c0"
-			if r.Demo {
-				color = "#9e9e9e"
-			}
+			color := map[bool]string{false: "#1565c0", true: "#9e9e9e"}[r.Demo]
 			fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
 			mx := x(r.RecoveryMax)
 			fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
-			label := fmt.Sprintf("%.2fs", r.RecoveryMed)
+			label, fill := fmt.Sprintf("%.2fs", r.RecoveryMed), "#000"
 			if n := r.Injected - r.Recovered; n > 0 {
-				label += fmt.Sprintf(" (%d did not resume)", n)
-			}
-			fill := "#000"
-			if r.Injected > r.Recovered {
-				fill = "#c62828"
+				label, fill = label+fmt.Sprintf(" (%d did not resume)", n), "#c62828"
 			}
 			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
 		}
