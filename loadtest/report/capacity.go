@@ -100,20 +100,16 @@ func drawCapacity(b *strings.Builder, rep Report) {
 		left, plotW  = 70, 560
 		legendX      = 670
 	)
-	var counts, strategies []string
-	var ns []int
+	var strategies []string
+	var ns []int // the replica counts
 	for _, r := range rows {
-		if !slices.Contains(ns, r.Replicas) {
-			ns = append(ns, r.Replicas)
-		}
+		ns = append(ns, r.Replicas)
 		if !slices.Contains(strategies, r.Strategy) {
 			strategies = append(strategies, r.Strategy)
 		}
 	}
 	slices.Sort(ns)
-	for _, n := range ns {
-		counts = append(counts, fmt.Sprint(n))
-	}
+	ns = slices.Compact(ns)
 	color := func(strategy string) string {
 		return capacityColors[slices.Index(strategies, strategy)%len(capacityColors)]
 	}
@@ -175,7 +171,7 @@ func drawCapacity(b *strings.Builder, rep Report) {
 
 	if second {
 		y1 := y0 + plotH + 90
-		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.Join(counts, ", "))
+		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.ReplaceAll(strings.Trim(fmt.Sprint(ns), "[]"), " ", ", "))
 		maxCap := 1.0
 		for _, r := range rows {
 			maxCap = max(maxCap, r.Peak.SalesPerSec)

@@ -54,22 +54,18 @@ type Run struct {
 	LostUpdates    int `json:"lost_updates"`
 	Unacknowledged int `json:"unacknowledged"`
 	LedgerMismatch int `json:"ledger_mismatch"`
-	// FalseSoldOut counts sold_out answers for a qty that the stock left
-	// at the end still covered (verdict.Result.FalseSoldOut).
+	// FalseSoldOut: see verdict.Result.FalseSoldOut.
 	FalseSoldOut int            `json:"false_sold_out"`
 	Ledger       verdict.Ledger `json:"ledger"`
 	LedgerOrders int            `json:"ledger_orders"`
 
-	// AttackSeconds is how long the attack ran, from the first request to
-	// the last response.
-	AttackSeconds float64 `json:"attack_seconds"`
-	// SellingSeconds runs from the first request to the end of the last
-	// 200: the window in which the stock was being sold.
+	// AttackSeconds runs from the first request to the last response,
+	// SellingSeconds to the last 200's: the window of the sales.
+	AttackSeconds  float64 `json:"attack_seconds"`
 	SellingSeconds float64 `json:"selling_seconds"`
-	// SalesPerSec is the rate at which sales completed while the stock
-	// lasted: 95% of the sales (all, under 20) over the time from the
-	// attack's start until that many had completed. A run that sells out
-	// early is not diluted by its sold-out tail, nor stretched by one
+	// SalesPerSec is 95% of the sales (all, under 20) over the time from
+	// the attack's start until that many had completed: a run that sells
+	// out early is not diluted by its sold-out tail, nor stretched by one
 	// straggler, and the rate cannot exceed the offered one.
 	SalesPerSec float64 `json:"sales_per_sec"`
 	// ReqPerSec is the request rate achieved over the whole attack.
@@ -78,9 +74,8 @@ type Run struct {
 	TargetRate int `json:"target_rate"`
 
 	Latency Latency `json:"latency"`
-	// LockWaitP99 is the 99th percentile of the replicas' lock wait
-	// histogram over the run, in ms; nil when the strategy takes no lock
-	// or the replicas export no such metric.
+	// LockWaitP99 is the p99 of the replicas' lock wait histogram over the
+	// run, in ms; nil without a lock or such a metric.
 	LockWaitP99 *float64 `json:"lock_wait_p99_ms,omitempty"`
 
 	// Fault drills only (see FaultRow): the fault as the tables name it,
@@ -89,15 +84,13 @@ type Run struct {
 	Repeat    int    `json:"repeat,omitempty"`
 	Demo      bool   `json:"demo,omitempty"` // a safe strategy deliberately weakened (fencing off, redis-stock acknowledging after Redis)
 	FaultNote string `json:"fault_note,omitempty"`
-	// FaultAt is when the fault struck, in seconds from the attack's
-	// start; nil when none did.
-	FaultAt *float64 `json:"fault_at_s,omitempty"`
-	// RecoverySeconds is how long after the fault sales resumed; nil when
-	// they did not within the attack, or no fault was injected.
+	// FaultAt is when the fault struck, in seconds into the attack, and
+	// RecoverySeconds how long after it sales resumed; nil when none
+	// struck or sales did not resume within the attack. Injected is true
+	// when the fault was injected (not skipped, not a configuration).
+	FaultAt         *float64 `json:"fault_at_s,omitempty"`
 	RecoverySeconds *float64 `json:"recovery_seconds,omitempty"`
-	// Injected is true when the fault was injected (not skipped, not a
-	// configuration); with a nil RecoverySeconds, sales never resumed.
-	Injected bool `json:"injected,omitempty"`
+	Injected        bool     `json:"injected,omitempty"`
 	// DoubleHeld counts the polls after the fault at which two replicas
 	// held the lock at once (drills that look for double grants).
 	DoubleHeld int                 `json:"double_held,omitempty"`
@@ -111,12 +104,10 @@ type Run struct {
 	CapacityStep int    `json:"capacity_step,omitempty"`
 	ReplicaCount int    `json:"replicas,omitempty"`
 	Saturated    string `json:"saturated,omitempty"`
-	// Capacity sweeps of lock strategies only: the mean time of each step
-	// of a sale (lock, read, write, release, ledger, unpend), in ms, over
-	// the step's window, from the replicas' stock_sale_step_seconds; and
-	// the bound those times put on the sales of one hot item, in sales/s:
-	// one over the mean time of the steps run while holding the lock (see
-	// HeldSteps). Nil when the replicas export no step times.
+	// Capacity sweeps of lock strategies only: the mean time in ms of each
+	// step of a sale over the step's window, from the replicas'
+	// stock_sale_step_seconds, and the bound they put on one hot item's
+	// sales/s (see Bound). Nil when the replicas export no step times.
 	StepMs      map[string]float64 `json:"sale_step_ms,omitempty"`
 	BoundPerSec *float64           `json:"bound_sales_per_sec,omitempty"`
 
@@ -202,19 +193,16 @@ type Report struct {
 	Replicas []string `json:"replicas"`
 	Settings Settings `json:"settings"`
 	Runs     []Run    `json:"runs"`
-	// Keyed holds the runs of the keyed drill (loadtest keyed), which has
-	// no Runs.
-	Keyed []KeyedRun `json:"keyed,omitempty"`
-	// Checkout holds the runs of the checkout scenario (loadtest
-	// checkout), which has no Runs.
+	// Keyed and Checkout hold the runs of the keyed drill and of the
+	// checkout scenario, which have no Runs.
+	Keyed    []KeyedRun    `json:"keyed,omitempty"`
 	Checkout []CheckoutRun `json:"checkout,omitempty"`
 	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
 	Soak *Soak `json:"soak,omitempty"`
 	// Sections are the run mode's parts of the report; none is the
 	// comparison's.
 	Sections []Section `json:"-"`
-	// OK is true when the run finished and no check failed it (see
-	// verdict.Judge).
+	// OK is true when the run finished and no check failed it.
 	OK bool `json:"ok"`
 }
 
