@@ -38,9 +38,7 @@ type Check struct {
 }
 
 // Zero is the check that a count of anomalies is 0.
-func Zero(name string, n int) Check {
-	return Check{Name: name, Observed: fmt.Sprint(n), Bound: "0", Pass: n == 0}
-}
+func Zero(name string, n int) Check { return Equal(name, n, 0) }
 
 // Equal is the check that a figure equals the one it must.
 func Equal(name string, got, want int) Check {
@@ -50,12 +48,8 @@ func Equal(name string, got, want int) Check {
 // Of gives checks their kind, Safety for a safe run and Demonstration for
 // another, in place, and returns them.
 func Of(safe bool, checks ...Check) []Check {
-	k := Demonstration
-	if safe {
-		k = Safety
-	}
 	for i := range checks {
-		checks[i].Kind = k
+		checks[i].Kind = map[bool]Kind{true: Safety, false: Demonstration}[safe]
 	}
 	return checks
 }

@@ -91,9 +91,8 @@ type Order struct {
 type Item struct {
 	SKU     string
 	Initial int // the stock the run set with PUT
-	// Remaining is the stock read back after the run. It may be negative:
-	// an unsafe strategy that checks and writes separately can drive it
-	// below zero.
+	// Remaining is the stock read back after the run: an unsafe strategy
+	// that checks and writes separately can drive it below zero.
 	Remaining int
 }
 
@@ -128,16 +127,14 @@ type SoldOutAnswer struct {
 
 // SKUResult is the arithmetic for one sku.
 type SKUResult struct {
-	SKU       string `json:"sku"`
-	Initial   int    `json:"initial"`
-	Remaining int    `json:"remaining"`
-	Sold      int    `json:"sold"`
-	Oversold  int    `json:"oversold"`
-	Lost      int    `json:"lost_updates"`
-	Unacked   int    `json:"unacknowledged"`
-	// FalseSoldOut counts the sold_out answers for a qty that the
-	// remaining stock still covers (see Input.SoldOut).
-	FalseSoldOut int `json:"false_sold_out,omitempty"`
+	SKU          string `json:"sku"`
+	Initial      int    `json:"initial"`
+	Remaining    int    `json:"remaining"`
+	Sold         int    `json:"sold"`
+	Oversold     int    `json:"oversold"`
+	Lost         int    `json:"lost_updates"`
+	Unacked      int    `json:"unacknowledged"`
+	FalseSoldOut int    `json:"false_sold_out,omitempty"` // see Result.FalseSoldOut
 }
 
 // Ledger is how the ledger differs from the acknowledged sales.
@@ -184,25 +181,23 @@ type Result struct {
 	// unacknowledged sale on the same sku would hide from the first.
 	LostUpdates int `json:"lost_updates"`
 	// Unacknowledged is the opposite gap, max(0, (initial-remaining)-sold):
-	// units that left the stock without a 200 the harness saw. It is not a
-	// safety violation by itself (a request that got no answer may have
-	// sold, and a replica killed between its stock write and its order
-	// insert leaves a unit taken with no order); the ledger check counts
-	// orders no 200 announced as extra, excused up to the unanswered
-	// requests of their sku.
+	// units that left the stock without a 200 the harness saw. Not an
+	// anomaly by itself: a request that got no answer may have sold, and a
+	// replica killed between its stock write and its order insert leaves
+	// a unit taken with no order (the ledger check excuses extra orders up
+	// to the unanswered requests of their sku).
 	Unacknowledged int `json:"unacknowledged"`
 	// Unrecorded is, with Input.Drained, max(0, (initial-remaining) -
 	// ledger units) summed over skus: units that left the stock with no
 	// order in the ledger although nothing is pending. An anomaly.
 	Unrecorded int `json:"unrecorded"`
+	// FalseSoldOut is, summed over skus, the sold_out answers for a qty
+	// that the stock left at the end still covers (see Input.SoldOut): a
+	// unit a strategy cannot find while it is there is lost to the sale as
+	// surely as a unit sold twice is to the stock.
+	FalseSoldOut int `json:"false_sold_out"`
 	// DoubleSold is the number of units the ledger sold under an
 	// idempotency key beyond its first order: a retry that sold again.
-	// FalseSoldOut is, summed over skus, the sold_out answers for a qty
-	// that the stock left at the end still covers: the stock only falls
-	// during a run, so it covered qty when the answer was given. A unit
-	// that a strategy cannot find while it is there is lost to the sale
-	// as surely as a unit sold twice is to the stock.
-	FalseSoldOut   int         `json:"false_sold_out"`
 	DoubleSold     int         `json:"double_sold"`
 	DoubleSoldKeys int         `json:"double_sold_keys"`
 	Ledger         Ledger      `json:"ledger"`
@@ -225,7 +220,6 @@ func (r Result) Anomalous() bool { return OutcomeOf(true, Of(true, r.Checks()...
 // Audit computes the anomalies of one run.
 func Audit(in Input) Result {
 	var r Result
-	known := make(map[string]bool, len(in.Items))
 	sold := make(map[string]int, len(in.Items))
 	acked := make(map[string]bool, len(in.Acked))
 	for _, o := range in.Acked {
@@ -247,7 +241,6 @@ func Audit(in Input) Result {
 		refused[so.SKU] = append(refused[so.SKU], so.Qty)
 	}
 	for _, it := range in.Items {
-		known[it.SKU] = true
 		s := SKUResult{SKU: it.SKU, Initial: it.Initial, Remaining: it.Remaining, Sold: sold[it.SKU]}
 		for _, qty := range refused[it.SKU] {
 			if qty <= it.Remaining {
@@ -272,7 +265,7 @@ func Audit(in Input) Result {
 	// A 200 for a sku the run did not set up cannot be checked against
 	// any stock: count it where it does the most good, as a problem.
 	for _, sku := range slices.Sorted(maps.Keys(sold)) {
-		if !known[sku] {
+		if !slices.ContainsFunc(in.Items, func(it Item) bool { return it.SKU == sku }) {
 			r.Problems = append(r.Problems, fmt.Sprintf("200 responses for sku %q, which the run did not set up", sku))
 			r.LedgerMismatch++
 		}
