@@ -26,17 +26,11 @@ const (
 	anomX      = 800
 )
 
+// verdictColor is the colour of a verdict in the charts: grey for one not
+// reproduced.
 func verdictColor(v string) string {
-	switch v {
-	case string(verdict.Pass):
-		return "#2e7d32"
-	case string(verdict.Fail):
-		return "#c62828"
-	case string(verdict.Demonstrated):
-		return "#e65100"
-	default:
-		return "#757575"
-	}
+	colors := map[verdict.Outcome]string{verdict.Pass: "#2e7d32", verdict.Fail: "#c62828", verdict.Demonstrated: "#e65100"}
+	return cmp.Or(colors[verdict.Outcome(v)], "#757575")
 }
 
 // drawCompare draws the chart comparing the runs of rep.
@@ -130,14 +124,10 @@ func esc(s string) string { return html.EscapeString(s) }
 // anomalyMarks names the anomalies a chart row shows, none when clean.
 func anomalyMarks(oversold, lost, ledger int) []string {
 	var marks []string
-	if oversold > 0 {
-		marks = append(marks, fmt.Sprintf("oversold %d", oversold))
-	}
-	if lost > 0 {
-		marks = append(marks, fmt.Sprintf("lost %d", lost))
-	}
-	if ledger > 0 {
-		marks = append(marks, fmt.Sprintf("ledger %d", ledger))
+	for i, n := range []int{oversold, lost, ledger} {
+		if n > 0 {
+			marks = append(marks, fmt.Sprintf("%s %d", []string{"oversold", "lost", "ledger"}[i], n))
+		}
 	}
 	return marks
 }

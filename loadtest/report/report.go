@@ -543,13 +543,11 @@ func writeOutcomes(b *strings.Builder, r Run) {
 	if len(r.Outcomes) == 0 {
 		return
 	}
-	seen := map[string]bool{}
+	all := map[string]int{}
 	for _, s := range r.Strategies {
-		for k := range r.Outcomes[s] {
-			seen[k] = true
-		}
+		maps.Copy(all, r.Outcomes[s])
 	}
-	kinds := slices.Sorted(maps.Keys(seen))
+	kinds := slices.Sorted(maps.Keys(all))
 	fmt.Fprintf(b, "\n### %s: requests by strategy and outcome\n\n", r.Strategy)
 	table(b, true, rowsOf(append([]string{"strategy"}, kinds...), r.Strategies, func(s string) []string {
 		cells := []string{s}

@@ -119,10 +119,7 @@ func ParseThreshold(s string) (Threshold, error) {
 		}
 	}
 	if err != nil {
-		unit := "a number"
-		if m.ms {
-			unit = "a duration such as 300ms or 1.5s (a bare number is ms)"
-		}
+		unit := map[bool]string{false: "a number", true: "a duration such as 300ms or 1.5s (a bare number is ms)"}[m.ms]
 		return t, fmt.Errorf("threshold %q: %q is not %s", s, value, unit)
 	}
 	return t, nil
