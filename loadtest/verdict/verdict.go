@@ -29,32 +29,24 @@ func SafeAll(ss []string) bool {
 }
 
 // Class is what one response means for the sale it asked for.
-type Class int
+type Class string
 
 const (
 	// Sold is a 200: the service acknowledged the sale.
-	Sold Class = iota
+	Sold Class = "sold"
 	// SoldOut is a 409 sold_out: the stock could not cover the quantity.
-	SoldOut
+	SoldOut Class = "sold out"
 	// Unavailable is a 503: the service gave up (typically it could not get
 	// the lock within its wait budget) and sold nothing.
-	Unavailable
+	Unavailable Class = "unavailable"
 	// Other is any other HTTP status.
-	Other
+	Other Class = "other"
 	// Transport is a request that got no HTTP response at all (connection
 	// refused or reset, timeout).
-	Transport
-	numClasses
+	Transport Class = "transport error"
 )
 
-var classNames = [numClasses]string{"sold", "sold out", "unavailable", "other", "transport error"}
-
-func (c Class) String() string {
-	if c < 0 || c >= numClasses {
-		return fmt.Sprintf("Class(%d)", int(c))
-	}
-	return classNames[c]
-}
+func (c Class) String() string { return string(c) }
 
 // Classify maps an HTTP status code and the service's error code (the
 // "error" field of its JSON body, "" if none) to a Class. code 0 means no
