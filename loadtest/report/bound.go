@@ -8,11 +8,10 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// Bound returns the most sales per second of one hot item that the given
-// step times allow: one over the sum of the mean times, in ms, of the held
-// steps (those run while holding the item's lock, one holder after the
-// other). It returns nil when a held step has no time or the sum is not
-// positive.
+// Bound returns the most sales per second of one hot item that the step
+// times allow: one over the sum of the mean times, in ms, of the held
+// steps (run under the item's lock, one holder after the other); nil when
+// a held step has no time or the sum is not positive.
 func Bound(stepMs map[string]float64, held []string) *float64 {
 	sum := 0.0
 	for _, s := range held {

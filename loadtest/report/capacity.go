@@ -17,19 +17,15 @@ type CapacityRow struct {
 	Strategy string
 	Replicas int
 	Steps    []Run // by offered rate
-	// Best is the step with the most sales/s among those within the
-	// limits; nil when even the first step passed them.
-	Best *Run
-	// Stop says why the sweep ended (the first step past the limits, or
-	// the last rate tried).
+	// Best is the step with the most sales/s within the limits (nil when
+	// even the first passed them), Peak the one with the most of all: the
+	// rate reached when offered more than it could sell, to set beside
+	// Bound, the bound measured at Peak (nil without a lock).
+	Best, Peak *Run
+	Bound      *float64
+	// Stop says why the sweep ended: the last step past the limits, or
+	// the last rate tried.
 	Stop string
-	// Peak is the step with the most sales/s, within the limits or not:
-	// the rate the strategy reached when offered more than it could
-	// sell, to set beside its bound.
-	Peak *Run
-	// Bound is the bound on sales/s measured at Peak (see
-	// Run.BoundPerSec); nil for a strategy without a lock.
-	Bound *float64
 }
 
 // CapacityRows groups a sweep's steps by strategy and replica count, in
@@ -60,10 +56,9 @@ func CapacityRows(runs []Run) []CapacityRow {
 }
 
 // writeCapacity writes one line per strategy and replica count: its
-// capacity (the most sales/s within the limits); its peak (the most
-// sales/s of any step), the bound of a lock strategy measured at that step
-// and how much of it the peak is; the p99 at the capacity, and why the
-// sweep stopped. The Markdown adds the limits, the chart and every step.
+// capacity, its peak, the bound measured at the peak and the peak's share
+// of it, the p99 at the capacity, and why the sweep stopped. The Markdown
+// adds the limits, the chart and every step.
 func writeCapacity(b *strings.Builder, rep Report, md bool) {
 	if md {
 		fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)

@@ -10,10 +10,7 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// The chart is a plain SVG drawn by hand: one row per strategy, with a bar
-// for its sales per second, a bar for its p99 latency (and a tick at p50),
-// and the anomalies it showed. It needs no library and renders in any
-// browser and on GitHub.
+// The layout of the chart comparing the strategies.
 const (
 	chartWidth = 980
 	rowHeight  = 44
@@ -33,7 +30,10 @@ func verdictColor(v string) string {
 	return cmp.Or(colors[verdict.Outcome(v)], "#757575")
 }
 
-// drawCompare draws the chart comparing the runs of rep.
+// drawCompare draws the chart comparing the runs of rep, a plain SVG drawn
+// by hand (it needs no library and renders in any browser and on GitHub):
+// one row per strategy, with a bar for its sales per second, a bar for its
+// p99 latency (and a tick at p50), and the anomalies it showed.
 func drawCompare(b *strings.Builder, rep Report) {
 	n := len(rep.Runs)
 	s := rep.Settings

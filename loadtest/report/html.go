@@ -62,12 +62,11 @@ func writeCheckMarkdown(b *strings.Builder, checks []verdict.Check) {
 	table(b, true, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
 }
 
-// WriteHTML writes the report as one page with everything inline: the
-// verdict, the table, the charts, the check table, the fault timeline and
-// the pictures of the histories that are not linearizable, read from
-// rep.OutDir (each embedded while the page stays under 2 MB, else
-// linked). It references nothing outside itself but those links to files
-// beside it.
+// WriteHTML writes the report as one page with everything inline (nothing
+// outside it is referenced but links to files beside it): the verdict, the
+// tables, the charts, the checks, the fault timeline and the pictures of
+// the histories that are not linearizable, read from rep.OutDir (each
+// embedded while the page stays under maxHTML, else linked).
 func WriteHTML(w io.Writer, rep Report) error {
 	var b strings.Builder
 	word, sentence := rep.Headline()

@@ -32,10 +32,9 @@ type KeyedRun struct {
 	SettleP50 float64 `json:"settle_p50_s"`
 	SettleP99 float64 `json:"settle_p99_s"`
 	SettleMax float64 `json:"settle_max_s"`
-	// AfterKillMax and AfterFreezeMax: of the purchases whose first
-	// attempt went to the killed (frozen) replica before the kill (freeze)
-	// and got no answer, the longest from the fault to the sale, in
-	// seconds. The fault stranded them; this is how long it kept them.
+	// AfterKillMax and AfterFreezeMax: how long the kill (freeze) kept
+	// the purchases it stranded (first attempt unanswered by that replica),
+	// the longest from the fault to the sale, in seconds.
 	AfterKillMax   float64 `json:"after_kill_max_s"`
 	AfterFreezeMax float64 `json:"after_freeze_max_s"`
 
