@@ -103,12 +103,9 @@ func OutcomeOf(safe bool, checks []Check) Outcome {
 type Status int
 
 const (
-	// Passed: no safety check failed and no threshold was breached.
-	Passed Status = iota
-	// Breached: a threshold was breached, and no safety check failed.
-	Breached
-	// Failed: a safety check failed.
-	Failed
+	Passed   Status = iota // no safety check failed and no threshold was breached
+	Breached               // a threshold was breached, and no safety check failed
+	Failed                 // a safety check failed
 )
 
 // Judge is the one decision on a harness run: the worst of its checks.

@@ -1,12 +1,9 @@
-// Package verdict is where a load-test run is judged: the arithmetic that
-// finds whether it sold more than it had, lost updates, or disagrees with
-// the order ledger, and the checks (check.go) that every run mode turns
-// its findings into, which Judge alone decides pass or fail from.
-//
-// It knows nothing about HTTP or Vegeta: the harness feeds it the stock it
-// set, the stock it read back, the sales the service acknowledged (its 200
-// responses) and the orders the ledger holds, and gets back the anomalies
-// as checks.
+// Package verdict judges a load-test run: the arithmetic that finds whether
+// it sold more than it had, lost updates, or disagrees with the order
+// ledger, and the checks (check.go) every run mode turns its findings into,
+// from which Judge alone decides pass or fail. It knows nothing about HTTP
+// or Vegeta: the harness feeds it the stock it set and read back, the sales
+// acknowledged (200 responses) and the ledger's orders.
 package verdict
 
 import (
@@ -20,12 +17,7 @@ import (
 // SafeAll reports whether every strategy of a mixed run is safe, so that
 // the mix must be too.
 func SafeAll(ss []string) bool {
-	for _, s := range ss {
-		if !strategy.IsSafe(s) {
-			return false
-		}
-	}
-	return len(ss) > 0
+	return len(ss) > 0 && !slices.ContainsFunc(ss, func(s string) bool { return !strategy.IsSafe(s) })
 }
 
 // Class is what one response means for the sale it asked for.
@@ -75,8 +67,7 @@ type Order struct {
 	Replica  string `json:"replica,omitempty"`
 	Strategy string `json:"strategy,omitempty"`
 	Fence    int64  `json:"fence,omitempty"`
-	// Key is the request's Idempotency-Key, as the ledger records it.
-	Key string `json:"key,omitempty"`
+	Key      string `json:"key,omitempty"` // the request's Idempotency-Key, as the ledger records it
 }
 
 // Item is one sku's stock before and after a run.
@@ -90,12 +81,9 @@ type Item struct {
 
 // Input is everything the checks need about one run.
 type Input struct {
-	Items []Item
-	// Acked are the orders of the run's 200 responses, one per response.
-	Acked []Order
-	// Ledger are the orders the service's ledger holds for the run's skus
-	// and time window.
-	Ledger []Order
+	Items  []Item
+	Acked  []Order // the orders of the run's 200 responses, one per response
+	Ledger []Order // the ledger's orders for the run's skus and time window
 	// NoAnswer counts, per sku, the requests that reached a replica and
 	// got no answer that says whether they sold (the connection was reset
 	// or timed out, not refused; or a 5xx other than 503, such as 500
@@ -131,18 +119,15 @@ type SKUResult struct {
 
 // Ledger is how the ledger differs from the acknowledged sales.
 type Ledger struct {
-	// Missing are acknowledged orders that the ledger does not hold.
-	Missing int `json:"missing"`
+	Missing int `json:"missing"` // acknowledged orders the ledger does not hold
 	// Extra are ledger orders that no 200 response of the run announced
 	// (for example a sale whose response was lost to a client timeout).
 	Extra int `json:"extra"`
-	// DuplicateAcked counts repeats of an order id among the 200 responses,
-	// and 200 responses without an order id.
-	DuplicateAcked int `json:"duplicate_acked"`
-	// DuplicateLedger counts repeats of an order id in the ledger.
-	DuplicateLedger int `json:"duplicate_ledger"`
-	// Differ counts orders present in both whose sku or qty disagree.
-	Differ int `json:"differ"`
+	// DuplicateAcked counts repeats of an order id among the 200
+	// responses, and 200 responses without an order id.
+	DuplicateAcked  int `json:"duplicate_acked"`
+	DuplicateLedger int `json:"duplicate_ledger"` // repeats of an order id in the ledger
+	Differ          int `json:"differ"`           // orders in both whose sku or qty disagree
 	// Unanswered is the part of Extra that requests without any HTTP
 	// answer explain, sku by sku: a replica killed after recording a sale
 	// and before answering, a client timeout. The sale happened and was
@@ -158,11 +143,9 @@ func (l Ledger) Total() int {
 
 // Result is the outcome of the checks for one run.
 type Result struct {
-	// Sold is the sum of qty over the 200 responses.
-	Sold int `json:"sold"`
-	// Initial and Remaining are summed over the skus.
-	Initial   int `json:"initial"`
-	Remaining int `json:"remaining"`
+	Sold      int `json:"sold"`      // the sum of qty over the 200 responses
+	Initial   int `json:"initial"`   // summed over the skus
+	Remaining int `json:"remaining"` // summed over the skus
 	// Oversold is, summed over skus, max(0, sold-initial, -remaining):
 	// units acknowledged beyond what there was, or a stock driven below 0.
 	Oversold int `json:"oversold"`
