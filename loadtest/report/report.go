@@ -1,5 +1,5 @@
-// Package report turns the load-test runs into a terminal table, JSON and
-// Markdown files and an SVG chart comparing the strategies.
+// Package report turns the load-test runs into terminal tables, JSON,
+// Markdown, SVG charts and one HTML page.
 package report
 
 import (
@@ -28,11 +28,10 @@ type Latency struct {
 
 // Run is the measured outcome of one strategy.
 type Run struct {
-	Strategy string `json:"strategy"`
-	Safe     bool   `json:"safe"`
-	Verdict  string `json:"verdict"`
-	// Checks are the decisions on the run, the verdict's source.
-	Checks []verdict.Check `json:"checks,omitempty"`
+	Strategy string          `json:"strategy"`
+	Safe     bool            `json:"safe"`
+	Verdict  string          `json:"verdict"`
+	Checks   []verdict.Check `json:"checks,omitempty"` // the decisions on the run, the verdict's source
 
 	SKUs  []string `json:"skus"`
 	Stock int      `json:"stock_per_sku"`
@@ -68,10 +67,8 @@ type Run struct {
 	// out early is not diluted by its sold-out tail, nor stretched by one
 	// straggler, and the rate cannot exceed the offered one.
 	SalesPerSec float64 `json:"sales_per_sec"`
-	// ReqPerSec is the request rate achieved over the whole attack.
-	ReqPerSec float64 `json:"req_per_sec"`
-	// TargetRate is the rate asked for (0: as fast as the workers allow).
-	TargetRate int `json:"target_rate"`
+	ReqPerSec   float64 `json:"req_per_sec"` // over the whole attack
+	TargetRate  int     `json:"target_rate"` // the rate asked for (0: as fast as the workers allow)
 
 	Latency Latency `json:"latency"`
 	// LockWaitP99 is the p99 of the replicas' lock wait histogram over the
@@ -134,9 +131,7 @@ type Run struct {
 	Cuts           int `json:"cuts,omitempty"`
 	DoubleSold     int `json:"double_sold,omitempty"`
 	DoubleSoldKeys int `json:"double_sold_keys,omitempty"`
-	// Unrecorded counts units taken from the stock with no order in the
-	// ledger once no order was pending.
-	Unrecorded int `json:"unrecorded,omitempty"`
+	Unrecorded     int `json:"unrecorded,omitempty"` // see verdict.Result.Unrecorded
 
 	StatusCodes map[string]int `json:"status_codes"`
 	ByReplica   map[string]int `json:"orders_by_replica,omitempty"`
@@ -169,14 +164,12 @@ type Settings struct {
 	RMWDelay   string   `json:"rmw_delay,omitempty"`
 	Strategies []string `json:"strategies"`
 	// Fault drills only.
-	Faults     []string `json:"faults,omitempty"`
-	Repeat     int      `json:"repeat,omitempty"`
-	FaultTTL   string   `json:"fault_ttl,omitempty"`
-	WriteStall string   `json:"write_stall,omitempty"`
-	// Capacity sweeps only: the limits a step must stay within.
-	CapacityLimit string `json:"capacity_limit,omitempty"`
-	// The thresholds the user set, as given.
-	Thresholds []string `json:"thresholds,omitempty"`
+	Faults        []string `json:"faults,omitempty"`
+	Repeat        int      `json:"repeat,omitempty"`
+	FaultTTL      string   `json:"fault_ttl,omitempty"`
+	WriteStall    string   `json:"write_stall,omitempty"`
+	CapacityLimit string   `json:"capacity_limit,omitempty"` // capacity sweeps only: the limits a step must stay within
+	Thresholds    []string `json:"thresholds,omitempty"`     // as the user set them
 }
 
 // Report is everything a harness run produced.
@@ -197,13 +190,9 @@ type Report struct {
 	// checkout scenario, which have no Runs.
 	Keyed    []KeyedRun    `json:"keyed,omitempty"`
 	Checkout []CheckoutRun `json:"checkout,omitempty"`
-	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
-	Soak *Soak `json:"soak,omitempty"`
-	// Sections are the run mode's parts of the report; none is the
-	// comparison's.
-	Sections []Section `json:"-"`
-	// OK is true when the run finished and no check failed it.
-	OK bool `json:"ok"`
+	Soak     *Soak         `json:"soak,omitempty"` // a soak's samples; its segments are Runs
+	Sections []Section     `json:"-"`              // the run mode's parts of the report; none is the comparison's
+	OK       bool          `json:"ok"`             // the run finished and no check failed it
 }
 
 // Scope names the run in a list of checks.
