@@ -85,9 +85,9 @@ func writeCapacity(b *strings.Builder, rep Report, md bool) {
 // capacityColors tell the strategies apart in the chart.
 var capacityColors = []string{"#1565c0", "#2e7d32", "#e65100", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#9e9d24"}
 
-// drawCapacity draws the sweep: sales/s against offered rate, one line
-// per strategy and replica count, with the limit-passing steps hollow; and,
-// when the sweep ran several replica counts, capacity against replicas.
+// drawCapacity draws sales/s against the offered rate, a line per strategy
+// and replica count, steps past the limits hollow; then, with several
+// replica counts, capacity against replicas.
 func drawCapacity(b *strings.Builder, rep Report) {
 	rows := CapacityRows(rep.Runs)
 	const (

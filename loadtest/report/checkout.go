@@ -63,9 +63,8 @@ type CheckoutRun struct {
 	Checks      []verdict.Check `json:"checks"`
 }
 
-// writeCheckout writes the checkout runs: the sales of checkout and of
-// plain decrements side by side, then the holds and their checks; the
-// Markdown adds what each run did.
+// writeCheckout writes the sales of checkout and of plain decrements side
+// by side, then the holds and their checks; the Markdown adds each run's.
 func writeCheckout(b *strings.Builder, rep Report, md bool) {
 	runs := rep.Checkout
 	sales := [][]string{{"strategy", "kind", "buyers", "sales", "sales/s", "sale p50", "sale p99", "hold p99"}}

@@ -167,9 +167,8 @@ func faultCells(r FaultRow) []string {
 	}
 }
 
-// writeFaults writes the aggregated fault drills as a table; in
-// Markdown, below their chart, with the columns explained, then each
-// run's note.
+// writeFaults writes the aggregated fault drills as a table; the Markdown
+// adds their chart, the columns explained and each run's note.
 func writeFaults(b *strings.Builder, rep Report, md bool) {
 	if md {
 		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")

@@ -20,10 +20,9 @@ const maxHTML = 2 << 20
 
 var checkHeader = []string{"result", "kind", "check", "scope", "observed", "bound"}
 
-// CheckRows are checks as table rows, checkHeader's cells: each failed
-// check and each threshold on a row of its own, then the checks of one
-// name, kind and bound that passed everywhere on one row, with the number
-// of scopes and the figures they saw.
+// CheckRows are checks as rows of checkHeader's cells: each failed check
+// and each threshold on a row of its own, then one row for the checks of a
+// name, kind and bound that passed everywhere, with their scopes and figures.
 func CheckRows(checks []verdict.Check) [][]string {
 	var rows [][]string
 	for _, c := range checks {

@@ -9,10 +9,9 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// KeyedRun is one run of the keyed drill (loadtest keyed): purchases with an
-// Idempotency-Key each, retried across two replicas until they sell, while
-// one replica is killed -9 and restarted and the other is frozen (SIGSTOP)
-// past its lock TTL and its heartbeat timeout.
+// KeyedRun is one run of the keyed drill: purchases with an Idempotency-Key
+// each, retried across two replicas until they sell, while one is killed
+// -9 and restarted and the other frozen past its lock TTL and heartbeat.
 type KeyedRun struct {
 	Repeat     int      `json:"repeat"`
 	Strategies []string `json:"strategies"`
@@ -40,18 +39,15 @@ type KeyedRun struct {
 
 	// Answers counts every answer that was not a sale, by status and
 	// code ("409 idempotency_in_progress", "transport", ...).
-	Answers map[string]int `json:"answers"`
-
-	// Checks are the promises of the drill: each purchase sold once.
-	Checks []verdict.Check `json:"checks"`
+	Answers map[string]int  `json:"answers"`
+	Checks  []verdict.Check `json:"checks"` // the drill's promise: each purchase sold once
 }
 
 // OK reports whether the run kept every promise.
 func (r KeyedRun) OK() bool { return verdict.Judge(r.Checks) == verdict.Passed }
 
-// writeKeyed writes one line per run; the Markdown's verdict column names
-// the failed checks, and what was done in each run and the answers that
-// were not sales follow.
+// writeKeyed writes one line per run; the Markdown adds what was done in
+// each run and the answers that were not sales.
 func writeKeyed(b *strings.Builder, rep Report, md bool) {
 	if md {
 		b.WriteString("## Keyed purchases through a kill -9 and a freeze\n\n")

@@ -206,8 +206,7 @@ func (r Run) Scope() string {
 	return r.Strategy
 }
 
-// Checks is the one list of the run's checks, each with its scope: every
-// run's, every keyed run's, the soak's.
+// Checks is the one list of the run's checks, each with its scope.
 func (rep Report) Checks() []verdict.Check {
 	var out []verdict.Check
 	add := func(scope string, cs []verdict.Check) {
@@ -291,10 +290,10 @@ func rowsOf[T any](header []string, items []T, cells func(T) []string) [][]strin
 	return rows
 }
 
-// table writes rows of cells (the first is the header) as columns two
-// spaces apart, padded to the widest cell, or with md as a Markdown table
-// with a failure in bold. Columns for which left is true hold text and
-// are aligned left; the others hold numbers and are aligned right.
+// table writes rows of cells (the header first) as columns two spaces
+// apart, padded to the widest cell, or with md as a Markdown table with a
+// failure in bold. Columns where left is true hold text, aligned left; the
+// others hold numbers, aligned right.
 func table(b *strings.Builder, md bool, rows [][]string, left func(col int) bool) {
 	width := make([]int, len(rows[0]))
 	for _, cells := range rows {
@@ -382,8 +381,7 @@ func (rep Report) facts() []string {
 }
 
 // WriteMarkdown writes the report as a Markdown page: the verdict, the
-// settings, the table of the run's mode, the problems each run found and
-// the checks.
+// settings, the sections and the checks.
 func WriteMarkdown(w io.Writer, rep Report) error {
 	var b strings.Builder
 	word, sentence := rep.Headline()
@@ -427,10 +425,9 @@ func (rep Report) sections() []Section {
 	return rep.Sections
 }
 
-// writeCompare writes the comparison's table and each run's load by
-// shard; in Markdown, with the columns explained and the violations
-// linked, then the chart, a mixed run's outcomes, the findings and the
-// latency plots.
+// writeCompare writes the comparison's table and the runs' load by shard;
+// the Markdown adds the columns explained, the violations linked, the
+// chart, a mixed run's outcomes, the findings and the latency plots.
 func writeCompare(b *strings.Builder, rep Report, md bool) {
 	rows := rowsOf(compareHeader, rep.Runs, compareCells)
 	for i, r := range rep.Runs {
@@ -496,9 +493,8 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 	}
 }
 
-// writeShards writes, for each run on a Redis Cluster, its load by master
-// (which shards its locks landed on), masters in address order. It writes
-// nothing for other runs.
+// writeShards writes each Redis Cluster run's load by master (which
+// shards its locks landed on), masters in address order.
 func writeShards(b *strings.Builder, runs []Run, md bool) {
 	for _, r := range runs {
 		if len(r.SKUsByShard) == 0 {
@@ -593,9 +589,8 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 	return paths, nil
 }
 
-// WriteText writes the tables a person compares the runs by, those of
-// rep's sections. The command line prints them and the live page shows
-// them.
+// WriteText writes the tables of rep's sections, which the command line
+// prints and the live page shows.
 func WriteText(w io.Writer, rep Report) error {
 	return flush(w, func(b *strings.Builder) {
 		for _, sec := range rep.sections() {

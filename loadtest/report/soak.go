@@ -15,14 +15,12 @@ const SoakChartFile = "soak.svg"
 
 // Soak is what a soak (loadtest soak) sampled, beside its segments' runs.
 type Soak struct {
-	Duration    string       `json:"duration"`
-	Segment     string       `json:"segment"`
-	SampleEvery string       `json:"sample_every"`
-	Strategies  []string     `json:"strategies"`
-	Samples     []SoakSample `json:"samples"`
-	// Checks say whether each process's resources stayed bounded (see
-	// JudgeSoak).
-	Checks []verdict.Check `json:"checks,omitempty"`
+	Duration    string          `json:"duration"`
+	Segment     string          `json:"segment"`
+	SampleEvery string          `json:"sample_every"`
+	Strategies  []string        `json:"strategies"`
+	Samples     []SoakSample    `json:"samples"`
+	Checks      []verdict.Check `json:"checks,omitempty"` // see JudgeSoak
 }
 
 // SoakSample is one replica's resources at one moment of a soak.
@@ -136,8 +134,7 @@ func byReplica(samples []SoakSample) [][]SoakSample {
 	return groupBy(sorted, func(s SoakSample) (string, bool) { return s.Replica, true })
 }
 
-// drawSoak draws each resource over the soak, a line per replica, in
-// four panels.
+// drawSoak draws each resource over the soak, a line per replica.
 func drawSoak(b *strings.Builder, rep Report) {
 	soak := *rep.Soak
 	const pw, ph, pad = 460, 200, 50

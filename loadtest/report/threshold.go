@@ -14,8 +14,7 @@ import (
 )
 
 // Threshold is a bound a user sets on a figure of every run, or of one
-// strategy's runs, as k6 users write them: p99<300ms,
-// sales_per_s>=150, atomic:oversold==0.
+// strategy's runs, as k6 users write them (see ParseThreshold).
 type Threshold struct {
 	Strategy string  // "" : every run
 	Metric   string  // one of Metrics
