@@ -142,28 +142,21 @@ func (r FaultRow) name() string {
 }
 
 func faultCells(r FaultRow) []string {
-	rec := func(v float64) string {
-		if r.Recovered == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2fs", v)
-	}
-	tokens := "-"
-	if r.TokenRuns > 0 {
-		tokens = fmt.Sprintf("ok %d/%d", r.TokenRuns, r.Runs)
-		if !r.TokensOK {
-			tokens = "BROKEN"
-		}
-	}
-	resumed := "-"
+	resumed, med, worst, tokens := "-", "-", "-", "-"
 	if r.Injected > 0 {
 		resumed = fmt.Sprintf("%d/%d", r.Recovered, r.Injected)
+	}
+	if r.Recovered > 0 {
+		med, worst = fmt.Sprintf("%.2fs", r.RecoveryMed), fmt.Sprintf("%.2fs", r.RecoveryMax)
+	}
+	if r.TokenRuns > 0 {
+		tokens = map[bool]string{true: fmt.Sprintf("ok %d/%d", r.TokenRuns, r.Runs), false: "BROKEN"}[r.TokensOK]
 	}
 	return []string{
 		r.Fault, r.name(), fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.DoubleHeld), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
-		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
+		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, med, worst, tokens,
 	}
 }
 

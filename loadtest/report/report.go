@@ -5,6 +5,7 @@ package report
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -577,11 +578,7 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 		if err != nil {
 			return paths, err
 		}
-		err = wr.write(f, rep)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := errors.Join(wr.write(f, rep), f.Close()); err != nil {
 			return paths, fmt.Errorf("write %s: %w", p, err)
 		}
 		paths = append(paths, p)

@@ -100,10 +100,9 @@ func median(ss []SoakSample, get func(SoakSample) float64) float64 {
 func writeSoak(b *strings.Builder, rep Report, md bool) {
 	soak := *rep.Soak
 	if md {
-		b.WriteString("\n## Soak: the replicas' resources\n\n```\n")
-	} else {
-		b.WriteString("\n")
+		b.WriteString("\n## Soak: the replicas' resources\n\n```")
 	}
+	b.WriteString("\n")
 	rows := [][]string{{"replica", "samples", "RSS MiB first/last/max", "goroutines first/last/max", "open files first/last/max", "sockets first/last/max", "restarts"}}
 	for _, ss := range byReplica(soak.Samples) {
 		starts := map[float64]bool{}

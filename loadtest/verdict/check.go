@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -56,18 +57,10 @@ func Of(safe bool, checks ...Check) []Check {
 
 // Result is the check's outcome in a word: pass, or what its failure is.
 func (c Check) Result() string {
-	switch {
-	case c.Pass:
+	if c.Pass {
 		return "pass"
-	case c.Kind == Safety:
-		return "FAIL"
-	case c.Kind == Threshold:
-		return "breached"
-	case c.Kind == Demonstration:
-		return "demonstrated"
-	default:
-		return "past the limit"
 	}
+	return cmp.Or(map[Kind]string{Safety: "FAIL", Threshold: "breached", Demonstration: "demonstrated"}[c.Kind], "past the limit")
 }
 
 func (c Check) String() string {
