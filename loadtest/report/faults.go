@@ -26,25 +26,22 @@ type FaultRow struct {
 	LostUpdates    int `json:"lost_updates"`
 	LedgerMismatch int `json:"ledger_mismatch"`
 	Unacknowledged int `json:"unacknowledged"`
-	Fenced         int `json:"fenced"`     // 503 fenced: a stale holder's read or write refused
-	LeaseLost      int `json:"lease_lost"` // 503 lease_lost: stopped before the write
-	// DoubleHeld counts the polls of the replicas' /healthz, after the
-	// fault, at which two replicas held the strategy's lock at once.
-	DoubleHeld  int `json:"double_held"`
-	LockWait    int `json:"lock_unavailable"`
-	Other503    int `json:"other_503"`
-	NoAnswer    int `json:"no_answer"` // transport errors: refused, reset, timeout
-	OtherStatus int `json:"other_status"`
+	Fenced         int `json:"fenced"`      // 503 fenced: a stale holder's read or write refused
+	LeaseLost      int `json:"lease_lost"`  // 503 lease_lost: stopped before the write
+	DoubleHeld     int `json:"double_held"` // see Run.DoubleHeld
+	LockWait       int `json:"lock_unavailable"`
+	Other503       int `json:"other_503"`
+	NoAnswer       int `json:"no_answer"` // transport errors: refused, reset, timeout
+	OtherStatus    int `json:"other_status"`
 
-	// Injected counts the runs whose fault was injected (not a
-	// configuration, not skipped); Recovered those in which sales resumed
-	// before the attack ended, and the recovery times are theirs.
+	// Injected counts the runs whose fault was injected (see Run.Injected),
+	// Recovered those in which sales resumed, whose times these are.
 	Injected    int     `json:"injected"`
 	Recovered   int     `json:"recovered"`
 	RecoveryMed float64 `json:"recovery_median_s"`
 	RecoveryMax float64 `json:"recovery_max_s"`
-	// TokensOK is false when a run's tokens did not keep increasing;
-	// TokenRuns counts the runs that could check it.
+	// TokensOK is false when a run's tokens did not keep increasing, of
+	// the TokenRuns that could check it.
 	TokensOK  bool `json:"tokens_ok"`
 	TokenRuns int  `json:"token_runs"`
 }
@@ -221,9 +218,9 @@ clock skew, only the second).
 // FaultChartFile is the picture of a fault report.
 const FaultChartFile = "faults.svg"
 
-// drawFaults draws the fault drills: one row per drill with the time
-// until sales resumed (median bar, worst tick, the crash target as a dashed
-// line), what the fence and the lease refused, and the anomalies.
+// drawFaults draws a row per drill: the time until sales resumed (median
+// bar, worst tick, the crash target dashed), what the fence and the lease
+// refused, and the anomalies.
 func drawFaults(b *strings.Builder, rep Report) {
 	rows := FaultRows(rep.Runs)
 	const (

@@ -38,9 +38,7 @@ type Run struct {
 	Stock int      `json:"stock_per_sku"`
 	Qty   int      `json:"qty"`
 
-	// Requests is the number of decrement requests sent; the next fields
-	// split them by class.
-	Requests    int `json:"requests"`
+	Requests    int `json:"requests"`     // decrement requests sent, split by class below
 	Orders      int `json:"orders"`       // 200 responses
 	SoldOut     int `json:"sold_out"`     // 409 sold_out
 	Unavailable int `json:"unavailable"`  // 503
@@ -109,16 +107,14 @@ type Run struct {
 	StepMs      map[string]float64 `json:"sale_step_ms,omitempty"`
 	BoundPerSec *float64           `json:"bound_sales_per_sec,omitempty"`
 
-	// Strategies are the strategies of a mixed run (Strategy "mixed"),
-	// which decremented the same skus at once; Outcomes counts its
-	// requests by strategy and outcome.
+	// Strategies are those of a mixed run (Strategy "mixed"), decrementing
+	// the same skus at once; Outcomes counts its requests by outcome.
 	Strategies []string                  `json:"strategies,omitempty"`
 	Outcomes   map[string]map[string]int `json:"outcomes_by_strategy,omitempty"`
 
-	// The history and its linearizability check. Linearizable is yes, no
-	// or unknown (the checker ran out of time); Conflicts says, per
-	// violating sku, which operations no order reconciles, and
-	// Violations are porcupine's pictures of them.
+	// The history and its linearizability check: yes, no or unknown (the
+	// checker ran out of time); Conflicts says, per violating sku, which
+	// operations no order reconciles, Violations are their pictures.
 	History      string   `json:"history,omitempty"`
 	HistoryOps   int      `json:"history_ops,omitempty"`
 	Linearizable string   `json:"linearizable,omitempty"`
@@ -146,8 +142,7 @@ type Run struct {
 	Plot            string         `json:"plot,omitempty"`
 }
 
-// Errors is the number of requests that were neither a sale, nor sold out,
-// nor a 503.
+// Errors counts the requests neither a sale, nor sold out, nor a 503.
 func (r Run) Errors() int { return r.Other + r.Transport }
 
 // Settings are the knobs of a whole harness run.
@@ -179,8 +174,8 @@ type Report struct {
 	OutDir      string    `json:"out_dir"`
 	WallSeconds float64   `json:"wall_seconds"`
 	Host        string    `json:"host"`
-	// Store says which MongoDB, Redis and etcd the replicas used, when
-	// the harness knows (it started them); empty for external replicas.
+	// The MongoDB, Redis and etcd the replicas used, when the harness
+	// started them; empty for external replicas.
 	Store    string   `json:"store,omitempty"`
 	Redis    string   `json:"redis,omitempty"`
 	Etcd     string   `json:"etcd,omitempty"`
