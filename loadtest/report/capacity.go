@@ -121,7 +121,6 @@ func drawCapacity(b *strings.Builder, rep Report) {
 	svgHead(b, width, height, 13, fmt.Sprintf("stocklock capacity: sales/s against the offered rate, %d replicas", first),
 		fmt.Sprintf("%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits; dashed: a lock strategy's bound", s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s")),
 		"limits: "+esc(s.CapacityLimit))
-
 	var shown []CapacityRow
 	maxRate, maxSales := 1.0, 1.0
 	for _, r := range rows {
@@ -163,7 +162,6 @@ func drawCapacity(b *strings.Builder, rep Report) {
 		ly := y0 + 10 + i*20
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(r.Strategy))
 	}
-
 	if second {
 		y1 := y0 + plotH + 90
 		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.ReplaceAll(strings.Trim(fmt.Sprint(ns), "[]"), " ", ", "))

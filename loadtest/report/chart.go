@@ -79,18 +79,15 @@ func drawCompare(b *strings.Builder, rep Report) {
 		cy := y + rowHeight/2
 		fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", labelX, cy-3, esc(r.Strategy))
 		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", labelX, cy+12, verdictColor(r.Verdict), esc(r.Verdict))
-
 		barColor := map[bool]string{true: "#1565c0", false: "#9e9e9e"}[r.Safe]
 		bw := int(float64(salesW) * r.SalesPerSec / maxSales)
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="18" fill="%s"/>`+"\n", salesX, cy-9, bw, barColor)
 		fmt.Fprintf(b, `<text x="%d" y="%d">%.1f</text>`+"\n", salesX+bw+6, cy+5, r.SalesPerSec)
-
 		lw := logW(r.Latency.P99, maxLat)
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="18" fill="#6a1b9a" fill-opacity="0.75"/>`+"\n", latX, cy-9, lw)
 		p50 := latX + logW(r.Latency.P50, maxLat)
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", p50, cy-12, p50, cy+12)
 		fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", latX+lw+6, cy+5, esc(Ms(r.Latency.P99)))
-
 		marks := anomalyMarks(r.Oversold, r.LostUpdates, r.LedgerMismatch)
 		if len(marks) == 0 {
 			fmt.Fprintf(b, `<circle cx="%d" cy="%d" r="7" fill="#2e7d32"/>`+"\n", anomX+7, cy)

@@ -30,9 +30,8 @@ type CheckoutRun struct {
 	Plain        int `json:"plain"`        // plain decrement buyers
 	PlainSold    int `json:"plain_sold"`
 
-	// Sales/s: each kind's sales over the time from the run's start to
-	// the completion of 95% of them. Latencies in ms: of the call that
-	// sells (confirm, decrement), and of the hold's create.
+	// Sales/s and latencies in ms (of the call that sells, and of the
+	// hold's create), as the Markdown explains them (writeCheckout).
 	CheckoutSalesPerSec float64 `json:"checkout_sales_per_s"`
 	PlainSalesPerSec    float64 `json:"plain_sales_per_s"`
 	HoldP99             float64 `json:"hold_p99_ms"`
@@ -41,9 +40,8 @@ type CheckoutRun struct {
 	DecrementP50        float64 `json:"decrement_p50_ms"`
 	DecrementP99        float64 `json:"decrement_p99_ms"`
 
-	// Expiry to sellable, in ms, over the probes that sold: from the
-	// earliest moment a probe's hold can expire (its create's sending
-	// plus the TTL) to the answer of the sale that took its unit.
+	// Expiry to sellable, in ms, over the probes that sold (see
+	// writeCheckout).
 	Probes     int     `json:"probes"`
 	ProbesSold int     `json:"probes_sold"`
 	ExpiryP50  float64 `json:"expiry_to_sellable_p50_ms"`

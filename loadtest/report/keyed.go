@@ -27,13 +27,11 @@ type KeyedRun struct {
 	KeysTwice    int `json:"keys_twice"`    // keys with more than one order
 	Pending      int `json:"pending"`       // units taken whose order never reached the ledger
 
-	// Settling: from a purchase's first request to its sale, in seconds.
-	SettleP50 float64 `json:"settle_p50_s"`
-	SettleP99 float64 `json:"settle_p99_s"`
-	SettleMax float64 `json:"settle_max_s"`
-	// AfterKillMax and AfterFreezeMax: how long the kill (freeze) kept
-	// the purchases it stranded (first attempt unanswered by that replica),
-	// the longest from the fault to the sale, in seconds.
+	// Settling and after kill (freeze), in seconds, as the Markdown
+	// explains them (writeKeyed).
+	SettleP50      float64 `json:"settle_p50_s"`
+	SettleP99      float64 `json:"settle_p99_s"`
+	SettleMax      float64 `json:"settle_max_s"`
 	AfterKillMax   float64 `json:"after_kill_max_s"`
 	AfterFreezeMax float64 `json:"after_freeze_max_s"`
 
