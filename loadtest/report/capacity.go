@@ -108,9 +108,8 @@ func drawCapacity(b *strings.Builder, rep Report) {
 	color := func(strategy string) string {
 		return capacityColors[slices.Index(strategies, strategy)%len(capacityColors)]
 	}
-	second := len(ns) > 1
 	height := 96 + plotH + 60
-	if second {
+	if len(ns) > 1 { // a second plot: capacity against replicas
 		height += plotH + 90
 	}
 	first := 0
@@ -146,10 +145,7 @@ func drawCapacity(b *strings.Builder, rep Report) {
 			x := float64(left) + float64(st.TargetRate)/maxRate*plotW
 			y := float64(y0+plotH) - st.SalesPerSec/maxSales*plotH
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-			fill := c
-			if st.Saturated != "" {
-				fill = "#ffffff"
-			}
+			fill := map[bool]string{true: c, false: "#ffffff"}[st.Saturated == ""]
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="%s" stroke-width="2"><title>%s, %d replicas: %d req/s offered, %.1f sales/s, p99 %s %s</title></circle>`+"\n",
 				x, y, fill, c, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
 		}
@@ -162,7 +158,7 @@ func drawCapacity(b *strings.Builder, rep Report) {
 		ly := y0 + 10 + i*20
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(r.Strategy))
 	}
-	if second {
+	if len(ns) > 1 {
 		y1 := y0 + plotH + 90
 		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.ReplaceAll(strings.Trim(fmt.Sprint(ns), "[]"), " ", ", "))
 		maxCap := 1.0
