@@ -28,8 +28,7 @@ func Bound(stepMs map[string]float64, held []string) *float64 {
 	return &b
 }
 
-// BoundShare is the run's sales/s as a percentage of its bound, "-"
-// without a bound.
+// BoundShare is the run's sales/s as a share of its bound, "-" without one.
 func (r Run) BoundShare() string {
 	if r.BoundPerSec == nil || *r.BoundPerSec <= 0 {
 		return "-"
@@ -42,9 +41,8 @@ func (r Run) BoundText() string {
 	return orDash(r.BoundPerSec, func(v float64) string { return fmt.Sprintf("%.1f", v) })
 }
 
-// StepsText lists the run's mean step times in the order of
-// strategy.SaleSteps ("lock <mean> ms, read <mean> ms, ..."), "-" without
-// any.
+// StepsText lists the run's mean step times in strategy.SaleSteps order
+// ("lock <mean> ms, read <mean> ms, ..."), "-" without any.
 func (r Run) StepsText() string {
 	var parts []string
 	for _, s := range strategy.SaleSteps {

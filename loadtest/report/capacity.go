@@ -11,8 +11,7 @@ import (
 // CapacityChartFile is the capacity sweep's chart.
 const CapacityChartFile = "capacity.svg"
 
-// CapacityRow is one strategy at one replica count in a capacity sweep:
-// the steps it ran and the best one within the limits.
+// CapacityRow is one strategy at one replica count in a capacity sweep.
 type CapacityRow struct {
 	Strategy string
 	Replicas int
@@ -28,8 +27,7 @@ type CapacityRow struct {
 	Stop string
 }
 
-// CapacityRows groups a sweep's steps by strategy and replica count, in
-// the order they ran.
+// CapacityRows groups a sweep's steps by strategy and replica count.
 func CapacityRows(runs []Run) []CapacityRow {
 	var rows []CapacityRow
 	for _, steps := range groupBy(runs, func(r Run) (string, bool) {

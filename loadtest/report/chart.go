@@ -23,8 +23,7 @@ const (
 	anomX      = 800
 )
 
-// verdictColor is the colour of a verdict in the charts: grey for one not
-// reproduced.
+// verdictColor is the colour of a verdict in the charts.
 func verdictColor(v string) string {
 	colors := map[verdict.Outcome]string{verdict.Pass: "#2e7d32", verdict.Fail: "#c62828", verdict.Demonstrated: "#e65100"}
 	return cmp.Or(colors[verdict.Outcome(v)], "#757575")
@@ -129,8 +128,7 @@ func anomalyMarks(oversold, lost, ledger int) []string {
 	return marks
 }
 
-// logW is the bar width of ms on a log scale from 1ms (width 0) to maxMs
-// (full width).
+// logW is the bar width of ms on a log scale from 1ms (0) to maxMs (latW).
 func logW(ms, maxMs float64) int {
 	if ms <= 1 {
 		return 0

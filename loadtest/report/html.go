@@ -14,8 +14,7 @@ import (
 // HTMLFile is the report as one page that opens offline.
 const HTMLFile = "report.html"
 
-// maxHTML is the most report.html may weigh; the pictures of violations
-// that would take it past this are linked instead of embedded.
+// maxHTML is the most report.html may weigh: pictures past it are linked.
 const maxHTML = 2 << 20
 
 var checkHeader = []string{"result", "kind", "check", "scope", "observed", "bound"}
