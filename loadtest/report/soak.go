@@ -105,10 +105,6 @@ func writeSoak(b *strings.Builder, rep Report, md bool) {
 	b.WriteString("\n")
 	rows := [][]string{{"replica", "samples", "RSS MiB first/last/max", "goroutines first/last/max", "open files first/last/max", "sockets first/last/max", "restarts"}}
 	for _, ss := range byReplica(soak.Samples) {
-		starts := map[float64]bool{}
-		for _, s := range ss {
-			starts[s.Started] = true
-		}
 		cells := []string{ss[0].Replica, fmt.Sprint(len(ss))}
 		for _, l := range soakLimits {
 			hi := math.Inf(-1)
@@ -117,7 +113,8 @@ func writeSoak(b *strings.Builder, rep Report, md bool) {
 			}
 			cells = append(cells, fmt.Sprintf("%.0f / %.0f / %.0f", l.get(ss[0]), l.get(ss[len(ss)-1]), hi))
 		}
-		rows = append(rows, append(cells, fmt.Sprint(len(starts)-1)))
+		processes := groupBy(ss, func(s SoakSample) (string, bool) { return fmt.Sprint(s.Started), true })
+		rows = append(rows, append(cells, fmt.Sprint(len(processes)-1)))
 	}
 	table(b, false, rows, func(int) bool { return false })
 	b.WriteString(judged(soak.Checks, "no resource grew without bound (rule: docs/faults.md#soak)", "GREW WITHOUT BOUND: ") + "\n")
