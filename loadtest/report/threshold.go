@@ -108,17 +108,16 @@ func ParseThreshold(s string) (Threshold, error) {
 		}
 		return t, fmt.Errorf("threshold %q: unknown metric %q (known: %s)", s, name, strings.Join(names, ", "))
 	}
-	m := metrics[j]
-	t.bound, t.metric = value, m
+	t.bound, t.metric = value, metrics[j]
 	var err error
-	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && m.ms {
+	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && t.metric.ms {
 		var d time.Duration
 		if d, err = time.ParseDuration(value); err == nil {
 			t.Bound = float64(d) / float64(time.Millisecond)
 		}
 	}
 	if err != nil {
-		unit := map[bool]string{false: "a number", true: "a duration such as 300ms or 1.5s (a bare number is ms)"}[m.ms]
+		unit := map[bool]string{false: "a number", true: "a duration such as 300ms or 1.5s (a bare number is ms)"}[t.metric.ms]
 		return t, fmt.Errorf("threshold %q: %q is not %s", s, value, unit)
 	}
 	return t, nil
@@ -135,12 +134,8 @@ func (t Threshold) String() string {
 // Check judges run r against the threshold; false when it does not apply
 // (another strategy's threshold, a figure the run lacks).
 func (t Threshold) Check(r Run) (verdict.Check, bool) {
-	m := t.metric
-	if t.Strategy != "" && t.Strategy != r.Strategy {
-		return verdict.Check{}, false
-	}
-	v := m.value(r)
-	if math.IsNaN(v) {
+	v := t.metric.value(r)
+	if t.Strategy != "" && t.Strategy != r.Strategy || math.IsNaN(v) {
 		return verdict.Check{}, false
 	}
 	pass := map[string]bool{"<": v < t.Bound, "<=": v <= t.Bound, ">": v > t.Bound, ">=": v >= t.Bound, "==": v == t.Bound, "!=": v != t.Bound}[t.Op]
@@ -148,7 +143,7 @@ func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	switch {
 	case math.IsInf(v, 1):
 		observed = "never"
-	case m.ms:
+	case t.metric.ms:
 		observed = Ms(v)
 	}
 	return verdict.Check{Name: t.Metric, Kind: verdict.Threshold, Observed: observed, Bound: t.Op + " " + t.bound, Pass: pass}, true
