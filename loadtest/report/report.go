@@ -456,11 +456,13 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 		return
 	}
 	b.WriteString("\n![strategies compared](chart.svg)\n")
+	var notes strings.Builder // the findings, after every run's outcomes
+	var plots []string
 	for _, r := range rep.Runs {
 		writeOutcomes(b, r)
-	}
-	var notes strings.Builder
-	for _, r := range rep.Runs {
+		if r.Plot != "" {
+			plots = append(plots, fmt.Sprintf("[%s](%s)", r.Strategy, r.Plot))
+		}
 		if len(r.Problems) == 0 && len(r.ErrorSample) == 0 {
 			continue
 		}
@@ -477,12 +479,6 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 	}
 	if notes.Len() > 0 {
 		b.WriteString("\n## Findings\n" + notes.String())
-	}
-	var plots []string
-	for _, r := range rep.Runs {
-		if r.Plot != "" {
-			plots = append(plots, fmt.Sprintf("[%s](%s)", r.Strategy, r.Plot))
-		}
 	}
 	if len(plots) > 0 {
 		fmt.Fprintf(b, "\nLatency plots (Vegeta): %s\n", strings.Join(plots, ", "))
