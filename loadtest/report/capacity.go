@@ -111,7 +111,8 @@ func writeCapacity(b *strings.Builder, rep Report, md bool) {
 	header := []string{"strategy", "replicas", "capacity sales/s", "peak sales/s", "bound", "% of bound", "p99", "errors", "verdict", "sweep stopped"}
 	table(b, false, rowsOf(header, CapacityRows(rep.Runs), func(r CapacityRow) []string {
 		p := r.Peak
-		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", fmt.Sprintf("%.1f", p.SalesPerSec), p.BoundText(), p.BoundShare(), "-", "-", "-", r.Stop}
+		cells := []string{r.Strategy, fmt.Sprint(r.Replicas), "-", fmt.Sprintf("%.1f", p.SalesPerSec), p.BoundText(), p.BoundShare(),
+			"-", "-", "-", r.Stop}
 		if best := r.Best; best != nil {
 			cells[2], cells[6] = fmt.Sprintf("%.1f at %d req/s", best.SalesPerSec, best.TargetRate), Ms(best.Latency.P99)
 			cells[7], cells[8] = fmt.Sprint(best.Errors()), best.Verdict

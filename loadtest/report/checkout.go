@@ -73,7 +73,8 @@ func writeCheckout(b *strings.Builder, rep Report, md bool) {
 			[]string{r.Strategy, "plain", fmt.Sprint(r.Plain), fmt.Sprint(r.PlainSold), fmt.Sprintf("%.1f", r.PlainSalesPerSec), Ms(r.DecrementP50), Ms(r.DecrementP99), "-"})
 		holds = append(holds, []string{r.Strategy, fmt.Sprint(r.Holds), fmt.Sprint(r.Abandoned), fmt.Sprint(r.Confirmed),
 			fmt.Sprintf("%d of %d", r.LateRefused, r.LateSent), fmt.Sprint(r.PausedLate), Ms(r.ExpiryP50), Ms(r.ExpiryP99),
-			fmt.Sprintf("%d of %d", r.ProbesSold, r.Probes), fmt.Sprintf("%d of %d", r.Remaining+r.LedgerUnits, r.Initial+r.Probes), fmt.Sprint(r.HeldLeft), judged(r.Checks, "pass", "FAIL: ")})
+			fmt.Sprintf("%d of %d", r.ProbesSold, r.Probes), fmt.Sprintf("%d of %d", r.Remaining+r.LedgerUnits, r.Initial+r.Probes), fmt.Sprint(r.HeldLeft),
+			judged(r.Checks, "pass", "FAIL: ")})
 	}
 	if md && len(runs) > 0 {
 		r := runs[0]

@@ -243,7 +243,8 @@ func drawFaults(b *strings.Builder, rep Report) {
 	height := top + len(rows)*rowH + 50
 	s := rep.Settings
 	sub := fmt.Sprintf("%d req/s for %s per run, %d repeat(s), lock TTL %s, write stall %s, 2 replicas; %s", s.Rate, s.Duration, s.Repeat, s.FaultTTL, s.WriteStall, rep.Started.Format("2006-01-02 15:04 MST"))
-	svgHead(b, width, height, 12, "stocklock fault drills: what survives, and how fast sales resume", esc(clip(sub, 150)), esc(clip(rep.Host, 150)))
+	svgHead(b, width, height, 12, "stocklock fault drills: what survives, and how fast sales resume",
+		esc(clip(sub, 150)), esc(clip(rep.Host, 150)))
 	hy := top - 12
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">longest gap in sales (median bar, worst |)</text>`+"\n", recX, hy)
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
