@@ -26,12 +26,10 @@ const (
 )
 
 // Check is one decision about a harness run: what was checked, the figure
-// observed, the bound it must meet and whether it did. Scope says what it
-// is about (a strategy's run, a drill's repeat, a replica); a check kept
-// with the run it is about leaves it empty.
+// observed, the bound it must meet and whether it did.
 type Check struct {
 	Name     string `json:"name"`
-	Scope    string `json:"scope,omitempty"`
+	Scope    string `json:"scope,omitempty"` // what it is about (a run, a repeat, a replica); empty beside its run
 	Kind     Kind   `json:"kind"`
 	Observed string `json:"observed"`
 	Bound    string `json:"bound"`
