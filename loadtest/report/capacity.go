@@ -24,9 +24,7 @@ type CapacityRow struct {
 	// Bound, the bound measured at Peak (nil without a lock).
 	Best, Peak *Run
 	Bound      *float64
-	// Stop says why the sweep ended: the last step past the limits, or
-	// the last rate tried.
-	Stop string
+	Stop       string // why the sweep ended: the last step past the limits, or the last rate tried
 }
 
 // CapacityRows groups a sweep's steps by strategy and replica count.

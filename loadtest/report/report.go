@@ -176,19 +176,17 @@ type Report struct {
 	Host        string    `json:"host"`
 	// The MongoDB, Redis and etcd the replicas used, when the harness
 	// started them; empty for external replicas.
-	Store    string   `json:"store,omitempty"`
-	Redis    string   `json:"redis,omitempty"`
-	Etcd     string   `json:"etcd,omitempty"`
-	Replicas []string `json:"replicas"`
-	Settings Settings `json:"settings"`
-	Runs     []Run    `json:"runs"`
-	// Keyed and Checkout hold the runs of the keyed drill and of the
-	// checkout scenario, which have no Runs.
-	Keyed    []KeyedRun    `json:"keyed,omitempty"`
-	Checkout []CheckoutRun `json:"checkout,omitempty"`
-	Soak     *Soak         `json:"soak,omitempty"` // a soak's samples; its segments are Runs
-	Sections []Section     `json:"-"`              // the run mode's parts of the report; none is the comparison's
-	OK       bool          `json:"ok"`             // the run finished and no check failed it
+	Store    string        `json:"store,omitempty"`
+	Redis    string        `json:"redis,omitempty"`
+	Etcd     string        `json:"etcd,omitempty"`
+	Replicas []string      `json:"replicas"`
+	Settings Settings      `json:"settings"`
+	Runs     []Run         `json:"runs"`
+	Keyed    []KeyedRun    `json:"keyed,omitempty"`    // the keyed drill's runs (it has no Runs)
+	Checkout []CheckoutRun `json:"checkout,omitempty"` // the checkout scenario's runs (it has no Runs)
+	Soak     *Soak         `json:"soak,omitempty"`     // a soak's samples; its segments are Runs
+	Sections []Section     `json:"-"`                  // the run mode's parts of the report; none is the comparison's
+	OK       bool          `json:"ok"`                 // the run finished and no check failed it
 }
 
 // Scope names the run in a list of checks.
