@@ -100,27 +100,6 @@ func FaultRows(runs []Run) []FaultRow {
 	return rows
 }
 
-// groupBy groups the items key keeps by their key, in the order each key
-// first appears.
-func groupBy[T any](items []T, key func(T) (string, bool)) [][]T {
-	var groups [][]T
-	index := map[string]int{}
-	for _, it := range items {
-		k, keep := key(it)
-		if !keep {
-			continue
-		}
-		i, ok := index[k]
-		if !ok {
-			i = len(groups)
-			index[k] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], it)
-	}
-	return groups
-}
-
 // worseLin returns the worse of two linearizability cells.
 func worseLin(a, b string) string {
 	rank := map[string]int{"": -1, "-": -1, "yes": 0, "unknown": 1, "no": 2}

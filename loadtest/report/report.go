@@ -284,6 +284,27 @@ func rowsOf[T any](header []string, items []T, cells func(T) []string) [][]strin
 	return rows
 }
 
+// groupBy groups the items key keeps by their key, in the order each key
+// first appears.
+func groupBy[T any](items []T, key func(T) (string, bool)) [][]T {
+	var groups [][]T
+	index := map[string]int{}
+	for _, it := range items {
+		k, keep := key(it)
+		if !keep {
+			continue
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], it)
+	}
+	return groups
+}
+
 // table writes rows of cells (the header first) as columns two spaces
 // apart, padded to the widest cell, or with md as a Markdown table with a
 // failure in bold. Columns where left is true hold text, aligned left; the
