@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
@@ -35,13 +34,12 @@ func (s floor) Check(c harness.Config, bad harness.Problem) {
 
 func (s floor) Run(ctx context.Context, h *harness.Harness, rep *report.Report) error {
 	rep.Sections = []report.Section{report.CompareSection, {
-		Text: func(w io.Writer, _ report.Report) error {
-			_, err := fmt.Fprintf(w, "floor: %d units a run\n", s.MinSold)
-			return err
-		},
-		Markdown: func(b *strings.Builder, _ report.Report) error {
-			_, err := fmt.Fprintf(b, "\nFloor: %d units a run.\n", s.MinSold)
-			return err
+		Write: func(b *strings.Builder, _ report.Report, md bool) {
+			if md {
+				fmt.Fprintf(b, "\nFloor: %d units a run.\n", s.MinSold)
+			} else {
+				fmt.Fprintf(b, "floor: %d units a run\n", s.MinSold)
+			}
 		},
 	}}
 	for _, st := range rep.Settings.Strategies {

@@ -1,8 +1,8 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/stocklock/stocklock/loadtest/verdict"
@@ -30,9 +30,8 @@ type CheckoutRun struct {
 	Plain        int `json:"plain"`        // plain decrement buyers
 	PlainSold    int `json:"plain_sold"`
 
-	// Sales/s: each kind's sales over the time from the run's start to
-	// the completion of 95% of them. Latencies in ms: of the call that
-	// sells (confirm, decrement), and of the hold's create.
+	// Sales/s and latencies in ms (of the call that sells, and of the
+	// hold's create), as the Markdown explains them (writeCheckout).
 	CheckoutSalesPerSec float64 `json:"checkout_sales_per_s"`
 	PlainSalesPerSec    float64 `json:"plain_sales_per_s"`
 	HoldP99             float64 `json:"hold_p99_ms"`
@@ -41,9 +40,8 @@ type CheckoutRun struct {
 	DecrementP50        float64 `json:"decrement_p50_ms"`
 	DecrementP99        float64 `json:"decrement_p99_ms"`
 
-	// Expiry to sellable, in ms, over the probes that sold: from the
-	// earliest moment a probe's hold can expire (its create's sending
-	// plus the TTL) to the answer of the sale that took its unit.
+	// Expiry to sellable, in ms, over the probes that sold (see
+	// writeCheckout).
 	Probes     int     `json:"probes"`
 	ProbesSold int     `json:"probes_sold"`
 	ExpiryP50  float64 `json:"expiry_to_sellable_p50_ms"`
@@ -63,58 +61,41 @@ type CheckoutRun struct {
 	Checks      []verdict.Check `json:"checks"`
 }
 
-// WriteCheckout writes the checkout runs: the sales of checkout and of
-// plain decrements side by side, then the holds and their checks, as
-// aligned text or, with markdown, as Markdown with what each run did.
-func WriteCheckout(w io.Writer, runs []CheckoutRun, markdown bool) error {
+// writeCheckout writes the sales of checkout and of plain decrements side
+// by side, then the holds and their checks; the Markdown adds each run's.
+func writeCheckout(b *strings.Builder, rep Report, md bool) {
+	runs := rep.Checkout
 	sales := [][]string{{"strategy", "kind", "buyers", "sales", "sales/s", "sale p50", "sale p99", "hold p99"}}
 	holds := [][]string{{"strategy", "holds", "abandoned", "confirmed", "late refused", "paused late", "expiry→sellable p50", "p99", "probes sold", "available+sold", "held left", "verdict"}}
 	for _, r := range runs {
 		sales = append(sales,
 			[]string{r.Strategy, "checkout", fmt.Sprint(r.Holds + r.HoldsRefused), fmt.Sprint(r.Confirmed), fmt.Sprintf("%.1f", r.CheckoutSalesPerSec), Ms(r.ConfirmP50), Ms(r.ConfirmP99), Ms(r.HoldP99)},
 			[]string{r.Strategy, "plain", fmt.Sprint(r.Plain), fmt.Sprint(r.PlainSold), fmt.Sprintf("%.1f", r.PlainSalesPerSec), Ms(r.DecrementP50), Ms(r.DecrementP99), "-"})
-		v := "pass"
-		if verdict.Judge(r.Checks) != verdict.Passed {
-			v = "FAIL: " + strings.Join(verdict.Failures(r.Checks), "; ")
-		}
 		holds = append(holds, []string{r.Strategy, fmt.Sprint(r.Holds), fmt.Sprint(r.Abandoned), fmt.Sprint(r.Confirmed),
 			fmt.Sprintf("%d of %d", r.LateRefused, r.LateSent), fmt.Sprint(r.PausedLate), Ms(r.ExpiryP50), Ms(r.ExpiryP99),
-			fmt.Sprintf("%d of %d", r.ProbesSold, r.Probes), fmt.Sprintf("%d of %d", r.Remaining+r.LedgerUnits, r.Initial+r.Probes), fmt.Sprint(r.HeldLeft), v})
+			fmt.Sprintf("%d of %d", r.ProbesSold, r.Probes), fmt.Sprintf("%d of %d", r.Remaining+r.LedgerUnits, r.Initial+r.Probes), fmt.Sprint(r.HeldLeft),
+			judged(r.Checks, "pass", "FAIL: ")})
+	}
+	if md && len(runs) > 0 {
+		r := runs[0]
+		fmt.Fprintf(b, "## Checkout: holds beside plain decrements\n\nHold TTL %s, think %s, abandon %g, late %g, faults %s. Sales/s: each kind's sales over the time from the run's start to the completion of 95%% of them; sale p50/p99: the confirm's or the decrement's latency. Expiry→sellable: from the earliest moment a probe's hold can expire (its create's sending plus the TTL, on the harness's clock) to the answer of the sale that took its unit. Available+sold: units left plus units in the ledger once every hold expired, of the stock.\n\n",
+			r.HoldTTL, r.Think, r.Abandon, r.Late, cmp.Or(strings.Join(r.Faults, ", "), "none"))
 	}
 	left := func(col int) bool { return col < 2 || col == 11 }
-	if !markdown {
-		if err := writeAligned(w, sales, left); err != nil {
-			return err
-		}
-		_, _ = io.WriteString(w, "\n")
-		return writeAligned(w, holds, left)
-	}
-	var b strings.Builder
-	if len(runs) > 0 {
-		r, faults := runs[0], "none"
-		if len(r.Faults) > 0 {
-			faults = strings.Join(r.Faults, ", ")
-		}
-		fmt.Fprintf(&b, "## Checkout: holds beside plain decrements\n\nHold TTL %s, think %s, abandon %g, late %g, faults %s. Sales/s: each kind's sales over the time from the run's start to the completion of 95%% of them; sale p50/p99: the confirm's or the decrement's latency. Expiry→sellable: from the earliest moment a probe's hold can expire (its create's sending plus the TTL, on the harness's clock) to the answer of the sale that took its unit. Available+sold: units left plus units in the ledger once every hold expired, of the stock.\n\n",
-			r.HoldTTL, r.Think, r.Abandon, r.Late, faults)
-	}
-	writeMarkdownTable(&b, sales, left)
+	table(b, md, sales, left)
 	b.WriteString("\n")
-	writeMarkdownTable(&b, holds, left)
+	table(b, md, holds, left)
+	if !md {
+		return
+	}
 	for _, r := range runs {
-		fmt.Fprintf(&b, "\n### %s\n\n", r.Strategy)
+		fmt.Fprintf(b, "\n### %s\n\n", r.Strategy)
 		for _, f := range r.FaultNotes {
-			fmt.Fprintf(&b, "- %s\n", f)
+			fmt.Fprintf(b, "- %s\n", f)
 		}
 		if len(r.FaultNotes) > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "Calls and answers: %s.\n", counts(r.Answers))
+		fmt.Fprintf(b, "Calls and answers: %s.\n", counts(r.Answers))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
-
-// CheckoutSection is the checkout scenario's part of the report.
-var CheckoutSection = Section{Text: func(w io.Writer, rep Report) error { return WriteCheckout(w, rep.Checkout, false) },
-	Markdown: func(b *strings.Builder, rep Report) error { return WriteCheckout(b, rep.Checkout, true) }}

@@ -1,9 +1,9 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
-	"io"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,25 +26,22 @@ type FaultRow struct {
 	LostUpdates    int `json:"lost_updates"`
 	LedgerMismatch int `json:"ledger_mismatch"`
 	Unacknowledged int `json:"unacknowledged"`
-	Fenced         int `json:"fenced"`     // 503 fenced: a stale holder's read or write refused
-	LeaseLost      int `json:"lease_lost"` // 503 lease_lost: stopped before the write
-	// DoubleHeld counts the polls of the replicas' /healthz, after the
-	// fault, at which two replicas held the strategy's lock at once.
-	DoubleHeld  int `json:"double_held"`
-	LockWait    int `json:"lock_unavailable"`
-	Other503    int `json:"other_503"`
-	NoAnswer    int `json:"no_answer"` // transport errors: refused, reset, timeout
-	OtherStatus int `json:"other_status"`
+	Fenced         int `json:"fenced"`      // 503 fenced: a stale holder's read or write refused
+	LeaseLost      int `json:"lease_lost"`  // 503 lease_lost: stopped before the write
+	DoubleHeld     int `json:"double_held"` // see Run.DoubleHeld
+	LockWait       int `json:"lock_unavailable"`
+	Other503       int `json:"other_503"`
+	NoAnswer       int `json:"no_answer"` // transport errors: refused, reset, timeout
+	OtherStatus    int `json:"other_status"`
 
-	// Injected counts the runs whose fault was injected (not a
-	// configuration, not skipped); Recovered those in which sales resumed
-	// before the attack ended, and the recovery times are theirs.
+	// Injected counts the runs whose fault was injected (see Run.Injected),
+	// Recovered those in which sales resumed, whose times these are.
 	Injected    int     `json:"injected"`
 	Recovered   int     `json:"recovered"`
 	RecoveryMed float64 `json:"recovery_median_s"`
 	RecoveryMax float64 `json:"recovery_max_s"`
-	// TokensOK is false when a run's tokens did not keep increasing;
-	// TokenRuns counts the runs that could check it.
+	// TokensOK is false when a run's tokens did not keep increasing, of
+	// the TokenRuns that could check it.
 	TokensOK  bool `json:"tokens_ok"`
 	TokenRuns int  `json:"token_runs"`
 }
@@ -53,63 +50,52 @@ type FaultRow struct {
 // they first ran.
 func FaultRows(runs []Run) []FaultRow {
 	var rows []FaultRow
-	index := map[string]int{}
-	recov := map[int][]float64{}
-	checks := map[int][]verdict.Check{} // every repeat's, for the row's verdict
-	for _, r := range runs {
-		if r.Fault == "" {
-			continue
-		}
-		k := r.Fault + "\x00" + r.Strategy
-		i, ok := index[k]
-		if !ok {
-			i = len(rows)
-			index[k] = i
-			rows = append(rows, FaultRow{Fault: r.Fault, Strategy: r.Strategy, Demo: r.Demo, TokensOK: true, Linearizable: "-"})
-		}
-		row := &rows[i]
-		row.Runs++
-		row.Sold += r.Sold
-		row.Oversold += r.Oversold
-		row.LostUpdates += r.LostUpdates
-		row.LedgerMismatch += r.LedgerMismatch
-		row.Unacknowledged += r.Unacknowledged
-		row.DoubleHeld += r.DoubleHeld
-		for code, n := range r.Codes {
-			switch {
-			case code == "503 fenced":
-				row.Fenced += n
-			case code == "503 lease_lost":
-				row.LeaseLost += n
-			case code == "503 lock_unavailable":
-				row.LockWait += n
-			case strings.HasPrefix(code, "503"):
-				row.Other503 += n
-			case strings.HasPrefix(code, "no answer"):
-				row.NoAnswer += n
-			default:
-				row.OtherStatus += n
+	for _, g := range groupBy(runs, func(r Run) (string, bool) { return r.Fault + "\x00" + r.Strategy, r.Fault != "" }) {
+		row := FaultRow{Fault: g[0].Fault, Strategy: g[0].Strategy, Demo: g[0].Demo, Runs: len(g), TokensOK: true, Linearizable: "-"}
+		var recov []float64
+		var checks []verdict.Check // every repeat's, for the row's verdict
+		for _, r := range g {
+			row.Sold += r.Sold
+			row.Oversold += r.Oversold
+			row.LostUpdates += r.LostUpdates
+			row.LedgerMismatch += r.LedgerMismatch
+			row.Unacknowledged += r.Unacknowledged
+			row.DoubleHeld += r.DoubleHeld
+			for code, n := range r.Codes {
+				switch {
+				case code == "503 fenced":
+					row.Fenced += n
+				case code == "503 lease_lost":
+					row.LeaseLost += n
+				case code == "503 lock_unavailable":
+					row.LockWait += n
+				case strings.HasPrefix(code, "503"):
+					row.Other503 += n
+				case strings.HasPrefix(code, "no answer"):
+					row.NoAnswer += n
+				default:
+					row.OtherStatus += n
+				}
 			}
+			if r.Injected {
+				row.Injected++
+			}
+			if r.RecoverySeconds != nil {
+				recov = append(recov, *r.RecoverySeconds)
+			}
+			if r.Tokens != nil {
+				row.TokenRuns++
+				row.TokensOK = row.TokensOK && r.Tokens.OK
+			}
+			checks = append(checks, r.Checks...)
+			row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
 		}
-		if r.Injected {
-			row.Injected++
+		row.Verdict = string(verdict.OutcomeOf(g[len(g)-1].Safe, checks))
+		if len(recov) > 0 {
+			slices.Sort(recov)
+			row.Recovered, row.RecoveryMed, row.RecoveryMax = len(recov), recov[len(recov)/2], recov[len(recov)-1]
 		}
-		if r.RecoverySeconds != nil {
-			recov[i] = append(recov[i], *r.RecoverySeconds)
-		}
-		if r.Tokens != nil {
-			row.TokenRuns++
-			row.TokensOK = row.TokensOK && r.Tokens.OK
-		}
-		checks[i] = append(checks[i], r.Checks...)
-		row.Verdict = string(verdict.OutcomeOf(r.Safe, checks[i]))
-		row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
-	}
-	for i, rs := range recov {
-		sort.Float64s(rs)
-		rows[i].Recovered = len(rs)
-		rows[i].RecoveryMed = rs[len(rs)/2]
-		rows[i].RecoveryMax = rs[len(rs)-1]
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -126,62 +112,42 @@ func worseLin(a, b string) string {
 var faultHeader = []string{"fault", "strategy", "runs", "verdict", "linearizable", "sold", "oversold", "lost upd", "ledger≠",
 	"fenced", "lease lost", "2 holders", "lock wait 503", "no answer", "other", "resumed", "recovery med", "recovery max", "tokens"}
 
+// name is the row's strategy, marked when it is a demonstration.
+func (r FaultRow) name() string {
+	return r.Strategy + map[bool]string{true: " (demo)"}[r.Demo]
+}
+
 func faultCells(r FaultRow) []string {
-	strategy := r.Strategy
-	if r.Demo {
-		strategy += " (demo)"
-	}
-	rec := func(v float64) string {
-		if r.Recovered == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2fs", v)
-	}
-	tokens := "-"
-	if r.TokenRuns > 0 {
-		tokens = fmt.Sprintf("ok %d/%d", r.TokenRuns, r.Runs)
-		if !r.TokensOK {
-			tokens = "BROKEN"
-		}
-	}
-	resumed := "-"
+	resumed, med, worst, tokens := "-", "-", "-", "-"
 	if r.Injected > 0 {
 		resumed = fmt.Sprintf("%d/%d", r.Recovered, r.Injected)
 	}
+	if r.Recovered > 0 {
+		med, worst = fmt.Sprintf("%.2fs", r.RecoveryMed), fmt.Sprintf("%.2fs", r.RecoveryMax)
+	}
+	if r.TokenRuns > 0 {
+		tokens = map[bool]string{true: fmt.Sprintf("ok %d/%d", r.TokenRuns, r.Runs), false: "BROKEN"}[r.TokensOK]
+	}
 	return []string{
-		r.Fault, strategy, fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
+		r.Fault, r.name(), fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.DoubleHeld), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
-		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, rec(r.RecoveryMed), rec(r.RecoveryMax), tokens,
+		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, med, worst, tokens,
 	}
 }
 
-// WriteFaultTable writes the aggregated fault drills as an aligned
-// plain-text table.
-func WriteFaultTable(w io.Writer, rows []FaultRow) error {
-	cells := [][]string{faultHeader}
-	for _, r := range rows {
-		cells = append(cells, faultCells(r))
+// writeFaults writes the aggregated fault drills as a table; the Markdown
+// adds their chart, the columns explained and each run's note.
+func writeFaults(b *strings.Builder, rep Report, md bool) {
+	if md {
+		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
 	}
-	return writeAligned(w, cells, faultTextColumn)
-}
-
-// faultTextColumn reports whether a fault table column holds text (fault,
-// strategy, verdict, linearizable, tokens) rather than numbers.
-func faultTextColumn(col int) bool {
-	return col < 2 || col == 3 || col == 4 || col == len(faultHeader)-1
-}
-
-// WriteFaultMarkdown writes the aggregated fault drills as a Markdown table
-// with the columns explained, then each run's note.
-func WriteFaultMarkdown(w io.Writer, runs []Run) error {
-	rows := FaultRows(runs)
-	var b strings.Builder
-	cells := [][]string{faultHeader}
-	for _, r := range rows {
-		cells = append(cells, faultCells(r))
+	table(b, md, rowsOf(faultHeader, FaultRows(rep.Runs), faultCells), func(col int) bool {
+		return col < 2 || col == 3 || col == 4 || col == len(faultHeader)-1 // fault, strategy, verdict, linearizable, tokens
+	})
+	if !md {
+		return
 	}
-	writeMarkdownTable(&b, cells, faultTextColumn)
 	b.WriteString(`
 Summed over the runs of each drill: *linearizable* is the worst of the
 runs' history checks (no, then unknown, then yes); *sold*, *oversold*, *lost upd* and
@@ -207,7 +173,7 @@ struck, and no token carried two sales (without an injected fault, as for
 clock skew, only the second).
 `)
 	var notes strings.Builder
-	for _, r := range runs {
+	for _, r := range rep.Runs {
 		if r.Fault == "" {
 			continue
 		}
@@ -224,20 +190,17 @@ clock skew, only the second).
 		notes.WriteString("\n")
 	}
 	if notes.Len() > 0 {
-		b.WriteString("\n### Every run\n\n")
-		b.WriteString(notes.String())
+		b.WriteString("\n### Every run\n\n" + notes.String())
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // FaultChartFile is the picture of a fault report.
 const FaultChartFile = "faults.svg"
 
-// WriteFaultSVG draws the fault drills: one row per drill with the time
-// until sales resumed (median bar, worst tick, the crash target as a dashed
-// line), what the fence and the lease refused, and the anomalies.
-func WriteFaultSVG(w io.Writer, rep Report) error {
+// drawFaults draws a row per drill: the time until sales resumed (median
+// bar, worst tick, the crash target dashed), what the fence and the lease
+// refused, and the anomalies.
+func drawFaults(b *strings.Builder, rep Report) {
 	rows := FaultRows(rep.Runs)
 	const (
 		rowH   = 30
@@ -249,91 +212,66 @@ func WriteFaultSVG(w io.Writer, rep Report) error {
 		anomX  = 820
 		width  = 1000
 	)
-	ttl := 1.0
-	if d, err := parseSeconds(rep.Settings.FaultTTL); err == nil && d > 0 {
-		ttl = d
-	}
-	target := ttl + 1
+	ttl, _ := time.ParseDuration(rep.Settings.FaultTTL)
+	target := cmp.Or(max(ttl.Seconds(), 0), 1) + 1 // the crash target: TTL+1s, taking 1s without a TTL
 	maxRec := target * 1.25
 	for _, r := range rows {
 		maxRec = max(maxRec, r.RecoveryMax)
 	}
 	x := func(s float64) int { return recX + int(float64(recW)*s/maxRec) }
 	height := top + len(rows)*rowH + 50
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", width, height, width, height)
-	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
-	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="bold">stocklock fault drills: what survives, and how fast sales resume</text>`+"\n", labelX)
 	s := rep.Settings
 	sub := fmt.Sprintf("%d req/s for %s per run, %d repeat(s), lock TTL %s, write stall %s, 2 replicas; %s", s.Rate, s.Duration, s.Repeat, s.FaultTTL, s.WriteStall, rep.Started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">%s</text>`+"\n", labelX, esc(clip(sub, 150)))
-	fmt.Fprintf(&b, `<text x="%d" y="64" fill="#555">%s</text>`+"\n", labelX, esc(clip(rep.Host, 150)))
+	svgHead(b, width, height, 12, "stocklock fault drills: what survives, and how fast sales resume",
+		esc(clip(sub, 150)), esc(clip(rep.Host, 150)))
 	hy := top - 12
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">longest gap in sales (median bar, worst |)</text>`+"\n", recX, hy)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">longest gap in sales (median bar, worst |)</text>`+"\n", recX, hy)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">stale holder refused</text>`+"\n", refX, hy)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
 	for i := range rows {
 		if i%2 == 0 {
-			fmt.Fprintf(&b, `<rect x="0" y="%d" width="%d" height="%d" fill="#f5f5f5"/>`+"\n", top+i*rowH, width, rowH)
+			fmt.Fprintf(b, `<rect x="0" y="%d" width="%d" height="%d" fill="#f5f5f5"/>`+"\n", top+i*rowH, width, rowH)
 		}
 	}
 	tx := x(target)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#c62828" stroke-dasharray="4 3"/>`+"\n", tx, top-4, tx, top+len(rows)*rowH)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#c62828" text-anchor="middle">crash target TTL+1s</text>`+"\n", tx, top+len(rows)*rowH+12)
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#c62828" stroke-dasharray="4 3"/>`+"\n", tx, top-4, tx, top+len(rows)*rowH)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#c62828" text-anchor="middle">crash target TTL+1s</text>`+"\n", tx, top+len(rows)*rowH+12)
 	for sec := 0.0; sec <= maxRec; sec++ {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%gs</text>`+"\n", x(sec), top+len(rows)*rowH+24, sec)
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%gs</text>`+"\n", x(sec), top+len(rows)*rowH+24, sec)
 	}
 	for i, r := range rows {
 		cy := top + i*rowH + rowH/2
-		label := r.Fault + " · " + r.Strategy
-		if r.Demo {
-			label += " (demo)"
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
+		label := r.Fault + " · " + r.name()
+		fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", labelX, cy+4, verdictColor(r.Verdict), esc(clip(label, 48)))
 		switch {
 		case r.Injected == 0:
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="#777">no injection: the skew is configured</text>`+"\n", recX, cy+4)
 		case r.Recovered == 0:
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#c62828">sales did not resume in any run</text>`+"\n", recX, cy+4)
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="#c62828">sales did not resume in any run</text>`+"\n", recX, cy+4)
 		default:
-			color := "#1565c0"
-			if r.Demo {
-				color = "#9e9e9e"
-			}
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
+			color := map[bool]string{false: "#1565c0", true: "#9e9e9e"}[r.Demo]
+			fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="14" fill="%s"/>`+"\n", recX, cy-7, x(r.RecoveryMed)-recX, color)
 			mx := x(r.RecoveryMax)
-			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
-			label := fmt.Sprintf("%.2fs", r.RecoveryMed)
+			fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"/>`+"\n", mx, cy-9, mx, cy+9)
+			label, fill := fmt.Sprintf("%.2fs", r.RecoveryMed), "#000"
 			if n := r.Injected - r.Recovered; n > 0 {
-				label += fmt.Sprintf(" (%d did not resume)", n)
+				label, fill = label+fmt.Sprintf(" (%d did not resume)", n), "#c62828"
 			}
-			fill := "#000"
-			if r.Injected > r.Recovered {
-				fill = "#c62828"
-			}
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", mx+5, cy+4, fill, esc(label))
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
+		fmt.Fprintf(b, `<text x="%d" y="%d">fenced %d · lease lost %d</text>`+"\n", refX, cy+4, r.Fenced, r.LeaseLost)
 		marks := anomalyMarks(r.Oversold, r.LostUpdates, r.LedgerMismatch)
 		if !r.TokensOK {
 			marks = append(marks, "tokens")
 		}
 		if len(marks) == 0 {
-			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="6" fill="#2e7d32"/><text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+6, cy, anomX+18, cy+4)
+			fmt.Fprintf(b, `<circle cx="%d" cy="%d" r="6" fill="#2e7d32"/><text x="%d" y="%d" fill="#2e7d32">none</text>`+"\n", anomX+6, cy, anomX+18, cy+4)
 		} else {
-			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="6" fill="#c62828"/><text x="%d" y="%d" fill="#c62828">%s</text>`+"\n", anomX+6, cy, anomX+18, cy+4, esc(strings.Join(marks, ", ")))
+			fmt.Fprintf(b, `<circle cx="%d" cy="%d" r="6" fill="#c62828"/><text x="%d" y="%d" fill="#c62828">%s</text>`+"\n", anomX+6, cy, anomX+18, cy+4, esc(strings.Join(marks, ", ")))
 		}
 	}
 	ly := top + len(rows)*rowH + 44
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe configuration</text>`+"\n", labelX, ly-10, labelX+18, ly)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (a safety off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="#1565c0"/><text x="%d" y="%d">safe configuration</text>`+"\n", labelX, ly-10, labelX+18, ly)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="#9e9e9e"/><text x="%d" y="%d">demonstration (a safety off)</text>`+"\n", labelX+150, ly-10, labelX+168, ly)
 	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// parseSeconds reads a Go duration string as seconds.
-func parseSeconds(s string) (float64, error) {
-	d, err := time.ParseDuration(s)
-	return d.Seconds(), err
 }

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -42,16 +41,10 @@ func TestFaultRows(t *testing.T) {
 		t.Errorf("failed pause row: %+v", pause)
 	}
 
-	var table, md, svg bytes.Buffer
-	if err := WriteFaultTable(&table, rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFaultMarkdown(&md, runs); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFaultSVG(&svg, Report{Runs: runs, Settings: Settings{FaultTTL: "1s"}}); err != nil {
-		t.Fatal(err)
-	}
+	var table, md, svg strings.Builder
+	FaultSection.Write(&table, Report{Runs: runs}, false)
+	FaultSection.Write(&md, Report{Runs: runs}, true)
+	FaultSection.Draw(&svg, Report{Runs: runs, Settings: Settings{FaultTTL: "1s"}})
 	for name, want := range map[string][]string{
 		table.String(): {"redis-lock (demo)", "3/4", "1.20s", "1.90s", "ok 2/4", "BROKEN"},
 		md.String():    {"| crash | redis-lock | 4 | pass |", "**FAIL**", "### Every run", "503 fenced × 1"},
@@ -76,9 +69,7 @@ func TestFaultMarkdownLinksViolations(t *testing.T) {
 		t.Fatalf("rows %+v: the worst history check must win", rows)
 	}
 	var b strings.Builder
-	if err := WriteFaultMarkdown(&b, runs); err != nil {
-		t.Fatal(err)
-	}
+	FaultSection.Write(&b, Report{Runs: runs}, true)
 	if !strings.Contains(b.String(), "[picture](history-redis-lock-f2.html)") {
 		t.Errorf("markdown does not link the violation:\n%s", b.String())
 	}

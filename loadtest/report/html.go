@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -15,48 +14,39 @@ import (
 // HTMLFile is the report as one page that opens offline.
 const HTMLFile = "report.html"
 
-// maxHTML is the most report.html may weigh; the pictures of violations
-// that would take it past this are linked instead of embedded.
+// maxHTML is the most report.html may weigh: pictures past it are linked.
 const maxHTML = 2 << 20
 
 var checkHeader = []string{"result", "kind", "check", "scope", "observed", "bound"}
 
-// CheckRows are checks as table rows, checkHeader's cells: each failed
-// check and each threshold on a row of its own, then the checks of one
-// name, kind and bound that passed everywhere on one row, with the number
-// of scopes and the figures they saw.
+// CheckRows are checks as rows of checkHeader's cells: each failed check
+// and each threshold on a row of its own, then one row for the checks of a
+// name, kind and bound that passed everywhere, with their scopes and figures.
 func CheckRows(checks []verdict.Check) [][]string {
 	var rows [][]string
-	type group struct {
-		scopes, seen []string
-		c            verdict.Check
-	}
-	var groups []*group
 	for _, c := range checks {
 		if !c.Pass || c.Kind == verdict.Threshold {
 			rows = append(rows, []string{c.Result(), string(c.Kind), c.Name, c.Scope, c.Observed, c.Bound})
-			continue
-		}
-		i := slices.IndexFunc(groups, func(g *group) bool { return g.c.Name == c.Name && g.c.Kind == c.Kind && g.c.Bound == c.Bound })
-		if i < 0 {
-			i = len(groups)
-			groups = append(groups, &group{c: c})
-		}
-		g := groups[i]
-		g.scopes = append(g.scopes, c.Scope)
-		if !slices.Contains(g.seen, c.Observed) {
-			g.seen = append(g.seen, c.Observed)
 		}
 	}
-	for _, g := range groups {
-		scope, seen := strings.Join(g.scopes, ", "), strings.Join(g.seen, ", ")
-		if len(g.scopes) > 3 {
-			scope = fmt.Sprintf("all %d", len(g.scopes))
+	for _, g := range groupBy(checks, func(c verdict.Check) (string, bool) {
+		return c.Name + "\x00" + string(c.Kind) + "\x00" + c.Bound, c.Pass && c.Kind != verdict.Threshold
+	}) {
+		var scopes, seen []string
+		for _, c := range g {
+			scopes = append(scopes, c.Scope)
+			if !slices.Contains(seen, c.Observed) {
+				seen = append(seen, c.Observed)
+			}
 		}
-		if len(g.seen) > 3 {
-			seen = fmt.Sprintf("%d different figures", len(g.seen))
+		scope, figures := strings.Join(scopes, ", "), strings.Join(seen, ", ")
+		if len(scopes) > 3 {
+			scope = fmt.Sprintf("all %d", len(scopes))
 		}
-		rows = append(rows, []string{"pass", string(g.c.Kind), g.c.Name, scope, seen, g.c.Bound})
+		if len(seen) > 3 {
+			figures = fmt.Sprintf("%d different figures", len(seen))
+		}
+		rows = append(rows, []string{"pass", string(g[0].Kind), g[0].Name, scope, figures, g[0].Bound})
 	}
 	return rows
 }
@@ -67,15 +57,14 @@ func writeCheckMarkdown(b *strings.Builder, checks []verdict.Check) {
 		return
 	}
 	b.WriteString("\n## Checks\n\nEvery decision on the run: a failed *safety* check fails it (exit status 1), a breached *threshold* too (exit status 3); a *demonstration* is an unsafe strategy's race shown, a *limit* a capacity step past its limits. Checks that passed everywhere share a row.\n\n")
-	writeMarkdownTable(b, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
+	table(b, true, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
 }
 
-// WriteHTML writes the report as one page with everything inline: the
-// verdict, the table, the charts, the check table, the fault timeline and
-// the pictures of the histories that are not linearizable, read from
-// rep.OutDir (each embedded while the page stays under 2 MB, else
-// linked). It references nothing outside itself but those links to files
-// beside it.
+// WriteHTML writes the report as one page with everything inline (nothing
+// outside it is referenced but links to files beside it): the verdict, the
+// tables, the charts, the checks, the fault timeline and the pictures of
+// the histories that are not linearizable, read from rep.OutDir (each
+// embedded while the page stays under maxHTML, else linked).
 func WriteHTML(w io.Writer, rep Report) error {
 	var b strings.Builder
 	word, sentence := rep.Headline()
@@ -87,15 +76,14 @@ iframe{width:100%%;height:480px;border:1px solid #ccc}</style></head><body>
 	for _, f := range rep.facts() {
 		fmt.Fprintf(&b, "<li>%s</li>", esc(f))
 	}
-	var table bytes.Buffer
+	var table strings.Builder
 	_ = WriteText(&table, rep)
 	fmt.Fprintf(&b, "</ul><h2>Results</h2><pre>%s</pre>", esc(table.String()))
-	for _, c := range rep.charts() {
-		var svg bytes.Buffer
-		if err := c.write(&svg, rep); err == nil {
-			// Inline SVG needs no namespace: the page names no URL at all.
-			fmt.Fprintf(&b, "<figure>%s</figure>", strings.Replace(svg.String(), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
-		}
+	for _, sec := range rep.charts() {
+		var svg strings.Builder
+		sec.Draw(&svg, rep)
+		// Inline SVG needs no namespace: the page names no URL at all.
+		fmt.Fprintf(&b, "<figure>%s</figure>", strings.Replace(svg.String(), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
 	}
 	b.WriteString("<h2>Checks</h2><table><tr><th>" + strings.Join(checkHeader, "</th><th>") + "</th></tr>")
 	for _, r := range CheckRows(rep.Checks()) {

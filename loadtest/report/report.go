@@ -1,11 +1,14 @@
-// Package report turns the load-test runs into a terminal table, JSON and
-// Markdown files and an SVG chart comparing the strategies.
+// Package report turns the load-test runs into terminal tables, JSON,
+// Markdown, SVG charts and one HTML page.
 package report
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,19 +29,16 @@ type Latency struct {
 
 // Run is the measured outcome of one strategy.
 type Run struct {
-	Strategy string `json:"strategy"`
-	Safe     bool   `json:"safe"`
-	Verdict  string `json:"verdict"`
-	// Checks are the decisions on the run, the verdict's source.
-	Checks []verdict.Check `json:"checks,omitempty"`
+	Strategy string          `json:"strategy"`
+	Safe     bool            `json:"safe"`
+	Verdict  string          `json:"verdict"`
+	Checks   []verdict.Check `json:"checks,omitempty"` // the decisions on the run, the verdict's source
 
 	SKUs  []string `json:"skus"`
 	Stock int      `json:"stock_per_sku"`
 	Qty   int      `json:"qty"`
 
-	// Requests is the number of decrement requests sent; the next fields
-	// split them by class.
-	Requests    int `json:"requests"`
+	Requests    int `json:"requests"`     // decrement requests sent, split by class below
 	Orders      int `json:"orders"`       // 200 responses
 	SoldOut     int `json:"sold_out"`     // 409 sold_out
 	Unavailable int `json:"unavailable"`  // 503
@@ -52,33 +52,26 @@ type Run struct {
 	LostUpdates    int `json:"lost_updates"`
 	Unacknowledged int `json:"unacknowledged"`
 	LedgerMismatch int `json:"ledger_mismatch"`
-	// FalseSoldOut counts sold_out answers for a qty that the stock left
-	// at the end still covered (verdict.Result.FalseSoldOut).
+	// FalseSoldOut: see verdict.Result.FalseSoldOut.
 	FalseSoldOut int            `json:"false_sold_out"`
 	Ledger       verdict.Ledger `json:"ledger"`
 	LedgerOrders int            `json:"ledger_orders"`
 
-	// AttackSeconds is how long the attack ran, from the first request to
-	// the last response.
-	AttackSeconds float64 `json:"attack_seconds"`
-	// SellingSeconds runs from the first request to the end of the last
-	// 200: the window in which the stock was being sold.
+	// AttackSeconds runs from the first request to the last response,
+	// SellingSeconds to the last 200's: the window of the sales.
+	AttackSeconds  float64 `json:"attack_seconds"`
 	SellingSeconds float64 `json:"selling_seconds"`
-	// SalesPerSec is the rate at which sales completed while the stock
-	// lasted: 95% of the sales (all, under 20) over the time from the
-	// attack's start until that many had completed. A run that sells out
-	// early is not diluted by its sold-out tail, nor stretched by one
+	// SalesPerSec is 95% of the sales (all, under 20) over the time from
+	// the attack's start until that many had completed: a run that sells
+	// out early is not diluted by its sold-out tail, nor stretched by one
 	// straggler, and the rate cannot exceed the offered one.
 	SalesPerSec float64 `json:"sales_per_sec"`
-	// ReqPerSec is the request rate achieved over the whole attack.
-	ReqPerSec float64 `json:"req_per_sec"`
-	// TargetRate is the rate asked for (0: as fast as the workers allow).
-	TargetRate int `json:"target_rate"`
+	ReqPerSec   float64 `json:"req_per_sec"` // over the whole attack
+	TargetRate  int     `json:"target_rate"` // the rate asked for (0: as fast as the workers allow)
 
 	Latency Latency `json:"latency"`
-	// LockWaitP99 is the 99th percentile of the replicas' lock wait
-	// histogram over the run, in ms; nil when the strategy takes no lock
-	// or the replicas export no such metric.
+	// LockWaitP99 is the p99 of the replicas' lock wait histogram over the
+	// run, in ms; nil without a lock or such a metric.
 	LockWaitP99 *float64 `json:"lock_wait_p99_ms,omitempty"`
 
 	// Fault drills only (see FaultRow): the fault as the tables name it,
@@ -87,15 +80,13 @@ type Run struct {
 	Repeat    int    `json:"repeat,omitempty"`
 	Demo      bool   `json:"demo,omitempty"` // a safe strategy deliberately weakened (fencing off, redis-stock acknowledging after Redis)
 	FaultNote string `json:"fault_note,omitempty"`
-	// FaultAt is when the fault struck, in seconds from the attack's
-	// start; nil when none did.
-	FaultAt *float64 `json:"fault_at_s,omitempty"`
-	// RecoverySeconds is how long after the fault sales resumed; nil when
-	// they did not within the attack, or no fault was injected.
+	// FaultAt is when the fault struck, in seconds into the attack, and
+	// RecoverySeconds how long after it sales resumed; nil when none
+	// struck or sales did not resume within the attack. Injected is true
+	// when the fault was injected (not skipped, not a configuration).
+	FaultAt         *float64 `json:"fault_at_s,omitempty"`
 	RecoverySeconds *float64 `json:"recovery_seconds,omitempty"`
-	// Injected is true when the fault was injected (not skipped, not a
-	// configuration); with a nil RecoverySeconds, sales never resumed.
-	Injected bool `json:"injected,omitempty"`
+	Injected        bool     `json:"injected,omitempty"`
 	// DoubleHeld counts the polls after the fault at which two replicas
 	// held the lock at once (drills that look for double grants).
 	DoubleHeld int                 `json:"double_held,omitempty"`
@@ -109,25 +100,21 @@ type Run struct {
 	CapacityStep int    `json:"capacity_step,omitempty"`
 	ReplicaCount int    `json:"replicas,omitempty"`
 	Saturated    string `json:"saturated,omitempty"`
-	// Capacity sweeps of lock strategies only: the mean time of each step
-	// of a sale (lock, read, write, release, ledger, unpend), in ms, over
-	// the step's window, from the replicas' stock_sale_step_seconds; and
-	// the bound those times put on the sales of one hot item, in sales/s:
-	// one over the mean time of the steps run while holding the lock (see
-	// HeldSteps). Nil when the replicas export no step times.
+	// Capacity sweeps of lock strategies only: the mean time in ms of each
+	// step of a sale over the step's window, from the replicas'
+	// stock_sale_step_seconds, and the bound they put on one hot item's
+	// sales/s (see Bound). Nil when the replicas export no step times.
 	StepMs      map[string]float64 `json:"sale_step_ms,omitempty"`
 	BoundPerSec *float64           `json:"bound_sales_per_sec,omitempty"`
 
-	// Strategies are the strategies of a mixed run (Strategy "mixed"),
-	// which decremented the same skus at once; Outcomes counts its
-	// requests by strategy and outcome.
+	// Strategies are those of a mixed run (Strategy "mixed"), decrementing
+	// the same skus at once; Outcomes counts its requests by outcome.
 	Strategies []string                  `json:"strategies,omitempty"`
 	Outcomes   map[string]map[string]int `json:"outcomes_by_strategy,omitempty"`
 
-	// The history and its linearizability check. Linearizable is yes, no
-	// or unknown (the checker ran out of time); Conflicts says, per
-	// violating sku, which operations no order reconciles, and
-	// Violations are porcupine's pictures of them.
+	// The history and its linearizability check: yes, no or unknown (the
+	// checker ran out of time); Conflicts says, per violating sku, which
+	// operations no order reconciles, Violations are their pictures.
 	History      string   `json:"history,omitempty"`
 	HistoryOps   int      `json:"history_ops,omitempty"`
 	Linearizable string   `json:"linearizable,omitempty"`
@@ -141,9 +128,7 @@ type Run struct {
 	Cuts           int `json:"cuts,omitempty"`
 	DoubleSold     int `json:"double_sold,omitempty"`
 	DoubleSoldKeys int `json:"double_sold_keys,omitempty"`
-	// Unrecorded counts units taken from the stock with no order in the
-	// ledger once no order was pending.
-	Unrecorded int `json:"unrecorded,omitempty"`
+	Unrecorded     int `json:"unrecorded,omitempty"` // see verdict.Result.Unrecorded
 
 	StatusCodes map[string]int `json:"status_codes"`
 	ByReplica   map[string]int `json:"orders_by_replica,omitempty"`
@@ -157,8 +142,7 @@ type Run struct {
 	Plot            string         `json:"plot,omitempty"`
 }
 
-// Errors is the number of requests that were neither a sale, nor sold out,
-// nor a 503.
+// Errors counts the requests neither a sale, nor sold out, nor a 503.
 func (r Run) Errors() int { return r.Other + r.Transport }
 
 // Settings are the knobs of a whole harness run.
@@ -176,14 +160,12 @@ type Settings struct {
 	RMWDelay   string   `json:"rmw_delay,omitempty"`
 	Strategies []string `json:"strategies"`
 	// Fault drills only.
-	Faults     []string `json:"faults,omitempty"`
-	Repeat     int      `json:"repeat,omitempty"`
-	FaultTTL   string   `json:"fault_ttl,omitempty"`
-	WriteStall string   `json:"write_stall,omitempty"`
-	// Capacity sweeps only: the limits a step must stay within.
-	CapacityLimit string `json:"capacity_limit,omitempty"`
-	// The thresholds the user set, as given.
-	Thresholds []string `json:"thresholds,omitempty"`
+	Faults        []string `json:"faults,omitempty"`
+	Repeat        int      `json:"repeat,omitempty"`
+	FaultTTL      string   `json:"fault_ttl,omitempty"`
+	WriteStall    string   `json:"write_stall,omitempty"`
+	CapacityLimit string   `json:"capacity_limit,omitempty"` // capacity sweeps only: the limits a step must stay within
+	Thresholds    []string `json:"thresholds,omitempty"`     // as the user set them
 }
 
 // Report is everything a harness run produced.
@@ -192,28 +174,19 @@ type Report struct {
 	OutDir      string    `json:"out_dir"`
 	WallSeconds float64   `json:"wall_seconds"`
 	Host        string    `json:"host"`
-	// Store says which MongoDB, Redis and etcd the replicas used, when
-	// the harness knows (it started them); empty for external replicas.
-	Store    string   `json:"store,omitempty"`
-	Redis    string   `json:"redis,omitempty"`
-	Etcd     string   `json:"etcd,omitempty"`
-	Replicas []string `json:"replicas"`
-	Settings Settings `json:"settings"`
-	Runs     []Run    `json:"runs"`
-	// Keyed holds the runs of the keyed drill (loadtest keyed), which has
-	// no Runs.
-	Keyed []KeyedRun `json:"keyed,omitempty"`
-	// Checkout holds the runs of the checkout scenario (loadtest
-	// checkout), which has no Runs.
-	Checkout []CheckoutRun `json:"checkout,omitempty"`
-	// Soak holds a soak's samples (loadtest soak); its segments are Runs.
-	Soak *Soak `json:"soak,omitempty"`
-	// Sections are the run mode's parts of the report; none is the
-	// comparison's.
-	Sections []Section `json:"-"`
-	// OK is true when the run finished and no check failed it (see
-	// verdict.Judge).
-	OK bool `json:"ok"`
+	// The MongoDB, Redis and etcd the replicas used, when the harness
+	// started them; empty for external replicas.
+	Store    string        `json:"store,omitempty"`
+	Redis    string        `json:"redis,omitempty"`
+	Etcd     string        `json:"etcd,omitempty"`
+	Replicas []string      `json:"replicas"`
+	Settings Settings      `json:"settings"`
+	Runs     []Run         `json:"runs"`
+	Keyed    []KeyedRun    `json:"keyed,omitempty"`    // the keyed drill's runs (it has no Runs)
+	Checkout []CheckoutRun `json:"checkout,omitempty"` // the checkout scenario's runs (it has no Runs)
+	Soak     *Soak         `json:"soak,omitempty"`     // a soak's samples; its segments are Runs
+	Sections []Section     `json:"-"`                  // the run mode's parts of the report; none is the comparison's
+	OK       bool          `json:"ok"`                 // the run finished and no check failed it
 }
 
 // Scope names the run in a list of checks.
@@ -227,8 +200,7 @@ func (r Run) Scope() string {
 	return r.Strategy
 }
 
-// Checks is the one list of the run's checks, each with its scope: every
-// run's, every keyed run's, the soak's.
+// Checks is the one list of the run's checks, each with its scope.
 func (rep Report) Checks() []verdict.Check {
 	var out []verdict.Check
 	add := func(scope string, cs []verdict.Check) {
@@ -280,86 +252,86 @@ func Ms(ms float64) string {
 	}
 }
 
-func lockWait(r Run) string {
-	if r.LockWaitP99 == nil {
+// orDash formats *v with f, "-" when v is nil.
+func orDash(v *float64, f func(float64) string) string {
+	if v == nil {
 		return "-"
 	}
-	return Ms(*r.LockWaitP99)
+	return f(*v)
 }
 
-var header = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
+var compareHeader = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
 	"oversold", "lost upd", "ledger≠", "false s/o", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
 
-func row(r Run) []string {
+// compareCells is a run's row of the comparison; its linearizable cell is
+// yes, no, unknown, or "-" for a run without a checked history.
+func compareCells(r Run) []string {
 	return []string{
-		r.Strategy, r.Verdict, linText(r),
+		r.Strategy, r.Verdict, cmp.Or(r.Linearizable, "-"),
 		fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
 		fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.FalseSoldOut), fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
-		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), lockWait(r),
+		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), orDash(r.LockWaitP99, Ms),
 	}
 }
 
-// linText is the linearizable cell: yes, no, unknown, or "-" for a run
-// without a checked history.
-func linText(r Run) string {
-	if r.Linearizable == "" {
-		return "-"
-	}
-	return r.Linearizable
-}
-
-// WriteTable writes the runs as an aligned plain-text table: names to
-// the left, numbers to the right.
-func WriteTable(w io.Writer, runs []Run) error {
+// rowsOf is header, then the cells of each item.
+func rowsOf[T any](header []string, items []T, cells func(T) []string) [][]string {
 	rows := [][]string{header}
-	for _, r := range runs {
-		rows = append(rows, row(r))
+	for _, it := range items {
+		rows = append(rows, cells(it))
 	}
-	return writeAligned(w, rows, func(col int) bool { return col < 3 })
+	return rows
 }
 
-// writeAligned writes rows (the first is the header) as columns two
-// spaces apart, padded to the widest cell: left-aligned where left says
-// so, right-aligned (numbers) elsewhere.
-func writeAligned(w io.Writer, rows [][]string, left func(col int) bool) error {
-	var width []int
+// groupBy groups the items key keeps by their key, in the order each key
+// first appears.
+func groupBy[T any](items []T, key func(T) (string, bool)) [][]T {
+	var groups [][]T
+	index := map[string]int{}
+	for _, it := range items {
+		k, keep := key(it)
+		if !keep {
+			continue
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], it)
+	}
+	return groups
+}
+
+// table writes rows of cells (the header first) as columns two spaces
+// apart, padded to the widest cell, or with md as a Markdown table with a
+// failure in bold. Columns where left is true hold text, aligned left; the
+// others hold numbers, aligned right.
+func table(b *strings.Builder, md bool, rows [][]string, left func(col int) bool) {
+	width := make([]int, len(rows[0]))
 	for _, cells := range rows {
 		for i, c := range cells {
-			if i == len(width) {
-				width = append(width, 0)
-			}
 			width[i] = max(width[i], utf8.RuneCountInString(c))
 		}
 	}
-	var b strings.Builder
-	for _, cells := range rows {
-		for i, c := range cells {
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			if left(i) {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString(pad + c)
+	for i, row := range rows {
+		cells := slices.Clone(row)
+		for j, c := range cells {
+			pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
+			switch {
+			case md && i > 0 && (c == string(verdict.Fail) || c == "breached"):
+				cells[j] = "**" + c + "**"
+			case !md && left(j):
+				cells[j] = c + pad
+			case !md:
+				cells[j] = pad + c
 			}
 		}
-		b.WriteString("\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// writeMarkdownTable writes rows (the first is the header) as a Markdown
-// table: text to the left where left says so, numbers to the right, and a
-// failure in bold.
-func writeMarkdownTable(b *strings.Builder, rows [][]string, left func(col int) bool) {
-	for i, cells := range rows {
-		for j, c := range cells {
-			if i > 0 && (c == string(verdict.Fail) || c == "breached") {
-				cells[j] = "**" + c + "**"
-			}
+		if !md {
+			b.WriteString(strings.Join(cells, "  ") + "\n")
+			continue
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 		if i == 0 {
@@ -369,6 +341,14 @@ func writeMarkdownTable(b *strings.Builder, rows [][]string, left func(col int) 
 			b.WriteString("|\n")
 		}
 	}
+}
+
+// flush writes to w at once what write writes.
+func flush(w io.Writer, write func(*strings.Builder)) error {
+	var b strings.Builder
+	write(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -416,8 +396,7 @@ func (rep Report) facts() []string {
 }
 
 // WriteMarkdown writes the report as a Markdown page: the verdict, the
-// settings, the table of the run's mode, the problems each run found and
-// the checks.
+// settings, the sections and the checks.
 func WriteMarkdown(w io.Writer, rep Report) error {
 	var b strings.Builder
 	word, sentence := rep.Headline()
@@ -426,55 +405,32 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		fmt.Fprintf(&b, "- %s\n", f)
 	}
 	b.WriteString("\n")
-	var err error
 	for _, sec := range rep.sections() {
-		if err == nil {
-			err = sec.Markdown(&b, rep)
-		}
+		sec.Write(&b, rep, true)
 	}
 	writeCheckMarkdown(&b, rep.Checks())
-	if _, werr := io.WriteString(w, b.String()); err == nil {
-		err = werr
-	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// Section is a run mode's part of its report: its table (Text: the
-// command line prints it, report.html shows it), its part of results.md
-// and its chart, if any (SVG, into the file Chart). A scenario adds its
-// own to Report.Sections.
+// Section is a run mode's part of its report: Write writes its tables
+// (the command line prints them, report.html shows them) or, with md, its
+// part of results.md; Draw draws its chart, if any, as SVG into the file
+// Chart. A scenario adds its own to Report.Sections.
 type Section struct {
-	Text     func(io.Writer, Report) error
-	Markdown func(*strings.Builder, Report) error
-	Chart    string
-	SVG      func(io.Writer, Report) error
+	Write func(b *strings.Builder, rep Report, md bool)
+	Chart string
+	Draw  func(b *strings.Builder, rep Report)
 }
 
 // The sections of the harness's run modes.
 var (
-	CompareSection = Section{func(w io.Writer, rep Report) error {
-		if err := WriteTable(w, rep.Runs); err != nil {
-			return err
-		}
-		return WriteShards(w, rep.Runs)
-	}, writeCompareMarkdown, ChartFile, WriteSVG}
-	FaultSection = Section{func(w io.Writer, rep Report) error { return WriteFaultTable(w, FaultRows(rep.Runs)) }, func(b *strings.Builder, rep Report) error {
-		b.WriteString("![fault drills](" + FaultChartFile + ")\n\n")
-		return WriteFaultMarkdown(b, rep.Runs)
-	}, FaultChartFile, WriteFaultSVG}
-	CapacitySection = Section{func(w io.Writer, rep Report) error { return WriteCapacityTable(w, CapacityRows(rep.Runs)) },
-		writeCapacityMarkdown, CapacityChartFile, WriteCapacitySVG}
-	KeyedSection = Section{Text: func(w io.Writer, rep Report) error { return WriteKeyedTable(w, rep.Keyed) },
-		Markdown: func(b *strings.Builder, rep Report) error { return WriteKeyedMarkdown(b, rep.Keyed) }}
-	SoakSection = Section{func(w io.Writer, rep Report) error {
-		fmt.Fprintln(w)
-		return WriteSoakTable(w, *rep.Soak)
-	}, func(b *strings.Builder, rep Report) error {
-		b.WriteString("\n## Soak: the replicas' resources\n\n```\n")
-		err := WriteSoakTable(b, *rep.Soak)
-		fmt.Fprintf(b, "```\n\n![soak](%s)\n", SoakChartFile)
-		return err
-	}, SoakChartFile, func(w io.Writer, rep Report) error { return WriteSoakSVG(w, *rep.Soak) }}
+	CompareSection  = Section{writeCompare, ChartFile, drawCompare}
+	FaultSection    = Section{writeFaults, FaultChartFile, drawFaults}
+	CapacitySection = Section{writeCapacity, CapacityChartFile, drawCapacity}
+	KeyedSection    = Section{Write: writeKeyed}
+	SoakSection     = Section{writeSoak, SoakChartFile, drawSoak}
+	CheckoutSection = Section{Write: writeCheckout}
 )
 
 func (rep Report) sections() []Section {
@@ -484,32 +440,19 @@ func (rep Report) sections() []Section {
 	return rep.Sections
 }
 
-// writeCapacityMarkdown is the capacity sweep's part of results.md.
-func writeCapacityMarkdown(b *strings.Builder, rep Report) error {
-	fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)
-	if err := WriteCapacityTable(b, CapacityRows(rep.Runs)); err != nil {
-		return err
-	}
-	b.WriteString("```\n\nEvery step (bound: one over the mean time of the steps run under the lock, read, write and release; step times are means over the step, ms):\n\n| strategy | replicas | offered req/s | sales/s | bound | % of bound | p99 | errors | verdict | past the limits | step times |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
-	for _, r := range rep.Runs {
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %s | %s | %s | %d | %s | %s | %s |\n", r.Strategy, r.ReplicaCount, r.TargetRate, r.SalesPerSec, r.BoundText(), r.BoundShare(), Ms(r.Latency.P99), r.Errors(), r.Verdict, r.Saturated, r.StepsText())
-	}
-	return nil
-}
-
-// writeCompareMarkdown is the comparison's part of results.md: its table
-// and notes.
-func writeCompareMarkdown(b *strings.Builder, rep Report) error {
-	rows := [][]string{header}
-	for _, r := range rep.Runs {
-		cells := row(r)
-		if len(r.Violations) > 0 {
-			cells[2] = fmt.Sprintf("[%s](%s)", cells[2], r.Violations[0])
+// writeCompare writes the comparison's table and the runs' load by shard;
+// the Markdown adds the columns explained, the violations linked, the
+// chart, a mixed run's outcomes, the findings and the latency plots.
+func writeCompare(b *strings.Builder, rep Report, md bool) {
+	rows := rowsOf(compareHeader, rep.Runs, compareCells)
+	for i, r := range rep.Runs {
+		if md && len(r.Violations) > 0 {
+			rows[i+1][2] = fmt.Sprintf("[%s](%s)", rows[i+1][2], r.Violations[0])
 		}
-		rows = append(rows, cells)
 	}
-	writeMarkdownTable(b, rows, func(col int) bool { return col < 3 })
-	b.WriteString(`
+	table(b, md, rows, func(col int) bool { return col < 3 })
+	if md {
+		b.WriteString(`
 Columns: *linearizable* says whether the run's history (every request's
 call, return and answer, and periodic reads) could have happened on one
 correct inventory item (yes), could not (no, linked to the picture of the
@@ -526,13 +469,19 @@ time from the attack's start until they had completed);
 and refusals alike; *lock wait p99* is estimated from the replicas'
 ` + "`stock_lock_wait_seconds`" + ` histograms over the run (acquired or not).
 `)
-	writeShardMarkdown(b, rep.Runs)
+	}
+	writeShards(b, rep.Runs, md)
+	if !md {
+		return
+	}
 	b.WriteString("\n![strategies compared](chart.svg)\n")
+	var notes strings.Builder // the findings, after every run's outcomes
+	var plots []string
 	for _, r := range rep.Runs {
 		writeOutcomes(b, r)
-	}
-	var notes strings.Builder
-	for _, r := range rep.Runs {
+		if r.Plot != "" {
+			plots = append(plots, fmt.Sprintf("[%s](%s)", r.Strategy, r.Plot))
+		}
 		if len(r.Problems) == 0 && len(r.ErrorSample) == 0 {
 			continue
 		}
@@ -548,19 +497,61 @@ and refusals alike; *lock wait p99* is estimated from the replicas'
 		}
 	}
 	if notes.Len() > 0 {
-		b.WriteString("\n## Findings\n")
-		b.WriteString(notes.String())
-	}
-	var plots []string
-	for _, r := range rep.Runs {
-		if r.Plot != "" {
-			plots = append(plots, fmt.Sprintf("[%s](%s)", r.Strategy, r.Plot))
-		}
+		b.WriteString("\n## Findings\n" + notes.String())
 	}
 	if len(plots) > 0 {
 		fmt.Fprintf(b, "\nLatency plots (Vegeta): %s\n", strings.Join(plots, ", "))
 	}
-	return nil
+}
+
+// writeShards writes each Redis Cluster run's load by master (which
+// shards its locks landed on), masters in address order.
+func writeShards(b *strings.Builder, runs []Run, md bool) {
+	for _, r := range runs {
+		if len(r.SKUsByShard) == 0 {
+			continue
+		}
+		total, sold := 0, 0
+		for _, n := range r.SalesByShard {
+			total += n
+			sold += min(n, 1)
+		}
+		rows := [][]string{{"master", "skus", "requests", "sales", "share of sales"}}
+		for _, m := range slices.Sorted(maps.Keys(r.SKUsByShard)) {
+			share := "-"
+			if total > 0 {
+				share = fmt.Sprintf("%.0f%%", 100*float64(r.SalesByShard[m])/float64(total))
+			}
+			rows = append(rows, []string{m, fmt.Sprint(r.SKUsByShard[m]), fmt.Sprint(r.RequestsByShard[m]), fmt.Sprint(r.SalesByShard[m]), share})
+		}
+		if md {
+			fmt.Fprintf(b, "\n### %s on the Redis Cluster, by master\n\nEach sku's lock key lives in the slot of its hash tag, on one master: %d of %d shards sold.\n\n", r.Strategy, sold, len(rows)-1)
+		} else {
+			fmt.Fprintf(b, "\n%s on the Redis Cluster, by master (its lock keys' slots): %d of %d shards sold\n", r.Strategy, sold, len(rows)-1)
+		}
+		table(b, md, rows, func(col int) bool { return col == 0 })
+	}
+}
+
+// writeOutcomes writes a mixed run's requests by strategy and outcome as a
+// table: which writers sold, and which were refused and why.
+func writeOutcomes(b *strings.Builder, r Run) {
+	if len(r.Outcomes) == 0 {
+		return
+	}
+	all := map[string]int{}
+	for _, s := range r.Strategies {
+		maps.Copy(all, r.Outcomes[s])
+	}
+	kinds := slices.Sorted(maps.Keys(all))
+	fmt.Fprintf(b, "\n### %s: requests by strategy and outcome\n\n", r.Strategy)
+	table(b, true, rowsOf(append([]string{"strategy"}, kinds...), r.Strategies, func(s string) []string {
+		cells := []string{s}
+		for _, k := range kinds {
+			cells = append(cells, fmt.Sprint(r.Outcomes[s][k]))
+		}
+		return cells
+	}), func(col int) bool { return col == 0 })
 }
 
 // Files are the names WriteFiles writes inside the output directory.
@@ -576,21 +567,20 @@ type file struct {
 	write func(io.Writer, Report) error
 }
 
-// charts are the pictures of rep's sections.
-func (rep Report) charts() []file {
-	var out []file
-	for _, sec := range rep.sections() {
-		if sec.Chart != "" {
-			out = append(out, file{sec.Chart, sec.SVG})
-		}
-	}
-	return out
+// charts are rep's sections that draw a chart.
+func (rep Report) charts() []Section {
+	return slices.DeleteFunc(slices.Clone(rep.sections()), func(sec Section) bool { return sec.Chart == "" })
 }
 
 // WriteFiles writes results.json, results.md, the charts and report.html
 // into dir and returns their paths.
 func WriteFiles(dir string, rep Report) ([]string, error) {
-	files := append([]file{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}}, rep.charts()...)
+	files := []file{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}}
+	for _, sec := range rep.charts() {
+		files = append(files, file{sec.Chart, func(w io.Writer, rep Report) error {
+			return flush(w, func(b *strings.Builder) { sec.Draw(b, rep) })
+		}})
+	}
 	var paths []string
 	for _, wr := range append(files, file{HTMLFile, WriteHTML}) {
 		p := filepath.Join(dir, wr.name)
@@ -598,11 +588,7 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 		if err != nil {
 			return paths, err
 		}
-		err = wr.write(f, rep)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := errors.Join(wr.write(f, rep), f.Close()); err != nil {
 			return paths, fmt.Errorf("write %s: %w", p, err)
 		}
 		paths = append(paths, p)
@@ -610,40 +596,12 @@ func WriteFiles(dir string, rep Report) ([]string, error) {
 	return paths, nil
 }
 
-// writeOutcomes writes a mixed run's requests by strategy and outcome as a
-// table: which writers sold, and which were refused and why.
-func writeOutcomes(b *strings.Builder, r Run) {
-	if len(r.Outcomes) == 0 {
-		return
-	}
-	var kinds []string
-	for _, s := range r.Strategies {
-		for k := range r.Outcomes[s] {
-			if !slices.Contains(kinds, k) {
-				kinds = append(kinds, k)
-			}
-		}
-	}
-	slices.Sort(kinds)
-	fmt.Fprintf(b, "\n### %s: requests by strategy and outcome\n\n| strategy | %s |\n| --- |%s\n",
-		r.Strategy, strings.Join(kinds, " | "), strings.Repeat(" ---: |", len(kinds)))
-	for _, s := range r.Strategies {
-		cells := []string{s}
-		for _, k := range kinds {
-			cells = append(cells, fmt.Sprint(r.Outcomes[s][k]))
-		}
-		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
-	}
-}
-
-// WriteText writes the tables a person compares the runs by, those of
-// rep's sections. The command line prints them and the live page shows
-// them.
+// WriteText writes the tables of rep's sections, which the command line
+// prints and the live page shows.
 func WriteText(w io.Writer, rep Report) error {
-	for _, sec := range rep.sections() {
-		if err := sec.Text(w, rep); err != nil {
-			return err
+	return flush(w, func(b *strings.Builder) {
+		for _, sec := range rep.sections() {
+			sec.Write(b, rep, false)
 		}
-	}
-	return nil
+	})
 }

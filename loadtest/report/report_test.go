@@ -37,10 +37,8 @@ func sample() Report {
 }
 
 func TestTable(t *testing.T) {
-	var b bytes.Buffer
-	if err := WriteTable(&b, sample().Runs); err != nil {
-		t.Fatal(err)
-	}
+	var b strings.Builder
+	CompareSection.Write(&b, Report{Runs: sample().Runs}, false)
 	out := b.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 4 {

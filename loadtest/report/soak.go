@@ -1,11 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
-	"io"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/stocklock/stocklock/loadtest/verdict"
@@ -16,14 +15,12 @@ const SoakChartFile = "soak.svg"
 
 // Soak is what a soak (loadtest soak) sampled, beside its segments' runs.
 type Soak struct {
-	Duration    string       `json:"duration"`
-	Segment     string       `json:"segment"`
-	SampleEvery string       `json:"sample_every"`
-	Strategies  []string     `json:"strategies"`
-	Samples     []SoakSample `json:"samples"`
-	// Checks say whether each process's resources stayed bounded (see
-	// JudgeSoak).
-	Checks []verdict.Check `json:"checks,omitempty"`
+	Duration    string          `json:"duration"`
+	Segment     string          `json:"segment"`
+	SampleEvery string          `json:"sample_every"`
+	Strategies  []string        `json:"strategies"`
+	Samples     []SoakSample    `json:"samples"`
+	Checks      []verdict.Check `json:"checks,omitempty"` // see JudgeSoak
 }
 
 // SoakSample is one replica's resources at one moment of a soak.
@@ -61,25 +58,12 @@ var soakLimits = []struct {
 // growth that continues through the soak does not. With no process
 // sampled 8 times, the one check says nothing could be judged.
 func JudgeSoak(samples []SoakSample) []verdict.Check {
-	type proc struct {
-		replica string
-		started float64
-	}
-	byProc := map[proc][]SoakSample{}
-	for _, s := range samples {
-		k := proc{s.Replica, s.Started}
-		byProc[k] = append(byProc[k], s)
-	}
-	keys := make([]proc, 0, len(byProc))
-	for k := range byProc {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].replica < keys[j].replica || keys[i].replica == keys[j].replica && keys[i].started < keys[j].started
+	sorted := slices.Clone(samples)
+	slices.SortStableFunc(sorted, func(a, b SoakSample) int {
+		return cmp.Or(strings.Compare(a.Replica, b.Replica), cmp.Compare(a.Started, b.Started))
 	})
 	var checks []verdict.Check
-	for _, k := range keys {
-		ss := byProc[k]
+	for _, ss := range groupBy(sorted, func(s SoakSample) (string, bool) { return fmt.Sprint(s.Replica, "\x00", s.Started), true }) {
 		if len(ss) < 8 {
 			continue
 		}
@@ -90,7 +74,7 @@ func JudgeSoak(samples []SoakSample) []verdict.Check {
 				continue
 			}
 			checks = append(checks, verdict.Check{Name: l.name + " growth", Kind: verdict.Safety,
-				Scope:    fmt.Sprintf("replica %s (process of %.0fs samples)", k.replica, ss[len(ss)-1].At-ss[0].At),
+				Scope:    fmt.Sprintf("replica %s (process of %.0fs samples)", ss[0].Replica, ss[len(ss)-1].At-ss[0].At),
 				Observed: fmt.Sprintf("%.0f to %.0f", early, late), Bound: fmt.Sprintf("at most +%.0f%% or +%g", 100*l.share, l.slack),
 				Pass: !(late > early*(1+l.share) && late-early > l.slack)})
 		}
@@ -111,57 +95,47 @@ func median(ss []SoakSample, get func(SoakSample) float64) float64 {
 	return v[len(v)/2]
 }
 
-// WriteSoakTable writes each replica's first and last samples and the
-// highest of each resource, and the verdict on growth.
-func WriteSoakTable(w io.Writer, soak Soak) error {
+// writeSoak writes each replica's first and last samples and the highest
+// of each resource, and the verdict on growth; the Markdown adds the chart.
+func writeSoak(b *strings.Builder, rep Report, md bool) {
+	soak := *rep.Soak
+	if md {
+		b.WriteString("\n## Soak: the replicas' resources\n\n```")
+	}
+	b.WriteString("\n")
 	rows := [][]string{{"replica", "samples", "RSS MiB first/last/max", "goroutines first/last/max", "open files first/last/max", "sockets first/last/max", "restarts"}}
-	for _, id := range soakReplicas(soak.Samples) {
-		var ss []SoakSample
-		starts := map[float64]bool{}
-		for _, s := range soak.Samples {
-			if s.Replica == id {
-				ss = append(ss, s)
-				starts[s.Started] = true
-			}
-		}
-		cell := func(get func(SoakSample) float64) string {
+	for _, ss := range byReplica(soak.Samples) {
+		cells := []string{ss[0].Replica, fmt.Sprint(len(ss))}
+		for _, l := range soakLimits {
 			hi := math.Inf(-1)
 			for _, s := range ss {
-				hi = max(hi, get(s))
+				hi = max(hi, l.get(s))
 			}
-			return fmt.Sprintf("%.0f / %.0f / %.0f", get(ss[0]), get(ss[len(ss)-1]), hi)
+			cells = append(cells, fmt.Sprintf("%.0f / %.0f / %.0f", l.get(ss[0]), l.get(ss[len(ss)-1]), hi))
 		}
-		rows = append(rows, []string{id, fmt.Sprint(len(ss)), cell(soakLimits[0].get), cell(soakLimits[1].get), cell(soakLimits[2].get), cell(soakLimits[3].get), fmt.Sprint(len(starts) - 1)})
+		processes := groupBy(ss, func(s SoakSample) (string, bool) { return fmt.Sprint(s.Started), true })
+		rows = append(rows, append(cells, fmt.Sprint(len(processes)-1)))
 	}
-	if err := writeAligned(w, rows, func(int) bool { return false }); err != nil {
-		return err
+	table(b, false, rows, func(int) bool { return false })
+	b.WriteString(judged(soak.Checks, "no resource grew without bound (rule: docs/faults.md#soak)", "GREW WITHOUT BOUND: ") + "\n")
+	if md {
+		fmt.Fprintf(b, "```\n\n![soak](%s)\n", SoakChartFile)
 	}
-	text := "no resource grew without bound (rule: docs/faults.md#soak)"
-	if f := verdict.Failures(soak.Checks); len(f) > 0 {
-		text = "GREW WITHOUT BOUND: " + strings.Join(f, "; ")
-	}
-	_, err := fmt.Fprintln(w, text)
-	return err
 }
 
-func soakReplicas(samples []SoakSample) []string {
-	var ids []string
-	for _, s := range samples {
-		if !slices.Contains(ids, s.Replica) {
-			ids = append(ids, s.Replica)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+// byReplica groups the samples by replica, in the replicas' name order.
+func byReplica(samples []SoakSample) [][]SoakSample {
+	sorted := slices.Clone(samples)
+	slices.SortStableFunc(sorted, func(a, b SoakSample) int { return strings.Compare(a.Replica, b.Replica) })
+	return groupBy(sorted, func(s SoakSample) (string, bool) { return s.Replica, true })
 }
 
-// WriteSoakSVG draws each resource over the soak, a line per replica, in
-// four panels.
-func WriteSoakSVG(w io.Writer, soak Soak) error {
+// drawSoak draws each resource over the soak, a line per replica.
+func drawSoak(b *strings.Builder, rep Report) {
+	soak := *rep.Soak
 	const pw, ph, pad = 460, 200, 50
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, 2*(pw+pad)+pad, 2*(ph+pad)+pad+20)
-	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="13">Soak %s: replicas' resources (mixed load, a fault every %s)</text>`, pad, esc(soak.Duration), esc(soak.Segment))
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, 2*(pw+pad)+pad, 2*(ph+pad)+pad+20)
+	fmt.Fprintf(b, `<text x="%d" y="16" font-size="13">Soak %s: replicas' resources (mixed load, a fault every %s)</text>`, pad, esc(soak.Duration), esc(soak.Segment))
 	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
 	end := 1.0
 	for _, s := range soak.Samples {
@@ -174,21 +148,19 @@ func WriteSoakSVG(w io.Writer, soak Soak) error {
 			top = max(top, l.get(s))
 		}
 		top = niceCeil(top)
-		axes(&b, x0, y0, pw, ph, end, top, "seconds", l.name)
-		for ri, id := range soakReplicas(soak.Samples) {
+		axes(b, x0, y0, pw, ph, end, top, "seconds", l.name)
+		for ri, ss := range byReplica(soak.Samples) {
 			var pts []string
-			for _, s := range soak.Samples {
-				if s.Replica != id || l.get(s) < 0 {
+			for _, s := range ss {
+				if l.get(s) < 0 {
 					continue
 				}
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", float64(x0)+s.At/end*pw, float64(y0+ph)-l.get(s)/top*ph))
 			}
 			c := colors[ri%len(colors)]
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, c, strings.Join(pts, " "))
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(id))
+			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, c, strings.Join(pts, " "))
+			fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">replica %s</text>`, x0+pw-70, y0+12+14*ri, c, esc(ss[0].Replica))
 		}
 	}
 	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }

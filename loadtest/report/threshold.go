@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,14 +14,14 @@ import (
 )
 
 // Threshold is a bound a user sets on a figure of every run, or of one
-// strategy's runs, as k6 users write them: p99<300ms,
-// sales_per_s>=150, atomic:oversold==0.
+// strategy's runs, as k6 users write them (see ParseThreshold).
 type Threshold struct {
 	Strategy string  // "" : every run
 	Metric   string  // one of Metrics
 	Op       string  // <, <=, >, >=, ==, !=
 	Bound    float64 // in the metric's unit: ms for a latency
 	bound    string  // the bound as given
+	metric   metric
 }
 
 // metric is a figure of a Run that a threshold can bound; value is NaN
@@ -72,15 +73,6 @@ func Metrics() string {
 	return b.String()
 }
 
-func lookupMetric(name string) (metric, bool) {
-	for _, m := range metrics {
-		if m.name == name {
-			return m, true
-		}
-	}
-	return metric{}, false
-}
-
 // ops are the comparisons, two-character ones first.
 var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
 
@@ -93,11 +85,8 @@ func ParseThreshold(s string) (Threshold, error) {
 	if i <= 0 {
 		return t, fmt.Errorf("threshold %q: want [strategy:]metric op value, such as p99<300ms or atomic:sales_per_s>=150", s)
 	}
-	for _, op := range ops {
-		if strings.HasPrefix(text[i:], op) {
-			t.Op = op
-			break
-		}
+	if j := slices.IndexFunc(ops, func(op string) bool { return strings.HasPrefix(text[i:], op) }); j >= 0 {
+		t.Op = ops[j]
 	}
 	name, value := text[:i], text[i+len(t.Op):]
 	if t.Op == "" || value == "" {
@@ -111,27 +100,24 @@ func ParseThreshold(s string) (Threshold, error) {
 	}
 	// k6 spells percentiles p(99).
 	t.Metric = strings.NewReplacer("(", "", ")", "").Replace(name)
-	m, ok := lookupMetric(t.Metric)
-	if !ok {
+	j := slices.IndexFunc(metrics, func(m metric) bool { return m.name == t.Metric })
+	if j < 0 {
 		var names []string
 		for _, m := range metrics {
 			names = append(names, m.name)
 		}
 		return t, fmt.Errorf("threshold %q: unknown metric %q (known: %s)", s, name, strings.Join(names, ", "))
 	}
-	t.bound = value
+	t.bound, t.metric = value, metrics[j]
 	var err error
-	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && m.ms {
+	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && t.metric.ms {
 		var d time.Duration
 		if d, err = time.ParseDuration(value); err == nil {
 			t.Bound = float64(d) / float64(time.Millisecond)
 		}
 	}
 	if err != nil {
-		unit := "a number"
-		if m.ms {
-			unit = "a duration such as 300ms or 1.5s (a bare number is ms)"
-		}
+		unit := map[bool]string{false: "a number", true: "a duration such as 300ms or 1.5s (a bare number is ms)"}[t.metric.ms]
 		return t, fmt.Errorf("threshold %q: %q is not %s", s, value, unit)
 	}
 	return t, nil
@@ -148,12 +134,8 @@ func (t Threshold) String() string {
 // Check judges run r against the threshold; false when it does not apply
 // (another strategy's threshold, a figure the run lacks).
 func (t Threshold) Check(r Run) (verdict.Check, bool) {
-	m, _ := lookupMetric(t.Metric)
-	if t.Strategy != "" && t.Strategy != r.Strategy {
-		return verdict.Check{}, false
-	}
-	v := m.value(r)
-	if math.IsNaN(v) {
+	v := t.metric.value(r)
+	if t.Strategy != "" && t.Strategy != r.Strategy || math.IsNaN(v) {
 		return verdict.Check{}, false
 	}
 	pass := map[string]bool{"<": v < t.Bound, "<=": v <= t.Bound, ">": v > t.Bound, ">=": v >= t.Bound, "==": v == t.Bound, "!=": v != t.Bound}[t.Op]
@@ -161,7 +143,7 @@ func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	switch {
 	case math.IsInf(v, 1):
 		observed = "never"
-	case m.ms:
+	case t.metric.ms:
 		observed = Ms(v)
 	}
 	return verdict.Check{Name: t.Metric, Kind: verdict.Threshold, Observed: observed, Bound: t.Op + " " + t.bound, Pass: pass}, true

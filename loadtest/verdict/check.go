@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -25,12 +26,10 @@ const (
 )
 
 // Check is one decision about a harness run: what was checked, the figure
-// observed, the bound it must meet and whether it did. Scope says what it
-// is about (a strategy's run, a drill's repeat, a replica); a check kept
-// with the run it is about leaves it empty.
+// observed, the bound it must meet and whether it did.
 type Check struct {
 	Name     string `json:"name"`
-	Scope    string `json:"scope,omitempty"`
+	Scope    string `json:"scope,omitempty"` // what it is about (a run, a repeat, a replica); empty beside its run
 	Kind     Kind   `json:"kind"`
 	Observed string `json:"observed"`
 	Bound    string `json:"bound"`
@@ -38,9 +37,7 @@ type Check struct {
 }
 
 // Zero is the check that a count of anomalies is 0.
-func Zero(name string, n int) Check {
-	return Check{Name: name, Observed: fmt.Sprint(n), Bound: "0", Pass: n == 0}
-}
+func Zero(name string, n int) Check { return Equal(name, n, 0) }
 
 // Equal is the check that a figure equals the one it must.
 func Equal(name string, got, want int) Check {
@@ -50,30 +47,18 @@ func Equal(name string, got, want int) Check {
 // Of gives checks their kind, Safety for a safe run and Demonstration for
 // another, in place, and returns them.
 func Of(safe bool, checks ...Check) []Check {
-	k := Demonstration
-	if safe {
-		k = Safety
-	}
 	for i := range checks {
-		checks[i].Kind = k
+		checks[i].Kind = map[bool]Kind{true: Safety, false: Demonstration}[safe]
 	}
 	return checks
 }
 
 // Result is the check's outcome in a word: pass, or what its failure is.
 func (c Check) Result() string {
-	switch {
-	case c.Pass:
+	if c.Pass {
 		return "pass"
-	case c.Kind == Safety:
-		return "FAIL"
-	case c.Kind == Threshold:
-		return "breached"
-	case c.Kind == Demonstration:
-		return "demonstrated"
-	default:
-		return "past the limit"
 	}
+	return cmp.Or(map[Kind]string{Safety: "FAIL", Threshold: "breached", Demonstration: "demonstrated"}[c.Kind], "past the limit")
 }
 
 func (c Check) String() string {
@@ -109,12 +94,9 @@ func OutcomeOf(safe bool, checks []Check) Outcome {
 type Status int
 
 const (
-	// Passed: no safety check failed and no threshold was breached.
-	Passed Status = iota
-	// Breached: a threshold was breached, and no safety check failed.
-	Breached
-	// Failed: a safety check failed.
-	Failed
+	Passed   Status = iota // no safety check failed and no threshold was breached
+	Breached               // a threshold was breached, and no safety check failed
+	Failed                 // a safety check failed
 )
 
 // Judge is the one decision on a harness run: the worst of its checks.

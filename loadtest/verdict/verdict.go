@@ -1,17 +1,15 @@
-// Package verdict is where a load-test run is judged: the arithmetic that
-// finds whether it sold more than it had, lost updates, or disagrees with
-// the order ledger, and the checks (check.go) that every run mode turns
-// its findings into, which Judge alone decides pass or fail from.
-//
-// It knows nothing about HTTP or Vegeta: the harness feeds it the stock it
-// set, the stock it read back, the sales the service acknowledged (its 200
-// responses) and the orders the ledger holds, and gets back the anomalies
-// as checks.
+// Package verdict judges a load-test run: the arithmetic that finds whether
+// it sold more than it had, lost updates, or disagrees with the order
+// ledger, and the checks (check.go) every run mode turns its findings into,
+// from which Judge alone decides pass or fail. It knows nothing about HTTP
+// or Vegeta: the harness feeds it the stock it set and read back, the sales
+// acknowledged (200 responses) and the ledger's orders.
 package verdict
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
@@ -19,41 +17,28 @@ import (
 // SafeAll reports whether every strategy of a mixed run is safe, so that
 // the mix must be too.
 func SafeAll(ss []string) bool {
-	for _, s := range ss {
-		if !strategy.IsSafe(s) {
-			return false
-		}
-	}
-	return len(ss) > 0
+	return len(ss) > 0 && !slices.ContainsFunc(ss, func(s string) bool { return !strategy.IsSafe(s) })
 }
 
 // Class is what one response means for the sale it asked for.
-type Class int
+type Class string
 
 const (
 	// Sold is a 200: the service acknowledged the sale.
-	Sold Class = iota
+	Sold Class = "sold"
 	// SoldOut is a 409 sold_out: the stock could not cover the quantity.
-	SoldOut
+	SoldOut Class = "sold out"
 	// Unavailable is a 503: the service gave up (typically it could not get
 	// the lock within its wait budget) and sold nothing.
-	Unavailable
+	Unavailable Class = "unavailable"
 	// Other is any other HTTP status.
-	Other
+	Other Class = "other"
 	// Transport is a request that got no HTTP response at all (connection
 	// refused or reset, timeout).
-	Transport
-	numClasses
+	Transport Class = "transport error"
 )
 
-var classNames = [numClasses]string{"sold", "sold out", "unavailable", "other", "transport error"}
-
-func (c Class) String() string {
-	if c < 0 || c >= numClasses {
-		return fmt.Sprintf("Class(%d)", int(c))
-	}
-	return classNames[c]
-}
+func (c Class) String() string { return string(c) }
 
 // Classify maps an HTTP status code and the service's error code (the
 // "error" field of its JSON body, "" if none) to a Class. code 0 means no
@@ -82,28 +67,23 @@ type Order struct {
 	Replica  string `json:"replica,omitempty"`
 	Strategy string `json:"strategy,omitempty"`
 	Fence    int64  `json:"fence,omitempty"`
-	// Key is the request's Idempotency-Key, as the ledger records it.
-	Key string `json:"key,omitempty"`
+	Key      string `json:"key,omitempty"` // the request's Idempotency-Key, as the ledger records it
 }
 
 // Item is one sku's stock before and after a run.
 type Item struct {
 	SKU     string
 	Initial int // the stock the run set with PUT
-	// Remaining is the stock read back after the run. It may be negative:
-	// an unsafe strategy that checks and writes separately can drive it
-	// below zero.
+	// Remaining is the stock read back after the run: an unsafe strategy
+	// that checks and writes separately can drive it below zero.
 	Remaining int
 }
 
 // Input is everything the checks need about one run.
 type Input struct {
-	Items []Item
-	// Acked are the orders of the run's 200 responses, one per response.
-	Acked []Order
-	// Ledger are the orders the service's ledger holds for the run's skus
-	// and time window.
-	Ledger []Order
+	Items  []Item
+	Acked  []Order // the orders of the run's 200 responses, one per response
+	Ledger []Order // the ledger's orders for the run's skus and time window
 	// NoAnswer counts, per sku, the requests that reached a replica and
 	// got no answer that says whether they sold (the connection was reset
 	// or timed out, not refused; or a 5xx other than 503, such as 500
@@ -127,32 +107,27 @@ type SoldOutAnswer struct {
 
 // SKUResult is the arithmetic for one sku.
 type SKUResult struct {
-	SKU       string `json:"sku"`
-	Initial   int    `json:"initial"`
-	Remaining int    `json:"remaining"`
-	Sold      int    `json:"sold"`
-	Oversold  int    `json:"oversold"`
-	Lost      int    `json:"lost_updates"`
-	Unacked   int    `json:"unacknowledged"`
-	// FalseSoldOut counts the sold_out answers for a qty that the
-	// remaining stock still covers (see Input.SoldOut).
-	FalseSoldOut int `json:"false_sold_out,omitempty"`
+	SKU          string `json:"sku"`
+	Initial      int    `json:"initial"`
+	Remaining    int    `json:"remaining"`
+	Sold         int    `json:"sold"`
+	Oversold     int    `json:"oversold"`
+	Lost         int    `json:"lost_updates"`
+	Unacked      int    `json:"unacknowledged"`
+	FalseSoldOut int    `json:"false_sold_out,omitempty"` // see Result.FalseSoldOut
 }
 
 // Ledger is how the ledger differs from the acknowledged sales.
 type Ledger struct {
-	// Missing are acknowledged orders that the ledger does not hold.
-	Missing int `json:"missing"`
+	Missing int `json:"missing"` // acknowledged orders the ledger does not hold
 	// Extra are ledger orders that no 200 response of the run announced
 	// (for example a sale whose response was lost to a client timeout).
 	Extra int `json:"extra"`
-	// DuplicateAcked counts repeats of an order id among the 200 responses,
-	// and 200 responses without an order id.
-	DuplicateAcked int `json:"duplicate_acked"`
-	// DuplicateLedger counts repeats of an order id in the ledger.
-	DuplicateLedger int `json:"duplicate_ledger"`
-	// Differ counts orders present in both whose sku or qty disagree.
-	Differ int `json:"differ"`
+	// DuplicateAcked counts repeats of an order id among the 200
+	// responses, and 200 responses without an order id.
+	DuplicateAcked  int `json:"duplicate_acked"`
+	DuplicateLedger int `json:"duplicate_ledger"` // repeats of an order id in the ledger
+	Differ          int `json:"differ"`           // orders in both whose sku or qty disagree
 	// Unanswered is the part of Extra that requests without any HTTP
 	// answer explain, sku by sku: a replica killed after recording a sale
 	// and before answering, a client timeout. The sale happened and was
@@ -168,11 +143,9 @@ func (l Ledger) Total() int {
 
 // Result is the outcome of the checks for one run.
 type Result struct {
-	// Sold is the sum of qty over the 200 responses.
-	Sold int `json:"sold"`
-	// Initial and Remaining are summed over the skus.
-	Initial   int `json:"initial"`
-	Remaining int `json:"remaining"`
+	Sold      int `json:"sold"`      // the sum of qty over the 200 responses
+	Initial   int `json:"initial"`   // summed over the skus
+	Remaining int `json:"remaining"` // summed over the skus
 	// Oversold is, summed over skus, max(0, sold-initial, -remaining):
 	// units acknowledged beyond what there was, or a stock driven below 0.
 	Oversold int `json:"oversold"`
@@ -183,25 +156,23 @@ type Result struct {
 	// unacknowledged sale on the same sku would hide from the first.
 	LostUpdates int `json:"lost_updates"`
 	// Unacknowledged is the opposite gap, max(0, (initial-remaining)-sold):
-	// units that left the stock without a 200 the harness saw. It is not a
-	// safety violation by itself (a request that got no answer may have
-	// sold, and a replica killed between its stock write and its order
-	// insert leaves a unit taken with no order); the ledger check counts
-	// orders no 200 announced as extra, excused up to the unanswered
-	// requests of their sku.
+	// units that left the stock without a 200 the harness saw. Not an
+	// anomaly by itself: a request that got no answer may have sold, and a
+	// replica killed between its stock write and its order insert leaves
+	// a unit taken with no order (the ledger check excuses extra orders up
+	// to the unanswered requests of their sku).
 	Unacknowledged int `json:"unacknowledged"`
 	// Unrecorded is, with Input.Drained, max(0, (initial-remaining) -
 	// ledger units) summed over skus: units that left the stock with no
 	// order in the ledger although nothing is pending. An anomaly.
 	Unrecorded int `json:"unrecorded"`
+	// FalseSoldOut is, summed over skus, the sold_out answers for a qty
+	// that the stock left at the end still covers (see Input.SoldOut): a
+	// unit a strategy cannot find while it is there is lost to the sale as
+	// surely as a unit sold twice is to the stock.
+	FalseSoldOut int `json:"false_sold_out"`
 	// DoubleSold is the number of units the ledger sold under an
 	// idempotency key beyond its first order: a retry that sold again.
-	// FalseSoldOut is, summed over skus, the sold_out answers for a qty
-	// that the stock left at the end still covers: the stock only falls
-	// during a run, so it covered qty when the answer was given. A unit
-	// that a strategy cannot find while it is there is lost to the sale
-	// as surely as a unit sold twice is to the stock.
-	FalseSoldOut   int         `json:"false_sold_out"`
 	DoubleSold     int         `json:"double_sold"`
 	DoubleSoldKeys int         `json:"double_sold_keys"`
 	Ledger         Ledger      `json:"ledger"`
@@ -224,18 +195,20 @@ func (r Result) Anomalous() bool { return OutcomeOf(true, Of(true, r.Checks()...
 // Audit computes the anomalies of one run.
 func Audit(in Input) Result {
 	var r Result
-	known := make(map[string]bool, len(in.Items))
 	sold := make(map[string]int, len(in.Items))
+	acked := make(map[string]bool, len(in.Acked))
 	for _, o := range in.Acked {
 		sold[o.SKU] += o.Qty
 		r.Sold += o.Qty
+		acked[o.ID] = true
 	}
-	recorded := make(map[string]int, len(in.Items))
-	seenID := make(map[string]bool, len(in.Ledger))
-	for _, o := range in.Ledger {
-		if !seenID[o.ID] {
-			seenID[o.ID] = true
-			recorded[o.SKU] += o.Qty
+	// recorded are the ledger's units per sku, extra its orders that no
+	// acknowledged order announced.
+	recorded, extra := map[string]int{}, map[string]int{}
+	for _, o := range distinct(in.Ledger) {
+		recorded[o.SKU] += o.Qty
+		if !acked[o.ID] {
+			extra[o.SKU]++
 		}
 	}
 	refused := make(map[string][]int, len(in.Items))
@@ -243,7 +216,6 @@ func Audit(in Input) Result {
 		refused[so.SKU] = append(refused[so.SKU], so.Qty)
 	}
 	for _, it := range in.Items {
-		known[it.SKU] = true
 		s := SKUResult{SKU: it.SKU, Initial: it.Initial, Remaining: it.Remaining, Sold: sold[it.SKU]}
 		for _, qty := range refused[it.SKU] {
 			if qty <= it.Remaining {
@@ -267,42 +239,35 @@ func Audit(in Input) Result {
 	}
 	// A 200 for a sku the run did not set up cannot be checked against
 	// any stock: count it where it does the most good, as a problem.
-	var stray []string
-	for sku := range sold {
-		if !known[sku] {
-			stray = append(stray, sku)
+	for _, sku := range slices.Sorted(maps.Keys(sold)) {
+		if !slices.ContainsFunc(in.Items, func(it Item) bool { return it.SKU == sku }) {
+			r.Problems = append(r.Problems, fmt.Sprintf("200 responses for sku %q, which the run did not set up", sku))
+			r.LedgerMismatch++
 		}
-	}
-	sort.Strings(stray)
-	for _, sku := range stray {
-		r.Problems = append(r.Problems, fmt.Sprintf("200 responses for sku %q, which the run did not set up", sku))
-		r.LedgerMismatch++
 	}
 
 	r.Ledger = CompareLedger(in.Acked, in.Ledger)
-	for sku, n := range extraBySKU(in.Acked, in.Ledger) {
+	for sku, n := range extra {
 		r.Ledger.Unanswered += min(n, max(in.NoAnswer[sku], 0))
 	}
 	r.LedgerMismatch += r.Ledger.Total()
 	r.DoubleSold, r.DoubleSoldKeys = DoubleSold(in.Ledger)
-	if r.Unrecorded > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d units left the stock with no order in the ledger, and none pending", r.Unrecorded))
-	}
-	if r.DoubleSold > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d units sold twice under %d idempotency keys", r.DoubleSold, r.DoubleSoldKeys))
-	}
-	if r.FalseSoldOut > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d sold_out answers for a qty that the stock left at the end still covers (false sold-outs)", r.FalseSoldOut))
-	}
-	if r.Oversold > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("oversold %d units", r.Oversold))
-	}
-	if r.LostUpdates > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d acknowledged units not reflected in the stock (lost updates)", r.LostUpdates))
-	}
-	if n := r.Ledger.Total(); n > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("ledger differs from the 200 responses: %d missing, %d extra (%d of them explained by requests that got no answer), %d repeated or empty ids in responses, %d repeated ids in the ledger, %d with a different sku or qty",
-			r.Ledger.Missing, r.Ledger.Extra, r.Ledger.Unanswered, r.Ledger.DuplicateAcked, r.Ledger.DuplicateLedger, r.Ledger.Differ))
+	l := r.Ledger
+	for _, p := range []struct {
+		n    int
+		text string
+	}{
+		{r.Unrecorded, fmt.Sprintf("%d units left the stock with no order in the ledger, and none pending", r.Unrecorded)},
+		{r.DoubleSold, fmt.Sprintf("%d units sold twice under %d idempotency keys", r.DoubleSold, r.DoubleSoldKeys)},
+		{r.FalseSoldOut, fmt.Sprintf("%d sold_out answers for a qty that the stock left at the end still covers (false sold-outs)", r.FalseSoldOut)},
+		{r.Oversold, fmt.Sprintf("oversold %d units", r.Oversold)},
+		{r.LostUpdates, fmt.Sprintf("%d acknowledged units not reflected in the stock (lost updates)", r.LostUpdates)},
+		{l.Total(), fmt.Sprintf("ledger differs from the 200 responses: %d missing, %d extra (%d of them explained by requests that got no answer), %d repeated or empty ids in responses, %d repeated ids in the ledger, %d with a different sku or qty",
+			l.Missing, l.Extra, l.Unanswered, l.DuplicateAcked, l.DuplicateLedger, l.Differ)},
+	} {
+		if p.n > 0 {
+			r.Problems = append(r.Problems, p.text)
+		}
 	}
 	return r
 }
@@ -312,38 +277,34 @@ func CompareLedger(acked, ledger []Order) Ledger {
 	var l Ledger
 	ack := make(map[string]Order, len(acked))
 	for _, o := range acked {
-		if o.ID == "" {
-			l.DuplicateAcked++
-			continue
-		}
-		if _, dup := ack[o.ID]; dup {
+		if _, dup := ack[o.ID]; dup || o.ID == "" {
 			l.DuplicateAcked++
 			continue
 		}
 		ack[o.ID] = o
 	}
-	seen := make(map[string]bool, len(ledger))
-	for _, o := range ledger {
-		if seen[o.ID] {
-			l.DuplicateLedger++
-			continue
-		}
-		seen[o.ID] = true
-		a, ok := ack[o.ID]
-		if !ok {
+	orders := distinct(ledger)
+	l.DuplicateLedger = len(ledger) - len(orders)
+	for _, o := range orders {
+		switch a, ok := ack[o.ID]; {
+		case !ok:
 			l.Extra++
-			continue
-		}
-		if a.SKU != o.SKU || a.Qty != o.Qty {
+		case a.SKU != o.SKU || a.Qty != o.Qty:
 			l.Differ++
 		}
 	}
-	for id := range ack {
-		if !seen[id] {
-			l.Missing++
-		}
-	}
+	l.Missing = len(ack) - (len(orders) - l.Extra)
 	return l
+}
+
+// distinct is orders with each order id once, its first.
+func distinct(orders []Order) []Order {
+	seen := make(map[string]bool, len(orders))
+	return slices.DeleteFunc(slices.Clone(orders), func(o Order) bool {
+		dup := seen[o.ID]
+		seen[o.ID] = true
+		return dup
+	})
 }
 
 // Outcome is the verdict on one run.
@@ -366,42 +327,16 @@ const (
 // beyond the key's first order (each order id once), and the keys that
 // sold more than once.
 func DoubleSold(ledger []Order) (units, keys int) {
-	first := map[string]string{} // key → its first order id
-	seen := map[string]bool{}
-	counted := map[string]bool{}
-	for _, o := range ledger {
-		if o.Key == "" || seen[o.ID] {
-			continue
+	keyed := slices.DeleteFunc(slices.Clone(ledger), func(o Order) bool { return o.Key == "" })
+	count := map[string]int{} // orders by key
+	for _, o := range distinct(keyed) {
+		count[o.Key]++
+		if count[o.Key] > 1 {
+			units += o.Qty
 		}
-		seen[o.ID] = true
-		if _, ok := first[o.Key]; !ok {
-			first[o.Key] = o.ID
-			continue
-		}
-		units += o.Qty
-		if !counted[o.Key] {
-			counted[o.Key] = true
+		if count[o.Key] == 2 {
 			keys++
 		}
 	}
 	return units, keys
-}
-
-// extraBySKU counts, per sku, the ledger orders (each id once) that no
-// acknowledged order announced.
-func extraBySKU(acked, ledger []Order) map[string]int {
-	ack := make(map[string]bool, len(acked))
-	for _, o := range acked {
-		ack[o.ID] = true
-	}
-	out := map[string]int{}
-	seen := make(map[string]bool, len(ledger))
-	for _, o := range ledger {
-		if seen[o.ID] || ack[o.ID] {
-			continue
-		}
-		seen[o.ID] = true
-		out[o.SKU]++
-	}
-	return out
 }

@@ -34,20 +34,16 @@ func TestCapacityBound(t *testing.T) {
 	if len(rows) != 2 || rows[0].Bound == nil || *rows[0].Bound != 150 || rows[0].Peak.TargetRate != 200 || rows[0].Best.TargetRate != 100 || rows[1].Bound != nil {
 		t.Fatalf("rows = %+v: want redis-lock's bound at its peak, past the limits, and none for atomic", rows)
 	}
-	var table bytes.Buffer
-	if err := WriteCapacityTable(&table, rows); err != nil {
-		t.Fatal(err)
-	}
+	rep := Report{Runs: runs, Sections: []Section{CapacitySection}}
+	var table strings.Builder
+	CapacitySection.Write(&table, rep, false)
 	lines := strings.Split(table.String(), "\n")
 	if !strings.Contains(lines[0], "bound") || !strings.Contains(lines[0], "% of bound") ||
 		!strings.Contains(lines[1], "98.0 at 100 req/s") || !strings.Contains(lines[1], "150.0") || !strings.Contains(lines[1], "80%") {
 		t.Fatalf("capacity table:\n%s", table.String())
 	}
-	rep := Report{Runs: runs, Sections: []Section{CapacitySection}}
-	var svg bytes.Buffer
-	if err := WriteCapacitySVG(&svg, rep); err != nil {
-		t.Fatal(err)
-	}
+	var svg strings.Builder
+	CapacitySection.Draw(&svg, rep)
 	if n := strings.Count(svg.String(), `stroke-dasharray`); n != 1 {
 		t.Fatalf("capacity chart has %d dashed lines, want one, redis-lock's bound", n)
 	}
