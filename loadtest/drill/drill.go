@@ -54,16 +54,16 @@ var Catalogue = []Fault{
 	{Crash, "kill -9 the replica holding the lock; it restarts after the attack", CrashHolder, crashDrills},
 	{Pause, "SIGSTOP the lock holder for twice the lock TTL, then SIGCONT (fencing on, then off as a demonstration)", PauseHolder, pauseDrills},
 	{RedisRestart, "restart the redis-server the harness started, without persistence (redis-stock also acknowledging after Redis alone, as a demonstration, and so again with the server killed and started on its append-only file)", RestartRedis, redisRestartDrills},
-	{MongoRestart, "restart the embedded FerretDB on its data", RestartMongo, storeDrills},
+	{MongoRestart, "restart the embedded FerretDB on its data", RestartMongo, safeDrills("mongo restart", RestartMongo)},
 	{ClockSkew, "replica b's lease clock 2s off (the configuration is the fault)", nil, clockDrills},
-	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only(LeaderKill, "etcd leader kill", strategy.EtcdLock, KillEtcdLeader)},
+	{LeaderKill, "kill the leader of a three-member embedded etcd cluster", KillEtcdLeader, only("etcd leader kill", strategy.EtcdLock, KillEtcdLeader)},
 	{RedisClock, "step the redis-server's clock 10s forward while a replica holds the redis-lock (fencing on, then off), and 30s back", JumpRedisClock(clockJump), clockJumpDrills},
 	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key (redis-stock: its stock) while a replica holds the lock, and promote its replica at once: in sync, and resyncing (fencing on, then off; redis-stock acknowledging after Redis, without and with WAIT 1); not in all", FailoverRedisMaster, failoverDrills},
 	{LockPartition, "cut the lock holder off from its lock store (Redis, etcd, MongoDB) for twice the lock TTL, then heal (Toxiproxy)", PartitionLockStore, lockPartitionDrills},
-	{StorePartition, "cut a replica off from MongoDB for 3s under load, then heal: writes in flight lose their answers (Toxiproxy)", PartitionStore, networkDrills("mongo partition", PartitionStore)},
+	{StorePartition, "cut a replica off from MongoDB for 3s under load, then heal: writes in flight lose their answers (Toxiproxy)", PartitionStore, safeDrills("mongo partition", PartitionStore)},
 	{RedisPartition, "cut a replica off from Redis for 3s under load, then heal: the strategies that keep their stock in Redis (Toxiproxy)", PartitionRedis, redisPartitionDrills},
-	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, networkDrills("store latency", SlowLinks)},
-	{Resets, "close each of a replica's store connections after every 8 KiB of replies, for 4s (Toxiproxy)", ResetLinks, networkDrills("connection resets", ResetLinks)},
+	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, safeDrills("store latency", SlowLinks)},
+	{Resets, "close each of a replica's store connections after every 8 KiB of replies, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 
@@ -106,12 +106,11 @@ func Names() []string {
 
 // Lookup returns the fault called name.
 func Lookup(name string) (Fault, bool) {
-	for _, f := range Catalogue {
-		if f.Name == name {
-			return f, true
-		}
+	i := slices.IndexFunc(Catalogue, func(f Fault) bool { return f.Name == name })
+	if i < 0 {
+		return Fault{}, false
 	}
-	return Fault{}, false
+	return Catalogue[i], true
 }
 
 // aliases name groups of faults.
@@ -283,28 +282,29 @@ func Plan(faults, strategies []string) []Drill {
 	return ds
 }
 
-// crashDrills: every strategy, the unsafe ones as demonstrations (a crash
-// does not make them any worse, they oversell anyway).
-func crashDrills() []Drill {
-	var ds []Drill
-	for _, s := range strategy.Names() {
-		ds = append(ds, Drill{Label: "crash", Strategy: s, Inject: CrashHolder})
+// over is drill d for each of strategies.
+func over(strategies []string, d Drill) []Drill {
+	ds := make([]Drill, len(strategies))
+	for i, s := range strategies {
+		ds[i], ds[i].Strategy = d, s
 	}
 	return ds
 }
 
+// safeDrills returns a fault's drills over every safe strategy.
+func safeDrills(label string, inject Injector) func() []Drill {
+	return func() []Drill { return over(safeStrategies, Drill{Label: label, Inject: inject}) }
+}
+
+// crashDrills: every strategy, the unsafe ones as demonstrations (a crash
+// does not make them any worse, they oversell anyway).
+func crashDrills() []Drill { return over(strategy.Names(), Drill{Label: "crash", Inject: CrashHolder}) }
+
 // pauseDrills: every safe strategy, and every fenced one again with
 // fencing off, to show what the fence stops.
 func pauseDrills() []Drill {
-	var ds []Drill
-	for _, s := range safeStrategies {
-		ds = append(ds, Drill{Label: "pause", Strategy: s, Inject: PauseHolder})
-	}
-	off := []string{"--fencing=false"}
-	for _, s := range FencedStrategies {
-		ds = append(ds, Drill{Label: "pause, fencing off", Strategy: s, Demo: true, Flags: Flags{All: off}, Inject: PauseHolder})
-	}
-	return ds
+	off := Drill{Label: "pause, fencing off", Demo: true, Flags: Flags{All: []string{"--fencing=false"}}, Inject: PauseHolder}
+	return append(over(safeStrategies, Drill{Label: "pause", Inject: PauseHolder}), over(FencedStrategies, off)...)
 }
 
 // redisRestartDrills: redis-lock, and redis-stock, whose stock lives in
@@ -335,15 +335,6 @@ const AckAfterRedis = "--redis-stock-ack=redis"
 // (Ctx.AOF), the first the default.
 var AOFPolicies = []string{"always", "everysec", "no"}
 
-// storeDrills: every safe strategy across a MongoDB restart.
-func storeDrills() []Drill {
-	var ds []Drill
-	for _, s := range safeStrategies {
-		ds = append(ds, Drill{Label: "mongo restart", Strategy: s, Inject: RestartMongo})
-	}
-	return ds
-}
-
 // clockDrills: replica b's lease clock off, against each lock.
 func clockDrills() []Drill {
 	ahead, behind := []string{"--clock-offset=2s"}, []string{"--clock-offset=-2s"}
@@ -359,7 +350,7 @@ func clockDrills() []Drill {
 }
 
 // only is a fault with one drill.
-func only(_, label, strategy string, inject Injector) func() []Drill {
+func only(label, strategy string, inject Injector) func() []Drill {
 	return func() []Drill { return []Drill{{Label: label, Strategy: strategy, Inject: inject}} }
 }
 
@@ -438,24 +429,7 @@ func (f *Ctx) victim(ctx context.Context) (int, string, error) {
 // the strategy; -1 if none does.
 func (f *Ctx) findHolder(ctx context.Context) (int, error) {
 	held, err := f.held(ctx)
-	for i, n := range held {
-		if n > 0 {
-			return i, err
-		}
-	}
-	return -1, err
-}
-
-// holders is how many leases of the strategy the replicas hold now: two
-// in one replica count too (two of its requests granted the hot sku's lock
-// at once).
-func (f *Ctx) holders(ctx context.Context) (int, error) {
-	held, err := f.held(ctx)
-	n := 0
-	for _, h := range held {
-		n += h
-	}
-	return n, err
+	return slices.IndexFunc(held, func(n int) bool { return n > 0 }), err
 }
 
 // held asks every replica's /healthz at once how many leases of the
@@ -480,16 +454,45 @@ func (f *Ctx) held(ctx context.Context) ([]int, error) {
 	return held, nil
 }
 
+// strike makes an Injector of hit: once check (if not nil) lets the fault
+// strike here, it waits for the strike time and picks the victim (see
+// victim), then hits replica i, how saying how it was picked.
+func strike(check func(*Ctx) error, hit func(ctx context.Context, f *Ctx, i int, how string) (*Event, error)) Injector {
+	return func(ctx context.Context, f *Ctx) (*Event, error) {
+		if check != nil {
+			if err := check(f); err != nil {
+				return nil, err
+			}
+		}
+		i, how, err := f.victim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return hit(ctx, f, i, how)
+	}
+}
+
+// downFrom is the event of a store down from at until now: what was done,
+// then how long it was down and how the replica was picked.
+func downFrom(at time.Time, what, how string) *Event {
+	healed := time.Now()
+	return &Event{At: at, Healed: healed, Note: fmt.Sprintf("%s (down %s; %s)", what, healed.Sub(at).Round(time.Millisecond), how)}
+}
+
+// ownRedis is nil when the env's Redis is a redis-server the harness
+// started, which it can do what to.
+func ownRedis(f *Ctx, what string) error {
+	if f.Env.Redis == nil || f.Env.Redis.Kind != devstore.KindRedisServer {
+		return fmt.Errorf("%w: the harness can %s only a redis-server it started (this Redis is %s)", env.ErrUnsupported, what, f.Env.RedisText)
+	}
+	return nil
+}
+
 // CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
 // hook, its lease stays until its TTL runs out. The replica is started again
 // after the attack.
-func CrashHolder(ctx context.Context, f *Ctx) (*Event, error) {
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, pid := f.Env.ID(i), f.Env.Pid(i)
-	at := time.Now()
+var CrashHolder = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	id, pid, at := f.Env.ID(i), f.Env.Pid(i), time.Now()
 	if err := f.Env.Kill(i); err != nil {
 		return nil, fmt.Errorf("kill -9 replica %s (pid %d): %w", id, pid, err)
 	}
@@ -498,49 +501,34 @@ func CrashHolder(ctx context.Context, f *Ctx) (*Event, error) {
 		Note:    fmt.Sprintf("kill -9 replica %s (pid %d, %s)", id, pid, how),
 		Cleanup: func(ctx context.Context) error { return f.Env.Restart(ctx, i) },
 	}, nil
-}
+})
 
 // PauseHolder stops the lock holder with SIGSTOP for twice the TTL and
 // continues it: its lease expires meanwhile, another replica takes the lock
 // and sells, and the paused one wakes up inside its critical section,
 // believing it still holds the lock.
-func PauseHolder(ctx context.Context, f *Ctx) (*Event, error) {
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id := f.Env.ID(i)
-	at := time.Now()
+var PauseHolder = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	id, at := f.Env.ID(i), time.Now()
 	if err := f.Env.Pause(i); err != nil {
 		return nil, fmt.Errorf("SIGSTOP replica %s: %w", id, err)
 	}
-	pause := 2 * f.TTL
-	// Whatever happens, the replica must not stay stopped.
-	serr := Sleep(context.WithoutCancel(ctx), pause)
+	// Whatever happens, the replica must not stay stopped: ctx does not
+	// cut the pause short.
+	time.Sleep(2 * f.TTL)
 	if err := f.Env.Resume(i); err != nil {
 		return nil, fmt.Errorf("SIGCONT replica %s: %w", id, err)
 	}
-	if serr != nil {
-		return nil, serr
-	}
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
 	return &Event{At: at, Healed: time.Now(), Victim: id,
-		Note: fmt.Sprintf("SIGSTOP replica %s for %s (%s)", id, pause, how)}, nil
-}
+		Note: fmt.Sprintf("SIGSTOP replica %s for %s (%s)", id, 2*f.TTL, how)}, nil
+})
 
 // RestartRedis restarts the redis-server the harness started, while a
 // replica holds a redis-lock lease. It keeps nothing on disk, so every
 // lease is gone afterwards, and its key counter too.
-func RestartRedis(ctx context.Context, f *Ctx) (*Event, error) {
-	if f.Env.Redis == nil || f.Env.Redis.Kind != devstore.KindRedisServer {
-		return nil, fmt.Errorf("%w: the harness can restart only a redis-server it started (this Redis is %s)", env.ErrUnsupported, f.Env.RedisText)
-	}
-	_, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
+var RestartRedis = strike(func(f *Ctx) error { return ownRedis(f, "restart") }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	// The fault strikes when the server is gone, not when the harness
 	// decides to stop it: a sale sent in between is no recovery.
 	if err := f.Env.Redis.Stop(); err != nil {
@@ -550,10 +538,8 @@ func RestartRedis(ctx context.Context, f *Ctx) (*Event, error) {
 	if err := f.Env.Redis.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start redis-server again: %w", err)
 	}
-	healed := time.Now()
-	return &Event{At: at, Healed: healed,
-		Note: fmt.Sprintf("restarted redis-server, no persistence (down %s; a replica was %s)", healed.Sub(at).Round(time.Millisecond), how)}, nil
-}
+	return downFrom(at, "restarted redis-server, no persistence", "a replica was "+how), nil
+})
 
 // CrashRedisOnAOF turns the append-only file of the redis-server the
 // harness started on (appendfsync Ctx.AOF, always by default) at once,
@@ -565,94 +551,85 @@ func RestartRedis(ctx context.Context, f *Ctx) (*Event, error) {
 // the policy: the page cache outlives the process. What appendfsync
 // always adds (an fsync before each answer) matters when the machine
 // goes down, which a drill on one machine does not do.
-func CrashRedisOnAOF(ctx context.Context, f *Ctx) (*Event, error) {
-	r := f.Env.Redis
-	if r == nil || r.Kind != devstore.KindRedisServer {
-		return nil, fmt.Errorf("%w: the harness can crash and restart only a redis-server it started (this Redis is %s)", env.ErrUnsupported, f.Env.RedisText)
+func CrashRedisOnAOF(ctx context.Context, f *Ctx) (_ *Event, err error) {
+	if err := ownRedis(f, "crash and restart"); err != nil {
+		return nil, err
 	}
-	fsync := cmp.Or(f.AOF, AOFPolicies[0])
+	r, fsync := f.Env.Redis, cmp.Or(f.AOF, AOFPolicies[0])
 	if err := r.SetAOF(ctx, fsync); err != nil {
 		return nil, fmt.Errorf("turn the append-only file on: %w", err)
 	}
 	off := func(ctx context.Context) error { return r.SetAOF(ctx, "") }
-	failed := func(err error) (*Event, error) {
-		if oerr := off(context.WithoutCancel(ctx)); oerr != nil {
-			err = errors.Join(err, oerr)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, off(context.WithoutCancel(ctx)))
 		}
-		return nil, err
-	}
+	}()
 	_, how, err := f.victim(ctx)
 	if err != nil {
-		return failed(err)
+		return nil, err
 	}
 	if err := r.Crash(); err != nil {
-		return failed(fmt.Errorf("kill -9 redis-server: %w", err))
+		return nil, fmt.Errorf("kill -9 redis-server: %w", err)
 	}
 	at := time.Now()
 	if err := r.Start(ctx); err != nil {
-		return failed(fmt.Errorf("start redis-server again on its append-only file: %w", err))
+		return nil, fmt.Errorf("start redis-server again on its append-only file: %w", err)
 	}
-	healed := time.Now()
-	return &Event{At: at, Healed: healed, Shape: "appendfsync " + fsync,
-		Note: fmt.Sprintf("killed redis-server (SIGKILL) and started it on its append-only file, appendfsync %s (down %s; a replica was %s)",
-			fsync, healed.Sub(at).Round(time.Millisecond), how),
-		Cleanup: off,
-	}, nil
+	ev := downFrom(at, "killed redis-server (SIGKILL) and started it on its append-only file, appendfsync "+fsync, "a replica was "+how)
+	ev.Shape, ev.Cleanup = "appendfsync "+fsync, off
+	return ev, nil
 }
 
 // RestartMongo restarts the embedded FerretDB on its data directory.
-func RestartMongo(ctx context.Context, f *Ctx) (*Event, error) {
+var RestartMongo = strike(func(f *Ctx) error {
 	if f.Env.Mongo.Kind != devstore.KindFerretDB {
-		return nil, fmt.Errorf("%w: the harness can restart only the embedded FerretDB (this MongoDB is %s)", env.ErrUnsupported, f.Env.Mongo.Kind)
+		return fmt.Errorf("%w: the harness can restart only the embedded FerretDB (this MongoDB is %s)", env.ErrUnsupported, f.Env.Mongo.Kind)
 	}
-	_, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	at := time.Now()
 	if err := f.Env.Mongo.Restart(ctx); err != nil {
 		return nil, fmt.Errorf("restart FerretDB: %w", err)
 	}
-	healed := time.Now()
-	return &Event{At: at, Healed: healed,
-		Note: fmt.Sprintf("restarted FerretDB on its data (down %s; %s)", healed.Sub(at).Round(time.Millisecond), how)}, nil
-}
+	return downFrom(at, "restarted FerretDB on its data", how), nil
+})
 
 // KillEtcdLeader crashes the leader of the three-member etcd cluster; the
 // other two elect a new one. The member is started again after the attack.
-func KillEtcdLeader(ctx context.Context, f *Ctx) (*Event, error) {
+var KillEtcdLeader = strike(func(f *Ctx) error {
 	if f.Env.Etcd.Kind != devstore.KindEmbeddedEtcd || len(f.Env.Etcd.Endpoints) < 3 {
-		return nil, fmt.Errorf("%w: needs the harness's three-member embedded etcd (this etcd is %s with %d members)", env.ErrUnsupported, f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
+		return fmt.Errorf("%w: needs the harness's three-member embedded etcd (this etcd is %s with %d members)", env.ErrUnsupported, f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
 	}
-	_, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	// An election may be under way (on a busy machine): wait for a leader
 	// rather than give up.
-	leader := -1
-	for wait := time.Now().Add(5 * time.Second); leader < 0; {
+	leader, wait := -1, time.Now().Add(5*time.Second)
+	for {
+		var err error
 		if leader, err = f.Env.Etcd.Leader(); err != nil {
 			return nil, fmt.Errorf("find the etcd leader: %w", err)
 		}
-		if leader < 0 {
-			if time.Now().After(wait) {
-				return nil, errors.New("find the etcd leader: no member has known one for 5s")
-			}
-			if err := Sleep(ctx, 20*time.Millisecond); err != nil {
-				return nil, err
-			}
+		if leader >= 0 {
+			break
+		}
+		if time.Now().After(wait) {
+			return nil, errors.New("find the etcd leader: no member has known one for 5s")
+		}
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 	at := time.Now()
 	if err := f.Env.Etcd.Kill(leader); err != nil {
 		return nil, fmt.Errorf("kill etcd member %d: %w", leader, err)
 	}
-	return &Event{At: at, Victim: "",
+	return &Event{At: at,
 		Note:    fmt.Sprintf("killed etcd member %d, the leader (%s)", leader, how),
 		Cleanup: func(ctx context.Context) error { return f.Env.Etcd.Start(ctx, leader) },
 	}, nil
-}
+})
 
 // Recovery is how long sales stopped because of the fault: the longest
 // time without a completed sale from the moment the fault struck to the
@@ -663,22 +640,19 @@ func KillEtcdLeader(ctx context.Context, f *Ctx) (*Event, error) {
 // just after it, ends the first gap early but not the longest one. It
 // returns false when no sale completed after the fault.
 func Recovery(sales []Sale, ev *Event) (time.Duration, bool) {
-	ends := make([]time.Time, 0, len(sales))
+	var ends []time.Time
 	for _, s := range sales {
-		ends = append(ends, s.End)
-	}
-	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
-	var longest time.Duration
-	prev, resumed := ev.At, false
-	for _, e := range ends {
-		if !e.After(ev.At) {
-			continue
+		if s.End.After(ev.At) {
+			ends = append(ends, s.End)
 		}
-		resumed = true
-		longest = max(longest, e.Sub(prev))
-		prev = e
 	}
-	return longest, resumed
+	slices.SortFunc(ends, time.Time.Compare)
+	var longest time.Duration
+	prev := ev.At
+	for _, e := range ends {
+		longest, prev = max(longest, e.Sub(prev)), e
+	}
+	return longest, len(ends) > 0
 }
 
 // Tokens checks that fencing tokens kept increasing across the fault:
@@ -691,10 +665,7 @@ func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
 	tc := &verdict.TokenCheck{}
 	var healed time.Time // sales sent after this count as "after the fault"
 	if ev != nil {
-		healed = ev.At
-		if ev.Healed.After(healed) {
-			healed = ev.Healed
-		}
+		healed = slices.MaxFunc([]time.Time{ev.At, ev.Healed}, time.Time.Compare)
 	}
 	seen := map[int64]bool{}
 	for _, s := range sales {
@@ -728,26 +699,23 @@ func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
 // at once: another replica is granted the lock while the first still
 // works under it. The clock goes back to true time after the attack.
 func JumpRedisClock(d time.Duration) Injector {
-	return func(ctx context.Context, f *Ctx) (*Event, error) {
-		r := f.Env.Redis
-		if r == nil || !r.HasClock() {
-			return nil, fmt.Errorf("%w: the redis-server was started without the clock shim (needs gcc)", env.ErrUnsupported)
+	return strike(func(f *Ctx) error {
+		if f.Env.Redis == nil || !f.Env.Redis.HasClock() {
+			return fmt.Errorf("%w: the redis-server was started without the clock shim (needs gcc)", env.ErrUnsupported)
 		}
-		_, how, err := f.victim(ctx)
-		if err != nil {
-			return nil, err
-		}
-		at := time.Now()
+		return nil
+	}, func(ctx context.Context, f *Ctx, _ int, how string) (ev *Event, err error) {
+		r, at := f.Env.Redis, time.Now()
 		if err := r.SetClockOffset(d); err != nil {
 			return nil, fmt.Errorf("step the redis-server clock by %s: %w", d, err)
 		}
-		ev := &Event{At: at, Healed: time.Now(),
+		ev = &Event{At: at, Healed: time.Now(),
 			Note:    fmt.Sprintf("stepped the redis-server clock by %+v (%s)", d, how),
 			Cleanup: func(context.Context) error { return r.SetClockOffset(0) },
 		}
 		ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
 		return ev, err
-	}
+	})
 }
 
 // countDoubleHeld polls every replica's /healthz for window and counts the
@@ -756,11 +724,17 @@ func JumpRedisClock(d time.Duration) Injector {
 func (f *Ctx) countDoubleHeld(ctx context.Context, window time.Duration) (int, error) {
 	var d doubles
 	for end := time.Now().Add(window); time.Now().Before(end); {
-		held, err := f.holders(ctx)
+		held, err := f.held(ctx)
 		if err != nil {
 			return d.n, err
 		}
-		d.poll(held)
+		// Two leases in one replica count too (two of its requests
+		// granted the hot sku's lock at once).
+		n := 0
+		for _, h := range held {
+			n += h
+		}
+		d.poll(n)
 		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
 			return d.n, err
 		}
