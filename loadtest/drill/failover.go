@@ -116,9 +116,7 @@ const syncWait = 20 * time.Second
 // the lock's and the clients' recovery, not the failure detector's. After
 // the attack the killed node starts again, empty, and rejoins as the new
 // master's replica, so that the next drill starts with six nodes.
-func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
-	return failover(ctx, f, false)
-}
+var FailoverRedisMaster = failover(false)
 
 // FailoverToResyncing is FailoverRedisMaster with the master's replica
 // behind: the drill cuts the replication link (CLIENT KILL TYPE replica)
@@ -131,33 +129,43 @@ func FailoverRedisMaster(ctx context.Context, f *Ctx) (*Event, error) {
 // lacks the current lease, the failover caveat of asynchronous replication
 // made certain. (A replica that fell too far behind for a partial resync
 // is in this state in production too, and stays eligible for promotion.)
-func FailoverToResyncing(ctx context.Context, f *Ctx) (*Event, error) {
-	return failover(ctx, f, true)
+var FailoverToResyncing = failover(true)
+
+func failover(resyncing bool) Injector {
+	return strike(func(f *Ctx) error {
+		if c := f.Env.Cluster; c == nil || c.Kind != devstore.KindRedisServer {
+			return fmt.Errorf("%w: needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)", env.ErrUnsupported)
+		}
+		if len(f.SKUs) == 0 {
+			return errors.New("redis failover: no sku to find the lock of")
+		}
+		return nil
+	}, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
+		ev, err := failOver(ctx, f, resyncing, how)
+		if err != nil {
+			return nil, fmt.Errorf("redis failover: %w", err)
+		}
+		if slices.Contains(LockStrategies, f.Strategy) {
+			ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
+		}
+		return ev, err
+	})
 }
 
-func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
-	c := f.Env.Cluster
-	if c == nil || c.Kind != devstore.KindRedisServer {
-		return nil, fmt.Errorf("%w: needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)", env.ErrUnsupported)
-	}
-	if len(f.SKUs) == 0 {
-		return nil, errors.New("redis failover: no sku to find the lock of")
-	}
-	_, how, err := f.victim(ctx)
+// failOver kills the master of the hot sku's key, once its replica is in
+// sync (or, resyncing, cut off), and promotes that replica.
+func failOver(ctx context.Context, f *Ctx, resyncing bool, how string) (*Event, error) {
+	c, key := f.Env.Cluster, hotKey(f.Strategy, f.SKUs[0])
+	master, err := c.MasterOf(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	key := hotKey(f.Strategy, f.SKUs[0])
-	master, err := c.MasterOf(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("redis failover: %w", err)
-	}
 	replica, err := c.Replica(ctx, master)
 	if err != nil {
-		return nil, fmt.Errorf("redis failover: %w", err)
+		return nil, err
 	}
 	if err := waitSynced(ctx, replica); err != nil {
-		return nil, fmt.Errorf("redis failover: %w", err)
+		return nil, err
 	}
 	state, lagFor := "in sync", time.Duration(0)
 	if resyncing {
@@ -166,25 +174,27 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 			lagFor = stockLagFor
 		}
 		if err := forceResync(ctx, master, key); err != nil {
-			return nil, fmt.Errorf("redis failover: %w", err)
+			return nil, err
 		}
 	}
+	mc, rc := dial(master, false), dial(replica, true)
 	var lag string
 	if f.Strategy == strategy.RedisStock {
-		lag = awaitStockLag(ctx, master, replica, key, lagFor)
+		lag = awaitStockLag(ctx, mc, rc, key, lagFor)
 	} else {
-		lag = awaitLag(ctx, f, master, replica, key, lagFor)
+		lag = awaitLag(ctx, f, mc, rc, key, lagFor)
 	}
+	_, _ = mc.Close(), rc.Close()
 	at := time.Now()
 	if err := c.Kill(master); err != nil {
-		return nil, fmt.Errorf("redis failover: kill master %s: %w", master, err)
+		return nil, fmt.Errorf("kill master %s: %w", master, err)
 	}
 	if err := promote(ctx, replica); err != nil {
-		return nil, fmt.Errorf("redis failover: promote %s: %w", replica, err)
+		return nil, fmt.Errorf("promote %s: %w", replica, err)
 	}
 	promoteAt := time.Now()
 	if err := waitServing(ctx, c, key, replica); err != nil {
-		return nil, fmt.Errorf("redis failover: %w", err)
+		return nil, err
 	}
 	healed := time.Now()
 	rejoined := ""
@@ -194,11 +204,11 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 		// repl-diskless-sync-delay, 5 s), where the lock drills bring it
 		// back after the attack.
 		if err := c.StartNode(ctx, master); err != nil {
-			return nil, fmt.Errorf("redis failover: start %s again: %w", master, err)
+			return nil, fmt.Errorf("start %s again: %w", master, err)
 		}
 		rejoined = fmt.Sprintf("; %s rejoined as its replica after %s", master, time.Since(at).Round(time.Millisecond))
 	}
-	ev := &Event{At: at, Healed: healed,
+	return &Event{At: at, Healed: healed,
 		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's key); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s%s); %s; %s",
 			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), rejoined, lag, how),
 		Cleanup: func(ctx context.Context) error {
@@ -210,22 +220,23 @@ func failover(ctx context.Context, f *Ctx, resyncing bool) (*Event, error) {
 			}
 			return waitSynced(ctx, master)
 		},
+	}, nil
+}
+
+// dial is a client of the Redis node at addr that does not retry, reading
+// from it if it is a replica (readOnly).
+func dial(addr string, readOnly bool) *redis.Client {
+	o := &redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second}
+	if readOnly {
+		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
 	}
-	if slices.Contains(LockStrategies, f.Strategy) {
-		ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
-	}
-	return ev, err
+	return redis.NewClient(o)
 }
 
 // awaitStockLag waits, for up to wait, until the replica's copy of
 // redis-stock's stock at key misses stockLagUnits units that the master
 // took, and says how far behind it was at the last look.
-func awaitStockLag(ctx context.Context, master, replica, key string, wait time.Duration) string {
-	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
-	defer mc.Close()
-	rc := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, DialTimeout: time.Second,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer rc.Close()
+func awaitStockLag(ctx context.Context, mc, rc *redis.Client, key string, wait time.Duration) string {
 	for end := time.Now().Add(wait); ; {
 		text, behind := stockLag(ctx, mc, rc, key)
 		if behind >= stockLagUnits || !time.Now().Before(end) || ctx.Err() != nil {
@@ -274,7 +285,7 @@ func stockLag(ctx context.Context, mc, rc *redis.Client, key string) (string, in
 // turns of its event loop, and the replica, reconnecting in between,
 // would resume from the backlog before the pad is in it.
 func forceResync(ctx context.Context, master, key string) error {
-	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
+	mc := dial(master, false)
 	defer mc.Close()
 	_, err := mc.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ClientKillByFilter(ctx, "TYPE", "replica")
@@ -291,12 +302,7 @@ func forceResync(ctx context.Context, master, key string) error {
 // lock and master holds a lease on key that replica does not have (no
 // wait: until a holder shows, for up to 2 s), and says whether the replica
 // had the master's lease at the last look.
-func awaitLag(ctx context.Context, f *Ctx, master, replica, key string, wait time.Duration) string {
-	mc := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
-	defer mc.Close()
-	rc := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, DialTimeout: time.Second,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer rc.Close()
+func awaitLag(ctx context.Context, f *Ctx, mc, rc *redis.Client, key string, wait time.Duration) string {
 	text := "lease not compared"
 	for end := time.Now().Add(max(wait, 2*time.Second)); time.Now().Before(end) && ctx.Err() == nil; {
 		i, herr := f.findHolder(ctx)
@@ -326,7 +332,7 @@ func awaitLag(ctx context.Context, f *Ctx, master, replica, key string, wait tim
 // waitSynced waits until the replica at addr has its replication link up
 // (its full sync done), for up to syncWait.
 func waitSynced(ctx context.Context, addr string) error {
-	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	rc := dial(addr, false)
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(ctx, syncWait)
 	defer cancel()
@@ -343,10 +349,8 @@ func waitSynced(ctx context.Context, addr string) error {
 
 // tokenOf is the token of a lease value "<token>:<owner>".
 func tokenOf(v string) string {
-	for i := range len(v) {
-		if v[i] == ':' {
-			return "token " + v[:i]
-		}
+	if token, _, ok := strings.Cut(v, ":"); ok {
+		return "token " + token
 	}
 	return v
 }
@@ -355,7 +359,7 @@ func tokenOf(v string) string {
 // is dead: no handshake with it), retrying while the replica still
 // refuses (it has just lost its link).
 func promote(ctx context.Context, replica string) error {
-	rc := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, DialTimeout: time.Second})
+	rc := dial(replica, false)
 	defer rc.Close()
 	var err error
 	for range 50 {

@@ -68,11 +68,7 @@ func (s *redlockServers) close() {
 // under the env's replicas' key names; "" when it has none or does not
 // answer.
 func (s *redlockServers) lease(ctx context.Context, i int, sku string) string {
-	v, err := s.clients[i].Get(ctx, redlock.KeyName(redlock.KeyPrefix(env.DB), strategy.LockKey(sku))).Result()
-	if err != nil {
-		return ""
-	}
-	return v
+	return s.clients[i].Get(ctx, redlock.KeyName(redlock.KeyPrefix(env.DB), strategy.LockKey(sku))).Val()
 }
 
 // holding reports which of the servers at the indexes among hold lease
