@@ -86,9 +86,7 @@ type Options struct {
 // Env is everything Start started. Its methods are not safe for
 // concurrent use, except Bases and Close.
 type Env struct {
-	log    io.Writer
-	opt    Options
-	outDir string
+	opt Options
 	// Mongo, Redis and Etcd are the stores the replicas use.
 	Mongo *devstore.Mongo
 	Redis *devstore.Redis
@@ -125,7 +123,7 @@ type replicaProc struct {
 	waitErr error
 }
 
-func (e *Env) logf(format string, a ...any) { fmt.Fprintf(e.log, format+"\n", a...) }
+func (e *Env) logf(format string, a ...any) { fmt.Fprintf(e.opt.Log, format+"\n", a...) }
 
 // Start starts MongoDB, Redis and etcd (devstore), builds ./services/stock
 // unless given a binary, and starts the replicas, waiting until they are
@@ -138,8 +136,7 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	outDir := opt.OutDir
-	e := &Env{log: opt.Log, opt: opt, outDir: outDir}
+	e := &Env{opt: opt}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -148,12 +145,10 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 
 	// devstore logs (FerretDB's complaints included) go to a file: the
 	// terminal gets the harness's own progress lines.
-	dlog, err := os.Create(filepath.Join(outDir, "devstore.log"))
-	if err != nil {
+	if e.storeLog, err = os.Create(filepath.Join(opt.OutDir, "devstore.log")); err != nil {
 		return nil, err
 	}
-	e.storeLog = dlog
-	logger := slog.New(slog.NewTextHandler(dlog, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(e.storeLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	e.logf("starting MongoDB (MONGO_URI, else FerretDB behind the per-document gate, in a devstored process that the first run builds: minutes on a cold build cache)...")
 	t0 := time.Now()
@@ -188,19 +183,16 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 		}
 	}
 
-	if opt.NetworkIfPossible && !opt.Network {
-		if err := e.canProxy(); err != nil {
-			e.logf("  network: direct links (%v)", err)
-		} else {
-			opt.Network = true
-		}
-	}
-	if opt.Network {
-		if err := e.canProxy(); err != nil {
+	if opt.Network || opt.NetworkIfPossible {
+		switch err := e.canProxy(); {
+		case err != nil && opt.Network:
 			return nil, err
+		case err != nil:
+			e.logf("  network: direct links (%v)", err)
+		default:
+			e.net = newNetwork()
+			e.logf("  network: every replica reaches the stores through proxies of its own (Toxiproxy %s, in this process)", toxiproxyVersion)
 		}
-		e.net = newNetwork()
-		e.logf("  network: every replica reaches the stores through proxies of its own (Toxiproxy %s, in this process)", toxiproxyVersion)
 	}
 
 	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
@@ -387,10 +379,8 @@ func (e *Env) waitReady(ctx context.Context, procs []*replicaProc) error {
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", p.id, err)
 		}
-		select {
-		case <-p.exited:
+		if p.done() {
 			return fmt.Errorf("replica %s exited (%v), and %s answers as replica %q; last log lines:\n%s", p.id, p.waitErr, p.base, name, tail(p.logPath, 15))
-		default:
 		}
 		if name != p.id {
 			return fmt.Errorf("%s answers as replica %q, not %s: another process took the port", p.base, name, p.id)
@@ -489,7 +479,7 @@ func freePorts(n int) ([]int, error) {
 func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaProc, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := &replicaProc{id: id, base: "http://" + addr, port: port, bin: bin, extra: extra,
-		logPath: filepath.Join(e.outDir, "replica-"+id+".log"), exited: make(chan struct{})}
+		logPath: filepath.Join(e.opt.OutDir, "replica-"+id+".log"), exited: make(chan struct{})}
 	var err error
 	if p.logFile, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("replica %s log: %w", id, err)
@@ -501,9 +491,12 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	p.cmd = exec.Command(bin, args...)
 	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
 	// a replica given both refuses to start.
-	mongoURI, redisAddr, etcd := e.Mongo.URI, "", e.Etcd.Endpoints
+	mongoURI, redisAddr, cluster, etcd := e.Mongo.URI, "", "", e.Etcd.Endpoints
 	if e.Redis != nil {
 		redisAddr = e.Redis.Addr
+	}
+	if e.Cluster != nil {
+		cluster = strings.Join(e.Cluster.Addrs, ",")
 	}
 	if e.net != nil {
 		if mongoURI, redisAddr, etcd, err = e.proxyEnv(id); err != nil {
@@ -511,13 +504,9 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 			return nil, err
 		}
 	}
-	redisEnv := []string{"REDIS_CLUSTER_ADDRS="}
-	if e.Cluster != nil {
-		redisEnv = []string{"REDIS_ADDR=", "REDIS_CLUSTER_ADDRS=" + strings.Join(e.Cluster.Addrs, ",")}
-	} else {
-		redisEnv = append(redisEnv, "REDIS_ADDR="+redisAddr)
-	}
-	p.cmd.Env = append(append(os.Environ(), redisEnv...),
+	p.cmd.Env = append(os.Environ(),
+		"REDIS_ADDR="+redisAddr,
+		"REDIS_CLUSTER_ADDRS="+cluster,
 		"MONGO_URI="+mongoURI,
 		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
 		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
@@ -528,7 +517,7 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	)
 	var out io.Writer = p.logFile
 	if e.opt.ReplicaLog {
-		out = io.MultiWriter(p.logFile, prefixWriter(e.log, "["+id+"] "))
+		out = io.MultiWriter(p.logFile, &prefixed{w: e.opt.Log, prefix: "[" + id + "] ", bol: true})
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	ownGroup(p.cmd)
@@ -557,15 +546,23 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	return p, nil
 }
 
+// done reports whether the replica's process has exited.
+func (p *replicaProc) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // stop ends a replica: SIGTERM to its process group, SIGKILL after a grace
 // period.
 func (p *replicaProc) stop() {
 	if p.cmd.Process == nil {
 		return
 	}
-	select {
-	case <-p.exited:
-	default:
+	if !p.done() {
 		_ = signalGroup(p.cmd, syscall.SIGTERM)
 		select {
 		case <-p.exited:
@@ -594,31 +591,20 @@ func (e *Env) Close() {
 		if e.net != nil {
 			e.net.close()
 		}
-		if e.Etcd != nil {
-			if err := e.Etcd.Close(); err != nil {
-				e.logf("stop etcd: %v", err)
+		// close is a method value, of a nil store when not running:
+		// not called then.
+		stop := func(what string, running bool, close func() error) {
+			if running {
+				if err := close(); err != nil {
+					e.logf("stop %s: %v", what, err)
+				}
 			}
 		}
-		if e.Redis != nil {
-			if err := e.Redis.Close(); err != nil {
-				e.logf("stop Redis: %v", err)
-			}
-		}
-		if e.Cluster != nil {
-			if err := e.Cluster.Close(); err != nil {
-				e.logf("stop the Redis Cluster: %v", err)
-			}
-		}
-		if e.redlock != nil {
-			if err := e.redlock.close(); err != nil {
-				e.logf("stop the redlock servers: %v", err)
-			}
-		}
-		if e.Mongo != nil {
-			if err := e.Mongo.Close(); err != nil {
-				e.logf("stop MongoDB: %v", err)
-			}
-		}
+		stop("etcd", e.Etcd != nil, e.Etcd.Close)
+		stop("Redis", e.Redis != nil, e.Redis.Close)
+		stop("the Redis Cluster", e.Cluster != nil, e.Cluster.Close)
+		stop("the redlock servers", e.redlock != nil, e.redlock.close)
+		stop("MongoDB", e.Mongo != nil, e.Mongo.Close)
 		if e.Redis != nil || e.Cluster != nil || e.Mongo != nil || e.Etcd != nil {
 			e.logf("stopped the stores")
 		}
@@ -656,11 +642,8 @@ func tail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// prefixWriter prefixes each line written to w.
-func prefixWriter(w io.Writer, prefix string) io.Writer {
-	return &prefixed{w: w, prefix: prefix, bol: true}
-}
-
+// prefixed prefixes each line written to w (bol: at the beginning of a
+// line).
 type prefixed struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -688,65 +671,41 @@ func (p *prefixed) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// kill stops the replica with SIGKILL, as a crash would, and waits until
-// it is gone.
-func (p *replicaProc) kill() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("replica %s had already exited (%v); last log lines:\n%s", p.id, p.waitErr, tail(p.logPath, 15))
-	default:
-	}
-	if err := signalGroup(p.cmd, syscall.SIGKILL); err != nil {
-		return err
-	}
-	<-p.exited
-	return nil
-}
-
 // Restart stops replica i if it still runs and starts it again on the same
 // port with the same flags, then waits until it is ready.
 func (e *Env) Restart(ctx context.Context, i int) error {
-	return e.replace(ctx, []int{i}, func(_ int, p *replicaProc) []string { return p.extra })
+	return e.replace(ctx, []int{i}, func(int) []string { return e.procs[i].extra })
 }
 
 // Configure makes replica i run with extra flags args[i] (none past the
 // end of args), restarting only the replicas whose flags differ (and any
 // that is not running).
 func (e *Env) Configure(ctx context.Context, args [][]string) error {
+	want := func(i int) []string {
+		if i < len(args) {
+			return args[i]
+		}
+		return nil
+	}
 	var which []int
 	for i, p := range e.procs {
-		var want []string
-		if i < len(args) {
-			want = args[i]
-		}
-		exited := false
-		select {
-		case <-p.exited:
-			exited = true
-		default:
-		}
-		if exited || !slices.Equal(p.extra, want) {
+		if p.done() || !slices.Equal(p.extra, want(i)) {
 			which = append(which, i)
 		}
 	}
 	if len(which) == 0 {
 		return nil
 	}
-	return e.replace(ctx, which, func(i int, _ *replicaProc) []string {
-		if i < len(args) {
-			return args[i]
-		}
-		return nil
-	})
+	return e.replace(ctx, which, want)
 }
 
 // replace stops the replicas at the indexes which and starts them again
 // with the flags extra returns for each.
-func (e *Env) replace(ctx context.Context, which []int, extra func(int, *replicaProc) []string) error {
+func (e *Env) replace(ctx context.Context, which []int, extra func(int) []string) error {
 	var started []*replicaProc
 	for _, i := range which {
 		old := e.procs[i]
-		flags := slices.Clone(extra(i, old))
+		flags := slices.Clone(extra(i))
 		old.stop()
 		p, err := e.startReplica(old.bin, old.id, old.port, flags)
 		if err != nil {
@@ -765,7 +724,17 @@ func (e *Env) Pid(i int) int { return e.procs[i].cmd.Process.Pid }
 
 // Kill kills replica i with SIGKILL, as a crash would, and waits until it
 // is gone. It stays down until Restart or Configure.
-func (e *Env) Kill(i int) error { return e.procs[i].kill() }
+func (e *Env) Kill(i int) error {
+	p := e.procs[i]
+	if p.done() {
+		return fmt.Errorf("replica %s had already exited (%v); last log lines:\n%s", p.id, p.waitErr, tail(p.logPath, 15))
+	}
+	if err := signalGroup(p.cmd, syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.exited
+	return nil
+}
 
 // Pause freezes replica i (SIGSTOP): it keeps its sockets and memory and
 // does nothing until Resume.

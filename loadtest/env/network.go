@@ -69,21 +69,24 @@ func (n *network) proxy(id string, link Link, upstream string) (string, error) {
 	return p.Listen, nil
 }
 
-// proxies returns replica id's proxies of links (all when none given).
-func (n *network) proxies(id string, links []Link) ([]*toxiproxy.Proxy, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// proxies returns replica i's proxies of links (all when none given).
+func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
+	if e.net == nil {
+		return nil, fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
+	}
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
 	if len(links) == 0 {
 		links = Links
 	}
 	var out []*toxiproxy.Proxy
 	for _, l := range links {
-		if p := n.byID[id][l]; p != nil {
+		if p := e.net.byID[e.procs[i].id][l]; p != nil {
 			out = append(out, p)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: replica %s has no proxied link among %v", ErrUnsupported, id, links)
+		return nil, fmt.Errorf("%w: replica %s has no proxied link among %v", ErrUnsupported, e.procs[i].id, links)
 	}
 	return out, nil
 }
@@ -114,12 +117,8 @@ func addToxic(p *toxiproxy.Proxy, name, kind, stream string, attrs string) error
 }
 
 // proxyEnv rewrites the stores' addresses in a replica's environment to
-// its proxies. It refuses stores it cannot proxy: a Redis Cluster (its
-// nodes announce their own addresses) and a MongoDB URI of several hosts.
+// its proxies (Start checked that it can: canProxy).
 func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
-	if err := e.canProxy(); err != nil {
-		return "", "", nil, err
-	}
 	u, _ := url.Parse(e.Mongo.URI)
 	if u.Host, err = e.net.proxy(id, LinkMongo, u.Host); err != nil {
 		return "", "", nil, err
@@ -189,24 +188,15 @@ func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
 // those connections are out of step. Latency loses nothing, and its
 // connections stay open.
 func (e *Env) Heal(ctx context.Context, i int) error {
-	if e.net == nil {
-		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
-	}
-	ps, err := e.net.proxies(e.procs[i].id, nil)
-	if err != nil {
-		return err
-	}
+	ps, err := e.proxies(i, nil)
 	for _, p := range ps {
 		p.Toxics.ResetToxics(ctx)
 	}
-	return nil
+	return err
 }
 
 func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
-	if e.net == nil {
-		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
-	}
-	ps, err := e.net.proxies(e.procs[i].id, links)
+	ps, err := e.proxies(i, links)
 	if err != nil {
 		return err
 	}
