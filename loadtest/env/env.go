@@ -114,7 +114,6 @@ type replicaProc struct {
 	id      string
 	base    string
 	port    int
-	bin     string
 	extra   []string // flags beyond the ones every replica gets (fault drills)
 	cmd     *exec.Cmd
 	logPath string
@@ -167,20 +166,14 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	}
 	e.logf("  MongoDB: %s [%s]", e.Store, time.Since(t0).Round(time.Millisecond))
 
-	if opt.RedisCluster {
-		if err := e.startCluster(ctx, logger); err != nil {
-			return nil, err
-		}
-	} else if err := e.startRedis(ctx, logger); err != nil {
+	if err := e.startRedis(ctx, logger); err != nil {
 		return nil, err
 	}
 	if err := e.startEtcd(ctx, logger); err != nil {
 		return nil, err
 	}
-	if opt.Redlock {
-		if err := e.startRedlock(ctx, logger); err != nil {
-			return nil, err
-		}
+	if err := e.startRedlock(ctx, logger); err != nil {
+		return nil, err
 	}
 
 	if opt.Network || opt.NetworkIfPossible {
@@ -210,29 +203,27 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// startCluster starts the Redis Cluster of Options.RedisCluster.
-func (e *Env) startCluster(ctx context.Context, logger *slog.Logger) error {
-	e.logf("starting a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback)...")
+// startRedis starts the one Redis the replicas use, or the Redis Cluster
+// of Options.RedisCluster.
+func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) (err error) {
 	t0 := time.Now()
-	c, err := devstore.StartRedisCluster(ctx, logger)
-	if err != nil {
-		return fmt.Errorf("start Redis Cluster: %w", err)
+	defer func() {
+		if err == nil {
+			e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
+		}
+	}()
+	if e.opt.RedisCluster {
+		e.logf("starting a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback)...")
+		if e.Cluster, err = devstore.StartRedisCluster(ctx, logger); err != nil {
+			return fmt.Errorf("start Redis Cluster: %w", err)
+		}
+		e.RedisText = "private Redis Cluster, 3 masters + 3 replicas of redis-server, at " + strings.Join(e.Cluster.Addrs, ",")
+		if e.Cluster.Kind == devstore.KindExternal {
+			e.RedisText = "real Redis Cluster at " + strings.Join(e.Cluster.Addrs, ",") + " (REDIS_CLUSTER_ADDRS)"
+		}
+		return nil
 	}
-	e.Cluster = c
-	if c.Kind == devstore.KindExternal {
-		e.RedisText = "real Redis Cluster at " + strings.Join(c.Addrs, ",") + " (REDIS_CLUSTER_ADDRS)"
-	} else {
-		e.RedisText = "private Redis Cluster, 3 masters + 3 replicas of redis-server, at " + strings.Join(c.Addrs, ",")
-	}
-	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
-	return nil
-}
-
-// startRedis starts the one Redis the replicas use.
-func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) error {
-	var err error
 	e.logf("starting Redis (REDIS_ADDR, else redis-server from PATH, else miniredis)...")
-	t0 := time.Now()
 	startRedis := devstore.StartRedis
 	if e.opt.RedisClock {
 		startRedis = devstore.StartRedisClock
@@ -250,7 +241,6 @@ func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) error {
 	default:
 		e.RedisText = e.Redis.Kind + " at " + e.Redis.Addr
 	}
-	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
@@ -316,7 +306,7 @@ func (e *Env) Scale(ctx context.Context, n int) error {
 		if len(e.procs) > 0 {
 			extra = e.procs[0].extra
 		}
-		p, err := e.startReplica(e.bin, ReplicaID(len(e.procs)), port, extra)
+		p, err := e.startReplica(ReplicaID(len(e.procs)), port, extra)
 		if err != nil {
 			return err
 		}
@@ -476,9 +466,9 @@ func freePorts(n int) ([]int, error) {
 // startReplica starts replica id on port with the flags every replica gets
 // and extra after them (a later flag wins). Its log is appended to
 // replica-<id>.log in the output directory, across restarts.
-func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaProc, error) {
+func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p := &replicaProc{id: id, base: "http://" + addr, port: port, bin: bin, extra: extra,
+	p := &replicaProc{id: id, base: "http://" + addr, port: port, extra: extra,
 		logPath: filepath.Join(e.opt.OutDir, "replica-"+id+".log"), exited: make(chan struct{})}
 	var err error
 	if p.logFile, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
@@ -488,7 +478,7 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	// on purpose, which a replica refuses by default.
 	args := append([]string{"--addr", addr, "--demo"}, e.opt.Flags...)
 	args = append(args, extra...)
-	p.cmd = exec.Command(bin, args...)
+	p.cmd = exec.Command(e.bin, args...)
 	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
 	// a replica given both refuses to start.
 	mongoURI, redisAddr, cluster, etcd := e.Mongo.URI, "", "", e.Etcd.Endpoints
@@ -529,20 +519,17 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			close(p.exited)
-			return
+		defer close(p.exited)
+		err := p.cmd.Start()
+		if started <- err; err == nil {
+			p.waitErr = p.cmd.Wait()
 		}
-		started <- nil
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
 	}()
 	if err := <-started; err != nil {
 		p.logFile.Close()
 		return nil, fmt.Errorf("start replica %s: %w", id, err)
 	}
-	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
+	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(e.bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
 	return p, nil
 }
 
@@ -581,8 +568,7 @@ func (e *Env) Close() {
 	e.closeOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, p := range e.procs {
-			wg.Add(1)
-			go func() { defer wg.Done(); p.stop() }()
+			wg.Go(p.stop)
 		}
 		wg.Wait()
 		if len(e.procs) > 0 {
@@ -707,7 +693,7 @@ func (e *Env) replace(ctx context.Context, which []int, extra func(int) []string
 		old := e.procs[i]
 		flags := slices.Clone(extra(i))
 		old.stop()
-		p, err := e.startReplica(old.bin, old.id, old.port, flags)
+		p, err := e.startReplica(old.id, old.port, flags)
 		if err != nil {
 			return err
 		}

@@ -26,11 +26,14 @@ type redlockStores struct {
 	mini    []*miniredis.Miniredis
 }
 
-// startRedlock starts the five servers of Options.Redlock: redis-servers
+// startRedlock starts the five servers of Options.Redlock, if asked: redis-servers
 // from PATH, with the clock shim when gcc can build it, else miniredis
 // (the strategy then runs everywhere, and only the drills that stop
 // servers or move their clocks are unsupported).
 func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
+	if !e.opt.Redlock {
+		return nil
+	}
 	e.logf("starting %d independent redis-servers for redlock...", RedlockServers)
 	t0 := time.Now()
 	s, err := devstore.StartRedisServers(ctx, logger, RedlockServers)
