@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -36,36 +35,24 @@ var Links = []Link{LinkMongo, LinkRedis, LinkEtcd}
 // network runs Toxiproxy in this process: with Options.Network, each
 // replica reaches MongoDB, Redis and etcd through proxies of its own, so
 // that a drill can cut, slow or reset one replica's links and not the
-// others'. A replica restarted keeps its proxies (and their ports).
-type network struct {
-	server *toxiproxy.ApiServer
-	mu     sync.Mutex
-	byID   map[string]map[Link]*toxiproxy.Proxy
-}
+// others'. A replica restarted keeps its proxies (and their ports),
+// named <replica id>-<link> in the server's collection.
+type network struct{ server *toxiproxy.ApiServer }
 
 func newNetwork() *network {
-	return &network{
-		server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
-		byID:   map[string]map[Link]*toxiproxy.Proxy{},
-	}
+	return &network{toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
 }
 
 // proxy returns the address replica id reaches upstream at through link,
 // starting the proxy the first time.
 func (n *network) proxy(id string, link Link, upstream string) (string, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.byID[id] == nil {
-		n.byID[id] = map[Link]*toxiproxy.Proxy{}
+	p, err := n.server.Collection.Get(id + "-" + string(link))
+	if err != nil {
+		p = toxiproxy.NewProxy(n.server, id+"-"+string(link), "127.0.0.1:0", upstream)
+		if err := n.server.Collection.Add(p, true); err != nil {
+			return "", fmt.Errorf("toxiproxy %s: %w", p.Name, err)
+		}
 	}
-	if p := n.byID[id][link]; p != nil {
-		return p.Listen, nil
-	}
-	p := toxiproxy.NewProxy(n.server, id+"-"+string(link), "127.0.0.1:0", upstream)
-	if err := n.server.Collection.Add(p, true); err != nil {
-		return "", fmt.Errorf("toxiproxy %s: %w", p.Name, err)
-	}
-	n.byID[id][link] = p
 	return p.Listen, nil
 }
 
@@ -74,14 +61,12 @@ func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
 	if e.net == nil {
 		return nil, fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
 	}
-	e.net.mu.Lock()
-	defer e.net.mu.Unlock()
 	if len(links) == 0 {
 		links = Links
 	}
 	var out []*toxiproxy.Proxy
 	for _, l := range links {
-		if p := e.net.byID[e.procs[i].id][l]; p != nil {
+		if p, err := e.net.server.Collection.Get(e.procs[i].id + "-" + string(l)); err == nil {
 			out = append(out, p)
 		}
 	}
@@ -91,15 +76,7 @@ func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
 	return out, nil
 }
 
-func (n *network) close() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, ps := range n.byID {
-		for _, p := range ps {
-			p.Stop()
-		}
-	}
-}
+func (n *network) close() { _ = n.server.Collection.Clear() }
 
 // addToxic adds one toxic, in both directions unless stream says which.
 func addToxic(p *toxiproxy.Proxy, name, kind, stream string, attrs string) error {

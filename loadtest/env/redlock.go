@@ -24,6 +24,7 @@ const RedlockServers = 5
 type redlockStores struct {
 	servers *devstore.RedisServers
 	mini    []*miniredis.Miniredis
+	addrs   []string
 }
 
 // startRedlock starts the five servers of Options.Redlock, if asked: redis-servers
@@ -47,13 +48,13 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 			if err := m.Start(); err != nil {
 				return fmt.Errorf("start miniredis for redlock: %w", err)
 			}
-			e.redlock.mini = append(e.redlock.mini, m)
+			e.redlock.mini, e.redlock.addrs = append(e.redlock.mini, m), append(e.redlock.addrs, m.Addr())
 		}
-		text = fmt.Sprintf("%d miniredis (in-process stand-ins: no redis-server on PATH) at %s", RedlockServers, strings.Join(e.RedlockAddrs(), ","))
+		text = fmt.Sprintf("%d miniredis (in-process stand-ins: no redis-server on PATH) at %s", RedlockServers, strings.Join(e.redlock.addrs, ","))
 	case err != nil:
 		return fmt.Errorf("start the redlock redis-servers: %w", err)
 	default:
-		e.redlock = &redlockStores{servers: s}
+		e.redlock = &redlockStores{servers: s, addrs: s.Addrs()}
 		clock := "clocks movable (clock shim)"
 		if s.NoClock != nil {
 			clock = "clocks fixed: " + s.NoClock.Error()
@@ -68,17 +69,10 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 // RedlockAddrs are the addresses of the redlock servers, in order; none
 // without Options.Redlock.
 func (e *Env) RedlockAddrs() []string {
-	switch {
-	case e.redlock == nil:
+	if e.redlock == nil {
 		return nil
-	case e.redlock.servers != nil:
-		return e.redlock.servers.Addrs()
 	}
-	var addrs []string
-	for _, m := range e.redlock.mini {
-		addrs = append(addrs, m.Addr())
-	}
-	return addrs
+	return e.redlock.addrs
 }
 
 // RedlockServer is the i-th redlock server, to stop, start or move the
