@@ -25,27 +25,22 @@ import (
 
 // The faults, by name.
 const (
-	Crash        = "crash"         // kill -9 the replica holding the lock
-	Pause        = "pause"         // SIGSTOP the holder for twice the TTL, then SIGCONT
-	RedisRestart = "redis-restart" // restart the env's redis-server (no persistence)
-	MongoRestart = "mongo-restart" // restart the embedded FerretDB on its data
-	ClockSkew    = "clock-skew"    // replica b's lease clock 2 s off, the others' right
-	LeaderKill   = "leader-kill"   // kill the leader of a three-member etcd cluster
-	RedisClock   = "redis-clock"   // step the redis-server's wall clock forward past the TTL, or back
-	// RedisFailover kills the Redis Cluster master of the hot lock and
-	// promotes its replica (the replicas run on a cluster; see failover.go).
-	RedisFailover = "redis-failover"
+	Crash         = "crash"          // kill -9 the replica holding the lock
+	Pause         = "pause"          // SIGSTOP the holder for twice the TTL, then SIGCONT
+	RedisRestart  = "redis-restart"  // restart the env's redis-server (no persistence)
+	MongoRestart  = "mongo-restart"  // restart the embedded FerretDB on its data
+	ClockSkew     = "clock-skew"     // replica b's lease clock 2 s off, the others' right
+	LeaderKill    = "leader-kill"    // kill the leader of a three-member etcd cluster
+	RedisClock    = "redis-clock"    // step the redis-server's wall clock forward past the TTL, or back
+	RedisFailover = "redis-failover" // kill the Redis Cluster master of the hot lock, promote its replica
 )
 
 // Fault is one entry of the catalogue.
 type Fault struct {
-	Name string
-	Doc  string // what it does, in one line
-	// Inject strikes a running attack; nil when the replicas'
-	// configuration is the fault (clock skew).
-	Inject Injector
-	// drills are the fault's drills, over every strategy it applies to.
-	drills func() []Drill
+	Name   string
+	Doc    string         // what it does, in one line
+	Inject Injector       // strikes a running attack; nil when the configuration is the fault (clock skew)
+	drills func() []Drill // over every strategy it applies to
 }
 
 // Catalogue is every fault, in the order "all" runs them: the one list the
@@ -75,12 +70,10 @@ const (
 )
 
 // clockJumpDrills: the redis-lock under a forward step of the server's
-// clock, with fencing on and off, and under a backward step.
-//
-// The holders stall 800ms after their lease check, most of their time
-// under the lock, so that the step lands while one is inside its critical
-// section and the next waiter's attempt (at most 100ms later) lands
-// before that one writes.
+// clock, with fencing on and off, and under a backward step. The holders
+// stall 800ms after their lease check, most of their time under the lock,
+// so that the step lands while one is inside its critical section and the
+// next waiter's attempt (at most 100ms later) lands before that one writes.
 func clockJumpDrills() []Drill {
 	stall := []string{"--write-stall=800ms"}
 	off := append(slices.Clone(stall), "--fencing=false")
@@ -180,18 +173,14 @@ type Drill struct {
 	Strategy string
 	// Demo marks a deliberately weakened configuration (fencing off): its
 	// anomalies are the point, so it is judged like an unsafe strategy.
-	Demo bool
-	// Flags are the replicas' flags beyond the fault baseline.
-	Flags Flags
-	// Inject injects the fault while the attack runs; nil when the
-	// configuration is the fault (clock skew).
-	Inject Injector
+	Demo   bool
+	Flags  Flags
+	Inject Injector // as the Fault's
 }
 
 // Flags are a drill's replica flags beyond the fault baseline: every
-// replica gets all, and replica b (index OddReplica) gets odd after them,
-// so that a drill that sets one replica against the others does so with
-// any number of replicas.
+// replica gets All, and replica b (OddReplica) Odd after them, whatever
+// the number of replicas.
 type Flags struct{ All, Odd []string }
 
 // OddReplica is the index of replica b, the one a drill's odd flags go to.
@@ -234,10 +223,8 @@ type Event struct {
 	At     time.Time // when the fault struck
 	Healed time.Time // when it was over (the store answered again, the process resumed); zero: At
 	Victim string    // the replica the fault hit, "" for a store fault
-	// Shape is the fault's size beyond its victim and its span, for a
-	// label: "350±150 ms"; "" when those say it all.
-	Shape string
-	Note  string
+	Shape  string    // the fault's size beyond victim and span, for a label: "350±150 ms"; "" if none
+	Note   string
 	// DoubleHeld counts the polls after the fault at which two replicas
 	// held the lock at once (drills that look for double grants).
 	DoubleHeld int
@@ -252,19 +239,14 @@ type Ctx struct {
 	Probe    *stockclient.Client // asks the replicas who holds a lock
 	Strategy string              // the strategy under attack
 	SKUs     []string            // the skus under attack (a drill's one hot sku)
-	// Strike is when the fault strikes: an injector waits for it, then
-	// looks for a victim for up to Search.
-	Strike time.Time
-	Search time.Duration
-	Repeat int           // picks the victim by turn when no holder is seen
-	TTL    time.Duration // the replicas' lock TTL: a pause lasts twice this
-	// AOF is the appendfsync policy CrashRedisOnAOF turns the
-	// append-only file on with (one of AOFPolicies; "": the first).
-	AOF string
+	Strike   time.Time           // when the fault strikes: an injector waits for it,
+	Search   time.Duration       // then looks for a victim for up to this
+	Repeat   int                 // picks the victim by turn when no holder is seen
+	TTL      time.Duration       // the replicas' lock TTL: a pause lasts twice this
+	AOF      string              // CrashRedisOnAOF's appendfsync (one of AOFPolicies; "": the first)
 }
 
-// Plan lists the drills of faults, for the strategies given, fault by
-// fault.
+// Plan lists the drills of faults, for the strategies given, fault by fault.
 func Plan(faults, strategies []string) []Drill {
 	var ds []Drill
 	for _, name := range faults {
@@ -307,12 +289,11 @@ func pauseDrills() []Drill {
 	return append(over(safeStrategies, Drill{Label: "pause", Inject: PauseHolder}), over(FencedStrategies, off)...)
 }
 
-// redisRestartDrills: redis-lock, and redis-stock, whose stock lives in
-// Redis while it sells: with its safe rule (acknowledge after MongoDB),
-// and acknowledging after Redis alone, to show what a restart without
-// persistence then costs (docs/redis-stock.md); and acknowledging after
-// Redis again with the mitigation of that gap, an append-only file that
-// the server is started on after a kill -9. The mitigated rule is still a
+// redisRestartDrills: redis-lock, and redis-stock (its stock lives in
+// Redis while it sells) with its safe rule (acknowledge after MongoDB);
+// acknowledging after Redis alone, to show what a restart without
+// persistence then costs (docs/redis-stock.md); and so again with an
+// append-only file the server restarts on after a kill -9. That is still a
 // demonstration: it closes the restart's gap (units sold twice), not the
 // write-behind's (MongoDB, which reads answer from, lags behind the
 // acknowledged sales; a replica killed loses its unwritten ones).
@@ -354,10 +335,10 @@ func only(label, strategy string, inject Injector) func() []Drill {
 	return func() []Drill { return []Drill{{Label: label, Strategy: strategy, Inject: inject}} }
 }
 
-// Baseline are the flags every replica of a fault run gets: a short
-// TTL so that a dead holder's lease runs out within the attack, a lock wait
-// that outlasts it (a survivor waits the dead lease out instead of giving
-// up), and the write stall that lets a pause land after the lease check.
+// Baseline are the flags every replica of a fault run gets: a short TTL
+// so that a dead holder's lease runs out within the attack, a lock wait
+// that outlasts it (a survivor waits it out instead of giving up), and the
+// write stall that lets a pause land after the lease check.
 func Baseline(ttl, writeStall time.Duration) []string {
 	return []string{
 		"--lock-ttl=" + ttl.String(),
@@ -397,10 +378,9 @@ func Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // victim waits for the strike time and picks the replica to hit: the one
-// holding a lease of the strategy right now, found by polling the
-// replicas' /healthz (locks_held), or, for a strategy without a lease (or
-// when no holder shows up within Search), the replicas in turn by repeat.
-// It returns the replica's index and a note on how it was chosen.
+// holding a lease of the strategy now (its /healthz locks_held), or, for a
+// strategy without a lease or when no holder shows up within Search, one
+// by turn (Repeat). It returns its index and how it was chosen.
 func (f *Ctx) victim(ctx context.Context) (int, string, error) {
 	if err := Sleep(ctx, time.Until(f.Strike)); err != nil {
 		return 0, "", err
@@ -425,8 +405,7 @@ func (f *Ctx) victim(ctx context.Context) (int, string, error) {
 	return f.Repeat % n, "no holder seen: picked by turn", nil
 }
 
-// findHolder asks every replica's /healthz at once which holds a lease of
-// the strategy; -1 if none does.
+// findHolder is the replica that holds a lease of the strategy; -1: none.
 func (f *Ctx) findHolder(ctx context.Context) (int, error) {
 	held, err := f.held(ctx)
 	return slices.IndexFunc(held, func(n int) bool { return n > 0 }), err
@@ -542,15 +521,12 @@ var RestartRedis = strike(func(f *Ctx) error { return ownRedis(f, "restart") }, 
 })
 
 // CrashRedisOnAOF turns the append-only file of the redis-server the
-// harness started on (appendfsync Ctx.AOF, always by default) at once,
-// kills the server with SIGKILL at the strike, and starts it again on its
-// file: every write the file holds survives the crash. The file is turned
-// off again after the attack, so that the next restart starts empty.
-//
-// A kill -9 loses no write the server had handed to the kernel, whatever
-// the policy: the page cache outlives the process. What appendfsync
-// always adds (an fsync before each answer) matters when the machine
-// goes down, which a drill on one machine does not do.
+// harness started on at once (appendfsync Ctx.AOF), kills the server with
+// SIGKILL at the strike and starts it again on its file, which keeps every
+// write; the file is off again after the attack. A kill -9 loses no write
+// the server had handed to the kernel, whatever the policy (the page cache
+// outlives the process): appendfsync always (an fsync before each answer)
+// matters when the machine goes down, which a drill does not do.
 func CrashRedisOnAOF(ctx context.Context, f *Ctx) (_ *Event, err error) {
 	if err := ownRedis(f, "crash and restart"); err != nil {
 		return nil, err
@@ -632,13 +608,11 @@ var KillEtcdLeader = strike(func(f *Ctx) error {
 })
 
 // Recovery is how long sales stopped because of the fault: the longest
-// time without a completed sale from the moment the fault struck to the
-// end of the attack. Measured on completions, not on when requests were
-// sent: the harness's workers are busy with requests queued for the lock,
-// so when a new request goes out says more about the queue than about the
-// fault; and a sale already committing when the fault struck, completing
-// just after it, ends the first gap early but not the longest one. It
-// returns false when no sale completed after the fault.
+// time without a completed sale from the strike to the end of the attack
+// (false: no sale completed after it). Measured on completions, not on
+// sends: the workers are busy with requests queued for the lock, so when a
+// request goes out says more about the queue than about the fault; and a
+// sale committing at the strike ends the first gap early, not the longest.
 func Recovery(sales []Sale, ev *Event) (time.Duration, bool) {
 	var ends []time.Time
 	for _, s := range sales {
@@ -657,10 +631,8 @@ func Recovery(sales []Sale, ev *Event) (time.Duration, bool) {
 
 // Tokens checks that fencing tokens kept increasing across the fault:
 // every sale that started after the fault was over carries a higher token
-// than every sale completed before it struck, and no token was used twice.
-//
-// With no event (a configuration fault, such as clock skew) only reuse is
-// checked.
+// than every sale completed before it struck, and no token was used twice
+// (all it checks with no event: a configuration fault, clock skew).
 func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
 	tc := &verdict.TokenCheck{}
 	var healed time.Time // sales sent after this count as "after the fault"
@@ -692,12 +664,11 @@ func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
 	return tc
 }
 
-// JumpRedisClock steps the clock of the env's redis-server by d while a
-// replica holds the redis-lock, then watches the replicas' /healthz for
-// three TTLs, counting the polls at which two of them hold the lock at
-// once. A step forward past the TTL expires the holder's key on the server
-// at once: another replica is granted the lock while the first still
-// works under it. The clock goes back to true time after the attack.
+// JumpRedisClock steps the env's redis-server's clock by d while a replica
+// holds the redis-lock, then counts double holders for three TTLs (see
+// countDoubleHeld). A step forward past the TTL expires the holder's key at
+// once: another replica is granted the lock while the first still works
+// under it. The clock goes back to true time after the attack.
 func JumpRedisClock(d time.Duration) Injector {
 	return strike(func(f *Ctx) error {
 		if f.Env.Redis == nil || !f.Env.Redis.HasClock() {
@@ -718,9 +689,8 @@ func JumpRedisClock(d time.Duration) Injector {
 	})
 }
 
-// countDoubleHeld polls every replica's /healthz for window and counts the
-// polls at which two or more leases of the strategy were held, in runs of
-// two polls or more (see doubles).
+// countDoubleHeld polls the replicas' /healthz for window and counts the
+// polls that saw two leases of the strategy or more (see doubles).
 func (f *Ctx) countDoubleHeld(ctx context.Context, window time.Duration) (int, error) {
 	var d doubles
 	for end := time.Now().Add(window); time.Now().Before(end); {
