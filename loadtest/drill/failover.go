@@ -20,15 +20,14 @@ import (
 )
 
 // RedisLockKey is the Redis key of sku's redis-lock lease as the env's
-// replicas name it (under their database, env.DB). Its hash tag, the
-// item's lock key, decides the cluster slot of all the lock's keys.
+// replicas name it (under env.DB); its hash tag, the item's lock key,
+// decides the cluster slot of all the lock's keys.
 func RedisLockKey(sku string) string {
 	return redislock.KeyName(redislock.KeyPrefix(env.DB), strategy.LockKey(sku))
 }
 
-// RedisStockKey is the Redis key of sku's stock hash as the env's
-// replicas name it under redis-stock (under their database, env.DB). Its
-// hash tag decides the cluster slot of all the sku's keys.
+// RedisStockKey is the Redis key of sku's redis-stock hash as the env's
+// replicas name it (under env.DB); its hash tag decides the sku's slot.
 func RedisStockKey(sku string) string {
 	return mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), sku)
 }
@@ -47,19 +46,16 @@ func hotKey(name, sku string) string {
 func NeedsRedisCluster(faults []string) bool { return slices.Contains(faults, RedisFailover) }
 
 // failoverDrills: the redis-lock across a master's failover to a replica
-// in sync, and to a replica that is resyncing (it lacks the lease), with
-// fencing on, and off as a demonstration of what the fence stops. The
-// holders stall 800ms after their lease check, most of their time under
-// the lock, so that the promoted replica serves while the old holder
-// still works under its lease, and the next waiter's attempt lands before
-// that holder writes.
+// in sync, and to one resyncing (it lacks the lease), with fencing on, and
+// off as a demonstration. The holders stall 800ms after their lease check
+// (as in clockJumpDrills), so that the promoted replica serves while the
+// old holder still works under its lease.
 //
-// redis-stock, whose stock lives in Redis while it sells, across the same
-// failovers of the master of its stock: with its safe rule (the batch
-// write's stock >= its sum refuses what a copy that lost takes admits);
-// acknowledging after Redis, as a demonstration of the sales a promoted
-// replica forgets; and so again with WAIT 1 after every take, the
-// mitigation of that gap, still a demonstration (see redisRestartDrills).
+// redis-stock across the same failovers of its stock's master: with its
+// safe rule (the batch write's stock >= its sum refuses what a copy that
+// lost takes admits); acknowledging after Redis, a demonstration of the
+// sales a promoted replica forgets; and so with WAIT 1 after every take,
+// the mitigation of that gap, still a demonstration (see redisRestartDrills).
 func failoverDrills() []Drill {
 	stall := []string{"--write-stall=800ms"}
 	off := append(slices.Clone(stall), "--fencing=false")
@@ -96,39 +92,33 @@ const syncWait = 20 * time.Second
 // FailoverRedisMaster kills (SIGKILL) the Redis Cluster master serving the
 // hot sku's lock key while a replica of the service holds the lock, and
 // promotes that master's replica at once with CLUSTER FAILOVER FORCE; then
-// it watches the replicas' /healthz for three TTLs for two holders at once.
+// it counts double holders for three TTLs (countDoubleHeld).
 //
 // Asynchronous replication is the point: a promoted replica that had not
 // seen the last grant grants the key again while its holder still works
-// under it. The drill reads the lease on the master and on its replica
-// just before the kill and says whether the replica had it. On loopback a
-// replica in sync is well under a millisecond behind, so it nearly always
-// has: this drill measures the stall and what the clients do across a
-// failover, and FailoverToResyncing the promotion of a replica without
-// the lease.
+// under it. The note says whether the replica had the master's lease just
+// before the kill. On loopback a replica in sync nearly always has (it is
+// well under a millisecond behind): this drill measures the stall and the
+// clients across a failover, FailoverToResyncing a replica without it.
 //
-// Why FORCE, not the cluster's own election: the election starts only
-// after the node timeout (2 s here) plus a random delay, longer than a
-// drill's lease (1 s), so every lease would have run out before the
-// replica served, the opposite of production's proportions (node timeout
-// 15 s, leases of 30 s). FORCE promotes in milliseconds, with the other
-// masters' votes, at a time the drill controls; the stall measured is then
-// the lock's and the clients' recovery, not the failure detector's. After
-// the attack the killed node starts again, empty, and rejoins as the new
-// master's replica, so that the next drill starts with six nodes.
+// Why FORCE, not the cluster's own election: that starts after the node
+// timeout (2 s here) plus a random delay, longer than a drill's lease (1
+// s), so every lease would have run out before the replica served, the
+// opposite of production's proportions (node timeout 15 s, leases of 30
+// s). FORCE promotes in milliseconds, with the other masters' votes, when
+// the drill says: the stall measured is the lock's and the clients', not
+// the failure detector's. After the attack the killed node rejoins, empty,
+// as the new master's replica, so that the next drill has six nodes.
 var FailoverRedisMaster = failover(false)
 
 // FailoverToResyncing is FailoverRedisMaster with the master's replica
-// behind: the drill cuts the replication link (CLIENT KILL TYPE replica)
-// and, in the same transaction, writes a 2 MiB pad key in the lock's slot,
-// more than the master's 1 MiB replication backlog, so that the replica,
-// which reconnects at once, cannot resume and must wait for a full sync,
-// which Redis delays by repl-diskless-sync-delay (5 s). Meanwhile its data
-// stays as it was at the cut. The master is killed once it has granted the
-// lock to a holder the replica does not know: the promoted replica then
-// lacks the current lease, the failover caveat of asynchronous replication
-// made certain. (A replica that fell too far behind for a partial resync
-// is in this state in production too, and stays eligible for promotion.)
+// behind: the drill cuts the replication link and overflows the backlog
+// (forceResync), so that the replica must wait for a full sync, which
+// Redis delays by repl-diskless-sync-delay (5 s); its data stays as at the
+// cut. The master is killed once it has granted the lock to a holder the
+// replica does not know: the promoted replica lacks the current lease, the
+// caveat of asynchronous replication made certain. (A replica too far
+// behind for a partial resync is so in production too, and promotable.)
 var FailoverToResyncing = failover(true)
 
 func failover(resyncing bool) Injector {
@@ -152,8 +142,7 @@ func failover(resyncing bool) Injector {
 	})
 }
 
-// failOver kills the master of the hot sku's key, once its replica is in
-// sync (or, resyncing, cut off), and promotes that replica.
+// failOver kills the master of the hot sku's key and promotes its replica.
 func failOver(ctx context.Context, f *Ctx, resyncing bool, how string) (*Event, error) {
 	c, key := f.Env.Cluster, hotKey(f.Strategy, f.SKUs[0])
 	master, err := c.MasterOf(ctx, key)
@@ -278,12 +267,12 @@ func stockLag(ctx context.Context, mc, rc *redis.Client, key string) (string, in
 	}
 }
 
-// forceResync cuts master's replication link and, in the same
-// transaction, writes more than its replication backlog into key's slot,
-// so that the replica cannot resume and waits for a full sync. A
-// transaction, not a pipeline: Redis reads a 2 MiB command over several
-// turns of its event loop, and the replica, reconnecting in between,
-// would resume from the backlog before the pad is in it.
+// forceResync cuts master's replication link (CLIENT KILL TYPE replica)
+// and, in the same transaction, writes a 2 MiB pad into key's slot, more
+// than its 1 MiB backlog, so that the replica, reconnecting at once,
+// cannot resume. A transaction, not a pipeline: Redis reads a 2 MiB
+// command over several turns of its event loop, and the replica,
+// reconnecting in between, would resume before the pad is in the backlog.
 func forceResync(ctx context.Context, master, key string) error {
 	mc := dial(master, false)
 	defer mc.Close()
