@@ -6,6 +6,7 @@ package env
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,7 +157,8 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	}
 	switch e.Mongo.Kind {
 	case devstore.KindFerretDB:
-		e.Store = "embedded FerretDB v1 on " + backendName(e.Mongo.Backend) + " behind the per-document gate (far slower than a real MongoDB)"
+		backend := map[string]string{devstore.BackendPostgreSQL: "PostgreSQL", devstore.BackendSQLite: "SQLite"}[e.Mongo.Backend]
+		e.Store = "embedded FerretDB v1 on " + cmp.Or(backend, e.Mongo.Backend) + " behind the per-document gate (far slower than a real MongoDB)"
 	case devstore.KindExternal:
 		e.Store = "real MongoDB at " + redactURI(e.Mongo.URI) + " (MONGO_URI)"
 	case devstore.KindTestcontainers:
@@ -507,7 +509,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 	)
 	var out io.Writer = p.logFile
 	if e.opt.ReplicaLog {
-		out = io.MultiWriter(p.logFile, &prefixed{w: e.opt.Log, prefix: "[" + id + "] ", bol: true})
+		out = io.MultiWriter(p.logFile, &prefixed{w: e.opt.Log, prefix: "[" + id + "] "})
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	ownGroup(p.cmd)
@@ -628,13 +630,12 @@ func tail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// prefixed prefixes each line written to w (bol: at the beginning of a
-// line).
+// prefixed prefixes each line written to w.
 type prefixed struct {
 	mu     sync.Mutex
 	w      io.Writer
 	prefix string
-	bol    bool
+	mid    bool // the last write ended inside a line
 }
 
 func (p *prefixed) Write(b []byte) (int, error) {
@@ -642,14 +643,11 @@ func (p *prefixed) Write(b []byte) (int, error) {
 	defer p.mu.Unlock()
 	var buf bytes.Buffer
 	for _, c := range b {
-		if p.bol {
+		if !p.mid {
 			buf.WriteString(p.prefix)
-			p.bol = false
 		}
 		buf.WriteByte(c)
-		if c == '\n' {
-			p.bol = true
-		}
+		p.mid = c != '\n'
 	}
 	if _, err := p.w.Write(buf.Bytes()); err != nil {
 		return 0, err
@@ -667,22 +665,18 @@ func (e *Env) Restart(ctx context.Context, i int) error {
 // end of args), restarting only the replicas whose flags differ (and any
 // that is not running).
 func (e *Env) Configure(ctx context.Context, args [][]string) error {
-	want := func(i int) []string {
-		if i < len(args) {
-			return args[i]
-		}
-		return nil
-	}
+	want := make([][]string, len(e.procs))
+	copy(want, args)
 	var which []int
 	for i, p := range e.procs {
-		if p.done() || !slices.Equal(p.extra, want(i)) {
+		if p.done() || !slices.Equal(p.extra, want[i]) {
 			which = append(which, i)
 		}
 	}
 	if len(which) == 0 {
 		return nil
 	}
-	return e.replace(ctx, which, want)
+	return e.replace(ctx, which, func(i int) []string { return want[i] })
 }
 
 // replace stops the replicas at the indexes which and starts them again
@@ -729,13 +723,3 @@ func (e *Env) Pause(i int) error { return stopProc(e.procs[i].cmd) }
 // Resume lets a paused replica run on (SIGCONT).
 func (e *Env) Resume(i int) error { return contProc(e.procs[i].cmd) }
 
-// backendName is how reports name the embedded FerretDB's backend.
-func backendName(b string) string {
-	switch b {
-	case devstore.BackendPostgreSQL:
-		return "PostgreSQL"
-	case devstore.BackendSQLite:
-		return "SQLite"
-	}
-	return b
-}
