@@ -322,11 +322,9 @@ func (e *Env) Scale(ctx context.Context, n int) error {
 
 // Bases are the replicas' base URLs, by index.
 func (e *Env) Bases() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]string, len(e.procs))
-	for i, p := range e.procs {
-		out[i] = p.base
+	var out []string
+	for _, p := range e.Procs() {
+		out = append(out, p.Base)
 	}
 	return out
 }

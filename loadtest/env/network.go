@@ -78,21 +78,6 @@ func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
 
 func (n *network) close() { _ = n.server.Collection.Clear() }
 
-// addToxic adds one toxic, in both directions unless stream says which.
-func addToxic(p *toxiproxy.Proxy, name, kind, stream string, attrs string) error {
-	streams := []string{"upstream", "downstream"}
-	if stream != "" {
-		streams = []string{stream}
-	}
-	for _, s := range streams {
-		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+s, kind, s, attrs)
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			return fmt.Errorf("toxiproxy %s: add %s: %w", p.Name, kind, err)
-		}
-	}
-	return nil
-}
-
 // proxyEnv rewrites the stores' addresses in a replica's environment to
 // its proxies (Start checked that it can: canProxy).
 func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
@@ -172,18 +157,27 @@ func (e *Env) Heal(ctx context.Context, i int) error {
 	return err
 }
 
+// withToxic adds a toxic to replica i's links, in both directions unless
+// stream says which.
 func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
 	ps, err := e.proxies(i, links)
 	if err != nil {
 		return err
 	}
+	streams := []string{"upstream", "downstream"}
+	if stream != "" {
+		streams = []string{stream}
+	}
 	for _, p := range ps {
-		if err := addToxic(p, name, kind, stream, attrs); err != nil {
-			// No half-struck fault: take back what was added.
-			for _, q := range ps {
-				q.Toxics.ResetToxics(context.Background())
+		for _, s := range streams {
+			js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+s, kind, s, attrs)
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+				// No half-struck fault: take back what was added.
+				for _, q := range ps {
+					q.Toxics.ResetToxics(context.Background())
+				}
+				return fmt.Errorf("toxiproxy %s: add %s: %w", p.Name, kind, err)
 			}
-			return err
 		}
 	}
 	return nil
