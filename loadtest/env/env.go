@@ -40,9 +40,8 @@ const MaxReplicas = 8
 // it did not start, or a platform without the signal it needs.
 var ErrUnsupported = errors.New("not supported by this environment")
 
-// DB is the replicas' database (MONGO_DB): their items, orders and leases,
-// and the namespace of their lock keys in Redis, etcd and the Redlock
-// servers.
+// DB is the replicas' database (MONGO_DB), and the namespace of their lock
+// keys in Redis, etcd and the Redlock servers.
 const DB = "stocklock"
 
 // HeartbeatTimeout is the replicas' --heartbeat-timeout: how long one
@@ -58,9 +57,8 @@ type Options struct {
 	Replicas    int  // replica processes, 1..MaxReplicas
 	EtcdCluster bool // a three-member embedded etcd instead of one member
 	RedisClock  bool // a private redis-server whose clock can be moved (needs gcc)
-	// RedisCluster starts a Redis Cluster (REDIS_CLUSTER_ADDRS, else three
-	// masters and three replicas of redis-server on loopback) instead of
-	// one Redis; the replicas get REDIS_CLUSTER_ADDRS instead of REDIS_ADDR.
+	// RedisCluster starts a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3
+	// masters + 3 replicas on loopback), given as REDIS_CLUSTER_ADDRS.
 	RedisCluster bool
 	StockBin     string        // a prebuilt services/stock binary; "": go build it
 	OutDir       string        // where replica-<id>.log and devstore.log go
@@ -71,21 +69,19 @@ type Options struct {
 	// Flags go to every replica, after --addr and --demo; a drill's own
 	// flags (Configure) come after them and win.
 	Flags []string
-	// Network puts every replica's links to MongoDB, Redis and etcd
-	// behind proxies of its own (Toxiproxy, in this process), for the
-	// network drills (Partition, Slow, CutAfter, Heal).
+	// Network puts every replica's links to the stores behind proxies of
+	// its own, for the network drills (Partition, Slow, CutAfter, Heal).
 	Network bool
 	// NetworkIfPossible is Network where the stores allow it (see
 	// Networked), and direct links otherwise.
 	NetworkIfPossible bool
-	// Redlock starts RedlockServers independent redis-servers (with the
-	// clock shim when gcc is there; miniredis without redis-server) and
-	// gives every replica their REDLOCK_ADDRS.
+	// Redlock starts RedlockServers independent Redis servers (see
+	// startRedlock) and gives every replica their REDLOCK_ADDRS.
 	Redlock bool
 }
 
 // Env is everything Start started. Its methods are not safe for
-// concurrent use, except Bases and Close.
+// concurrent use, except Bases, Procs and Close.
 type Env struct {
 	opt Options
 	// Mongo, Redis and Etcd are the stores the replicas use.
@@ -93,8 +89,7 @@ type Env struct {
 	Redis *devstore.Redis
 	Etcd  *devstore.Etcd
 	// Cluster is the Redis Cluster the replicas use instead of Redis
-	// (Options.RedisCluster; Redis is nil then), for the drills that kill
-	// or fail over its nodes.
+	// (Options.RedisCluster; Redis is nil then).
 	Cluster *devstore.RedisCluster
 	redlock *redlockStores // the servers of Options.Redlock; see RedlockServer
 	net     *network       // the proxies of Options.Network
@@ -102,9 +97,7 @@ type Env struct {
 	bin     string
 	mu      sync.Mutex // guards procs against Bases and Close
 	procs   []*replicaProc
-	// Store, RedisText and EtcdText describe the stores in use, for the
-	// report.
-	Store, RedisText, EtcdText string
+	Store, RedisText, EtcdText string // the stores in use, for the report
 
 	storeLog  *os.File
 	closeOnce sync.Once
@@ -125,10 +118,9 @@ type replicaProc struct {
 
 func (e *Env) logf(format string, a ...any) { fmt.Fprintf(e.opt.Log, format+"\n", a...) }
 
-// Start starts MongoDB, Redis and etcd (devstore), builds ./services/stock
-// unless given a binary, and starts the replicas, waiting until they are
-// ready. On error it stops whatever it had started; on success the caller
-// must Close the Env.
+// Start starts the stores (devstore), builds ./services/stock unless given
+// a binary, and starts the replicas, waiting until they are ready. On
+// error it stops whatever it had started; else the caller must Close it.
 func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	if opt.Replicas < 1 || opt.Replicas > MaxReplicas {
 		return nil, fmt.Errorf("env: %d replicas: must be between 1 and %d", opt.Replicas, MaxReplicas)
@@ -561,9 +553,8 @@ func (p *replicaProc) stop() {
 	p.logFile.Close()
 }
 
-// Close stops everything startLocal started, replicas first (an embedded
-// etcd waits seconds for clients that are still connected). It is safe to
-// call more than once.
+// Close stops everything Start started, replicas first (an embedded etcd
+// waits seconds for clients still connected). It may be called again.
 func (e *Env) Close() {
 	e.closeOnce.Do(func() {
 		var wg sync.WaitGroup
@@ -660,8 +651,7 @@ func (e *Env) Restart(ctx context.Context, i int) error {
 }
 
 // Configure makes replica i run with extra flags args[i] (none past the
-// end of args), restarting only the replicas whose flags differ (and any
-// that is not running).
+// end), restarting only the replicas whose flags differ or that are down.
 func (e *Env) Configure(ctx context.Context, args [][]string) error {
 	want := make([][]string, len(e.procs))
 	copy(want, args)
@@ -677,8 +667,7 @@ func (e *Env) Configure(ctx context.Context, args [][]string) error {
 	return e.replace(ctx, which, func(i int) []string { return want[i] })
 }
 
-// replace stops the replicas at the indexes which and starts them again
-// with the flags extra returns for each.
+// replace restarts the replicas at the indexes which with flags extra(i).
 func (e *Env) replace(ctx context.Context, which []int, extra func(int) []string) error {
 	var started []*replicaProc
 	for _, i := range which {
