@@ -90,13 +90,13 @@ type Env struct {
 	Etcd  *devstore.Etcd
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
-	Cluster *devstore.RedisCluster
-	redlock *redlockStores // the servers of Options.Redlock; see RedlockServer
-	net     *network       // the proxies of Options.Network
-	tmpDir  string
-	bin     string
-	mu      sync.Mutex // guards procs against Bases and Close
-	procs   []*replicaProc
+	Cluster                    *devstore.RedisCluster
+	redlock                    *redlockStores // the servers of Options.Redlock; see RedlockServer
+	net                        *network       // the proxies of Options.Network
+	tmpDir                     string
+	bin                        string
+	mu                         sync.Mutex // guards procs against Bases and Close
+	procs                      []*replicaProc
 	Store, RedisText, EtcdText string // the stores in use, for the report
 
 	storeLog  *os.File
@@ -709,4 +709,3 @@ func (e *Env) Pause(i int) error { return stopProc(e.procs[i].cmd) }
 
 // Resume lets a paused replica run on (SIGCONT).
 func (e *Env) Resume(i int) error { return contProc(e.procs[i].cmd) }
-
