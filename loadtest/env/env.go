@@ -90,17 +90,17 @@ type Env struct {
 	Etcd  *devstore.Etcd
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
-	Cluster                    *devstore.RedisCluster
-	redlock                    *redlockStores // the servers of Options.Redlock; see RedlockServer
-	net                        *network       // the proxies of Options.Network
-	tmpDir                     string
-	bin                        string
-	mu                         sync.Mutex // guards procs against Bases and Close
-	procs                      []*replicaProc
-	Store, RedisText, EtcdText string // the stores in use, for the report
-
+	Cluster   *devstore.RedisCluster
+	redlock   *redlockStores // the servers of Options.Redlock; see RedlockServer
+	net       *network       // the proxies of Options.Network
+	tmpDir    string
+	bin       string
+	mu        sync.Mutex // guards procs against Bases and Close
+	procs     []*replicaProc
 	storeLog  *os.File
 	closeOnce sync.Once
+
+	Store, RedisText, EtcdText string // the stores in use, for the report
 }
 
 // replicaProc is one running replica process.
