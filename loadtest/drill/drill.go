@@ -130,25 +130,16 @@ func Parse(s string) ([]string, error) {
 	var out []string
 	for name := range strings.SplitSeq(s, ",") {
 		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
-		var group []string
 		if alias, ok := aliases[name]; ok {
-			group = alias()
+			out = append(out, alias()...)
 		} else if slices.Contains(names, name) {
-			group = []string{name}
-		} else {
+			out = append(out, name)
+		} else if name != "" {
 			return nil, fmt.Errorf("unknown fault %q (known: %s, store-restart, network, all)", name, strings.Join(names, ", "))
-		}
-		for _, n := range group {
-			if !slices.Contains(out, n) {
-				out = append(out, n)
-			}
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return slices.Index(names, a) - slices.Index(names, b) })
-	return out, nil
+	return slices.Compact(out), nil
 }
 
 // NeedsEtcdCluster reports whether faults need a three-member etcd.
@@ -581,21 +572,17 @@ var KillEtcdLeader = strike(func(f *Ctx) error {
 }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	// An election may be under way (on a busy machine): wait for a leader
 	// rather than give up.
-	leader, wait := -1, time.Now().Add(5*time.Second)
-	for {
-		var err error
-		if leader, err = f.Env.Etcd.Leader(); err != nil {
-			return nil, fmt.Errorf("find the etcd leader: %w", err)
-		}
-		if leader >= 0 {
-			break
-		}
+	leader, err := f.Env.Etcd.Leader()
+	for wait := time.Now().Add(5 * time.Second); err == nil && leader < 0; leader, err = f.Env.Etcd.Leader() {
 		if time.Now().After(wait) {
 			return nil, errors.New("find the etcd leader: no member has known one for 5s")
 		}
 		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return nil, err
 		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find the etcd leader: %w", err)
 	}
 	at := time.Now()
 	if err := f.Env.Etcd.Kill(leader); err != nil {
