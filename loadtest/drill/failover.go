@@ -167,11 +167,19 @@ func failOver(ctx context.Context, f *Ctx, resyncing bool, how string) (*Event, 
 		}
 	}
 	mc, rc := dial(master, false), dial(replica, true)
-	var lag string
+	// Wait for the replica to lag (or, in sync, for a holder), for up to
+	// lagFor, looking every 2ms; the note gets the last look.
+	wait, look := max(lagFor, 2*time.Second), func() (string, bool) { return leaseLag(ctx, f, mc, rc, key, lagFor == 0) }
 	if f.Strategy == strategy.RedisStock {
-		lag = awaitStockLag(ctx, mc, rc, key, lagFor)
-	} else {
-		lag = awaitLag(ctx, f, mc, rc, key, lagFor)
+		wait, look = lagFor, func() (string, bool) { return stockLag(ctx, mc, rc, key) }
+	}
+	var lag string
+	for end := time.Now().Add(wait); ; {
+		var done bool
+		if lag, done = look(); done || !time.Now().Before(end) || ctx.Err() != nil {
+			break
+		}
+		_ = Sleep(ctx, 2*time.Millisecond)
 	}
 	_, _ = mc.Close(), rc.Close()
 	at := time.Now()
@@ -222,23 +230,10 @@ func dial(addr string, readOnly bool) *redis.Client {
 	return redis.NewClient(o)
 }
 
-// awaitStockLag waits, for up to wait, until the replica's copy of
-// redis-stock's stock at key misses stockLagUnits units that the master
-// took, and says how far behind it was at the last look.
-func awaitStockLag(ctx context.Context, mc, rc *redis.Client, key string, wait time.Duration) string {
-	for end := time.Now().Add(wait); ; {
-		text, behind := stockLag(ctx, mc, rc, key)
-		if behind >= stockLagUnits || !time.Now().Before(end) || ctx.Err() != nil {
-			return text
-		}
-		_ = Sleep(ctx, 2*time.Millisecond)
-	}
-}
-
 // stockLag compares the stock of redis-stock's hash at key on the master
-// and on its replica: how many units the replica's copy misses (the
-// master's takes it has not received), and a text that says so.
-func stockLag(ctx context.Context, mc, rc *redis.Client, key string) (string, int64) {
+// and on its replica, says how many units the replica's copy misses (the
+// master's takes it has not received), and whether that is stockLagUnits.
+func stockLag(ctx context.Context, mc, rc *redis.Client, key string) (string, bool) {
 	read := func(c *redis.Client) (epoch, stock int64, err error) {
 		v, err := c.HMGet(ctx, key, "epoch", "stock").Result()
 		if err != nil {
@@ -255,15 +250,15 @@ func stockLag(ctx context.Context, mc, rc *redis.Client, key string) (string, in
 	re, rs, rerr := read(rc)
 	switch {
 	case merr != nil || rerr != nil:
-		return fmt.Sprintf("copies not compared (%v, %v)", merr, rerr), 0
+		return fmt.Sprintf("copies not compared (%v, %v)", merr, rerr), false
 	case me < 0:
-		return "the stock was not loaded on the master", 0
+		return "the stock was not loaded on the master", false
 	case re != me:
-		return fmt.Sprintf("the replica's copy was of another epoch (master %d, replica %d)", me, re), 0
+		return fmt.Sprintf("the replica's copy was of another epoch (master %d, replica %d)", me, re), false
 	case rs == ms:
-		return fmt.Sprintf("the replica's copy was the master's (epoch %d, stock %d)", me, ms), 0
+		return fmt.Sprintf("the replica's copy was the master's (epoch %d, stock %d)", me, ms), false
 	default:
-		return fmt.Sprintf("the replica's copy missed %d units the master had taken (epoch %d: stock %d on the master, %d on the replica)", rs-ms, me, ms, rs), rs - ms
+		return fmt.Sprintf("the replica's copy missed %d units the master had taken (epoch %d: stock %d on the master, %d on the replica)", rs-ms, me, ms, rs), rs-ms >= stockLagUnits
 	}
 }
 
@@ -287,35 +282,26 @@ func forceResync(ctx context.Context, master, key string) error {
 	return nil
 }
 
-// awaitLag waits, for up to wait, until a replica of the service holds the
-// lock and master holds a lease on key that replica does not have (no
-// wait: until a holder shows, for up to 2 s), and says whether the replica
-// had the master's lease at the last look.
-func awaitLag(ctx context.Context, f *Ctx, mc, rc *redis.Client, key string, wait time.Duration) string {
-	text := "lease not compared"
-	for end := time.Now().Add(max(wait, 2*time.Second)); time.Now().Before(end) && ctx.Err() == nil; {
-		i, herr := f.findHolder(ctx)
-		mv, merr := mc.Get(ctx, key).Result()
-		rv, rerr := rc.Get(ctx, key).Result()
-		switch {
-		case errors.Is(merr, redis.Nil):
-			text = "the lease was free on the master"
-		case merr != nil || (rerr != nil && !errors.Is(rerr, redis.Nil)):
-			text = fmt.Sprintf("lease not compared (%v, %v)", merr, rerr)
-		case mv == rv:
-			text = "the replica had the master's lease (" + tokenOf(mv) + ")"
-		case errors.Is(rerr, redis.Nil):
-			text = "the replica lacked the master's lease (" + tokenOf(mv) + ", none on the replica)"
-		default:
-			text = fmt.Sprintf("the replica lacked the master's lease (master %s, replica %s)", tokenOf(mv), tokenOf(rv))
-		}
-		held := herr == nil && i >= 0
-		if held && (wait == 0 || strings.Contains(text, "lacked")) {
-			break
-		}
-		_ = Sleep(ctx, 2*time.Millisecond)
+// leaseLag says whether the replica had the master's lease on key, and
+// whether a replica of the service holds the lock and (unless anyHolder)
+// the master's lease is one the replica lacks.
+func leaseLag(ctx context.Context, f *Ctx, mc, rc *redis.Client, key string, anyHolder bool) (text string, done bool) {
+	i, herr := f.findHolder(ctx)
+	mv, merr := mc.Get(ctx, key).Result()
+	rv, rerr := rc.Get(ctx, key).Result()
+	switch {
+	case errors.Is(merr, redis.Nil):
+		text = "the lease was free on the master"
+	case merr != nil || (rerr != nil && !errors.Is(rerr, redis.Nil)):
+		text = fmt.Sprintf("lease not compared (%v, %v)", merr, rerr)
+	case mv == rv:
+		text = "the replica had the master's lease (" + tokenOf(mv) + ")"
+	case errors.Is(rerr, redis.Nil):
+		text = "the replica lacked the master's lease (" + tokenOf(mv) + ", none on the replica)"
+	default:
+		text = fmt.Sprintf("the replica lacked the master's lease (master %s, replica %s)", tokenOf(mv), tokenOf(rv))
 	}
-	return text
+	return text, herr == nil && i >= 0 && (anyHolder || strings.Contains(text, "lacked"))
 }
 
 // waitSynced waits until the replica at addr has its replication link up
