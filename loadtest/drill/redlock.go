@@ -45,14 +45,12 @@ type redlockServers struct {
 }
 
 func openRedlock(e *env.Env) (*redlockServers, error) {
-	s := &redlockServers{}
-	for i := range env.RedlockServers {
-		r, err := e.RedlockServer(i)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.srv = append(s.srv, r)
+	srv, err := e.Redlock()
+	if err != nil {
+		return nil, err
+	}
+	s := &redlockServers{srv: srv}
+	for _, r := range srv {
 		s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond}))
 	}
 	return s, nil

@@ -75,17 +75,14 @@ func (e *Env) RedlockAddrs() []string {
 	return e.redlock.addrs
 }
 
-// RedlockServer is the i-th redlock server, to stop, start or move the
-// clock of; it wraps ErrUnsupported when the servers are not redis-servers
+// Redlock returns the redlock servers, in order, to stop, start or move
+// the clocks of; it wraps ErrUnsupported when they are not redis-servers
 // the env started.
-func (e *Env) RedlockServer(i int) (*devstore.Redis, error) {
+func (e *Env) Redlock() ([]*devstore.Redis, error) {
 	if e.redlock == nil || e.redlock.servers == nil {
 		return nil, fmt.Errorf("%w: needs the %d redis-servers the harness starts for redlock (redis-server on PATH)", ErrUnsupported, RedlockServers)
 	}
-	if i < 0 || i >= len(e.redlock.servers.Servers) {
-		return nil, fmt.Errorf("env: redlock server %d of %d", i, len(e.redlock.servers.Servers))
-	}
-	return e.redlock.servers.Servers[i], nil
+	return e.redlock.servers.Servers, nil
 }
 
 func (r *redlockStores) close() error {
