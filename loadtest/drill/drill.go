@@ -56,7 +56,7 @@ var Catalogue = []Fault{
 	{RedisFailover, "on a Redis Cluster, kill -9 the master of the hot sku's lock key (redis-stock: its stock) while a replica holds the lock, and promote its replica at once: in sync, and resyncing (fencing on, then off; redis-stock acknowledging after Redis, without and with WAIT 1); not in all", FailoverRedisMaster, failoverDrills},
 	{LockPartition, "cut the lock holder off from its lock store (Redis, etcd, MongoDB) for twice the lock TTL, then heal (Toxiproxy)", PartitionLockStore, lockPartitionDrills},
 	{StorePartition, "cut a replica off from MongoDB for 3s under load, then heal: writes in flight lose their answers (Toxiproxy)", PartitionStore, safeDrills("mongo partition", PartitionStore)},
-	{RedisPartition, "cut a replica off from Redis for 3s under load, then heal: the strategies that keep their stock in Redis (Toxiproxy)", PartitionRedis, redisPartitionDrills},
+	{RedisPartition, "cut a replica off from Redis for 3s under load, then heal: the strategies that keep their stock in Redis (Toxiproxy)", PartitionRedis, only("redis partition", strategy.RedisStock, PartitionRedis)},
 	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, safeDrills("store latency", SlowLinks)},
 	{Resets, "close each of a replica's store connections after every 8 KiB of replies, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},

@@ -75,17 +75,12 @@ var PartitionLockStore = strike(func(f *Ctx) error {
 	return cutOff(ctx, f, i, lockLink(f.Strategy), string(lockLink(f.Strategy)), 2*f.TTL, how)
 })
 
-// redisPartitionDrills: the strategies that keep their stock in Redis (the
-// lock partition cuts the lock strategies off from theirs). Latency and
-// resets strike every link of a replica, Redis's too.
-func redisPartitionDrills() []Drill {
-	return []Drill{{Label: "redis partition", Strategy: strategy.RedisStock, Inject: PartitionRedis}}
-}
-
 // PartitionRedis cuts a replica (by turn, or the lock holder) off from
 // Redis for storePartition under load, then heals: redis-stock's takes,
 // loads and clearings in flight lose their answers, while its batch
-// writes to MongoDB go on.
+// writes to MongoDB go on. Its drill is redis-stock's, the strategy that
+// keeps its stock in Redis (the lock partition cuts the lock strategies
+// off from theirs; latency and resets strike every link, Redis's too).
 var PartitionRedis = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
 	return cutOff(ctx, f, i, env.LinkRedis, "Redis", storePartition, how)
 })
