@@ -702,10 +702,3 @@ func (e *Env) Kill(i int) error {
 	<-p.exited
 	return nil
 }
-
-// Pause freezes replica i (SIGSTOP): it keeps its sockets and memory and
-// does nothing until Resume.
-func (e *Env) Pause(i int) error { return stopProc(e.procs[i].cmd) }
-
-// Resume lets a paused replica run on (SIGCONT).
-func (e *Env) Resume(i int) error { return contProc(e.procs[i].cmd) }
