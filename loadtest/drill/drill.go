@@ -107,16 +107,14 @@ func Lookup(name string) (Fault, bool) {
 }
 
 // aliases name groups of faults.
-var aliases = map[string]func() []string{
+var aliases = map[string][]string{
 	// all runs on one redis-server, with the replicas reaching the stores
 	// directly: redis-failover, which needs the replicas on a Redis
 	// Cluster, and the network faults, which put proxies between them,
-	// must be named (network names the four).
-	"all": func() []string {
-		return slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(networkFaults, n) })
-	},
-	"store-restart": func() []string { return []string{RedisRestart, MongoRestart} },
-	"network":       func() []string { return slices.Clone(networkFaults) },
+	// must be named (network names them).
+	"all":           slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(networkFaults, n) }),
+	"store-restart": {RedisRestart, MongoRestart},
+	"network":       networkFaults,
 }
 
 // Parse reads a comma-separated list of faults and aliases (all,
@@ -131,7 +129,7 @@ func Parse(s string) ([]string, error) {
 	for name := range strings.SplitSeq(s, ",") {
 		name = strings.TrimSpace(name)
 		if alias, ok := aliases[name]; ok {
-			out = append(out, alias()...)
+			out = append(out, alias...)
 		} else if slices.Contains(names, name) {
 			out = append(out, name)
 		} else if name != "" {
@@ -350,10 +348,7 @@ type Sale struct {
 // fault strikes: late enough that the lock is busy and sales are flowing,
 // early enough that the recovery is inside the attack.
 func Trigger(d time.Duration) time.Duration {
-	if d == 0 {
-		d = 8 * time.Second
-	}
-	return max(d/4, 500*time.Millisecond)
+	return max(cmp.Or(d, 8*time.Second)/4, 500*time.Millisecond)
 }
 
 // Sleep waits d or until ctx ends, whichever is first.
