@@ -15,12 +15,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 	"github.com/stocklock/stocklock/pkg/stockclient"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // The faults, by name.

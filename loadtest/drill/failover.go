@@ -9,14 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // RedisLockKey is the Redis key of sku's redis-lock lease as the env's

@@ -6,9 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // The network faults: they strike one replica's links to its stores,

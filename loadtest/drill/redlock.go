@@ -8,13 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/pkg/lock/redlock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // RedlockPartition is Kleppmann's scenario against the redlock strategy

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // toxiproxyVersion is the Toxiproxy the network drills run (the module's

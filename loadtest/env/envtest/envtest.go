@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/services/stock/server/servertest"
-
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 )
 
 // Replicas runs two replicas (a and b) of the stock service in the test
