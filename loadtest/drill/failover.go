@@ -129,94 +129,91 @@ func failover(resyncing bool) Injector {
 			return errors.New("redis failover: no sku to find the lock of")
 		}
 		return nil
-	}, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
-		ev, err := failOver(ctx, f, resyncing, how)
+	}, func(ctx context.Context, f *Ctx, _ int, how string) (_ *Event, err error) {
+		defer func() {
+			if err != nil {
+				err = fmt.Errorf("redis failover: %w", err)
+			}
+		}()
+		c, key := f.Env.Cluster, hotKey(f.Strategy, f.SKUs[0])
+		master, err := c.MasterOf(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("redis failover: %w", err)
+			return nil, err
+		}
+		replica, err := c.Replica(ctx, master)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitSynced(ctx, replica); err != nil {
+			return nil, err
+		}
+		state, lagFor := "in sync", time.Duration(0)
+		if resyncing {
+			state, lagFor = "cut off, waiting for a full resync", 4*time.Second
+			if f.Strategy == strategy.RedisStock {
+				lagFor = stockLagFor
+			}
+			if err := forceResync(ctx, master, key); err != nil {
+				return nil, err
+			}
+		}
+		mc, rc := dial(master, false), dial(replica, true)
+		// Wait for the replica to lag (or, in sync, for a holder), for up to
+		// lagFor, looking every 2ms; the note gets the last look.
+		wait, look := max(lagFor, 2*time.Second), func() (string, bool) { return leaseLag(ctx, f, mc, rc, key, lagFor == 0) }
+		if f.Strategy == strategy.RedisStock {
+			wait, look = lagFor, func() (string, bool) { return stockLag(ctx, mc, rc, key) }
+		}
+		var lag string
+		for end := time.Now().Add(wait); ; {
+			var done bool
+			if lag, done = look(); done || !time.Now().Before(end) || ctx.Err() != nil {
+				break
+			}
+			_ = Sleep(ctx, 2*time.Millisecond)
+		}
+		_, _ = mc.Close(), rc.Close()
+		at := time.Now()
+		if err := c.Kill(master); err != nil {
+			return nil, fmt.Errorf("kill master %s: %w", master, err)
+		}
+		if err := promote(ctx, replica); err != nil {
+			return nil, fmt.Errorf("promote %s: %w", replica, err)
+		}
+		promoteAt := time.Now()
+		if err := waitServing(ctx, c, key, replica); err != nil {
+			return nil, err
+		}
+		healed := time.Now()
+		rejoined := ""
+		if f.Strategy == strategy.RedisStock {
+			// WAIT 1 needs a replica of the new master: the killed node
+			// comes back at once, empty, as its replica (and syncs in
+			// repl-diskless-sync-delay, 5 s), where the lock drills bring it
+			// back after the attack.
+			if err := c.StartNode(ctx, master); err != nil {
+				return nil, fmt.Errorf("start %s again: %w", master, err)
+			}
+			rejoined = fmt.Sprintf("; %s rejoined as its replica after %s", master, time.Since(at).Round(time.Millisecond))
+		}
+		ev := &Event{At: at, Healed: healed,
+			Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's key); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s%s); %s; %s",
+				master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), rejoined, lag, how),
+			Cleanup: func(ctx context.Context) error {
+				// Back as the new master's replica, and in sync, so that the
+				// next drill starts with six nodes and replicas that have
+				// their masters' data.
+				if err := c.StartNode(ctx, master); err != nil {
+					return err
+				}
+				return waitSynced(ctx, master)
+			},
 		}
 		if slices.Contains(LockStrategies, f.Strategy) {
 			ev.DoubleHeld, err = f.countDoubleHeld(ctx, 3*f.TTL)
 		}
 		return ev, err
 	})
-}
-
-// failOver kills the master of the hot sku's key and promotes its replica.
-func failOver(ctx context.Context, f *Ctx, resyncing bool, how string) (*Event, error) {
-	c, key := f.Env.Cluster, hotKey(f.Strategy, f.SKUs[0])
-	master, err := c.MasterOf(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	replica, err := c.Replica(ctx, master)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitSynced(ctx, replica); err != nil {
-		return nil, err
-	}
-	state, lagFor := "in sync", time.Duration(0)
-	if resyncing {
-		state, lagFor = "cut off, waiting for a full resync", 4*time.Second
-		if f.Strategy == strategy.RedisStock {
-			lagFor = stockLagFor
-		}
-		if err := forceResync(ctx, master, key); err != nil {
-			return nil, err
-		}
-	}
-	mc, rc := dial(master, false), dial(replica, true)
-	// Wait for the replica to lag (or, in sync, for a holder), for up to
-	// lagFor, looking every 2ms; the note gets the last look.
-	wait, look := max(lagFor, 2*time.Second), func() (string, bool) { return leaseLag(ctx, f, mc, rc, key, lagFor == 0) }
-	if f.Strategy == strategy.RedisStock {
-		wait, look = lagFor, func() (string, bool) { return stockLag(ctx, mc, rc, key) }
-	}
-	var lag string
-	for end := time.Now().Add(wait); ; {
-		var done bool
-		if lag, done = look(); done || !time.Now().Before(end) || ctx.Err() != nil {
-			break
-		}
-		_ = Sleep(ctx, 2*time.Millisecond)
-	}
-	_, _ = mc.Close(), rc.Close()
-	at := time.Now()
-	if err := c.Kill(master); err != nil {
-		return nil, fmt.Errorf("kill master %s: %w", master, err)
-	}
-	if err := promote(ctx, replica); err != nil {
-		return nil, fmt.Errorf("promote %s: %w", replica, err)
-	}
-	promoteAt := time.Now()
-	if err := waitServing(ctx, c, key, replica); err != nil {
-		return nil, err
-	}
-	healed := time.Now()
-	rejoined := ""
-	if f.Strategy == strategy.RedisStock {
-		// WAIT 1 needs a replica of the new master: the killed node
-		// comes back at once, empty, as its replica (and syncs in
-		// repl-diskless-sync-delay, 5 s), where the lock drills bring it
-		// back after the attack.
-		if err := c.StartNode(ctx, master); err != nil {
-			return nil, fmt.Errorf("start %s again: %w", master, err)
-		}
-		rejoined = fmt.Sprintf("; %s rejoined as its replica after %s", master, time.Since(at).Round(time.Millisecond))
-	}
-	return &Event{At: at, Healed: healed,
-		Note: fmt.Sprintf("killed Redis master %s (SIGKILL; it served %s, the hot sku's key); its replica %s (%s) took over (CLUSTER FAILOVER FORCE after %s, serving the slot after %s%s); %s; %s",
-			master, key, replica, state, promoteAt.Sub(at).Round(time.Millisecond), healed.Sub(at).Round(time.Millisecond), rejoined, lag, how),
-		Cleanup: func(ctx context.Context) error {
-			// Back as the new master's replica, and in sync, so that the
-			// next drill starts with six nodes and replicas that have
-			// their masters' data.
-			if err := c.StartNode(ctx, master); err != nil {
-				return err
-			}
-			return waitSynced(ctx, master)
-		},
-	}, nil
 }
 
 // dial is a client of the Redis node at addr that does not retry, reading
