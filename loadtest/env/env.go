@@ -468,8 +468,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 	}
 	// --demo: the harness races the broken strategies and runs the drills
 	// on purpose, which a replica refuses by default.
-	args := append([]string{"--addr", addr, "--demo"}, e.opt.Flags...)
-	args = append(args, extra...)
+	args := slices.Concat([]string{"--addr", addr, "--demo"}, e.opt.Flags, extra)
 	p.cmd = exec.Command(e.bin, args...)
 	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
 	// a replica given both refuses to start.
