@@ -83,8 +83,7 @@ func clockJumpDrills() []Drill {
 	}
 }
 
-// NeedsRedisClock reports whether faults need a redis-server whose clock
-// can be moved.
+// NeedsRedisClock reports whether faults need a redis-server with a movable clock.
 func NeedsRedisClock(faults []string) bool { return slices.Contains(faults, RedisClock) }
 
 // Names lists the faults in catalogue order.
@@ -116,9 +115,8 @@ var aliases = map[string][]string{
 	"network":       networkFaults,
 }
 
-// Parse reads a comma-separated list of faults and aliases (all,
-// store-restart; "" or none for no fault) into fault names, in catalogue
-// order, each once.
+// Parse reads a comma-separated list of faults and aliases ("" or none: no
+// fault) into fault names, in catalogue order, each once.
 func Parse(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" || strings.TrimSpace(s) == "none" {
 		return nil, nil
@@ -300,8 +298,7 @@ func redisRestartDrills() []Drill {
 // acknowledged once the Lua take ran, and written to MongoDB behind.
 const AckAfterRedis = "--redis-stock-ack=redis"
 
-// AOFPolicies are the appendfsync policies CrashRedisOnAOF can run with
-// (Ctx.AOF), the first the default.
+// AOFPolicies are CrashRedisOnAOF's appendfsync policies (Ctx.AOF), the first the default.
 var AOFPolicies = []string{"always", "everysec", "no"}
 
 // clockDrills: replica b's lease clock off, against each lock.
@@ -396,8 +393,7 @@ func (f *Ctx) findHolder(ctx context.Context) (int, error) {
 	return slices.IndexFunc(held, func(n int) bool { return n > 0 }), err
 }
 
-// held asks every replica's /healthz at once how many leases of the
-// strategy it holds.
+// held asks every replica's /healthz at once how many leases of the strategy it holds.
 func (f *Ctx) held(ctx context.Context) ([]int, error) {
 	bases := f.Env.Bases()
 	held := make([]int, len(bases))
@@ -436,8 +432,7 @@ func strike(check func(*Ctx) error, hit func(ctx context.Context, f *Ctx, i int,
 	}
 }
 
-// downFrom is the event of a store down from at until now: what was done,
-// then how long it was down and how the replica was picked.
+// downFrom is the event of a store down from at until now, noted with what, the downtime and how.
 func downFrom(at time.Time, what, how string) *Event {
 	healed := time.Now()
 	return &Event{At: at, Healed: healed, Note: fmt.Sprintf("%s (down %s; %s)", what, healed.Sub(at).Round(time.Millisecond), how)}
@@ -453,8 +448,7 @@ func ownRedis(f *Ctx, what string) error {
 }
 
 // CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
-// hook, its lease stays until its TTL runs out. The replica is started again
-// after the attack.
+// hook, its lease stays until its TTL runs out; it restarts after the attack.
 var CrashHolder = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
 	id, pid, at := f.Env.ID(i), f.Env.Pid(i), time.Now()
 	if err := f.Env.Kill(i); err != nil {
@@ -476,8 +470,7 @@ var PauseHolder = strike(nil, func(ctx context.Context, f *Ctx, i int, how strin
 	if err := f.Env.Pause(i); err != nil {
 		return nil, fmt.Errorf("SIGSTOP replica %s: %w", id, err)
 	}
-	// Whatever happens, the replica must not stay stopped: ctx does not
-	// cut the pause short.
+	// Whatever happens, the replica must not stay stopped: ctx does not cut this short.
 	time.Sleep(2 * f.TTL)
 	if err := f.Env.Resume(i); err != nil {
 		return nil, fmt.Errorf("SIGCONT replica %s: %w", id, err)
