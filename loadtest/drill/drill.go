@@ -161,7 +161,7 @@ type Drill struct {
 	// anomalies are the point, so it is judged like an unsafe strategy.
 	Demo   bool
 	Flags  Flags
-	Inject Injector // as the Fault's
+	Inject Injector // nil when the configuration is the fault (clock skew)
 }
 
 // Flags are a drill's replica flags beyond the fault baseline: every
