@@ -91,11 +91,11 @@ type Env struct {
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
 	Cluster   *devstore.RedisCluster
-	redlock   *redlockStores // the servers of Options.Redlock; see RedlockServer
+	redlock   *redlockStores // the servers of Options.Redlock; see Redlock
 	net       *network       // the proxies of Options.Network
 	tmpDir    string
 	bin       string
-	mu        sync.Mutex // guards procs against Bases and Close
+	mu        sync.Mutex // guards procs against Procs and Close
 	procs     []*replicaProc
 	storeLog  *os.File
 	closeOnce sync.Once
