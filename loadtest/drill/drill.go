@@ -194,10 +194,7 @@ func (f Flags) String() string {
 	if len(f.Odd) > 0 {
 		parts = append(parts, "replica "+env.ReplicaID(OddReplica)+" "+strings.Join(f.Odd, " "))
 	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
+	return cmp.Or(strings.Join(parts, "; "), "none")
 }
 
 // Injector injects a fault into a running attack and returns what it did.
