@@ -72,21 +72,19 @@ func failoverDrills() []Drill {
 	}
 }
 
-// stockWait is the WAIT timeout of the redis-stock drill with WAIT 1: a
-// replica on loopback acknowledges within milliseconds.
-const stockWait = 200 * time.Millisecond
-
-// Lags of redis-stock's resyncing failover: the master is killed once the
-// replica's copy misses stockLagUnits units the master took, or after
-// stockLagFor (with WAIT, no take stays on the master alone).
 const (
+	// stockWait is the WAIT timeout of the redis-stock drill with WAIT 1:
+	// a replica on loopback acknowledges within milliseconds.
+	stockWait = 200 * time.Millisecond
+	// Lags of redis-stock's resyncing failover: the master is killed once
+	// the replica's copy misses stockLagUnits units the master took, or
+	// after stockLagFor (with WAIT, no take stays on the master alone).
 	stockLagUnits = 50
 	stockLagFor   = 2 * time.Second
+	// syncWait bounds the wait for a replica's replication link to be up
+	// (a full sync waits repl-diskless-sync-delay, 5 s, for more replicas).
+	syncWait = 20 * time.Second
 )
-
-// syncWait bounds the wait for a replica's replication link to be up (a
-// full sync waits repl-diskless-sync-delay, 5 s, for more replicas first).
-const syncWait = 20 * time.Second
 
 // FailoverRedisMaster kills (SIGKILL) the Redis Cluster master serving the
 // hot sku's lock key while a replica of the service holds the lock, and
