@@ -6,9 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/loadtest/env"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // The network faults: they strike one replica's links to its stores,
@@ -47,14 +46,8 @@ func NeedsNetwork(faults []string) bool {
 // lockLink is the store link a strategy's lock lives behind, "" for none
 // the env proxies (local, redlock's own servers).
 func lockLink(name string) env.Link {
-	in, ok := strategy.Lookup(name)
-	if !ok {
-		return ""
-	}
-	for _, l := range env.Links {
-		if string(l) == in.Lock {
-			return l
-		}
+	if in, ok := strategy.Lookup(name); ok && slices.Contains(env.Links, env.Link(in.Lock)) {
+		return env.Link(in.Lock)
 	}
 	return ""
 }
@@ -63,24 +56,8 @@ func lockLink(name string) env.Link {
 // proxies, with fencing on: the holder loses its lock store, its lease
 // runs out, another replica takes the lock; then the link heals.
 func lockPartitionDrills() []Drill {
-	var ds []Drill
-	for _, s := range FencedStrategies {
-		if lockLink(s) != "" {
-			ds = append(ds, Drill{Label: "lock store partition", Strategy: s, Inject: PartitionLockStore})
-		}
-	}
-	return ds
-}
-
-// networkDrills returns a fault's drills over every safe strategy.
-func networkDrills(label string, inject Injector) func() []Drill {
-	return func() []Drill {
-		var ds []Drill
-		for _, s := range safeStrategies {
-			ds = append(ds, Drill{Label: label, Strategy: s, Inject: inject})
-		}
-		return ds
-	}
+	proxied := slices.DeleteFunc(slices.Clone(FencedStrategies), func(s string) bool { return lockLink(s) == "" })
+	return over(proxied, Drill{Label: "lock store partition", Inject: PartitionLockStore})
 }
 
 // PartitionLockStore cuts the lock holder off from the store its lock
@@ -88,104 +65,71 @@ func networkDrills(label string, inject Injector) func() []Drill {
 // stock store) for twice the TTL, then heals the link. The lease cannot
 // be refreshed and runs out; another replica takes the lock and sells;
 // the cut-off holder must not write after it.
-func PartitionLockStore(ctx context.Context, f *Ctx) (*Event, error) {
-	link := lockLink(f.Strategy)
-	if link == "" {
-		return nil, fmt.Errorf("%w: %s has no lock store behind a proxy", env.ErrUnsupported, f.Strategy)
+var PartitionLockStore = strike(func(f *Ctx) error {
+	if lockLink(f.Strategy) == "" {
+		return fmt.Errorf("%w: %s has no lock store behind a proxy", env.ErrUnsupported, f.Strategy)
 	}
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return cutFor(ctx, f, i, 2*f.TTL, fmt.Sprintf("replica %s cut off from %s for %s (%s)", f.Env.ID(i), link, 2*f.TTL, how), link)
-}
-
-// redisPartitionDrills: the strategies that keep their stock in Redis (the
-// lock partition cuts the lock strategies off from theirs). Latency and
-// resets strike every link of a replica, Redis's too.
-func redisPartitionDrills() []Drill {
-	return []Drill{{Label: "redis partition", Strategy: strategy.RedisStock, Inject: PartitionRedis}}
-}
+	return nil
+}, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	return cutOff(ctx, f, i, lockLink(f.Strategy), string(lockLink(f.Strategy)), 2*f.TTL, how)
+})
 
 // PartitionRedis cuts a replica (by turn, or the lock holder) off from
 // Redis for storePartition under load, then heals: redis-stock's takes,
 // loads and clearings in flight lose their answers, while its batch
-// writes to MongoDB go on.
-func PartitionRedis(ctx context.Context, f *Ctx) (*Event, error) {
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return cutFor(ctx, f, i, storePartition, fmt.Sprintf("replica %s cut off from Redis for %s (%s)", f.Env.ID(i), storePartition, how), env.LinkRedis)
-}
+// writes to MongoDB go on. Its drill is redis-stock's, the strategy that
+// keeps its stock in Redis (the lock partition cuts the lock strategies
+// off from theirs; latency and resets strike every link, Redis's too).
+var PartitionRedis = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	return cutOff(ctx, f, i, env.LinkRedis, "Redis", storePartition, how)
+})
 
 // PartitionStore cuts a replica (the lock holder, or one by turn) off from
 // MongoDB for storePartition under load, then heals: stock and ledger
 // writes in flight lose their answers (outcome unknown, pending orders,
 // recovery), and reads and fenced reads find no server.
-func PartitionStore(ctx context.Context, f *Ctx) (*Event, error) {
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return cutFor(ctx, f, i, storePartition, fmt.Sprintf("replica %s cut off from MongoDB for %s (%s)", f.Env.ID(i), storePartition, how), env.LinkMongo)
+var PartitionStore = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	return cutOff(ctx, f, i, env.LinkMongo, "MongoDB", storePartition, how)
+})
+
+// cutOff partitions replica i's link to the store called name for d.
+func cutOff(ctx context.Context, f *Ctx, i int, link env.Link, name string, d time.Duration, how string) (*Event, error) {
+	id := f.Env.ID(i)
+	return onLinks(ctx, f, i, d, "partition replica "+id, "",
+		fmt.Sprintf("replica %s cut off from %s for %s (%s)", id, name, d, how), func() error { return f.Env.Partition(i, link) })
 }
 
-// cutFor partitions replica i's links for d, then heals them.
-func cutFor(ctx context.Context, f *Ctx, i int, d time.Duration, note string, links ...env.Link) (*Event, error) {
+// onLinks strikes replica i's store links with hit (doing what, for an
+// error) for d, then heals them, waiting d whatever ctx does: a replica
+// must not stay cut off.
+func onLinks(ctx context.Context, f *Ctx, i int, d time.Duration, doing, shape, note string, hit func() error) (*Event, error) {
 	at := time.Now()
-	if err := f.Env.Partition(i, links...); err != nil {
-		return nil, fmt.Errorf("partition replica %s: %w", f.Env.ID(i), err)
+	if err := hit(); err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
 	}
-	return heal(ctx, f, i, at, d, note)
-}
-
-// heal waits d (even if ctx ends: a replica must not stay cut off), heals
-// replica i's links and returns the event.
-func heal(ctx context.Context, f *Ctx, i int, at time.Time, d time.Duration, note string) (*Event, error) {
-	serr := Sleep(context.WithoutCancel(ctx), d)
+	time.Sleep(d)
 	if err := f.Env.Heal(context.WithoutCancel(ctx), i); err != nil {
 		return nil, fmt.Errorf("heal replica %s: %w", f.Env.ID(i), err)
 	}
-	if serr != nil {
-		return nil, serr
-	}
-	return &Event{At: at, Healed: time.Now(), Victim: f.Env.ID(i), Note: note}, nil
+	return &Event{At: at, Healed: time.Now(), Victim: f.Env.ID(i), Shape: shape, Note: note}, nil
 }
 
 // SlowLinks adds latencyAdded ± latencyJitter to every reply on a
 // replica's store links for networkFault.
-func SlowLinks(ctx context.Context, f *Ctx) (*Event, error) {
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	at := time.Now()
-	if err := f.Env.Slow(i, latencyAdded, latencyJitter); err != nil {
-		return nil, fmt.Errorf("slow replica %s's links: %w", f.Env.ID(i), err)
-	}
-	ev, err := heal(ctx, f, i, at, networkFault, fmt.Sprintf("replica %s's store links +%s ± %s for %s (%s)", f.Env.ID(i), latencyAdded, latencyJitter, networkFault, how))
-	if ev != nil {
-		ev.Shape = fmt.Sprintf("%d±%d ms", latencyAdded.Milliseconds(), latencyJitter.Milliseconds())
-	}
-	return ev, err
-}
+var SlowLinks = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	id := f.Env.ID(i)
+	return onLinks(ctx, f, i, networkFault, "slow replica "+id+"'s links",
+		fmt.Sprintf("%d±%d ms", latencyAdded.Milliseconds(), latencyJitter.Milliseconds()),
+		fmt.Sprintf("replica %s's store links +%s ± %s for %s (%s)", id, latencyAdded, latencyJitter, networkFault, how),
+		func() error { return f.Env.Slow(i, latencyAdded, latencyJitter) })
+})
 
 // ResetLinks closes each of a replica's store connections once resetBytes
 // of replies have passed on it, for networkFault: under load, connections
 // die mid-reply at a steady rate, and the drivers dial again.
-func ResetLinks(ctx context.Context, f *Ctx) (*Event, error) {
-	i, how, err := f.victim(ctx)
-	if err != nil {
-		return nil, err
-	}
-	at := time.Now()
-	if err := f.Env.CutAfter(i, resetBytes); err != nil {
-		return nil, fmt.Errorf("reset replica %s's links: %w", f.Env.ID(i), err)
-	}
-	ev, err := heal(ctx, f, i, at, networkFault, fmt.Sprintf("replica %s's store connections closed after every %d KiB of replies for %s (%s)", f.Env.ID(i), resetBytes>>10, networkFault, how))
-	if ev != nil {
-		ev.Shape = fmt.Sprintf("every %d KiB", resetBytes>>10)
-	}
-	return ev, err
-}
+var ResetLinks = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
+	id := f.Env.ID(i)
+	return onLinks(ctx, f, i, networkFault, "reset replica "+id+"'s links", fmt.Sprintf("every %d KiB", resetBytes>>10),
+		fmt.Sprintf("replica %s's store connections closed after every %d KiB of replies for %s (%s)", id, resetBytes>>10, networkFault, how),
+		func() error { return f.Env.CutAfter(i, resetBytes) })
+})

@@ -8,13 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/pkg/lock/redlock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // RedlockPartition is Kleppmann's scenario against the redlock strategy
@@ -45,14 +44,12 @@ type redlockServers struct {
 }
 
 func openRedlock(e *env.Env) (*redlockServers, error) {
-	s := &redlockServers{}
-	for i := range env.RedlockServers {
-		r, err := e.RedlockServer(i)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.srv = append(s.srv, r)
+	srv, err := e.Redlock()
+	if err != nil {
+		return nil, err
+	}
+	s := &redlockServers{srv: srv}
+	for _, r := range srv {
 		s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond}))
 	}
 	return s, nil
@@ -68,11 +65,7 @@ func (s *redlockServers) close() {
 // under the env's replicas' key names; "" when it has none or does not
 // answer.
 func (s *redlockServers) lease(ctx context.Context, i int, sku string) string {
-	v, err := s.clients[i].Get(ctx, redlock.KeyName(redlock.KeyPrefix(env.DB), strategy.LockKey(sku))).Result()
-	if err != nil {
-		return ""
-	}
-	return v
+	return s.clients[i].Get(ctx, redlock.KeyName(redlock.KeyPrefix(env.DB), strategy.LockKey(sku))).Val()
 }
 
 // holding reports which of the servers at the indexes among hold lease
@@ -113,22 +106,21 @@ func ownerReplica(v string) string {
 // PartitionRedlock strikes the redlock strategy's five servers while a
 // replica holds the hot sku's lease under load.
 //
-// With step > 0 it is Kleppmann's scenario. Servers 3 and 4 stop, so
-// that the next grant, client A's, is on servers 0, 1 and 2 only; they
-// start again, empty, while A still holds. Then servers 0 and 1 stop (A
-// is cut off from them) and server 2's clock steps forward by step, past
-// the TTL, which expires A's key there at once. The next replica to try,
-// B, gets servers 2, 3 and 4: a majority, while A still works under its
-// lease (the write stall keeps it there). Server 2 kept A's token in its
-// fence, so B's token is higher, and a fenced store refuses A's late
-// write.
+// With step > 0 it is Kleppmann's scenario. Servers 3 and 4 stop, so that
+// the next grant, client A's, is on servers 0, 1 and 2 only; they start
+// again, empty, while A still holds. Then servers 0 and 1 stop (A is cut
+// off from them) and server 2's clock steps forward by step, past the TTL,
+// which expires A's key there at once. The next replica to try, B, gets
+// servers 2, 3 and 4, a majority, while A still works under its lease (the
+// write stall keeps it there). Server 2 kept A's token in its fence, so
+// B's token is higher, and a fenced store refuses A's late write.
 //
-// With step 0 only servers 0 and 1 stop, under whatever lease is held:
-// a minority down, which a Redlock must survive without a double grant.
+// With step 0 only servers 0 and 1 stop, under whatever lease is held: a
+// minority down, which a Redlock must survive without a double grant.
 //
-// It watches the replicas' /healthz for three TTLs for two holders at
-// once; the note gives the timeline. After the attack the stopped servers
-// start again (empty) and the clock goes back.
+// It counts double holders for three TTLs (countDoubleHeld); the note
+// gives the timeline. After the attack the stopped servers start again
+// (empty) and the clock goes back.
 func PartitionRedlock(step time.Duration) Injector {
 	return func(ctx context.Context, f *Ctx) (*Event, error) {
 		if len(f.SKUs) == 0 {
@@ -220,11 +212,9 @@ func PartitionRedlock(step time.Duration) Injector {
 }
 
 // isolateGrant makes the next grant of the hot sku's lease one on servers
-// 0, 1 and 2 only: it stops servers 3 and 4, waits for a grant (a lease
-// value not seen before they stopped) and starts them again, empty. It
-// returns the lease value once the grant is still held with 3 and 4 back,
-// trying again, within the drill's search time, when the holder let go
-// meanwhile.
+// 0, 1 and 2 only: it stops servers 3 and 4, waits for a new lease value
+// and starts them again, empty. It returns the value if still held with 3
+// and 4 back, else tries again within the drill's search time.
 func (s *redlockServers) isolateGrant(ctx context.Context, f *Ctx, sku string, mark func(string, ...any)) (string, error) {
 	majority, minority, all := []int{0, 1, 2}, []int{3, 4}, []int{0, 1, 2, 3, 4}
 	deadline := time.Now().Add(max(f.Search, 2*time.Second))

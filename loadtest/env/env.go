@@ -6,6 +6,7 @@ package env
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,9 +40,8 @@ const MaxReplicas = 8
 // it did not start, or a platform without the signal it needs.
 var ErrUnsupported = errors.New("not supported by this environment")
 
-// DB is the replicas' database (MONGO_DB): their items, orders and leases,
-// and the namespace of their lock keys in Redis, etcd and the Redlock
-// servers.
+// DB is the replicas' database (MONGO_DB), and the namespace of their lock
+// keys in Redis, etcd and the Redlock servers.
 const DB = "stocklock"
 
 // HeartbeatTimeout is the replicas' --heartbeat-timeout: how long one
@@ -57,9 +57,8 @@ type Options struct {
 	Replicas    int  // replica processes, 1..MaxReplicas
 	EtcdCluster bool // a three-member embedded etcd instead of one member
 	RedisClock  bool // a private redis-server whose clock can be moved (needs gcc)
-	// RedisCluster starts a Redis Cluster (REDIS_CLUSTER_ADDRS, else three
-	// masters and three replicas of redis-server on loopback) instead of
-	// one Redis; the replicas get REDIS_CLUSTER_ADDRS instead of REDIS_ADDR.
+	// RedisCluster starts a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3
+	// masters + 3 replicas on loopback), given as REDIS_CLUSTER_ADDRS.
 	RedisCluster bool
 	StockBin     string        // a prebuilt services/stock binary; "": go build it
 	OutDir       string        // where replica-<id>.log and devstore.log go
@@ -70,45 +69,38 @@ type Options struct {
 	// Flags go to every replica, after --addr and --demo; a drill's own
 	// flags (Configure) come after them and win.
 	Flags []string
-	// Network puts every replica's links to MongoDB, Redis and etcd
-	// behind proxies of its own (Toxiproxy, in this process), for the
-	// network drills (Partition, Slow, CutAfter, Heal).
+	// Network puts every replica's links to the stores behind proxies of
+	// its own, for the network drills (Partition, Slow, CutAfter, Heal).
 	Network bool
 	// NetworkIfPossible is Network where the stores allow it (see
 	// Networked), and direct links otherwise.
 	NetworkIfPossible bool
-	// Redlock starts RedlockServers independent redis-servers (with the
-	// clock shim when gcc is there; miniredis without redis-server) and
-	// gives every replica their REDLOCK_ADDRS.
+	// Redlock starts RedlockServers independent Redis servers (see
+	// startRedlock) and gives every replica their REDLOCK_ADDRS.
 	Redlock bool
 }
 
 // Env is everything Start started. Its methods are not safe for
-// concurrent use, except Bases and Close.
+// concurrent use, except Bases, Procs and Close.
 type Env struct {
-	log    io.Writer
-	opt    Options
-	outDir string
+	opt Options
 	// Mongo, Redis and Etcd are the stores the replicas use.
 	Mongo *devstore.Mongo
 	Redis *devstore.Redis
 	Etcd  *devstore.Etcd
 	// Cluster is the Redis Cluster the replicas use instead of Redis
-	// (Options.RedisCluster; Redis is nil then), for the drills that kill
-	// or fail over its nodes.
-	Cluster *devstore.RedisCluster
-	redlock *redlockStores // the servers of Options.Redlock; see RedlockServer
-	net     *network       // the proxies of Options.Network
-	tmpDir  string
-	bin     string
-	mu      sync.Mutex // guards procs against Bases and Close
-	procs   []*replicaProc
-	// Store, RedisText and EtcdText describe the stores in use, for the
-	// report.
-	Store, RedisText, EtcdText string
-
+	// (Options.RedisCluster; Redis is nil then).
+	Cluster   *devstore.RedisCluster
+	redlock   *redlockStores // the servers of Options.Redlock; see Redlock
+	net       *network       // the proxies of Options.Network
+	tmpDir    string
+	bin       string
+	mu        sync.Mutex // guards procs against Procs and Close
+	procs     []*replicaProc
 	storeLog  *os.File
 	closeOnce sync.Once
+
+	Store, RedisText, EtcdText string // the stores in use, for the report
 }
 
 // replicaProc is one running replica process.
@@ -116,7 +108,6 @@ type replicaProc struct {
 	id      string
 	base    string
 	port    int
-	bin     string
 	extra   []string // flags beyond the ones every replica gets (fault drills)
 	cmd     *exec.Cmd
 	logPath string
@@ -125,12 +116,11 @@ type replicaProc struct {
 	waitErr error
 }
 
-func (e *Env) logf(format string, a ...any) { fmt.Fprintf(e.log, format+"\n", a...) }
+func (e *Env) logf(format string, a ...any) { fmt.Fprintf(e.opt.Log, format+"\n", a...) }
 
-// Start starts MongoDB, Redis and etcd (devstore), builds ./services/stock
-// unless given a binary, and starts the replicas, waiting until they are
-// ready. On error it stops whatever it had started; on success the caller
-// must Close the Env.
+// Start starts the stores (devstore), builds ./services/stock unless given
+// a binary, and starts the replicas, waiting until they are ready. On
+// error it stops whatever it had started; else the caller must Close it.
 func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	if opt.Replicas < 1 || opt.Replicas > MaxReplicas {
 		return nil, fmt.Errorf("env: %d replicas: must be between 1 and %d", opt.Replicas, MaxReplicas)
@@ -138,8 +128,7 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	outDir := opt.OutDir
-	e := &Env{log: opt.Log, opt: opt, outDir: outDir}
+	e := &Env{opt: opt}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -148,12 +137,10 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 
 	// devstore logs (FerretDB's complaints included) go to a file: the
 	// terminal gets the harness's own progress lines.
-	dlog, err := os.Create(filepath.Join(outDir, "devstore.log"))
-	if err != nil {
+	if e.storeLog, err = os.Create(filepath.Join(opt.OutDir, "devstore.log")); err != nil {
 		return nil, err
 	}
-	e.storeLog = dlog
-	logger := slog.New(slog.NewTextHandler(dlog, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(e.storeLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	e.logf("starting MongoDB (MONGO_URI, else FerretDB behind the per-document gate, in a devstored process that the first run builds: minutes on a cold build cache)...")
 	t0 := time.Now()
@@ -162,7 +149,8 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	}
 	switch e.Mongo.Kind {
 	case devstore.KindFerretDB:
-		e.Store = "embedded FerretDB v1 on " + backendName(e.Mongo.Backend) + " behind the per-document gate (far slower than a real MongoDB)"
+		backend := map[string]string{devstore.BackendPostgreSQL: "PostgreSQL", devstore.BackendSQLite: "SQLite"}[e.Mongo.Backend]
+		e.Store = "embedded FerretDB v1 on " + cmp.Or(backend, e.Mongo.Backend) + " behind the per-document gate (far slower than a real MongoDB)"
 	case devstore.KindExternal:
 		e.Store = "real MongoDB at " + redactURI(e.Mongo.URI) + " (MONGO_URI)"
 	case devstore.KindTestcontainers:
@@ -172,35 +160,26 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	}
 	e.logf("  MongoDB: %s [%s]", e.Store, time.Since(t0).Round(time.Millisecond))
 
-	if opt.RedisCluster {
-		if err := e.startCluster(ctx, logger); err != nil {
-			return nil, err
-		}
-	} else if err := e.startRedis(ctx, logger); err != nil {
+	if err := e.startRedis(ctx, logger); err != nil {
 		return nil, err
 	}
 	if err := e.startEtcd(ctx, logger); err != nil {
 		return nil, err
 	}
-	if opt.Redlock {
-		if err := e.startRedlock(ctx, logger); err != nil {
-			return nil, err
-		}
+	if err := e.startRedlock(ctx, logger); err != nil {
+		return nil, err
 	}
 
-	if opt.NetworkIfPossible && !opt.Network {
-		if err := e.canProxy(); err != nil {
-			e.logf("  network: direct links (%v)", err)
-		} else {
-			opt.Network = true
-		}
-	}
-	if opt.Network {
-		if err := e.canProxy(); err != nil {
+	if opt.Network || opt.NetworkIfPossible {
+		switch err := e.canProxy(); {
+		case err != nil && opt.Network:
 			return nil, err
+		case err != nil:
+			e.logf("  network: direct links (%v)", err)
+		default:
+			e.net = newNetwork()
+			e.logf("  network: every replica reaches the stores through proxies of its own (Toxiproxy %s, in this process)", toxiproxyVersion)
 		}
-		e.net = newNetwork()
-		e.logf("  network: every replica reaches the stores through proxies of its own (Toxiproxy %s, in this process)", toxiproxyVersion)
 	}
 
 	if e.tmpDir, err = os.MkdirTemp("", "stocklock-loadtest-"); err != nil {
@@ -218,29 +197,27 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// startCluster starts the Redis Cluster of Options.RedisCluster.
-func (e *Env) startCluster(ctx context.Context, logger *slog.Logger) error {
-	e.logf("starting a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback)...")
+// startRedis starts the one Redis the replicas use, or the Redis Cluster
+// of Options.RedisCluster.
+func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) (err error) {
 	t0 := time.Now()
-	c, err := devstore.StartRedisCluster(ctx, logger)
-	if err != nil {
-		return fmt.Errorf("start Redis Cluster: %w", err)
+	defer func() {
+		if err == nil {
+			e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
+		}
+	}()
+	if e.opt.RedisCluster {
+		e.logf("starting a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback)...")
+		if e.Cluster, err = devstore.StartRedisCluster(ctx, logger); err != nil {
+			return fmt.Errorf("start Redis Cluster: %w", err)
+		}
+		e.RedisText = "private Redis Cluster, 3 masters + 3 replicas of redis-server, at " + strings.Join(e.Cluster.Addrs, ",")
+		if e.Cluster.Kind == devstore.KindExternal {
+			e.RedisText = "real Redis Cluster at " + strings.Join(e.Cluster.Addrs, ",") + " (REDIS_CLUSTER_ADDRS)"
+		}
+		return nil
 	}
-	e.Cluster = c
-	if c.Kind == devstore.KindExternal {
-		e.RedisText = "real Redis Cluster at " + strings.Join(c.Addrs, ",") + " (REDIS_CLUSTER_ADDRS)"
-	} else {
-		e.RedisText = "private Redis Cluster, 3 masters + 3 replicas of redis-server, at " + strings.Join(c.Addrs, ",")
-	}
-	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
-	return nil
-}
-
-// startRedis starts the one Redis the replicas use.
-func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) error {
-	var err error
 	e.logf("starting Redis (REDIS_ADDR, else redis-server from PATH, else miniredis)...")
-	t0 := time.Now()
 	startRedis := devstore.StartRedis
 	if e.opt.RedisClock {
 		startRedis = devstore.StartRedisClock
@@ -258,7 +235,6 @@ func (e *Env) startRedis(ctx context.Context, logger *slog.Logger) error {
 	default:
 		e.RedisText = e.Redis.Kind + " at " + e.Redis.Addr
 	}
-	e.logf("  Redis: %s [%s]", e.RedisText, time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
@@ -324,7 +300,7 @@ func (e *Env) Scale(ctx context.Context, n int) error {
 		if len(e.procs) > 0 {
 			extra = e.procs[0].extra
 		}
-		p, err := e.startReplica(e.bin, ReplicaID(len(e.procs)), port, extra)
+		p, err := e.startReplica(ReplicaID(len(e.procs)), port, extra)
 		if err != nil {
 			return err
 		}
@@ -338,11 +314,9 @@ func (e *Env) Scale(ctx context.Context, n int) error {
 
 // Bases are the replicas' base URLs, by index.
 func (e *Env) Bases() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]string, len(e.procs))
-	for i, p := range e.procs {
-		out[i] = p.base
+	var out []string
+	for _, p := range e.Procs() {
+		out = append(out, p.Base)
 	}
 	return out
 }
@@ -387,10 +361,8 @@ func (e *Env) waitReady(ctx context.Context, procs []*replicaProc) error {
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", p.id, err)
 		}
-		select {
-		case <-p.exited:
+		if p.done() {
 			return fmt.Errorf("replica %s exited (%v), and %s answers as replica %q; last log lines:\n%s", p.id, p.waitErr, p.base, name, tail(p.logPath, 15))
-		default:
 		}
 		if name != p.id {
 			return fmt.Errorf("%s answers as replica %q, not %s: another process took the port", p.base, name, p.id)
@@ -486,24 +458,26 @@ func freePorts(n int) ([]int, error) {
 // startReplica starts replica id on port with the flags every replica gets
 // and extra after them (a later flag wins). Its log is appended to
 // replica-<id>.log in the output directory, across restarts.
-func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaProc, error) {
+func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p := &replicaProc{id: id, base: "http://" + addr, port: port, bin: bin, extra: extra,
-		logPath: filepath.Join(e.outDir, "replica-"+id+".log"), exited: make(chan struct{})}
+	p := &replicaProc{id: id, base: "http://" + addr, port: port, extra: extra,
+		logPath: filepath.Join(e.opt.OutDir, "replica-"+id+".log"), exited: make(chan struct{})}
 	var err error
 	if p.logFile, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("replica %s log: %w", id, err)
 	}
 	// --demo: the harness races the broken strategies and runs the drills
 	// on purpose, which a replica refuses by default.
-	args := append([]string{"--addr", addr, "--demo"}, e.opt.Flags...)
-	args = append(args, extra...)
-	p.cmd = exec.Command(bin, args...)
+	args := slices.Concat([]string{"--addr", addr, "--demo"}, e.opt.Flags, extra)
+	p.cmd = exec.Command(e.bin, args...)
 	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
 	// a replica given both refuses to start.
-	mongoURI, redisAddr, etcd := e.Mongo.URI, "", e.Etcd.Endpoints
+	mongoURI, redisAddr, cluster, etcd := e.Mongo.URI, "", "", e.Etcd.Endpoints
 	if e.Redis != nil {
 		redisAddr = e.Redis.Addr
+	}
+	if e.Cluster != nil {
+		cluster = strings.Join(e.Cluster.Addrs, ",")
 	}
 	if e.net != nil {
 		if mongoURI, redisAddr, etcd, err = e.proxyEnv(id); err != nil {
@@ -511,13 +485,9 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 			return nil, err
 		}
 	}
-	redisEnv := []string{"REDIS_CLUSTER_ADDRS="}
-	if e.Cluster != nil {
-		redisEnv = []string{"REDIS_ADDR=", "REDIS_CLUSTER_ADDRS=" + strings.Join(e.Cluster.Addrs, ",")}
-	} else {
-		redisEnv = append(redisEnv, "REDIS_ADDR="+redisAddr)
-	}
-	p.cmd.Env = append(append(os.Environ(), redisEnv...),
+	p.cmd.Env = append(os.Environ(),
+		"REDIS_ADDR="+redisAddr,
+		"REDIS_CLUSTER_ADDRS="+cluster,
 		"MONGO_URI="+mongoURI,
 		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
 		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
@@ -528,7 +498,7 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	)
 	var out io.Writer = p.logFile
 	if e.opt.ReplicaLog {
-		out = io.MultiWriter(p.logFile, prefixWriter(e.log, "["+id+"] "))
+		out = io.MultiWriter(p.logFile, &prefixed{w: e.opt.Log, prefix: "[" + id + "] "})
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	ownGroup(p.cmd)
@@ -540,21 +510,28 @@ func (e *Env) startReplica(bin, id string, port int, extra []string) (*replicaPr
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			close(p.exited)
-			return
+		defer close(p.exited)
+		err := p.cmd.Start()
+		if started <- err; err == nil {
+			p.waitErr = p.cmd.Wait()
 		}
-		started <- nil
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
 	}()
 	if err := <-started; err != nil {
 		p.logFile.Close()
 		return nil, fmt.Errorf("start replica %s: %w", id, err)
 	}
-	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
+	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(e.bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
 	return p, nil
+}
+
+// done reports whether the replica's process has exited.
+func (p *replicaProc) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // stop ends a replica: SIGTERM to its process group, SIGKILL after a grace
@@ -563,9 +540,7 @@ func (p *replicaProc) stop() {
 	if p.cmd.Process == nil {
 		return
 	}
-	select {
-	case <-p.exited:
-	default:
+	if !p.done() {
 		_ = signalGroup(p.cmd, syscall.SIGTERM)
 		select {
 		case <-p.exited:
@@ -577,15 +552,13 @@ func (p *replicaProc) stop() {
 	p.logFile.Close()
 }
 
-// Close stops everything startLocal started, replicas first (an embedded
-// etcd waits seconds for clients that are still connected). It is safe to
-// call more than once.
+// Close stops everything Start started, replicas first (an embedded etcd
+// waits seconds for clients still connected). It may be called again.
 func (e *Env) Close() {
 	e.closeOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, p := range e.procs {
-			wg.Add(1)
-			go func() { defer wg.Done(); p.stop() }()
+			wg.Go(p.stop)
 		}
 		wg.Wait()
 		if len(e.procs) > 0 {
@@ -594,31 +567,20 @@ func (e *Env) Close() {
 		if e.net != nil {
 			e.net.close()
 		}
-		if e.Etcd != nil {
-			if err := e.Etcd.Close(); err != nil {
-				e.logf("stop etcd: %v", err)
+		// close is a method value, of a nil store when not running:
+		// not called then.
+		stop := func(what string, running bool, close func() error) {
+			if running {
+				if err := close(); err != nil {
+					e.logf("stop %s: %v", what, err)
+				}
 			}
 		}
-		if e.Redis != nil {
-			if err := e.Redis.Close(); err != nil {
-				e.logf("stop Redis: %v", err)
-			}
-		}
-		if e.Cluster != nil {
-			if err := e.Cluster.Close(); err != nil {
-				e.logf("stop the Redis Cluster: %v", err)
-			}
-		}
-		if e.redlock != nil {
-			if err := e.redlock.close(); err != nil {
-				e.logf("stop the redlock servers: %v", err)
-			}
-		}
-		if e.Mongo != nil {
-			if err := e.Mongo.Close(); err != nil {
-				e.logf("stop MongoDB: %v", err)
-			}
-		}
+		stop("etcd", e.Etcd != nil, e.Etcd.Close)
+		stop("Redis", e.Redis != nil, e.Redis.Close)
+		stop("the Redis Cluster", e.Cluster != nil, e.Cluster.Close)
+		stop("the redlock servers", e.redlock != nil, e.redlock.close)
+		stop("MongoDB", e.Mongo != nil, e.Mongo.Close)
 		if e.Redis != nil || e.Cluster != nil || e.Mongo != nil || e.Etcd != nil {
 			e.logf("stopped the stores")
 		}
@@ -656,16 +618,12 @@ func tail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// prefixWriter prefixes each line written to w.
-func prefixWriter(w io.Writer, prefix string) io.Writer {
-	return &prefixed{w: w, prefix: prefix, bol: true}
-}
-
+// prefixed prefixes each line written to w.
 type prefixed struct {
 	mu     sync.Mutex
 	w      io.Writer
 	prefix string
-	bol    bool
+	mid    bool // the last write ended inside a line
 }
 
 func (p *prefixed) Write(b []byte) (int, error) {
@@ -673,14 +631,11 @@ func (p *prefixed) Write(b []byte) (int, error) {
 	defer p.mu.Unlock()
 	var buf bytes.Buffer
 	for _, c := range b {
-		if p.bol {
+		if !p.mid {
 			buf.WriteString(p.prefix)
-			p.bol = false
 		}
 		buf.WriteByte(c)
-		if c == '\n' {
-			p.bol = true
-		}
+		p.mid = c != '\n'
 	}
 	if _, err := p.w.Write(buf.Bytes()); err != nil {
 		return 0, err
@@ -688,67 +643,37 @@ func (p *prefixed) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// kill stops the replica with SIGKILL, as a crash would, and waits until
-// it is gone.
-func (p *replicaProc) kill() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("replica %s had already exited (%v); last log lines:\n%s", p.id, p.waitErr, tail(p.logPath, 15))
-	default:
-	}
-	if err := signalGroup(p.cmd, syscall.SIGKILL); err != nil {
-		return err
-	}
-	<-p.exited
-	return nil
-}
-
 // Restart stops replica i if it still runs and starts it again on the same
 // port with the same flags, then waits until it is ready.
 func (e *Env) Restart(ctx context.Context, i int) error {
-	return e.replace(ctx, []int{i}, func(_ int, p *replicaProc) []string { return p.extra })
+	return e.replace(ctx, []int{i}, func(int) []string { return e.procs[i].extra })
 }
 
 // Configure makes replica i run with extra flags args[i] (none past the
-// end of args), restarting only the replicas whose flags differ (and any
-// that is not running).
+// end), restarting only the replicas whose flags differ or that are down.
 func (e *Env) Configure(ctx context.Context, args [][]string) error {
+	want := make([][]string, len(e.procs))
+	copy(want, args)
 	var which []int
 	for i, p := range e.procs {
-		var want []string
-		if i < len(args) {
-			want = args[i]
-		}
-		exited := false
-		select {
-		case <-p.exited:
-			exited = true
-		default:
-		}
-		if exited || !slices.Equal(p.extra, want) {
+		if p.done() || !slices.Equal(p.extra, want[i]) {
 			which = append(which, i)
 		}
 	}
 	if len(which) == 0 {
 		return nil
 	}
-	return e.replace(ctx, which, func(i int, _ *replicaProc) []string {
-		if i < len(args) {
-			return args[i]
-		}
-		return nil
-	})
+	return e.replace(ctx, which, func(i int) []string { return want[i] })
 }
 
-// replace stops the replicas at the indexes which and starts them again
-// with the flags extra returns for each.
-func (e *Env) replace(ctx context.Context, which []int, extra func(int, *replicaProc) []string) error {
+// replace restarts the replicas at the indexes which with flags extra(i).
+func (e *Env) replace(ctx context.Context, which []int, extra func(int) []string) error {
 	var started []*replicaProc
 	for _, i := range which {
 		old := e.procs[i]
-		flags := slices.Clone(extra(i, old))
+		flags := slices.Clone(extra(i))
 		old.stop()
-		p, err := e.startReplica(old.bin, old.id, old.port, flags)
+		p, err := e.startReplica(old.id, old.port, flags)
 		if err != nil {
 			return err
 		}
@@ -765,22 +690,14 @@ func (e *Env) Pid(i int) int { return e.procs[i].cmd.Process.Pid }
 
 // Kill kills replica i with SIGKILL, as a crash would, and waits until it
 // is gone. It stays down until Restart or Configure.
-func (e *Env) Kill(i int) error { return e.procs[i].kill() }
-
-// Pause freezes replica i (SIGSTOP): it keeps its sockets and memory and
-// does nothing until Resume.
-func (e *Env) Pause(i int) error { return stopProc(e.procs[i].cmd) }
-
-// Resume lets a paused replica run on (SIGCONT).
-func (e *Env) Resume(i int) error { return contProc(e.procs[i].cmd) }
-
-// backendName is how reports name the embedded FerretDB's backend.
-func backendName(b string) string {
-	switch b {
-	case devstore.BackendPostgreSQL:
-		return "PostgreSQL"
-	case devstore.BackendSQLite:
-		return "SQLite"
+func (e *Env) Kill(i int) error {
+	p := e.procs[i]
+	if p.done() {
+		return fmt.Errorf("replica %s had already exited (%v); last log lines:\n%s", p.id, p.waitErr, tail(p.logPath, 15))
 	}
-	return b
+	if err := signalGroup(p.cmd, syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.exited
+	return nil
 }

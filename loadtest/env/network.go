@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/stocklock/stocklock/pkg/strategy"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // toxiproxyVersion is the Toxiproxy the network drills run (the module's
@@ -36,90 +35,52 @@ var Links = []Link{LinkMongo, LinkRedis, LinkEtcd}
 // network runs Toxiproxy in this process: with Options.Network, each
 // replica reaches MongoDB, Redis and etcd through proxies of its own, so
 // that a drill can cut, slow or reset one replica's links and not the
-// others'. A replica restarted keeps its proxies (and their ports).
-type network struct {
-	server *toxiproxy.ApiServer
-	mu     sync.Mutex
-	byID   map[string]map[Link]*toxiproxy.Proxy
-}
+// others'. A replica restarted keeps its proxies (and their ports),
+// named <replica id>-<link> in the server's collection.
+type network struct{ server *toxiproxy.ApiServer }
 
 func newNetwork() *network {
-	return &network{
-		server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
-		byID:   map[string]map[Link]*toxiproxy.Proxy{},
-	}
+	return &network{toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
 }
 
 // proxy returns the address replica id reaches upstream at through link,
 // starting the proxy the first time.
 func (n *network) proxy(id string, link Link, upstream string) (string, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.byID[id] == nil {
-		n.byID[id] = map[Link]*toxiproxy.Proxy{}
+	p, err := n.server.Collection.Get(id + "-" + string(link))
+	if err != nil {
+		p = toxiproxy.NewProxy(n.server, id+"-"+string(link), "127.0.0.1:0", upstream)
+		if err := n.server.Collection.Add(p, true); err != nil {
+			return "", fmt.Errorf("toxiproxy %s: %w", p.Name, err)
+		}
 	}
-	if p := n.byID[id][link]; p != nil {
-		return p.Listen, nil
-	}
-	p := toxiproxy.NewProxy(n.server, id+"-"+string(link), "127.0.0.1:0", upstream)
-	if err := n.server.Collection.Add(p, true); err != nil {
-		return "", fmt.Errorf("toxiproxy %s: %w", p.Name, err)
-	}
-	n.byID[id][link] = p
 	return p.Listen, nil
 }
 
-// proxies returns replica id's proxies of links (all when none given).
-func (n *network) proxies(id string, links []Link) ([]*toxiproxy.Proxy, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// proxies returns replica i's proxies of links (all when none given).
+func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
+	if e.net == nil {
+		return nil, fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
+	}
 	if len(links) == 0 {
 		links = Links
 	}
 	var out []*toxiproxy.Proxy
 	for _, l := range links {
-		if p := n.byID[id][l]; p != nil {
+		if p, err := e.net.server.Collection.Get(e.procs[i].id + "-" + string(l)); err == nil {
 			out = append(out, p)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: replica %s has no proxied link among %v", ErrUnsupported, id, links)
+		return nil, fmt.Errorf("%w: replica %s has no proxied link among %v", ErrUnsupported, e.procs[i].id, links)
 	}
 	return out, nil
 }
 
-func (n *network) close() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, ps := range n.byID {
-		for _, p := range ps {
-			p.Stop()
-		}
-	}
-}
-
-// addToxic adds one toxic, in both directions unless stream says which.
-func addToxic(p *toxiproxy.Proxy, name, kind, stream string, attrs string) error {
-	streams := []string{"upstream", "downstream"}
-	if stream != "" {
-		streams = []string{stream}
-	}
-	for _, s := range streams {
-		js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+s, kind, s, attrs)
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			return fmt.Errorf("toxiproxy %s: add %s: %w", p.Name, kind, err)
-		}
-	}
-	return nil
-}
+func (n *network) close() { _ = n.server.Collection.Clear() }
 
 // proxyEnv rewrites the stores' addresses in a replica's environment to
-// its proxies. It refuses stores it cannot proxy: a Redis Cluster (its
-// nodes announce their own addresses) and a MongoDB URI of several hosts.
+// its proxies (Start checked that it can: canProxy).
 func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
-	if err := e.canProxy(); err != nil {
-		return "", "", nil, err
-	}
 	u, _ := url.Parse(e.Mongo.URI)
 	if u.Host, err = e.net.proxy(id, LinkMongo, u.Host); err != nil {
 		return "", "", nil, err
@@ -189,34 +150,34 @@ func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
 // those connections are out of step. Latency loses nothing, and its
 // connections stay open.
 func (e *Env) Heal(ctx context.Context, i int) error {
-	if e.net == nil {
-		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
-	}
-	ps, err := e.net.proxies(e.procs[i].id, nil)
-	if err != nil {
-		return err
-	}
+	ps, err := e.proxies(i, nil)
 	for _, p := range ps {
 		p.Toxics.ResetToxics(ctx)
 	}
-	return nil
+	return err
 }
 
+// withToxic adds a toxic to replica i's links, in both directions unless
+// stream says which.
 func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
-	if e.net == nil {
-		return fmt.Errorf("%w: no network proxies (start the env with Options.Network)", ErrUnsupported)
-	}
-	ps, err := e.net.proxies(e.procs[i].id, links)
+	ps, err := e.proxies(i, links)
 	if err != nil {
 		return err
 	}
+	streams := []string{"upstream", "downstream"}
+	if stream != "" {
+		streams = []string{stream}
+	}
 	for _, p := range ps {
-		if err := addToxic(p, name, kind, stream, attrs); err != nil {
-			// No half-struck fault: take back what was added.
-			for _, q := range ps {
-				q.Toxics.ResetToxics(context.Background())
+		for _, s := range streams {
+			js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+s, kind, s, attrs)
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+				// No half-struck fault: take back what was added.
+				for _, q := range ps {
+					q.Toxics.ResetToxics(context.Background())
+				}
+				return fmt.Errorf("toxiproxy %s: add %s: %w", p.Name, kind, err)
 			}
-			return err
 		}
 	}
 	return nil

@@ -20,10 +20,10 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {
 	return cmd.Process.Kill()
 }
 
-// stopProc cannot freeze a process here: the pause drill is skipped.
-func stopProc(cmd *exec.Cmd) error {
+// Pause cannot freeze a replica here: the pause drill is skipped.
+func (e *Env) Pause(int) error {
 	return fmt.Errorf("%w: pausing a process needs SIGSTOP, which %s does not have", ErrUnsupported, runtime.GOOS)
 }
 
-// contProc has nothing to resume here.
-func contProc(cmd *exec.Cmd) error { return nil }
+// Resume has nothing to resume here.
+func (e *Env) Resume(int) error { return nil }

@@ -12,9 +12,9 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {
 	return syscall.Kill(-cmd.Process.Pid, sig)
 }
 
-// stopProc freezes the child's process group (SIGSTOP): it keeps its
-// sockets and its memory, and does nothing until contProc.
-func stopProc(cmd *exec.Cmd) error { return signalGroup(cmd, syscall.SIGSTOP) }
+// Pause freezes replica i's process group (SIGSTOP): it keeps its sockets
+// and memory and does nothing until Resume.
+func (e *Env) Pause(i int) error { return signalGroup(e.procs[i].cmd, syscall.SIGSTOP) }
 
-// contProc lets a frozen process group run on (SIGCONT).
-func contProc(cmd *exec.Cmd) error { return signalGroup(cmd, syscall.SIGCONT) }
+// Resume lets a paused replica run on (SIGCONT).
+func (e *Env) Resume(i int) error { return signalGroup(e.procs[i].cmd, syscall.SIGCONT) }

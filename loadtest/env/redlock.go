@@ -24,13 +24,17 @@ const RedlockServers = 5
 type redlockStores struct {
 	servers *devstore.RedisServers
 	mini    []*miniredis.Miniredis
+	addrs   []string
 }
 
-// startRedlock starts the five servers of Options.Redlock: redis-servers
+// startRedlock starts the five servers of Options.Redlock, if asked: redis-servers
 // from PATH, with the clock shim when gcc can build it, else miniredis
 // (the strategy then runs everywhere, and only the drills that stop
 // servers or move their clocks are unsupported).
 func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
+	if !e.opt.Redlock {
+		return nil
+	}
 	e.logf("starting %d independent redis-servers for redlock...", RedlockServers)
 	t0 := time.Now()
 	s, err := devstore.StartRedisServers(ctx, logger, RedlockServers)
@@ -44,13 +48,13 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 			if err := m.Start(); err != nil {
 				return fmt.Errorf("start miniredis for redlock: %w", err)
 			}
-			e.redlock.mini = append(e.redlock.mini, m)
+			e.redlock.mini, e.redlock.addrs = append(e.redlock.mini, m), append(e.redlock.addrs, m.Addr())
 		}
-		text = fmt.Sprintf("%d miniredis (in-process stand-ins: no redis-server on PATH) at %s", RedlockServers, strings.Join(e.RedlockAddrs(), ","))
+		text = fmt.Sprintf("%d miniredis (in-process stand-ins: no redis-server on PATH) at %s", RedlockServers, strings.Join(e.redlock.addrs, ","))
 	case err != nil:
 		return fmt.Errorf("start the redlock redis-servers: %w", err)
 	default:
-		e.redlock = &redlockStores{servers: s}
+		e.redlock = &redlockStores{servers: s, addrs: s.Addrs()}
 		clock := "clocks movable (clock shim)"
 		if s.NoClock != nil {
 			clock = "clocks fixed: " + s.NoClock.Error()
@@ -65,30 +69,20 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 // RedlockAddrs are the addresses of the redlock servers, in order; none
 // without Options.Redlock.
 func (e *Env) RedlockAddrs() []string {
-	switch {
-	case e.redlock == nil:
+	if e.redlock == nil {
 		return nil
-	case e.redlock.servers != nil:
-		return e.redlock.servers.Addrs()
 	}
-	var addrs []string
-	for _, m := range e.redlock.mini {
-		addrs = append(addrs, m.Addr())
-	}
-	return addrs
+	return e.redlock.addrs
 }
 
-// RedlockServer is the i-th redlock server, to stop, start or move the
-// clock of; it wraps ErrUnsupported when the servers are not redis-servers
+// Redlock returns the redlock servers, in order, to stop, start or move
+// the clocks of; it wraps ErrUnsupported when they are not redis-servers
 // the env started.
-func (e *Env) RedlockServer(i int) (*devstore.Redis, error) {
+func (e *Env) Redlock() ([]*devstore.Redis, error) {
 	if e.redlock == nil || e.redlock.servers == nil {
 		return nil, fmt.Errorf("%w: needs the %d redis-servers the harness starts for redlock (redis-server on PATH)", ErrUnsupported, RedlockServers)
 	}
-	if i < 0 || i >= len(e.redlock.servers.Servers) {
-		return nil, fmt.Errorf("env: redlock server %d of %d", i, len(e.redlock.servers.Servers))
-	}
-	return e.redlock.servers.Servers[i], nil
+	return e.redlock.servers.Servers, nil
 }
 
 func (r *redlockStores) close() error {

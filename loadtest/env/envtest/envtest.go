@@ -4,17 +4,16 @@
 package envtest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stocklock/stocklock/services/stock/server/servertest"
-
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 )
 
 // Replicas runs two replicas (a and b) of the stock service in the test
@@ -28,9 +27,7 @@ func Replicas(t testing.TB, adminToken string, rmwDelay time.Duration) []string 
 	t.Logf("MongoDB: %s, Redis: %s, etcd: %s", mongo.Kind, redis.Kind, etcd.Kind)
 
 	// A database of its own, in case MONGO_URI is a shared server.
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	db := "loadtest_" + hex.EncodeToString(b[:])
+	db := fmt.Sprintf("loadtest_%08x", rand.Uint32())
 
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var bases []string
