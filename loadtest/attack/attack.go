@@ -7,6 +7,7 @@
 package attack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,7 +116,7 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 	attackers := make([]*vegeta.Attacker, n)
 	var attacking sync.WaitGroup
 	for i, base := range targets {
-		atk, tr := newAttacker(ctx, o, max(1, o.Workers/n), max(1, o.MaxWorkers/n), o.wrap(base))
+		atk, tr := newAttacker(ctx, o, n, base)
 		a.closers = append(a.closers, tr.CloseIdleConnections)
 		attackers[i] = atk
 		keys := ""
@@ -180,21 +181,6 @@ func frontTargets(o Options) ([]string, *cutProxy, error) {
 	return targets, p, nil
 }
 
-// wrap returns the transport wrapper that records the attack on target,
-// retrying as configured; nil without a recorder.
-func (o Options) wrap(target string) func(http.RoundTripper) http.RoundTripper {
-	if o.Recorder == nil {
-		return nil
-	}
-	return func(base http.RoundTripper) http.RoundTripper {
-		t := &recordingTransport{base: base, rec: o.Recorder, target: target}
-		if o.Retries > 0 {
-			t.retries, t.attempt = o.Retries, o.AttemptTimeout
-		}
-		return t
-	}
-}
-
 // ctxTransport ties every attack request to the attack's context, so that
 // ending it also abandons the requests in flight instead of waiting for
 // their timeout.
@@ -207,20 +193,25 @@ func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req.WithContext(t.ctx))
 }
 
-// newAttacker returns a fresh Attacker (an Attacker is single-use) with
-// workers initial and at most maxWorkers concurrent requests, and its own
-// connection pool. wrap, if not nil, wraps the transport.
-func newAttacker(ctx context.Context, o Options, workers, maxWorkers int, wrap func(http.RoundTripper) http.RoundTripper) (*vegeta.Attacker, *http.Transport) {
+// newAttacker returns a fresh Attacker (an Attacker is single-use) for one
+// of n targets, with its share of the workers, its own connection pool and,
+// with a recorder, a transport that records the attack on target, retrying
+// as configured.
+func newAttacker(ctx context.Context, o Options, n int, target string) (*vegeta.Attacker, *http.Transport) {
+	maxWorkers := max(1, o.MaxWorkers/n)
 	tr := &http.Transport{
 		Proxy:               nil, // the replicas are talked to directly
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: maxWorkers,
 		IdleConnTimeout:     30 * time.Second,
 	}
 	var rt http.RoundTripper = tr
-	if wrap != nil {
-		rt = wrap(tr)
+	if o.Recorder != nil {
+		t := &recordingTransport{base: tr, rec: o.Recorder, target: target}
+		if o.Retries > 0 {
+			t.retries, t.attempt = o.Retries, o.AttemptTimeout
+		}
+		rt = t
 	}
 	client := &http.Client{
 		Timeout:   o.Timeout,
@@ -231,7 +222,7 @@ func newAttacker(ctx context.Context, o Options, workers, maxWorkers int, wrap f
 	}
 	return vegeta.NewAttacker(
 		vegeta.Client(client),
-		vegeta.Workers(uint64(workers)),
+		vegeta.Workers(uint64(max(1, o.Workers/n))),
 		vegeta.MaxWorkers(uint64(maxWorkers)),
 		vegeta.MaxBody(64<<10),
 	), tr
@@ -268,28 +259,17 @@ func Interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string)
 	if cls != verdict.Sold {
 		note := r.Error
 		if r.Code != 0 {
-			note = fmt.Sprintf("%d %s", r.Code, body.Error)
-			if body.Error == "" {
-				note = fmt.Sprintf("%d %s", r.Code, strings.TrimSpace(firstN(string(r.Body), 120)))
+			text := string(r.Body)
+			if len(text) > 120 {
+				text = text[:120] + "…"
 			}
+			note = fmt.Sprintf("%d %s", r.Code, cmp.Or(body.Error, strings.TrimSpace(text)))
 		}
 		return cls, verdict.Order{}, note
 	}
-	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica, Fence: body.Fence}
-	if o.SKU == "" {
-		o.SKU = stockclient.SKUOfURL(r.URL)
-	}
-	if o.Qty == 0 {
-		o.Qty = qty
-	}
+	o := verdict.Order{ID: body.OrderID, SKU: cmp.Or(body.SKU, stockclient.SKUOfURL(r.URL)), Qty: cmp.Or(body.Qty, qty),
+		Replica: body.Replica, Fence: body.Fence}
 	return cls, o, ""
-}
-
-func firstN(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // ClassLabel names a result's class, for the Vegeta plot.
