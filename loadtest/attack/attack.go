@@ -240,12 +240,13 @@ func Share(total, n, i int) int {
 
 // response is what a decrement answer's body says.
 type response struct {
-	OrderID string `json:"order_id"`
-	SKU     string `json:"sku"`
-	Qty     int    `json:"qty"`
-	Replica string `json:"replica"`
-	Fence   int64  `json:"fence"`
-	Error   string `json:"error"`
+	OrderID   string `json:"order_id"`
+	SKU       string `json:"sku"`
+	Qty       int    `json:"qty"`
+	Remaining *int   `json:"remaining"`
+	Replica   string `json:"replica"`
+	Fence     int64  `json:"fence"`
+	Error     string `json:"error"`
 }
 
 // Interpret classifies one answer and, for a sale, returns its order; for
