@@ -403,10 +403,9 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		if werr != nil && d.Error == "" {
 			d.Error = werr.Error()
 		}
-		names := append([]string(nil), paths...)
+		names := paths
 		for _, r := range rep.Runs {
-			names = append(names, r.Plot, r.History)
-			names = append(names, r.Violations...)
+			names = slices.Concat(names, []string{r.Plot, r.History}, r.Violations)
 		}
 		for _, p := range names {
 			if p == "" {

@@ -117,7 +117,7 @@ func (t *target) ask(fault string) (Strike, error) {
 }
 
 // due hands over the waiting fault if a strategy now sells, and forgets
-// it: the caller strikes it, and gives it back with wait if it could not.
+// it: the caller strikes it, and gives it back if it could not.
 func (t *target) due() string {
 	if !t.selling || t.pending == "" {
 		return ""
@@ -128,7 +128,8 @@ func (t *target) due() string {
 }
 
 // follow is the harness's sink: it publishes ev, follows what the fault
-// buttons strike and strikes a waiting fault once a strategy sells.
+// buttons strike and strikes a waiting fault once a strategy sells, or
+// queues it again if it could not.
 func (s *Server) follow(ev harness.Event) {
 	s.hub.publish(ev.Type, ev)
 	s.mu.Lock()
@@ -137,27 +138,21 @@ func (s *Server) follow(ev harness.Event) {
 	fault := s.target.due()
 	strike := s.target.strike()
 	s.mu.Unlock()
-	switch {
-	case fault != "" && h != nil:
-		s.strikeWaiting(h, fault, strike.Strategy)
-	case changed:
+	if fault != "" && h != nil {
+		err := h.Inject(fault)
+		if err == nil {
+			s.logf("the fault %s that waited strikes %s now", fault, strike.Strategy)
+		}
+		s.mu.Lock()
+		if err != nil && s.target.pending == "" {
+			s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
+		}
+		strike, changed = s.target.strike(), true
+		s.mu.Unlock()
+	}
+	if changed {
 		s.hub.publish("strike", strike)
 	}
-}
-
-// strikeWaiting strikes the fault that waited for a strategy to sell.
-func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
-	err := h.Inject(fault)
-	s.mu.Lock()
-	if err != nil && s.target.pending == "" {
-		s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
-	}
-	strike := s.target.strike()
-	s.mu.Unlock()
-	if err == nil {
-		s.logf("the fault %s that waited strikes %s now", fault, strategy)
-	}
-	s.hub.publish("strike", strike)
 }
 
 // logf adds a line to the page's log.
