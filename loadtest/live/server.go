@@ -48,10 +48,8 @@ type Options struct {
 	// OutDir holds every run's reports, in run-<n>/; "" : reports/live-<time>.
 	OutDir string
 	// Log gets the server's own progress lines (the environment's start).
-	Log io.Writer
-	// DocsDir is the repository's docs directory, served at /docs/; ""
-	// serves none.
-	DocsDir string
+	Log     io.Writer
+	DocsDir string // the repository's docs directory, served at /docs/; "": none
 }
 
 // The faults the page can strike a running attack with: those whose
@@ -116,15 +114,11 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 		// The fault drills' short lease, so that a paused or killed
 		// holder's lease runs out within a run, without their write stall.
 		eo.Flags = append(eo.Flags, drill.Baseline(harness.DefaultDrills().FaultTTL, 0)...)
-		// The network faults' buttons need the replicas' store links
-		// behind proxies.
-		eo.NetworkIfPossible = true
-
-		e, err := env.Start(ctx, eo)
-		if err != nil {
+		eo.NetworkIfPossible = true // the network faults' buttons need the store links behind proxies
+		var err error
+		if s.env, err = env.Start(ctx, eo); err != nil {
 			return nil, err
 		}
-		s.env = e
 	}
 	s.routes()
 	return s, nil
@@ -166,20 +160,15 @@ func (s *Server) routes() {
 	}
 }
 
-// apiError is the JSON error body of every 4xx.
-type apiError struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// fail writes the JSON error body of every 4xx.
 func fail(w http.ResponseWriter, code int, kind, format string, a ...any) {
-	writeJSON(w, code, apiError{Error: kind, Message: fmt.Sprintf(format, a...)})
+	writeJSON(w, code, map[string]string{"error": kind, "message": fmt.Sprintf(format, a...)})
 }
 
 // strategyInfo is a strategy as the page lists it.
