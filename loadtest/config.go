@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -250,9 +249,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	})
 	// The replicas the harness starts get a token of their own.
 	if c.AdminToken == "" && len(c.Replicas) == 0 {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		c.AdminToken = hex.EncodeToString(b[:])
+		c.AdminToken = rand.Text()
 	}
 	var errs []error
 	if j, ok := c.Validate().(interface{ Unwrap() []error }); ok { // errors.Join's
