@@ -381,13 +381,12 @@ func merge(attempts []Op) []porcupine.Operation {
 	if len(out) > 0 {
 		return out
 	}
-	for _, a := range attempts {
-		if a.Outcome == SoldOut {
-			return []porcupine.Operation{operation(a, first, a.Return)}
-		}
+	// No sale: the first sold out settled the key, else it is the last attempt's.
+	i := slices.IndexFunc(attempts, func(a Op) bool { return a.Outcome == SoldOut })
+	if i < 0 {
+		i = len(attempts) - 1
 	}
-	last := attempts[len(attempts)-1]
-	return []porcupine.Operation{operation(last, first, last.Return)}
+	return []porcupine.Operation{operation(attempts[i], first, attempts[i].Return)}
 }
 
 func operation(op Op, call, ret int64) porcupine.Operation {
