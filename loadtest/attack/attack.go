@@ -64,17 +64,13 @@ type Tally struct {
 // Attack is an attack under way.
 type Attack struct {
 	// Results carries every answer; it is closed when every attacker
-	// has finished. The caller must drain it and then call Finished.
+	// has finished. The caller must drain it, and then Close the attack.
 	Results <-chan *vegeta.Result
 	Tally   Tally
 	Started time.Time
 	proxy   *cutProxy
-	done    chan struct{}
 	closers []func()
 }
-
-// Finished tells the attack that its results have been drained.
-func (a *Attack) Finished() { close(a.done) }
 
 // Close releases the attack's connections and its proxy.
 func (a *Attack) Close() {
@@ -107,18 +103,17 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 		return nil, err
 	}
 	results := make(chan *vegeta.Result)
-	a := &Attack{Results: results, proxy: proxy, done: make(chan struct{})}
+	a := &Attack{Results: results, proxy: proxy}
 	if proxy != nil {
 		a.closers = append(a.closers, func() { _ = proxy.Close() })
 	}
 	picker := newSKUPicker(len(o.SKUs), o.Skew, time.Now().UnixNano())
 	n := len(targets)
-	attackers := make([]*vegeta.Attacker, n)
 	var attacking sync.WaitGroup
 	for i, base := range targets {
 		atk, tr := newAttacker(ctx, o, n, base)
-		a.closers = append(a.closers, tr.CloseIdleConnections)
-		attackers[i] = atk
+		stop := context.AfterFunc(ctx, func() { atk.Stop() })
+		a.closers = append(a.closers, tr.CloseIdleConnections, func() { stop() })
 		keys := ""
 		if o.Keys != "" {
 			keys = fmt.Sprintf("%s-r%d", o.Keys, i)
@@ -146,15 +141,6 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 	go func() {
 		attacking.Wait()
 		close(results)
-	}()
-	go func() {
-		select {
-		case <-ctx.Done():
-			for _, atk := range attackers {
-				atk.Stop()
-			}
-		case <-a.done:
-		}
 	}()
 	return a, nil
 }
