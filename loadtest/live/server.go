@@ -242,12 +242,14 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
+// replicaIDs names the replicas the page drives: r1, r2, ... for those it
+// was given (Base.Replicas), else the REPLICA_IDs of those it started.
 func (s *Server) replicaIDs() []string {
 	var out []string
-	for i := range s.opt.Base.Replicas { // replicas it was given, or
+	for i := range s.opt.Base.Replicas {
 		out = append(out, fmt.Sprintf("r%d", i+1))
 	}
-	if s.env != nil { // the ones it started
+	if s.env != nil {
 		for i := range s.env.Bases() {
 			out = append(out, env.ReplicaID(i))
 		}
