@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -177,21 +176,20 @@ func translate(args []string, getenv func(string) string, out io.Writer) ([]stri
 // everything before any request is sent. It returns flag.ErrHelp for
 // --help, after writing the usage to out.
 func ParseConfig(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	isCmd := func() bool { return len(args) > 0 && !strings.HasPrefix(args[0], "-") }
+	if !isCmd() {
+		var err error
+		if args, err = translate(args, getenv, out); err != nil {
+			return options{}, err
+		}
+	}
 	cmd := commands[0]
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if isCmd() {
 		k := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
 		if k < 0 {
 			return options{}, fmt.Errorf("unknown command %q: see --help for the commands", args[0])
 		}
 		cmd, args = commands[k], args[1:]
-	} else {
-		var err error
-		if args, err = translate(args, getenv, out); err != nil {
-			return options{}, err
-		}
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			return ParseConfig(args, getenv, out)
-		}
 	}
 	c := options{cmd: cmd}
 	fs := cmd.flagSet(&c, harness.Defaults(cmd.scenario()))
@@ -251,9 +249,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	})
 	// The replicas the harness starts get a token of their own.
 	if c.AdminToken == "" && len(c.Replicas) == 0 {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		c.AdminToken = hex.EncodeToString(b[:])
+		c.AdminToken = rand.Text()
 	}
 	var errs []error
 	if j, ok := c.Validate().(interface{ Unwrap() []error }); ok { // errors.Join's

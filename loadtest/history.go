@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -36,7 +37,8 @@ func checkSaved(path string, timeout time.Duration, stdout, stderr io.Writer) in
 			fmt.Fprintf(stdout, "  %s\n", s.Conflict)
 		}
 	}
-	pics, err := harness.DrawViolations(res, strings.TrimSuffix(path, ".jsonl"))
+	base := strings.TrimSuffix(path, ".jsonl")
+	pics, err := harness.DrawViolations(res, base)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
 	}
@@ -44,9 +46,11 @@ func checkSaved(path string, timeout time.Duration, stdout, stderr io.Writer) in
 		fmt.Fprintf(stdout, "picture of the violation: %s\n", filepath.Join(filepath.Dir(path), p))
 	}
 	if len(res.SKUs) == 1 && len(ops) <= maxTimeline {
-		svg := strings.TrimSuffix(path, ".jsonl") + ".svg"
-		if err := writeTimeline(svg, ops, res.SKUs[0].SKU); err != nil {
-			fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		var b bytes.Buffer
+		_ = history.WriteSVG(&b, ops, res.SKUs[0].SKU) // a bytes.Buffer takes every write
+		svg := base + ".svg"
+		if err := os.WriteFile(svg, b.Bytes(), 0o666); err != nil {
+			fmt.Fprintf(stderr, "loadtest: timeline: %v\n", err)
 		} else {
 			fmt.Fprintf(stdout, "timeline: %s\n", svg)
 		}
@@ -65,18 +69,3 @@ func checkSaved(path string, timeout time.Duration, stdout, stderr io.Writer) in
 // maxTimeline is the most operations --check-history draws as a timeline:
 // beyond it the labels no longer fit.
 const maxTimeline = 60
-
-func writeTimeline(path string, ops []history.Op, sku string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("timeline: %w", err)
-	}
-	err = history.WriteSVG(f, ops, sku)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
-}

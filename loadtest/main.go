@@ -154,12 +154,11 @@ func summarizeNames(names []string) string {
 func serve(ctx context.Context, cfg options, _, log io.Writer) int {
 	fmt.Fprintln(log, "starting the live page's stores and replicas...")
 	srv, err := live.Start(ctx, live.Options{Base: cfg.Config, OutDir: cfg.OutDir, Log: log, DocsDir: docsDir()})
-	if err != nil {
-		fmt.Fprintf(log, "loadtest serve: %v\n", err)
-		return exitError
+	if err == nil {
+		defer srv.Close()
+		err = srv.Serve(ctx, cfg.ServeAddr, log)
 	}
-	defer srv.Close()
-	if err := srv.Serve(ctx, cfg.ServeAddr, log); err != nil {
+	if err != nil {
 		fmt.Fprintf(log, "loadtest serve: %v\n", err)
 		return exitError
 	}

@@ -7,6 +7,7 @@
 package attack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,17 +64,13 @@ type Tally struct {
 // Attack is an attack under way.
 type Attack struct {
 	// Results carries every answer; it is closed when every attacker
-	// has finished. The caller must drain it and then call Finished.
+	// has finished. The caller must drain it, and then Close the attack.
 	Results <-chan *vegeta.Result
 	Tally   Tally
 	Started time.Time
 	proxy   *cutProxy
-	done    chan struct{}
 	closers []func()
 }
-
-// Finished tells the attack that its results have been drained.
-func (a *Attack) Finished() { close(a.done) }
 
 // Close releases the attack's connections and its proxy.
 func (a *Attack) Close() {
@@ -106,18 +103,17 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 		return nil, err
 	}
 	results := make(chan *vegeta.Result)
-	a := &Attack{Results: results, proxy: proxy, done: make(chan struct{})}
+	a := &Attack{Results: results, proxy: proxy}
 	if proxy != nil {
 		a.closers = append(a.closers, func() { _ = proxy.Close() })
 	}
 	picker := newSKUPicker(len(o.SKUs), o.Skew, time.Now().UnixNano())
 	n := len(targets)
-	attackers := make([]*vegeta.Attacker, n)
 	var attacking sync.WaitGroup
 	for i, base := range targets {
-		atk, tr := newAttacker(ctx, o, max(1, o.Workers/n), max(1, o.MaxWorkers/n), o.wrap(base))
-		a.closers = append(a.closers, tr.CloseIdleConnections)
-		attackers[i] = atk
+		atk, tr := newAttacker(ctx, o, n, base)
+		stop := context.AfterFunc(ctx, func() { atk.Stop() })
+		a.closers = append(a.closers, tr.CloseIdleConnections, func() { stop() })
 		keys := ""
 		if o.Keys != "" {
 			keys = fmt.Sprintf("%s-r%d", o.Keys, i)
@@ -146,15 +142,6 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 		attacking.Wait()
 		close(results)
 	}()
-	go func() {
-		select {
-		case <-ctx.Done():
-			for _, atk := range attackers {
-				atk.Stop()
-			}
-		case <-a.done:
-		}
-	}()
 	return a, nil
 }
 
@@ -180,21 +167,6 @@ func frontTargets(o Options) ([]string, *cutProxy, error) {
 	return targets, p, nil
 }
 
-// wrap returns the transport wrapper that records the attack on target,
-// retrying as configured; nil without a recorder.
-func (o Options) wrap(target string) func(http.RoundTripper) http.RoundTripper {
-	if o.Recorder == nil {
-		return nil
-	}
-	return func(base http.RoundTripper) http.RoundTripper {
-		t := &recordingTransport{base: base, rec: o.Recorder, target: target}
-		if o.Retries > 0 {
-			t.retries, t.attempt = o.Retries, o.AttemptTimeout
-		}
-		return t
-	}
-}
-
 // ctxTransport ties every attack request to the attack's context, so that
 // ending it also abandons the requests in flight instead of waiting for
 // their timeout.
@@ -207,20 +179,25 @@ func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req.WithContext(t.ctx))
 }
 
-// newAttacker returns a fresh Attacker (an Attacker is single-use) with
-// workers initial and at most maxWorkers concurrent requests, and its own
-// connection pool. wrap, if not nil, wraps the transport.
-func newAttacker(ctx context.Context, o Options, workers, maxWorkers int, wrap func(http.RoundTripper) http.RoundTripper) (*vegeta.Attacker, *http.Transport) {
+// newAttacker returns a fresh Attacker (an Attacker is single-use) for one
+// of n targets, with its share of the workers, its own connection pool and,
+// with a recorder, a transport that records the attack on target, retrying
+// as configured.
+func newAttacker(ctx context.Context, o Options, n int, target string) (*vegeta.Attacker, *http.Transport) {
+	maxWorkers := max(1, o.MaxWorkers/n)
 	tr := &http.Transport{
 		Proxy:               nil, // the replicas are talked to directly
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: maxWorkers,
 		IdleConnTimeout:     30 * time.Second,
 	}
 	var rt http.RoundTripper = tr
-	if wrap != nil {
-		rt = wrap(tr)
+	if o.Recorder != nil {
+		t := &recordingTransport{base: tr, rec: o.Recorder, target: target}
+		if o.Retries > 0 {
+			t.retries, t.attempt = o.Retries, o.AttemptTimeout
+		}
+		rt = t
 	}
 	client := &http.Client{
 		Timeout:   o.Timeout,
@@ -231,7 +208,7 @@ func newAttacker(ctx context.Context, o Options, workers, maxWorkers int, wrap f
 	}
 	return vegeta.NewAttacker(
 		vegeta.Client(client),
-		vegeta.Workers(uint64(workers)),
+		vegeta.Workers(uint64(max(1, o.Workers/n))),
 		vegeta.MaxWorkers(uint64(maxWorkers)),
 		vegeta.MaxBody(64<<10),
 	), tr
@@ -249,12 +226,13 @@ func Share(total, n, i int) int {
 
 // response is what a decrement answer's body says.
 type response struct {
-	OrderID string `json:"order_id"`
-	SKU     string `json:"sku"`
-	Qty     int    `json:"qty"`
-	Replica string `json:"replica"`
-	Fence   int64  `json:"fence"`
-	Error   string `json:"error"`
+	OrderID   string `json:"order_id"`
+	SKU       string `json:"sku"`
+	Qty       int    `json:"qty"`
+	Remaining *int   `json:"remaining"`
+	Replica   string `json:"replica"`
+	Fence     int64  `json:"fence"`
+	Error     string `json:"error"`
 }
 
 // Interpret classifies one answer and, for a sale, returns its order; for
@@ -268,28 +246,17 @@ func Interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string)
 	if cls != verdict.Sold {
 		note := r.Error
 		if r.Code != 0 {
-			note = fmt.Sprintf("%d %s", r.Code, body.Error)
-			if body.Error == "" {
-				note = fmt.Sprintf("%d %s", r.Code, strings.TrimSpace(firstN(string(r.Body), 120)))
+			text := string(r.Body)
+			if len(text) > 120 {
+				text = text[:120] + "…"
 			}
+			note = fmt.Sprintf("%d %s", r.Code, cmp.Or(body.Error, strings.TrimSpace(text)))
 		}
 		return cls, verdict.Order{}, note
 	}
-	o := verdict.Order{ID: body.OrderID, SKU: body.SKU, Qty: body.Qty, Replica: body.Replica, Fence: body.Fence}
-	if o.SKU == "" {
-		o.SKU = stockclient.SKUOfURL(r.URL)
-	}
-	if o.Qty == 0 {
-		o.Qty = qty
-	}
+	o := verdict.Order{ID: body.OrderID, SKU: cmp.Or(body.SKU, stockclient.SKUOfURL(r.URL)), Qty: cmp.Or(body.Qty, qty),
+		Replica: body.Replica, Fence: body.Fence}
 	return cls, o, ""
-}
-
-func firstN(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // ClassLabel names a result's class, for the Vegeta plot.

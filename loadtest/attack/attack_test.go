@@ -36,7 +36,6 @@ func TestFewerRequestsThanTargets(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the attack did not end after its 2 requests")
 	}
-	a.Finished()
 	if n != 2 {
 		t.Errorf("%d answers, want 2", n)
 	}

@@ -45,7 +45,6 @@ func BenchmarkAttackCeiling(b *testing.B) {
 					bad++
 				}
 			}
-			a.Finished()
 			b.StopTimer()
 			if bad > 0 {
 				b.Fatalf("%d of %d answers were not 200", bad, n)

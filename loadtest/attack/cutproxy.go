@@ -81,11 +81,7 @@ func (p *cutProxy) serve() {
 		if err != nil {
 			return
 		}
-		p.conns.Add(1)
-		go func() {
-			defer p.conns.Done()
-			p.handle(c)
-		}()
+		p.conns.Go(func() { p.handle(c) })
 	}
 }
 

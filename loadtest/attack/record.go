@@ -38,14 +38,6 @@ type decrementBody struct {
 	Strategy string `json:"strategy"`
 }
 
-// answer is the part of a decrement answer the history needs.
-type answer struct {
-	Error     string `json:"error"`
-	Remaining *int   `json:"remaining"`
-	Replica   string `json:"replica"`
-	OrderID   string `json:"order_id"`
-}
-
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
 	if req.Body != nil {
@@ -105,7 +97,7 @@ func (t *recordingTransport) send(req *http.Request, body []byte, op *history.Op
 		op.Outcome, op.Error = history.Classify(0, "", Refused(err.Error())), err.Error()
 		return nil, err
 	}
-	var a answer
+	var a response
 	_ = json.Unmarshal(b, &a)
 	op.Status, op.Error, op.Replica, op.OrderID = resp.StatusCode, a.Error, a.Replica, a.OrderID
 	op.Outcome = history.Classify(resp.StatusCode, a.Error, false)

@@ -97,6 +97,5 @@ func (p countedPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, b
 // pacing at all (each worker sends its next request when the last one is
 // answered), stopped after requests hits when requests > 0.
 func pacer(rate, requests int) vegeta.Pacer {
-	var p vegeta.Pacer = vegeta.ConstantPacer{Freq: rate, Per: time.Second}
-	return countedPacer{Pacer: p, n: uint64(requests)}
+	return countedPacer{Pacer: vegeta.ConstantPacer{Freq: rate, Per: time.Second}, n: uint64(requests)}
 }

@@ -108,7 +108,6 @@ func (h *Harness) warmup(ctx context.Context) error {
 			failed++
 		}
 	}
-	atk.Finished()
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}

@@ -370,7 +370,6 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			run.ErrorSample = append(run.ErrorSample, note)
 		}
 	}
-	a.Finished()
 	obs.metrics.Close()
 	obs.plot.Close()
 	return obs

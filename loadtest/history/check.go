@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -24,15 +25,6 @@ const (
 	// from); never a pass.
 	Undecided Verdict = "unknown"
 )
-
-// Worse returns the worse of two verdicts: no over unknown over yes.
-func Worse(a, b Verdict) Verdict {
-	rank := map[Verdict]int{Yes: 0, Undecided: 1, No: 2}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
-}
 
 // SKUResult is the check of one SKU's history.
 type SKUResult struct {
@@ -73,23 +65,17 @@ func (r Result) Conflicts() []string {
 func Check(ops []Op, timeout time.Duration) Result {
 	began := time.Now()
 	res := Result{Verdict: Yes}
-	for _, sku := range skus(ops) {
-		s := checkSKU(sku, ops, timeout)
-		res.SKUs = append(res.SKUs, s)
-		res.Verdict = Worse(res.Verdict, s.Verdict)
+	for _, op := range ops {
+		if !slices.ContainsFunc(res.SKUs, func(s SKUResult) bool { return s.SKU == op.SKU }) {
+			s := checkSKU(op.SKU, ops, timeout)
+			res.SKUs = append(res.SKUs, s)
+			if s.Verdict == No || res.Verdict == Yes { // no over unknown over yes
+				res.Verdict = s.Verdict
+			}
+		}
 	}
 	res.Elapsed = time.Since(began)
 	return res
-}
-
-func skus(ops []Op) []string {
-	var out []string
-	for _, op := range ops {
-		if !slices.Contains(out, op.SKU) {
-			out = append(out, op.SKU)
-		}
-	}
-	return out
 }
 
 func checkSKU(sku string, all []Op, timeout time.Duration) SKUResult {
@@ -195,10 +181,8 @@ func Model() porcupine.Model {
 			return fmt.Sprintf("stock %d", s.Stock)
 		},
 		DescribeOperationMetadata: func(info any) string {
-			if s, ok := info.(string); ok {
-				return s
-			}
-			return ""
+			s, _ := info.(string)
+			return s
 		},
 	}
 }
@@ -341,7 +325,7 @@ func operations(sku string, all []Op, fast bool) []porcupine.Operation {
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt64(a.Call, b.Call) })
+	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
 	return out
 }
 
@@ -373,24 +357,19 @@ func setsFirst(ops []porcupine.Operation) bool {
 func sameQty(ops []porcupine.Operation) bool {
 	q := 0
 	for _, op := range ops {
-		in := op.Input.(Input)
-		if in.Kind != Decrement {
-			continue
+		if in := op.Input.(Input); in.Kind == Decrement {
+			if q != 0 && in.Qty != q {
+				return false
+			}
+			q = in.Qty
 		}
-		if q != 0 && in.Qty != q {
-			return false
-		}
-		q = in.Qty
 	}
 	return true
 }
 
 // merge makes the attempts of one key (in call order) its operations.
 func merge(attempts []Op) []porcupine.Operation {
-	first := attempts[0].Call
-	for _, a := range attempts {
-		first = min(first, a.Call)
-	}
+	first := slices.MinFunc(attempts, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) }).Call
 	var out []porcupine.Operation
 	seen := map[string]bool{}
 	for _, a := range attempts {
@@ -402,13 +381,12 @@ func merge(attempts []Op) []porcupine.Operation {
 	if len(out) > 0 {
 		return out
 	}
-	for _, a := range attempts {
-		if a.Outcome == SoldOut {
-			return []porcupine.Operation{operation(a, first, a.Return)}
-		}
+	// No sale: the first sold out settled the key, else it is the last attempt's.
+	i := slices.IndexFunc(attempts, func(a Op) bool { return a.Outcome == SoldOut })
+	if i < 0 {
+		i = len(attempts) - 1
 	}
-	last := attempts[len(attempts)-1]
-	return []porcupine.Operation{operation(last, first, last.Return)}
+	return []porcupine.Operation{operation(attempts[i], first, attempts[i].Return)}
 }
 
 func operation(op Op, call, ret int64) porcupine.Operation {
@@ -428,20 +406,10 @@ func operation(op Op, call, ret int64) porcupine.Operation {
 // label names an operation in the picture and the conflict line.
 func label(op Op) string {
 	var parts []string
-	if op.Strategy != "" {
-		parts = append(parts, op.Strategy)
-	}
-	if op.Replica != "" {
-		parts = append(parts, "replica "+op.Replica)
-	}
-	if op.OrderID != "" {
-		parts = append(parts, "order "+op.OrderID)
-	}
-	if op.Key != "" {
-		parts = append(parts, "key "+op.Key)
-	}
-	if op.Error != "" {
-		parts = append(parts, op.Error)
+	for _, p := range [][2]string{{"", op.Strategy}, {"replica ", op.Replica}, {"order ", op.OrderID}, {"key ", op.Key}, {"", op.Error}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+p[1])
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -11,6 +11,7 @@ package history
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -131,14 +132,12 @@ func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
 func (r *Recorder) Acquire() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, b := range r.busy {
-		if !b {
-			r.busy[i] = true
-			return i
-		}
+	i := slices.Index(r.busy, false)
+	if i < 0 {
+		i, r.busy = len(r.busy), append(r.busy, false)
 	}
-	r.busy = append(r.busy, true)
-	return len(r.busy) - 1
+	r.busy[i] = true
+	return i
 }
 
 // Release frees a client id taken with Acquire.
@@ -162,18 +161,8 @@ func (r *Recorder) Ops() []Op {
 	r.mu.Lock()
 	out := slices.Clone(r.ops)
 	r.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b Op) int { return cmpInt64(a.Call, b.Call) })
+	slices.SortStableFunc(out, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
 	return out
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // WriteJSONL writes ops as JSON lines.

@@ -15,35 +15,31 @@ import (
 func WriteSVG(w io.Writer, ops []Op, sku string) error {
 	var mine []Op
 	var end int64
-	lanes := map[int]int{}
 	var clients []int
 	for _, op := range ops {
-		if op.SKU != sku {
-			continue
-		}
-		mine = append(mine, op)
-		end = max(end, op.Return)
-		if _, ok := lanes[op.Client]; !ok {
+		if op.SKU == sku {
+			mine = append(mine, op)
 			clients = append(clients, op.Client)
-			lanes[op.Client] = 0
+			end = max(end, op.Return)
 		}
 	}
 	slices.Sort(clients)
-	for i, c := range clients {
-		lanes[c] = i
-	}
+	clients = slices.Compact(clients)
 	const left, width, lane, top = 90.0, 900.0, 46.0, 30.0
 	x := func(t int64) float64 { return left + width*float64(t)/float64(max(end, 1)) }
+	laneY := func(client int) float64 {
+		i, _ := slices.BinarySearch(clients, client)
+		return top + lane*float64(i)
+	}
 	var b strings.Builder
 	h := top + lane*float64(len(clients)) + 30
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", left+width+20, h)
 	fmt.Fprintf(&b, `<text x="%.0f" y="18" font-size="13">history of %s: bars from call to return; time →</text>`+"\n", left, html.EscapeString(sku))
 	for _, c := range clients {
-		y := top + lane*float64(lanes[c])
-		fmt.Fprintf(&b, `<text x="8" y="%.1f">client %d</text>`+"\n", y+20, c)
+		fmt.Fprintf(&b, `<text x="8" y="%.1f">client %d</text>`+"\n", laneY(c)+20, c)
 	}
 	for _, op := range mine {
-		y := top + lane*float64(lanes[op.Client])
+		y := laneY(op.Client)
 		x0, x1 := x(op.Call), x(op.Return)
 		dash := ""
 		if op.Outcome == Unknown {

@@ -3,10 +3,7 @@ package live
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"sync"
-
-	"github.com/stocklock/stocklock/loadtest/harness"
 )
 
 // Bounds of the event stream.
@@ -26,17 +23,14 @@ type hub struct {
 
 func newHub() *hub { return &hub{clients: map[chan []byte]bool{}} }
 
-// publish sends a harness event; it is the harness's Sink.
-func (h *hub) publish(ev harness.Event) { h.publishRaw(ev.Type, ev) }
-
 // publishState says whether a run is under way.
 func (h *hub) publishState(running bool) {
-	h.publishRaw("state", map[string]bool{"running": running})
+	h.publish("state", map[string]bool{"running": running})
 }
 
-// publishRaw sends one event of the given type with v as its data. A page
+// publish sends one event of the given type with v as its data. A page
 // too slow to keep up is dropped (its browser reconnects).
-func (h *hub) publishRaw(typ string, v any) {
+func (h *hub) publish(typ string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		data, _ = json.Marshal(map[string]string{"error": err.Error()})
@@ -54,10 +48,15 @@ func (h *hub) publishRaw(typ string, v any) {
 		select {
 		case c <- msg:
 		default:
-			delete(h.clients, c)
-			close(c)
+			h.drop(c)
 		}
 	}
+}
+
+// drop closes a page's channel and forgets it; h.mu is held.
+func (h *hub) drop(c chan []byte) {
+	delete(h.clients, c)
+	close(c)
 }
 
 // reset forgets the backlog: a new run starts.
@@ -83,8 +82,7 @@ func (h *hub) join() ([][]byte, <-chan []byte, func()) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.clients[c] {
-			delete(h.clients, c)
-			close(c)
+			h.drop(c)
 		}
 	}
 }
@@ -98,9 +96,6 @@ func (h *hub) close() {
 	}
 	h.closed = true
 	for c := range h.clients {
-		delete(h.clients, c)
-		close(c)
+		h.drop(c)
 	}
 }
-
-func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

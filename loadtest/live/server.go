@@ -17,6 +17,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,10 +48,8 @@ type Options struct {
 	// OutDir holds every run's reports, in run-<n>/; "" : reports/live-<time>.
 	OutDir string
 	// Log gets the server's own progress lines (the environment's start).
-	Log io.Writer
-	// DocsDir is the repository's docs directory, served at /docs/; ""
-	// serves none.
-	DocsDir string
+	Log     io.Writer
+	DocsDir string // the repository's docs directory, served at /docs/; "": none
 }
 
 // The faults the page can strike a running attack with: those whose
@@ -102,11 +101,8 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	s := &Server{opt: opt, hub: newHub()}
-	s.outDir = opt.OutDir
-	if s.outDir == "" {
-		s.outDir = filepath.Join("reports", "live-"+time.Now().Format("20060102-150405"))
-	}
+	s := &Server{opt: opt, hub: newHub(),
+		outDir: cmp.Or(opt.OutDir, filepath.Join("reports", "live-"+time.Now().Format("20060102-150405")))}
 	if err := os.MkdirAll(s.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
@@ -118,15 +114,11 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 		// The fault drills' short lease, so that a paused or killed
 		// holder's lease runs out within a run, without their write stall.
 		eo.Flags = append(eo.Flags, drill.Baseline(harness.DefaultDrills().FaultTTL, 0)...)
-		// The network faults' buttons need the replicas' store links
-		// behind proxies.
-		eo.NetworkIfPossible = true
-
-		e, err := env.Start(ctx, eo)
-		if err != nil {
+		eo.NetworkIfPossible = true // the network faults' buttons need the store links behind proxies
+		var err error
+		if s.env, err = env.Start(ctx, eo); err != nil {
 			return nil, err
 		}
-		s.env = e
 	}
 	s.routes()
 	return s, nil
@@ -168,20 +160,15 @@ func (s *Server) routes() {
 	}
 }
 
-// apiError is the JSON error body of every 4xx.
-type apiError struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// fail writes the JSON error body of every 4xx.
 func fail(w http.ResponseWriter, code int, kind, format string, a ...any) {
-	writeJSON(w, code, apiError{Error: kind, Message: fmt.Sprintf(format, a...)})
+	writeJSON(w, code, map[string]string{"error": kind, "message": fmt.Sprintf(format, a...)})
 }
 
 // strategyInfo is a strategy as the page lists it.
@@ -255,17 +242,17 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
+// replicaIDs names the replicas the page drives: r1, r2, ... for those it
+// was given (Base.Replicas), else the REPLICA_IDs of those it started.
 func (s *Server) replicaIDs() []string {
-	if s.env == nil {
-		out := make([]string, len(s.opt.Base.Replicas))
-		for i := range out {
-			out[i] = fmt.Sprintf("r%d", i+1)
-		}
-		return out
-	}
 	var out []string
-	for i := range s.env.Bases() {
-		out = append(out, env.ReplicaID(i))
+	for i := range s.opt.Base.Replicas {
+		out = append(out, fmt.Sprintf("r%d", i+1))
+	}
+	if s.env != nil {
+		for i := range s.env.Bases() {
+			out = append(out, env.ReplicaID(i))
+		}
 	}
 	return out
 }
@@ -365,7 +352,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	}
 	s.hub.reset()
 	s.hub.publishState(true)
-	s.hub.publishRaw("strike", s.target.strike())
+	s.hub.publish("strike", s.target.strike())
 	go s.run(ctx, n, h, f, cfg)
 	writeJSON(w, http.StatusAccepted, map[string]int{"run": n})
 }
@@ -407,10 +394,9 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		if werr != nil && d.Error == "" {
 			d.Error = werr.Error()
 		}
-		names := append([]string(nil), paths...)
+		names := paths
 		for _, r := range rep.Runs {
-			names = append(names, r.Plot, r.History)
-			names = append(names, r.Violations...)
+			names = slices.Concat(names, []string{r.Plot, r.History}, r.Violations)
 		}
 		for _, p := range names {
 			if p == "" {
@@ -446,11 +432,7 @@ func (s *Server) prepare(ctx context.Context, f Form) error {
 	if ws, _ := time.ParseDuration(f.WriteStall); ws > 0 { // 0 is the replicas' baseline
 		extra = append(extra, "--write-stall="+f.WriteStall)
 	}
-	flags := make([][]string, s.env.Len())
-	for i := range flags {
-		flags[i] = extra
-	}
-	if err := s.env.Configure(ctx, flags); err != nil {
+	if err := s.env.Configure(ctx, slices.Repeat([][]string{extra}, s.env.Len())); err != nil {
 		return fmt.Errorf("configure the replicas: %w", err)
 	}
 	return nil
@@ -460,7 +442,7 @@ func (s *Server) finish(d *Done) {
 	s.mu.Lock()
 	s.last = d
 	s.mu.Unlock()
-	s.hub.publishRaw("done", d)
+	s.hub.publish("done", d)
 }
 
 func (s *Server) stop(w http.ResponseWriter, _ *http.Request) {
@@ -507,7 +489,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			fail(w, http.StatusConflict, "busy", "%v", err)
 		default:
-			s.hub.publishRaw("strike", st)
+			s.hub.publish("strike", st)
 			writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
 		}
 		return
@@ -540,29 +522,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	backlog, ch, leave := s.hub.join()
 	defer leave()
-	for _, m := range backlog {
-		if _, err := w.Write(m); err != nil {
-			return
-		}
-	}
-	fl.Flush()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
+	msgs := backlog // what to write next: the backlog, then each event
 	for {
+		for _, m := range msgs {
+			if _, err := w.Write(m); err != nil {
+				return
+			}
+		}
+		fl.Flush()
 		select {
 		case m, ok := <-ch:
 			if !ok {
 				return
 			}
-			if _, err := w.Write(m); err != nil {
-				return
-			}
-			fl.Flush()
+			msgs = [][]byte{m}
 		case <-keepAlive.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			fl.Flush()
+			msgs = [][]byte{[]byte(": keep-alive\n\n")}
 		case <-r.Context().Done():
 			return
 		}
@@ -574,7 +551,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Serve(ctx context.Context, addr string, log io.Writer) error {
 	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(log, nil), slog.LevelWarn)}
-	ln, err := listen(addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}

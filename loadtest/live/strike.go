@@ -46,10 +46,8 @@ func (t *target) observe(ev harness.Event) bool {
 	before := t.strike()
 	switch ev.Type {
 	case harness.EventRunStart:
-		if i := slices.Index(t.left, ev.Strategy); i >= 0 {
-			t.left = t.left[i+1:]
-		}
-		t.current, t.attacked, t.selling = ev.Strategy, false, false
+		t.begin(ev.Strategy)
+		t.attacked, t.selling = false, false
 	case harness.EventProgress:
 		if ev.Strategy == t.current && ev.Progress != nil {
 			t.attacked = true
@@ -64,14 +62,20 @@ func (t *target) observe(ev harness.Event) bool {
 			break
 		}
 		if ev.Strategy != t.current { // its first hold: its buyers arrive
-			if i := slices.Index(t.left, ev.Strategy); i >= 0 {
-				t.left = t.left[i+1:]
-			}
-			t.current, t.attacked, t.began = ev.Strategy, true, ev.At
+			t.begin(ev.Strategy)
+			t.attacked, t.began = true, ev.At
 		}
 		t.selling = ev.At.Sub(t.began) < t.window
 	}
 	return t.strike() != before
+}
+
+// begin makes strategy the current one, and the ones before it done.
+func (t *target) begin(strategy string) {
+	if i := slices.Index(t.left, strategy); i >= 0 {
+		t.left = t.left[i+1:]
+	}
+	t.current = strategy
 }
 
 // strike says what a fault asked for now strikes.
@@ -113,7 +117,7 @@ func (t *target) ask(fault string) (Strike, error) {
 }
 
 // due hands over the waiting fault if a strategy now sells, and forgets
-// it: the caller strikes it, and gives it back with wait if it could not.
+// it: the caller strikes it, and gives it back if it could not.
 func (t *target) due() string {
 	if !t.selling || t.pending == "" {
 		return ""
@@ -124,41 +128,36 @@ func (t *target) due() string {
 }
 
 // follow is the harness's sink: it publishes ev, follows what the fault
-// buttons strike and strikes a waiting fault once a strategy sells.
+// buttons strike and strikes a waiting fault once a strategy sells, or
+// queues it again if it could not.
 func (s *Server) follow(ev harness.Event) {
-	s.hub.publish(ev)
+	s.hub.publish(ev.Type, ev)
 	s.mu.Lock()
 	h := s.current
 	changed := s.target.observe(ev)
 	fault := s.target.due()
 	strike := s.target.strike()
 	s.mu.Unlock()
-	switch {
-	case fault != "" && h != nil:
-		s.strikeWaiting(h, fault, strike.Strategy)
-	case changed:
-		s.hub.publishRaw("strike", strike)
+	if fault != "" && h != nil {
+		err := h.Inject(fault)
+		if err == nil {
+			s.logf("the fault %s that waited strikes %s now", fault, strike.Strategy)
+		}
+		s.mu.Lock()
+		if err != nil && s.target.pending == "" {
+			s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
+		}
+		strike, changed = s.target.strike(), true
+		s.mu.Unlock()
 	}
-}
-
-// strikeWaiting strikes the fault that waited for a strategy to sell.
-func (s *Server) strikeWaiting(h *harness.Harness, fault, strategy string) {
-	err := h.Inject(fault)
-	s.mu.Lock()
-	if err != nil && s.target.pending == "" {
-		s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
+	if changed {
+		s.hub.publish("strike", strike)
 	}
-	strike := s.target.strike()
-	s.mu.Unlock()
-	if err == nil {
-		s.logf("the fault %s that waited strikes %s now", fault, strategy)
-	}
-	s.hub.publishRaw("strike", strike)
 }
 
 // logf adds a line to the page's log.
 func (s *Server) logf(format string, a ...any) {
-	s.hub.publish(harness.Event{Type: harness.EventLog, At: time.Now(), Text: fmt.Sprintf(format, a...)})
+	s.hub.publish(harness.EventLog, harness.Event{Type: harness.EventLog, At: time.Now(), Text: fmt.Sprintf(format, a...)})
 }
 
 // holdsGuard is how long before a checkout strategy's buyers end the
