@@ -46,16 +46,12 @@ func (s Capacity) Check(c Config, bad Problem) {
 	if s.Errors < 0 || s.Errors >= 1 {
 		bad("Capacity.Errors %g: must be at least 0 and below 1", s.Errors)
 	}
-	if s.MaxRate < 50 || s.MaxRate > maxRate {
-		bad("Capacity.MaxRate %d: must be between 50 and %d", s.MaxRate, maxRate)
-	}
+	between(bad, "Capacity.MaxRate", s.MaxRate, 50, maxRate)
 	if c.Requests > 0 {
 		bad("Requests %d: capacity steps are bounded by Duration alone", c.Requests)
 	}
 	for _, n := range s.Replicas {
-		if n < 1 || n > maxLocalReplicas {
-			bad("Capacity.Replicas %d: must be between 1 and %d", n, maxLocalReplicas)
-		}
+		between(bad, "Capacity.Replicas", n, 1, maxLocalReplicas)
 	}
 	if len(s.Replicas) > 0 && len(c.Replicas) > 0 {
 		bad("Capacity.Replicas needs the replicas the harness starts (it scales them): drop Replicas")

@@ -110,9 +110,7 @@ func (co Checkout) Check(c Config, bad Problem) {
 	if c.Rate < 1 {
 		bad("Rate %d: checkout buyers arrive at a rate, at least 1 a second", c.Rate)
 	}
-	if co.Probes < 1 || co.Probes > 1000 {
-		bad("Probes %d: must be between 1 and 1000", co.Probes)
-	}
+	between(bad, "Probes", co.Probes, 1, 1000)
 	if len(co.Faults) > 0 && (len(c.Replicas) > 0 || c.LocalReplicas < 2) {
 		bad("faults %s need at least two replicas the harness starts (it kills, stops and cuts them off): drop Replicas", strings.Join(co.Faults, ","))
 	}

@@ -26,9 +26,7 @@ func (Compare) Defaults(*Config)         {}
 func (Compare) Env(Config, *env.Options) {}
 
 func (s Compare) Check(c Config, bad Problem) {
-	if s.Retries < 0 || s.Retries > 10 {
-		bad("Retries %d: must be between 0 and 10", s.Retries)
-	}
+	between(bad, "Retries", s.Retries, 0, 10)
 	if s.AttemptTimeout < time.Millisecond || s.AttemptTimeout > c.Timeout {
 		bad("AttemptTimeout %s: must be between 1ms and Timeout (%s)", s.AttemptTimeout, c.Timeout)
 	}

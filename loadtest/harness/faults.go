@@ -33,7 +33,7 @@ func (s Faults) Defaults(c *Config) {
 }
 
 func (s Faults) Check(c Config, bad Problem) {
-	checkRepeat(s.Repeat, bad)
+	between(bad, "Repeat", s.Repeat, 1, 100)
 	s.check(c, bad)
 	if len(s.Faults) == 0 {
 		bad("Faults: name at least one")

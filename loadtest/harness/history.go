@@ -12,33 +12,31 @@ import (
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
-// readLoop reads every sku's stock from the replicas in turn, one GET
-// every `every`, as a client of its own, until stop is closed; each answer
-// is a read in the history. A read without an answer changes nothing and
-// is left out.
-func (h *Harness) readLoop(ctx context.Context, rec *history.Recorder, skus []string, every time.Duration, stop <-chan struct{}) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
+// startReads reads every sku's stock from the replicas in turn, one GET
+// every cfg.ReadEvery (if set), as a client of its own, until the returned
+// function is called; each answer is a read in the history. A read without
+// an answer changes nothing and is left out.
+func (h *Harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) (stop func()) {
+	if h.cfg.ReadEvery <= 0 {
+		return func() {}
+	}
+	i := 0
+	return ticking(h.cfg.ReadEvery, func(final bool) {
+		if final || ctx.Err() != nil {
 			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
 		}
 		base, sku := h.replicas[i%len(h.replicas)], skus[i%len(skus)]
+		i++
 		client := rec.Acquire()
 		call := rec.Now()
 		it, err := h.reader.At(base).GetItem(ctx, sku)
 		ret := rec.Now()
 		rec.Release(client)
-		if err != nil {
-			continue
+		if err == nil {
+			rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
+				Outcome: history.OK, Stock: history.Int(int(it.Stock)), Status: 200})
 		}
-		rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
-			Outcome: history.OK, Stock: history.Int(int(it.Stock)), Status: 200})
-	}
+	})
 }
 
 // resetStock sets sku's stock with PUT and records it as the history's

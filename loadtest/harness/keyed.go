@@ -55,11 +55,9 @@ func DefaultKeyed() *Keyed { return &Keyed{Repeat: 1, Purchases: 40, Drills: Def
 func (s Keyed) Defaults(c *Config) { s.timeout(c) }
 
 func (s Keyed) Check(c Config, bad Problem) {
-	checkRepeat(s.Repeat, bad)
+	between(bad, "Repeat", s.Repeat, 1, 100)
 	s.check(c, bad)
-	if s.Purchases < 1 || s.Purchases > 10_000 {
-		bad("Purchases %d: must be between 1 and 10000", s.Purchases)
-	}
+	between(bad, "Purchases", s.Purchases, 1, 10_000)
 	if len(c.Replicas) > 0 || c.LocalReplicas != 2 {
 		bad("the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
 	}

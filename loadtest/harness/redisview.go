@@ -2,8 +2,8 @@ package harness
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -81,7 +81,7 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 	run := h.runNo
 	prev := map[string]map[string]float64{} // reload counters by replica id, then reason
 	prevAt := map[string]time.Time{}        // when they were read
-	sample := func() {
+	sample := func(bool) {
 		seen := map[string]bool{} // the skus sampled from an earlier replica: they all read the same Redis
 		for _, base := range h.replicas {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -97,7 +97,7 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 			}
 			id := h.ids[base]
 			if p, ok := prev[id]; ok {
-				for _, reason := range sortedKeys(sc.reloads) {
+				for _, reason := range slices.Sorted(maps.Keys(sc.reloads)) {
 					n := sc.reloads[reason] - p[reason]
 					if n < 0 { // the replica restarted: its counters too
 						n = sc.reloads[reason]
@@ -112,7 +112,7 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 				}
 			}
 			prev[id], prevAt[id] = sc.reloads, asked
-			for _, sku := range sortedKeys(sc.skus) {
+			for _, sku := range slices.Sorted(maps.Keys(sc.skus)) {
 				if seen[sku] {
 					continue
 				}
@@ -122,36 +122,6 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 			}
 		}
 	}
-	sample() // the baseline
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(progressGap)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				sample()
-				return
-			case <-tick.C:
-				sample()
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(stop)
-			<-done
-		})
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	sample(false) // the baseline
+	return ticking(progressGap, sample)
 }

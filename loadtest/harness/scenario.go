@@ -78,9 +78,7 @@ func (d Drills) check(c Config, bad Problem) {
 	if d.FaultTTL < time.Second || d.FaultTTL > time.Minute || d.FaultTTL%time.Second != 0 {
 		bad("FaultTTL %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", d.FaultTTL)
 	}
-	if d.WriteStall < 0 || d.WriteStall > maxRMWDelay {
-		bad("WriteStall %s: must be between 0 and %s", d.WriteStall, maxRMWDelay)
-	}
+	between(bad, "WriteStall", d.WriteStall, 0, maxRMWDelay)
 	if !slices.Contains(drill.AOFPolicies, d.RedisAOF) {
 		bad("RedisAOF %q: want one of %s", d.RedisAOF, strings.Join(drill.AOFPolicies, ", "))
 	}
@@ -96,13 +94,6 @@ func (d Drills) env(o *env.Options) {
 // safeOf are the safe strategies of ss.
 func safeOf(ss []string) []string {
 	return slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return !strategy.IsSafe(s) })
-}
-
-// checkRepeat checks a drill's repeat count.
-func checkRepeat(n int, bad Problem) {
-	if n < 1 || n > 100 {
-		bad("Repeat %d: must be between 1 and 100", n)
-	}
 }
 
 // checkMixedThresholds checks that the thresholds of a mixed run (one

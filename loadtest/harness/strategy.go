@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -182,21 +181,6 @@ func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus, writer
 		}
 	}
 	return nil
-}
-
-// startReads starts the history's periodic reads of the stock, if
-// configured, and returns the function that stops them and waits.
-func (h *Harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) func() {
-	if h.cfg.ReadEvery <= 0 {
-		return func() {}
-	}
-	stop := make(chan struct{})
-	var reading sync.WaitGroup
-	reading.Go(func() { h.readLoop(ctx, rec, skus, h.cfg.ReadEvery, stop) })
-	return func() {
-		close(stop)
-		reading.Wait()
-	}
 }
 
 // injections are the faults struck while one attack runs: the drill's

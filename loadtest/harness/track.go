@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -127,7 +128,7 @@ func (t *tracker) progress(final bool) *Progress {
 		Sold: sold, Remaining: t.initial - sold, Oversold: max(0, sold-t.initial), Final: final,
 	}
 	t.mu.Lock()
-	p.ByReplica, p.Answers = clone(t.byReplica), clone(t.answers)
+	p.ByReplica, p.Answers = maps.Clone(t.byReplica), maps.Clone(t.answers)
 	p.Sales, t.marks = t.marks, nil
 	lat := slices.Clone(t.lat)
 	t.mu.Unlock()
@@ -145,37 +146,34 @@ func (t *tracker) progress(final bool) *Progress {
 	return p
 }
 
-func clone(m map[string]int64) map[string]int64 {
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // start sends a progress event every progressGap until the returned
 // function is called, which sends the final one.
 func (t *tracker) start() func() {
-	stop, finished := make(chan struct{}), make(chan struct{})
-	send := func(final bool) {
+	return ticking(progressGap, func(final bool) {
 		t.h.emit(Event{Type: EventProgress, Run: t.run, Strategy: t.strategy, Progress: t.progress(final)})
-	}
+	})
+}
+
+// ticking calls f(false) every gap, in a goroutine of its own, until the
+// returned function is first called, which calls f(true) and waits for it.
+func ticking(gap time.Duration, f func(final bool)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(finished)
-		tick := time.NewTicker(progressGap)
+		defer close(done)
+		tick := time.NewTicker(gap)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
-				send(true)
+			case <-quit:
+				f(true)
 				return
 			case <-tick.C:
-				send(false)
+				f(false)
 			}
 		}
 	}()
-	return func() {
-		close(stop)
-		<-finished
-	}
+	return sync.OnceFunc(func() {
+		close(quit)
+		<-done
+	})
 }
