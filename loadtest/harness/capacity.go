@@ -79,7 +79,7 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 			if err := h.env.Scale(ctx, n); err != nil {
 				return err
 			}
-			h.useEnv()
+			h.use(h.env.Bases(), env.ReplicaID)
 		}
 		if err := h.warmup(ctx); err != nil {
 			return err
@@ -161,15 +161,6 @@ func limits(r *report.Run, c Capacity) string {
 		}
 	}
 	return past
-}
-
-// useEnv points the harness at the Env's replicas, after it scaled.
-func (h *Harness) useEnv() {
-	h.replicas = h.env.Bases()
-	h.ids = map[string]string{}
-	for i, b := range h.replicas {
-		h.ids[b] = env.ReplicaID(i)
-	}
 }
 
 // skippedHistory is the check of a run whose history is not checked: a

@@ -214,12 +214,8 @@ func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 
 // count adds one to an answer's tally.
 func (r *checkoutRun) count(what string, err error) {
-	var e *stockclient.Error
-	switch {
-	case errors.As(err, &e):
-		what += fmt.Sprintf(" %d %s", e.Status, e.Code)
-	case err != nil:
-		what += " no answer"
+	if a := answerOf(err); a != "" {
+		what += " " + a
 	}
 	r.mu.Lock()
 	r.out.Answers[what]++
@@ -285,19 +281,19 @@ func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key 
 // readExpired reads rec through replica until the store says it expired,
 // for as long as patience.
 func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int, patience time.Duration) bool {
-	for start := time.Now(); ; {
+	expired := false
+	poll(ctx, patience, 20*time.Millisecond, func() bool {
 		hl, err := r.api.At(r.bases[replica]).GetHold(ctx, rec.sku, rec.id)
-		if err == nil && hl.State == "expired" {
-			r.mu.Lock()
-			rec.readExpired = true
-			r.mu.Unlock()
-			r.emit(EventExpired, rec, -1, "read")
-			return true
-		}
-		if err == nil && hl.State != "held" || time.Since(start) > patience || drill.Sleep(ctx, 20*time.Millisecond) != nil {
-			return false
-		}
+		expired = err == nil && hl.State == "expired"
+		return err == nil && hl.State != "held"
+	})
+	if expired {
+		r.mu.Lock()
+		rec.readExpired = true
+		r.mu.Unlock()
+		r.emit(EventExpired, rec, -1, "read")
 	}
+	return expired
 }
 
 // buyer is buyer i: a plain decrement when i is odd, else a hold; each
@@ -400,11 +396,8 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 		skus = append(skus, fmt.Sprintf("%s-p%d", r.sku, i))
 	}
 	for i, sku := range skus {
-		stock := int64(1) // a probe's
-		if i == 0 {
-			stock = int64(cfg.Stock)
-		}
-		if _, err := r.api.At(r.bases[0]).PutItem(ctx, sku, stock); err != nil {
+		stock := map[bool]int{true: cfg.Stock, false: 1}[i == 0] // a probe's is 1
+		if _, err := r.api.At(r.bases[0]).PutItem(ctx, sku, int64(stock)); err != nil {
 			return r.out, fmt.Errorf("set the stock of %s: %w", sku, err)
 		}
 	}
@@ -493,18 +486,12 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 // tally sums the buyers' answers and times.
 func (r *checkoutRun) tally(began time.Time) {
 	o := &r.out
-	for _, ms := range r.probes {
-		if !math.IsNaN(ms) {
-			o.ProbesSold++
-		}
-	}
-	o.Probes = len(r.probes)
 	probes := slices.DeleteFunc(slices.Clone(r.probes), math.IsNaN)
 	slices.Sort(probes)
+	o.Probes, o.ProbesSold = len(r.probes), len(probes)
 	o.ExpiryP50, o.ExpiryP99 = quantile(probes, 0.5), quantile(probes, 0.99)
 	lat := func(call string, q float64) float64 {
-		s := slices.Sorted(slices.Values(r.latency[call]))
-		return quantile(s, q)
+		return quantile(slices.Sorted(slices.Values(r.latency[call])), q)
 	}
 	o.HoldP99, o.ConfirmP50, o.ConfirmP99, o.DecrementP50, o.DecrementP99 = lat("hold", 0.99), lat("confirm", 0.5), lat("confirm", 0.99), lat("decrement", 0.5), lat("decrement", 0.99)
 	o.Confirmed, o.PlainSold = len(r.sales["confirm"]), len(r.sales["decrement"])
@@ -716,12 +703,12 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 // waiting waits up to 2s for buyers who hold on replica i and will
 // confirm there, and says how many there are.
 func (r *checkoutRun) waiting(ctx context.Context, i int) int {
-	for deadline := time.Now().Add(2 * time.Second); ; {
+	n := 0
+	poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {
 		r.mu.Lock()
-		n := r.thinking[i]
-		r.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) || drill.Sleep(ctx, 5*time.Millisecond) != nil {
-			return n
-		}
-	}
+		defer r.mu.Unlock()
+		n = r.thinking[i]
+		return n > 0
+	})
+	return n
 }

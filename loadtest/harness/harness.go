@@ -41,26 +41,17 @@ type Harness struct {
 	// under way: given, or the one Run started.
 	given, env *env.Env
 
-	replicas []string
-	ids      map[string]string // replica id by base URL
-	outDir   string
-	prefix   string // sku prefix of this harness run
-	api      *stockclient.Client
-	// probe asks the replicas' /healthz who holds a lock, in fault drills.
-	probe *stockclient.Client
-	// reader is the separate client whose reads of the stock go into
-	// the history.
-	reader *stockclient.Client
-	// drills numbers the fault runs, so that each gets skus of its own.
-	drills int
-	// runNo numbers the runs, for the events.
-	runNo int
-	// metricsWarned is set once a replica's /metrics could not be read or
-	// had no lock wait histogram, so that the note is made only once.
-	metricsWarned bool
-	// redisView: sample redis-stock's copies for the events
-	// (WithRedisStockView).
-	redisView bool
+	replicas      []string
+	ids           map[string]string // replica id by base URL
+	outDir        string
+	prefix        string // sku prefix of this harness run
+	api           *stockclient.Client
+	probe         *stockclient.Client // asks the replicas' /healthz who holds a lock, in fault drills
+	reader        *stockclient.Client // the separate client whose reads of the stock go into the history
+	drills        int                 // numbers the fault runs, so that each gets skus of its own
+	runNo         int                 // numbers the runs, for the events
+	metricsWarned bool                // a replica's /metrics could not be read: noted once
+	redisView     bool                // sample redis-stock's copies for the events (WithRedisStockView)
 
 	mu     sync.Mutex
 	adhoc  chan string // faults asked for by Inject, while an attack runs
@@ -215,25 +206,28 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 // Env's.
 func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 	cfg := h.cfg
-	if len(cfg.Replicas) > 0 {
+	if len(cfg.Replicas) == 0 {
+		rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
+		rep.Settings.RMWDelay = cfg.RMWDelay.String()
+		h.use(h.env.Bases(), env.ReplicaID)
+	} else {
 		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
 		err := stockclient.New("", stockclient.WithTimeout(5*time.Second)).WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
 		if err != nil {
 			return err
 		}
-		h.replicas = cfg.Replicas
-		h.ids = map[string]string{}
-		for i, b := range cfg.Replicas {
-			h.ids[b] = fmt.Sprintf("r%d", i+1)
-		}
-		rep.Replicas = h.replicas
-		return nil
+		h.use(cfg.Replicas, func(i int) string { return fmt.Sprintf("r%d", i+1) })
 	}
-	rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
-	rep.Settings.RMWDelay = cfg.RMWDelay.String()
-	h.useEnv()
 	rep.Replicas = h.replicas
 	return nil
+}
+
+// use points the harness at the replicas of bases, the i-th called id(i).
+func (h *Harness) use(bases []string, id func(int) string) {
+	h.replicas, h.ids = bases, map[string]string{}
+	for i, b := range bases {
+		h.ids[b] = id(i)
+	}
 }
 
 // EnvOptions are the options of the environment cfg asks for, its logs

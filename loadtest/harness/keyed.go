@@ -107,7 +107,6 @@ type purchase struct {
 // purchaseResult is what became of a purchase.
 type purchaseResult struct {
 	sold     bool
-	settle   time.Duration
 	attempts int
 	answers  map[string]int
 	// sent and soldAt are when its first attempt went out and when its
@@ -185,7 +184,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		}
 		if r.sold {
 			run.Sold++
-			settles = append(settles, r.settle.Seconds())
+			settles = append(settles, r.soldAt.Sub(r.sent).Seconds())
 		} else {
 			run.Unfinished++
 		}
@@ -213,10 +212,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		run.LedgerOrders += len(orders)
 		perKey := map[string]int{}
 		for _, o := range orders {
-			perKey[o.Key]++
-		}
-		for _, n := range perKey {
-			if n > 1 {
+			if perKey[o.Key]++; perKey[o.Key] == 2 {
 				run.KeysTwice++
 			}
 		}
@@ -292,21 +288,18 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 // reservation and its stock write, for the fault to strand. It says what
 // it saw.
 func (h *Harness) waitHolding(ctx context.Context, i int) string {
-	base := h.env.Bases()[i]
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+	n := 0
+	if poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		body, err := h.probe.At(base).Health(cctx)
+		body, err := h.probe.At(h.env.Bases()[i]).Health(cctx)
 		cancel()
-		n := 0
+		n = 0
 		for _, c := range body.LocksHeld {
 			n += c
 		}
-		if err == nil && n > 0 {
-			return fmt.Sprintf("holding %d locks", n)
-		}
-		if drill.Sleep(ctx, 5*time.Millisecond) != nil {
-			break
-		}
+		return err == nil && n > 0
+	}) {
+		return fmt.Sprintf("holding %d locks", n)
 	}
 	return "no lock held within 2s"
 }
@@ -320,22 +313,17 @@ func (h *Harness) buy(ctx context.Context, client *stockclient.Client, bases []s
 	pause := 100 * time.Millisecond
 	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
 		r.attempts++
-		status, code := attempt(ctx, client.At(bases[target]), p)
+		_, err := client.At(bases[target]).Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+		answer := answerOf(err)
 		if r.attempts == 1 {
-			r.sent, r.unanswered = start, status == 0
+			r.sent, r.unanswered = start, answer == noAnswer
 		}
-		switch {
-		case status == http.StatusOK:
+		if err == nil {
 			r.sold, r.soldAt = true, time.Now()
-			r.settle = r.soldAt.Sub(start)
 			return r
-		case status == http.StatusConflict && code == "sold_out":
-			r.answers["409 sold_out"]++
+		}
+		if r.answers[answer]++; answer == "409 sold_out" {
 			return r
-		case status == 0:
-			r.answers["no answer"]++
-		default:
-			r.answers[fmt.Sprintf("%d %s", status, code)]++
 		}
 		target = (target + 1) % len(bases)
 		if drill.Sleep(ctx, pause) != nil {
@@ -346,17 +334,20 @@ func (h *Harness) buy(ctx context.Context, client *stockclient.Client, bases []s
 	return r
 }
 
-// attempt sends one try of p through c and returns the status (0: no
-// answer within keyedAttempt) and the error code.
-func attempt(ctx context.Context, c *stockclient.Client, p purchase) (int, string) {
-	_, err := c.Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+// noAnswer is answerOf an error without an HTTP answer.
+const noAnswer = "no answer"
+
+// answerOf words an answer for the tallies: "" for a success, noAnswer,
+// or its status and code ("409 sold_out").
+func answerOf(err error) string {
 	var e *stockclient.Error
-	if err == nil {
-		return http.StatusOK, ""
-	} else if errors.As(err, &e) {
-		return e.Status, e.Code
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return fmt.Sprintf("%d %s", e.Status, e.Code)
 	}
-	return 0, ""
+	return noAnswer
 }
 
 // quantile returns the q quantile of sorted values (nearest rank), 0 for

@@ -2,8 +2,9 @@ package harness
 
 import (
 	"bytes"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -30,31 +31,27 @@ func label(m *dto.Metric, name string) string {
 // lockWaitMetric is the replicas' histogram of lock waits, by strategy.
 const lockWaitMetric = "stock_lock_wait_seconds"
 
-// histSnapshot is one scrape of the lock wait histograms of one replica,
-// per strategy label: cumulative bucket counts by upper bound (seconds).
-type histSnapshot struct {
-	buckets map[string]map[float64]float64 // strategy -> upper bound -> cumulative count
-}
+// histSnapshot is one scrape of the lock wait histograms of one replica:
+// by strategy label, the cumulative bucket counts by upper bound (seconds).
+type histSnapshot map[string]map[float64]float64
 
 // parseLockWait reads the lock wait histograms of a Prometheus text
 // exposition; nil when there are none.
-func parseLockWait(text []byte) *histSnapshot {
+func parseLockWait(text []byte) histSnapshot {
 	f := families(text)[lockWaitMetric]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
 	}
-	s := &histSnapshot{buckets: map[string]map[float64]float64{}}
+	s := histSnapshot{}
 	for _, m := range f.GetMetric() {
-		strategy := label(m, "strategy")
-		h := m.GetHistogram()
+		strategy, h := label(m, "strategy"), m.GetHistogram()
 		if h == nil {
 			continue
 		}
-		bs := s.buckets[strategy]
-		if bs == nil {
-			bs = map[float64]float64{}
-			s.buckets[strategy] = bs
+		if s[strategy] == nil {
+			s[strategy] = map[float64]float64{}
 		}
+		bs := s[strategy]
 		// Several series may share a strategy (other labels such as the
 		// outcome): add them up.
 		hasInf := false
@@ -72,17 +69,14 @@ func parseLockWait(text []byte) *histSnapshot {
 // lockWaitP99 estimates the 99th percentile lock wait of strategy, in ms,
 // over the observations made between the before and after scrapes, summed
 // over the replicas. ok is false when no replica observed any wait.
-func lockWaitP99(before, after []*histSnapshot, strategy string) (ms float64, ok bool) {
+func lockWaitP99(before, after []histSnapshot, strategy string) (ms float64, ok bool) {
 	delta := map[float64]float64{}
 	for i, a := range after {
-		if a == nil {
-			continue
-		}
 		var b map[float64]float64
-		if i < len(before) && before[i] != nil {
-			b = before[i].buckets[strategy]
+		if i < len(before) {
+			b = before[i][strategy]
 		}
-		for le, n := range a.buckets[strategy] {
+		for le, n := range a[strategy] {
 			delta[le] += n - b[le]
 		}
 	}
@@ -98,11 +92,7 @@ func histogramQuantile(q float64, cum map[float64]float64) (float64, bool) {
 	if len(cum) == 0 {
 		return 0, false
 	}
-	bounds := make([]float64, 0, len(cum))
-	for le := range cum {
-		bounds = append(bounds, le)
-	}
-	sort.Float64s(bounds)
+	bounds := slices.Sorted(maps.Keys(cum))
 	total := cum[bounds[len(bounds)-1]]
 	if !math.IsInf(bounds[len(bounds)-1], 1) || total <= 0 {
 		return 0, false

@@ -15,16 +15,20 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// skus returns the skus of strategy's run; drill > 0 numbers a fault run,
-// which gets skus of its own (a strategy runs under several faults).
+// runTag names strategy's run in its skus and files; drill > 0 numbers a
+// fault run, which gets skus of its own (a strategy runs under several faults).
+func runTag(strategy string, drill int) string {
+	if drill > 0 {
+		return fmt.Sprintf("%s-f%d", strategy, drill)
+	}
+	return strategy
+}
+
+// skus returns the skus of strategy's run (see runTag).
 func (h *Harness) skus(strategy string, drill int) []string {
 	out := make([]string, h.cfg.SKUs)
 	for i := range out {
-		if drill > 0 {
-			out[i] = fmt.Sprintf("%s-%s-f%d-%d", h.prefix, strategy, drill, i)
-		} else {
-			out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, strategy, i)
-		}
+		out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, runTag(strategy, drill), i)
 	}
 	return out
 }

@@ -49,11 +49,8 @@ func parseSaleSteps(text []byte) stepTotals {
 func stepMeans(before, after []stepTotals, strategy string) map[string]float64 {
 	sums, counts := map[string]float64{}, map[string]float64{}
 	for i, a := range after {
-		if a == nil {
-			continue
-		}
 		var b map[string]stepTotal
-		if i < len(before) && before[i] != nil {
+		if i < len(before) {
 			b = before[i][strategy]
 		}
 		for step, t := range a[strategy] {
@@ -61,15 +58,14 @@ func stepMeans(before, after []stepTotals, strategy string) map[string]float64 {
 			counts[step] += t.count - b[step].count
 		}
 	}
-	var out map[string]float64
+	out := map[string]float64{}
 	for step, n := range counts {
-		if n <= 0 {
-			continue
+		if n > 0 {
+			out[step] = 1000 * sums[step] / n
 		}
-		if out == nil {
-			out = map[string]float64{}
-		}
-		out[step] = 1000 * sums[step] / n
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

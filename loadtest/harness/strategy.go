@@ -107,7 +107,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	}
 	lin := skippedHistory
 	if !o.step {
-		if lin, err = h.checkHistory(ops, historyName(strategy, drillNo)); err != nil {
+		if lin, err = h.checkHistory(ops, "history-"+runTag(strategy, drillNo)); err != nil {
 			return run, fmt.Errorf("%s: %w", strategy, err)
 		}
 	}

@@ -23,14 +23,6 @@ func (h *Harness) writers(strategy string) []string {
 	return []string{strategy}
 }
 
-// historyName is the file stem of a run's history and its pictures.
-func historyName(strategy string, drill int) string {
-	if drill > 0 {
-		return fmt.Sprintf("history-%s-f%d", strategy, drill)
-	}
-	return "history-" + strategy
-}
-
 // resent counts the attempts beyond each request's first.
 func resent(ops []history.Op) int {
 	n := 0
@@ -76,6 +68,17 @@ func (h *Harness) waitDrained(ctx context.Context, base string, skus []string) (
 			return false, err
 		}
 	}
+}
+
+// poll calls done every `every` until it returns true, and says so, or
+// until patience passes or ctx ends.
+func poll(ctx context.Context, patience, every time.Duration, done func() bool) bool {
+	for start := time.Now(); !done(); {
+		if time.Since(start) > patience || drill.Sleep(ctx, every) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // outcomesByStrategy counts the decrements of a history by strategy and
