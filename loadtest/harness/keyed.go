@@ -87,10 +87,8 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		if err != nil {
 			return err
 		}
-		verdictText := "every purchase sold exactly once"
-		if !run.OK() {
-			verdictText = fmt.Sprintf("FAILED: %v", verdict.Failures(run.Checks))
-		}
+		verdictText := map[bool]string{true: "every purchase sold exactly once",
+			false: fmt.Sprintf("FAILED: %v", verdict.Failures(run.Checks))}[run.OK()]
 		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs), %.2fs after the kill, %.2fs after the freeze; %s",
 			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, run.AfterKillMax, run.AfterFreezeMax, verdictText)
 		rep.Keyed = append(rep.Keyed, run)
@@ -209,13 +207,8 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		if err != nil {
 			return run, fmt.Errorf("keyed drill: read the ledger of %s: %w", sku, err)
 		}
-		run.LedgerOrders += len(orders)
-		perKey := map[string]int{}
-		for _, o := range orders {
-			if perKey[o.Key]++; perKey[o.Key] == 2 {
-				run.KeysTwice++
-			}
-		}
+		_, twice := verdict.DoubleSold(orders)
+		run.LedgerOrders, run.KeysTwice = run.LedgerOrders+len(orders), run.KeysTwice+twice
 	}
 	done := "all"
 	if ft.failed != "" {

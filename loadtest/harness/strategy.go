@@ -343,11 +343,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			continue
 		}
 		if run.Codes != nil {
-			if cls == verdict.Transport {
-				run.Codes[attack.TransportKind(note)]++
-			} else {
-				run.Codes[note]++
-			}
+			run.Codes[answerKind(cls, note)]++
 		}
 		if len(errSeen) < 5 && !errSeen[note] {
 			errSeen[note] = true
@@ -462,12 +458,9 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizab
 	run.Oversold, run.LostUpdates, run.Unacknowledged = res.Oversold, res.LostUpdates, res.Unacknowledged
 	run.LedgerMismatch, run.Ledger, run.LedgerOrders = res.LedgerMismatch, res.Ledger, len(in.Ledger)
 	run.Problems = append(run.Problems, res.Problems...)
+	what := map[bool]string{true: "history not linearizable: ", false: "history's linearizability unknown: "}[lin.verdict == history.No]
 	for _, c := range lin.conflicts {
-		if lin.verdict == history.No {
-			run.Problems = append(run.Problems, "history not linearizable: "+c)
-		} else {
-			run.Problems = append(run.Problems, "history's linearizability unknown: "+c)
-		}
+		run.Problems = append(run.Problems, what+c)
 	}
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
@@ -488,12 +481,10 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizab
 
 // splitsStock reports whether every one of writers sells from split stock.
 func splitsStock(writers []string) bool {
-	for _, w := range writers {
-		if in, ok := strategy.Lookup(w); !ok || !in.SplitsStock {
-			return false
-		}
-	}
-	return len(writers) > 0
+	return len(writers) > 0 && !slices.ContainsFunc(writers, func(w string) bool {
+		in, ok := strategy.Lookup(w)
+		return !ok || !in.SplitsStock
+	})
 }
 
 // ledgerOrders reads sku's ledger since a time through c, all its pages,

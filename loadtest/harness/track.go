@@ -39,14 +39,19 @@ type tracker struct {
 	lat       []float64 // a uniform sample of the latencies, ms
 	latSeen   int
 	marks     []Mark
-	fences    map[string]map[int64]bool // the tokens seen, by sku
+	fences    map[skuFence]bool // the tokens seen
+}
+
+type skuFence struct {
+	sku   string
+	fence int64
 }
 
 func (h *Harness) newTracker(run *report.Run, a *attack.Attack) *tracker {
 	return &tracker{
 		h: h, run: h.runNo, strategy: run.Strategy, initial: int64(run.Stock * len(run.SKUs)),
 		tally: &a.Tally, started: a.Started,
-		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[string]map[int64]bool{},
+		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[skuFence]bool{},
 	}
 }
 
@@ -54,16 +59,9 @@ func (h *Harness) newTracker(run *report.Run, a *attack.Attack) *tracker {
 // token is a grant event), a refusal by the fence or the lease check (an
 // event), and its latency.
 func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, note string) {
-	kind := cls.String()
-	if cls != verdict.Sold && cls != verdict.SoldOut {
-		kind = note
-		if cls == verdict.Transport {
-			kind = attack.TransportKind(note)
-		}
-	}
-	var grant, refused bool
+	var grant bool
 	t.mu.Lock()
-	t.answers[kind]++
+	t.answers[answerKind(cls, note)]++
 	t.latSeen++
 	ms := float64(r.Latency) / float64(time.Millisecond)
 	if len(t.lat) < maxLatency {
@@ -77,35 +75,37 @@ func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, n
 			t.marks = t.marks[1:]
 		}
 		t.marks = append(t.marks, Mark{At: r.End(), Replica: o.Replica, SKU: o.SKU, Fence: o.Fence})
-		if o.Fence != 0 {
-			seen := t.fences[o.SKU]
-			if seen == nil {
-				seen = map[int64]bool{}
-				t.fences[o.SKU] = seen
-			}
-			grant = !seen[o.Fence]
-			seen[o.Fence] = true
+		if k := (skuFence{o.SKU, o.Fence}); o.Fence != 0 && !t.fences[k] {
+			grant, t.fences[k] = true, true
 		}
 	}
-	refused = cls == verdict.Unavailable && isRefusal(note)
 	t.mu.Unlock()
 	switch {
 	case grant:
 		t.h.emit(Event{Type: EventGrant, At: r.Timestamp, Run: t.run, Strategy: t.strategy, SKU: o.SKU, Replica: o.Replica, Fence: o.Fence})
-	case refused:
+	case cls == verdict.Unavailable && isRefusal(note):
 		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockclient.SKUOfURL(r.URL), Replica: t.replicaOf(r.URL), Text: note})
 	}
+}
+
+// answerKind is an answer's kind in the tallies: sold, sold out, a
+// transport error's kind, or else its note ("503 fenced").
+func answerKind(cls verdict.Class, note string) string {
+	switch cls {
+	case verdict.Sold, verdict.SoldOut:
+		return cls.String()
+	case verdict.Transport:
+		return attack.TransportKind(note)
+	}
+	return note
 }
 
 // isRefusal reports whether a 503 note is a write the fence, the version
 // check or the lease check refused.
 func isRefusal(note string) bool {
-	for _, code := range []string{"fenced", "lease_lost", "stale_read"} {
-		if strings.HasSuffix(note, " "+code) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{" fenced", " lease_lost", " stale_read"}, func(code string) bool {
+		return strings.HasSuffix(note, code)
+	})
 }
 
 // replicaOf names the replica an attack URL went to ("" when it went
@@ -139,10 +139,7 @@ func (t *tracker) progress(final bool) *Progress {
 		}
 		return lat[min(len(lat)-1, int(f*float64(len(lat))))]
 	}
-	p.Latency = report.Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99)}
-	if len(lat) > 0 {
-		p.Latency.Max = lat[len(lat)-1]
-	}
+	p.Latency = report.Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1)}
 	return p
 }
 
