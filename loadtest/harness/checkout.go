@@ -52,10 +52,44 @@ func (s Checkout) Env(_ Config, o *env.Options) {
 
 // Run runs the scenario against every strategy of the config that takes
 // part in holds.
-func (s Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) (err error) {
+func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Sections = append(rep.Sections, report.CheckoutSection)
-	rep.Checkout, err = h.runCheckout(ctx, s)
-	return err
+	holds := func(s string) bool {
+		in, _ := strategy.Lookup(s)
+		return in.Holds
+	}
+	strategies := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), func(s string) bool { return !holds(s) })
+	if len(strategies) == 0 {
+		return errors.New("checkout: no strategy among --strategies takes part in holds")
+	}
+	if skipped := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), holds); len(skipped) > 0 {
+		h.logf("checkout: %s take no part in holds (docs/holds.md): skipped", strings.Join(skipped, ", "))
+	}
+	if len(co.Faults) > 0 && (h.env == nil || h.env.Len() < 2) {
+		return errors.New("checkout faults need two replicas the harness starts")
+	}
+	if err := h.warmup(ctx); err != nil {
+		return err
+	}
+	attempt := max(h.cfg.Timeout, 2*co.HoldTTL+5*time.Second)
+	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}),
+		stockclient.WithTimeout(attempt), stockclient.WithAdminToken(h.cfg.AdminToken))
+	for _, st := range strategies {
+		h.runNo++
+		r := &checkoutRun{h: h, api: api, co: co, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
+			bases: h.replicas, attempt: attempt,
+			thinking: map[int]int{}, inflight: map[*holdRec]int{}, latency: map[string][]float64{}, sales: map[string][]drill.Sale{}}
+		h.logf("checkout, %s: %d buyers/s for %s, hold TTL %s, think %s, abandon %g, late %g, faults %q",
+			st, h.cfg.Rate, h.cfg.Duration, co.HoldTTL, co.Think, co.Abandon, co.Late, co.Faults)
+		out, err := r.runOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("checkout, %s: %w", st, err)
+		}
+		h.logf("  → %s: sales/s checkout %.1f, plain %.1f; expiry to sellable p99 %s; %s", st, out.CheckoutSalesPerSec, out.PlainSalesPerSec,
+			report.Ms(out.ExpiryP99), map[bool]string{true: "every check passed", false: fmt.Sprintf("FAILED: %v", verdict.Failures(out.Checks))}[verdict.Judge(out.Checks) == verdict.Passed])
+		rep.Checkout = append(rep.Checkout, out)
+	}
+	return nil
 }
 
 // CheckoutFaults are the faults the checkout scenario strikes, by the
@@ -159,51 +193,6 @@ type checkoutRun struct {
 	lastHold time.Time
 }
 
-// runCheckout runs the checkout scenario against every strategy of the
-// config that takes part in holds.
-func (h *Harness) runCheckout(ctx context.Context, co Checkout) ([]report.CheckoutRun, error) {
-	var strategies, skipped []string
-	for _, s := range h.cfg.Strategies {
-		if in, _ := strategy.Lookup(s); in.Holds {
-			strategies = append(strategies, s)
-		} else {
-			skipped = append(skipped, s)
-		}
-	}
-	if len(strategies) == 0 {
-		return nil, errors.New("checkout: no strategy among --strategies takes part in holds")
-	}
-	if len(skipped) > 0 {
-		h.logf("checkout: %s take no part in holds (docs/holds.md): skipped", strings.Join(skipped, ", "))
-	}
-	if len(co.Faults) > 0 && (h.env == nil || h.env.Len() < 2) {
-		return nil, errors.New("checkout faults need two replicas the harness starts")
-	}
-	if err := h.warmup(ctx); err != nil {
-		return nil, err
-	}
-	attempt := max(h.cfg.Timeout, 2*co.HoldTTL+5*time.Second)
-	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}),
-		stockclient.WithTimeout(attempt), stockclient.WithAdminToken(h.cfg.AdminToken))
-	var runs []report.CheckoutRun
-	for _, st := range strategies {
-		h.runNo++
-		r := &checkoutRun{h: h, api: api, co: co, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
-			bases: h.replicas, attempt: attempt,
-			thinking: map[int]int{}, inflight: map[*holdRec]int{}, latency: map[string][]float64{}, sales: map[string][]drill.Sale{}}
-		h.logf("checkout, %s: %d buyers/s for %s, hold TTL %s, think %s, abandon %g, late %g, faults %q",
-			st, h.cfg.Rate, h.cfg.Duration, r.co.HoldTTL, r.co.Think, r.co.Abandon, r.co.Late, r.co.Faults)
-		out, err := r.runOnce(ctx)
-		if err != nil {
-			return runs, fmt.Errorf("checkout, %s: %w", st, err)
-		}
-		h.logf("  → %s: sales/s checkout %.1f, plain %.1f; expiry to sellable p99 %s; %s", st, out.CheckoutSalesPerSec, out.PlainSalesPerSec,
-			report.Ms(out.ExpiryP99), map[bool]string{true: "every check passed", false: fmt.Sprintf("FAILED: %v", verdict.Failures(out.Checks))}[verdict.Judge(out.Checks) == verdict.Passed])
-		runs = append(runs, out)
-	}
-	return runs, nil
-}
-
 func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 	ev := Event{Type: typ, Run: r.run, Strategy: r.strategy, SKU: rec.sku, Hold: rec.id, Text: text}
 	if replica >= 0 {
@@ -212,14 +201,19 @@ func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 	r.h.emit(ev)
 }
 
+// locked runs f under r.mu.
+func (r *checkoutRun) locked(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+}
+
 // count adds one to an answer's tally.
 func (r *checkoutRun) count(what string, err error) {
 	if a := answerOf(err); a != "" {
 		what += " " + a
 	}
-	r.mu.Lock()
-	r.out.Answers[what]++
-	r.mu.Unlock()
+	r.locked(func() { r.out.Answers[what]++ })
 }
 
 func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID string) {
@@ -264,9 +258,7 @@ func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key strin
 		return nil, replica, err
 	}
 	rec := &holdRec{id: hl.ID, sku: sku}
-	r.mu.Lock()
-	r.holds, r.lastHold = append(r.holds, rec), time.Now()
-	r.mu.Unlock()
+	r.locked(func() { r.holds, r.lastHold = append(r.holds, rec), time.Now() })
 	r.emit(EventHeld, rec, replica, "")
 	return rec, replica, nil
 }
@@ -288,9 +280,7 @@ func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int
 		return err == nil && hl.State != "held"
 	})
 	if expired {
-		r.mu.Lock()
-		rec.readExpired = true
-		r.mu.Unlock()
+		r.locked(func() { rec.readExpired = true })
 		r.emit(EventExpired, rec, -1, "read")
 	}
 	return expired
@@ -324,27 +314,19 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 			return
 		}
 	default:
-		r.mu.Lock()
-		r.thinking[replica]++
-		r.mu.Unlock()
+		r.locked(func() { r.thinking[replica]++ })
 		_ = drill.Sleep(ctx, r.co.Think)
-		r.mu.Lock()
-		r.thinking[replica]--
-		r.mu.Unlock()
+		r.locked(func() { r.thinking[replica]-- })
 	}
 	start = time.Now()
 	sale, err := across(ctx, r, replica, confirmCall, func(ctx context.Context, c *stockclient.Client, i int) (stockclient.Sale, error) {
-		r.mu.Lock()
-		r.inflight[rec] = i
-		r.mu.Unlock()
-		defer func() { r.mu.Lock(); delete(r.inflight, rec); r.mu.Unlock() }()
+		r.locked(func() { r.inflight[rec] = i })
+		defer r.locked(func() { delete(r.inflight, rec) })
 		return c.ConfirmHold(ctx, rec.sku, rec.id)
 	})
 	r.measured("confirm", start, err == nil, sale.OrderID)
 	r.count("confirm "+kind, err)
-	r.mu.Lock()
-	rec.sold = err == nil
-	r.mu.Unlock()
+	r.locked(func() { rec.sold = err == nil })
 	switch {
 	case err == nil:
 		r.emit(EventConfirmed, rec, replica, "")
@@ -372,9 +354,7 @@ func (r *checkoutRun) probe(ctx context.Context, i int, sku string) float64 {
 		sale, err := r.decrement(ctx, sku, (replica+1)%len(r.bases), fmt.Sprintf("%s-s%d", sku, n))
 		if err == nil {
 			ms := float64(time.Since(expiry).Microseconds()) / 1000
-			r.mu.Lock()
-			rec.readExpired, r.acked = true, append(r.acked, sale.OrderID)
-			r.mu.Unlock()
+			r.locked(func() { rec.readExpired, r.acked = true, append(r.acked, sale.OrderID) })
 			r.emit(EventExpired, rec, -1, "sold again")
 			return ms
 		}
@@ -705,9 +685,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 func (r *checkoutRun) waiting(ctx context.Context, i int) int {
 	n := 0
 	poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		n = r.thinking[i]
+		r.locked(func() { n = r.thinking[i] })
 		return n > 0
 	})
 	return n

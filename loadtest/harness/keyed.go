@@ -225,15 +225,18 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 // keyedFreeze. It returns what it did, with times from began.
 func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
 	var notes []string
-	note := func(format string, a ...any) {
-		notes = append(notes, fmt.Sprintf("%5.1fs ", time.Since(began).Seconds())+fmt.Sprintf(format, a...))
+	// did notes what was done, or what failed (which marks the run), and
+	// says whether the drill goes on.
+	did := func(err error, done, failed string) bool {
+		if err != nil {
+			done = fmt.Sprintf("%s failed: %v", failed, err)
+		}
+		notes = append(notes, fmt.Sprintf("%5.1fs %s", time.Since(began).Seconds(), done))
 		h.logf("  %s", notes[len(notes)-1])
-	}
-	// failed notes a fault that could not be done, and marks the run.
-	failed := func(format string, a ...any) []string {
-		note(format, a...)
-		ft.failed = notes[len(notes)-1]
-		return notes
+		if err != nil {
+			ft.failed = notes[len(notes)-1]
+		}
+		return err == nil
 	}
 	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
 		return notes
@@ -244,18 +247,11 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		return notes
 	}
 	ft.kill = time.Now()
-	if err := h.env.Kill(0); err != nil {
-		return failed("kill -9 of replica %s failed: %v", a, err)
-	}
-	note("kill -9 replica %s (%s)", a, how)
-	if drill.Sleep(ctx, keyedDown) != nil {
+	if !did(h.env.Kill(0), fmt.Sprintf("kill -9 replica %s (%s)", a, how), "kill -9 of replica "+a) || drill.Sleep(ctx, keyedDown) != nil {
 		return notes
 	}
-	if err := h.env.Restart(ctx, 0); err != nil {
-		return failed("restart of replica %s failed: %v", a, err)
-	}
-	note("replica %s restarted and ready", a)
-	if drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
+	if !did(h.env.Restart(ctx, 0), "replica "+a+" restarted and ready", "restart of replica "+a) ||
+		drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
 		return notes
 	}
 	how = h.waitHolding(ctx, 1)
@@ -263,16 +259,12 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		return notes
 	}
 	ft.freeze = time.Now()
-	if err := h.env.Pause(1); err != nil {
-		return failed("SIGSTOP of replica %s failed: %v", b, err)
+	if !did(h.env.Pause(1), fmt.Sprintf("SIGSTOP replica %s (%s)", b, how), "SIGSTOP of replica "+b) {
+		return notes
 	}
-	note("SIGSTOP replica %s (%s)", b, how)
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
-	if err := h.env.Resume(1); err != nil {
-		return failed("SIGCONT of replica %s failed: %v", b, err)
-	}
-	note("SIGCONT replica %s, after %s", b, keyedFreeze)
+	did(h.env.Resume(1), fmt.Sprintf("SIGCONT replica %s, after %s", b, keyedFreeze), "SIGCONT of replica "+b)
 	return notes
 }
 
