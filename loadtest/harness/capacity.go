@@ -118,23 +118,20 @@ func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string,
 	saleBound(&run, steps, scrape(ctx, h, parseSaleSteps))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
 	run.Saturated = limits(&run, s)
-	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, boundNote(run), suffix(run.Saturated))
+	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, stepNote(run))
 	return run, nil
 }
 
-// boundNote is the log's mention of a step's bound, "" without one.
-func boundNote(r report.Run) string {
-	if r.BoundPerSec == nil {
-		return ""
+// stepNote is the log's mention of a step's bound and of the limit it
+// passed, "" without either.
+func stepNote(r report.Run) (s string) {
+	if r.BoundPerSec != nil {
+		s = fmt.Sprintf(", bound %s sales/s (%s of it; %s)", r.BoundText(), r.BoundShare(), r.StepsText())
 	}
-	return fmt.Sprintf(", bound %s sales/s (%s of it; %s)", r.BoundText(), r.BoundShare(), r.StepsText())
-}
-
-func suffix(s string) string {
-	if s == "" {
-		return ""
+	if r.Saturated != "" {
+		s += "; past the limits: " + r.Saturated
 	}
-	return "; past the limits: " + s
+	return s
 }
 
 // limits are a step's limit checks, appended to its checks; it returns

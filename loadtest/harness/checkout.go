@@ -229,16 +229,13 @@ func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID 
 // across sends a call to the replicas in turn, from first, until the
 // answer is final (stockclient.Retryable) or checkoutGiveUp passes.
 func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(context.Context, *stockclient.Client, int) (T, error)) (v T, err error) {
-	start, pause := time.Now(), 50*time.Millisecond
-	for i := first; ; i = (i + 1) % len(r.bases) {
+	inTurn(ctx, len(r.bases), first, 50*time.Millisecond, checkoutGiveUp, func(i int) bool {
 		actx, cancel := context.WithTimeout(ctx, r.attempt)
+		defer cancel()
 		v, err = send(actx, r.api.At(r.bases[i]), i)
-		cancel()
-		if err == nil || !stockclient.Retryable(call, err) || time.Since(start) > checkoutGiveUp || drill.Sleep(ctx, pause) != nil {
-			return v, err
-		}
-		pause = min(2*pause, time.Second)
-	}
+		return err == nil || !stockclient.Retryable(call, err)
+	})
+	return v, err
 }
 
 var (

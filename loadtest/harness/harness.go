@@ -8,6 +8,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -143,10 +144,7 @@ func (h *Harness) emit(ev Event) {
 func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	cfg := h.cfg
 	now := time.Now()
-	outDir := cfg.OutDir
-	if outDir == "" {
-		outDir = filepath.Join("reports", now.Format("20060102-150405"))
-	}
+	outDir := cmp.Or(cfg.OutDir, filepath.Join("reports", now.Format("20060102-150405")))
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
@@ -154,10 +152,11 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 		outDir = abs
 	}
 	h.outDir = outDir
+	host, _ := os.Hostname()
 	rep = &report.Report{
 		Started: now,
 		OutDir:  outDir,
-		Host:    hostText(),
+		Host:    fmt.Sprintf("%s, %s/%s, %d CPUs, %s", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		Settings: report.Settings{
 			Rate: cfg.Rate, Duration: cfg.Duration.String(), Requests: cfg.Requests,
 			Stock: cfg.Stock, Qty: cfg.Qty, SKUs: cfg.SKUs, Skew: cfg.Skew,
@@ -264,9 +263,4 @@ func (h *Harness) replicaIDs() []string {
 		out[i] = h.ids[b]
 	}
 	return out
-}
-
-func hostText() string {
-	name, _ := os.Hostname()
-	return fmt.Sprintf("%s, %s/%s, %d CPUs, %s", name, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,11 +108,7 @@ func writeHistory(path string, ops []history.Op) error {
 	if err != nil {
 		return fmt.Errorf("history file: %w", err)
 	}
-	err = history.WriteJSONL(f, ops)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := cmp.Or(history.WriteJSONL(f, ops), f.Close()); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return nil

@@ -155,7 +155,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		if err := drill.Sleep(ctx, time.Until(began.Add(time.Duration(i)*pace))); err != nil {
 			break
 		}
-		wg.Go(func() { results[i] = h.buy(ctx, client, bases, p) })
+		wg.Go(func() { results[i] = buy(ctx, client, bases, p) })
 	}
 	wg.Wait()
 	run.Faults = <-faults
@@ -291,32 +291,31 @@ func (h *Harness) waitHolding(ctx context.Context, i int) string {
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
 // switching replicas after every answer that is not final.
-func (h *Harness) buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
-	r := purchaseResult{answers: map[string]int{}}
-	start := time.Now()
-	target := p.first
-	pause := 100 * time.Millisecond
-	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
-		r.attempts++
-		_, err := client.At(bases[target]).Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+func buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
+	r := purchaseResult{answers: map[string]int{}, sent: time.Now()}
+	inTurn(ctx, len(bases), p.first, 100*time.Millisecond, keyedGiveUp, func(i int) bool {
+		_, err := client.At(bases[i]).Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
 		answer := answerOf(err)
-		if r.attempts == 1 {
-			r.sent, r.unanswered = start, answer == noAnswer
+		if r.attempts++; r.attempts == 1 {
+			r.unanswered = answer == noAnswer
 		}
 		if err == nil {
 			r.sold, r.soldAt = true, time.Now()
-			return r
+			return true
 		}
-		if r.answers[answer]++; answer == "409 sold_out" {
-			return r
-		}
-		target = (target + 1) % len(bases)
-		if drill.Sleep(ctx, pause) != nil {
-			break
-		}
+		r.answers[answer]++
+		return answer == "409 sold_out"
+	})
+	return r
+}
+
+// inTurn calls try with the replicas' indexes in turn, from first, until
+// it says the answer is final, giveUp passes or ctx ends, pausing between
+// tries from pause, doubling, up to a second.
+func inTurn(ctx context.Context, n, first int, pause, giveUp time.Duration, try func(i int) (final bool)) {
+	for i, start := first, time.Now(); !try(i) && time.Since(start) <= giveUp && drill.Sleep(ctx, pause) == nil; i = (i + 1) % n {
 		pause = min(2*pause, time.Second)
 	}
-	return r
 }
 
 // noAnswer is answerOf an error without an HTTP answer.

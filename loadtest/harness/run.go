@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -91,10 +92,7 @@ func (h *Harness) warmup(ctx context.Context) error {
 	if _, err := h.api.At(h.replicas[0]).PutItem(ctx, sku, MaxStock); err != nil {
 		return fmt.Errorf("warm-up: reset stock: %w", err)
 	}
-	rate := h.cfg.Rate
-	if rate == 0 {
-		rate = 100
-	}
+	rate := cmp.Or(h.cfg.Rate, 100)
 	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
 	atk, err := attack.Start(ctx, attack.Options{
 		Name: "warmup", Targets: h.replicas, SKUs: []string{sku}, Writers: []string{strategy.Atomic}, Qty: 1,

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -276,12 +277,11 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, fs *faultSpec,
 
 // observed is what the answers of one attack showed.
 type observed struct {
-	metrics  vegeta.Metrics
-	tally    *attack.Tally
-	acked    []verdict.Order
-	soldOut  []verdict.SoldOutAnswer
-	sales    []drill.Sale
-	lastSale time.Time
+	metrics vegeta.Metrics
+	tally   *attack.Tally
+	acked   []verdict.Order
+	soldOut []verdict.SoldOutAnswer
+	sales   []drill.Sale
 	// noAnswer counts, per sku, the requests that reached a replica and
 	// got no HTTP answer (reset, timeout; not refused).
 	noAnswer map[string]int
@@ -316,9 +316,6 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			t.Units.Add(int64(order.Qty))
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
-			if e := r.End(); e.After(obs.lastSale) {
-				obs.lastSale = e
-			}
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
 		case verdict.SoldOut:
 			t.SoldOut.Add(1)
@@ -387,8 +384,9 @@ func fillTotals(run *report.Run, obs *observed) {
 	run.Transport = int(t.Transport.Load())
 	run.AttackSeconds = (m.Duration + m.Wait).Seconds()
 	run.ReqPerSec = m.Rate
-	if !obs.lastSale.IsZero() {
-		run.SellingSeconds = obs.lastSale.Sub(m.Earliest).Seconds()
+	if len(obs.sales) > 0 {
+		last := slices.MaxFunc(obs.sales, func(a, b drill.Sale) int { return a.End.Compare(b.End) })
+		run.SellingSeconds = last.End.Sub(m.Earliest).Seconds()
 		run.SalesPerSec = salesRate(obs.sales, m.Earliest)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -406,8 +404,7 @@ func (h *Harness) writePlot(run *report.Run, pl *plot.Plot) {
 	if err != nil {
 		return
 	}
-	_, werr := pl.WriteTo(f)
-	if cerr := f.Close(); werr == nil && cerr == nil {
+	if _, err := pl.WriteTo(f); cmp.Or(err, f.Close()) == nil {
 		run.Plot = name
 	}
 }
