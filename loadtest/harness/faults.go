@@ -93,7 +93,7 @@ func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 				eta = fmt.Sprintf(", about %s left", (per * time.Duration(total-n+1)).Round(time.Second))
 			}
 			h.logf("[%d/%d] repeat %d/%d, %s, %s: %s%s", n, total, r, s.Repeat, d.Label, d.Strategy, h.loadText(), eta)
-			run, err := h.runStrategy(ctx, d.Strategy, runOpts{fault: &faultSpec{drill: d, repeat: r, drills: s.Drills}})
+			run, err := h.runStrategy(ctx, d.Strategy, runOpts{drill: &d, repeat: r, drills: s.Drills})
 			if err != nil {
 				return err
 			}
@@ -108,11 +108,4 @@ func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		}
 	}
 	return nil
-}
-
-// faultSpec is the fault side of one runStrategy call.
-type faultSpec struct {
-	drill  drill.Drill
-	repeat int
-	drills Drills
 }

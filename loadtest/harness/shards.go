@@ -18,8 +18,8 @@ import (
 // key's hash tag, by the cluster's own slot map); nil for any other run.
 // A map that cannot be read is noted and left out: the load is measured
 // all the same.
-func (h *Harness) shardsOf(ctx context.Context, name string, skus []string, fs *faultSpec) map[string]string {
-	if in, _ := strategy.Lookup(name); fs != nil || in.Lock != strategy.LockRedis || h.env == nil || h.env.Cluster == nil {
+func (h *Harness) shardsOf(ctx context.Context, name string, skus []string, drilled bool) map[string]string {
+	if in, _ := strategy.Lookup(name); drilled || in.Lock != strategy.LockRedis || h.env == nil || h.env.Cluster == nil {
 		return nil
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.env.Cluster.Addrs, DialTimeout: time.Second})

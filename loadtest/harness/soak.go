@@ -89,7 +89,7 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		f, _ := drill.Lookup(name)
 		d := drill.Drill{Label: name, Strategy: mixedRun, Inject: f.Inject}
 		h.logf("[soak %d/%d, %s of %s] mixed %s under %s", i+1, n, time.Since(began).Round(time.Second), s.Duration, strings.Join(safe, ", "), name)
-		run, err := h.runStrategy(ctx, mixedRun, runOpts{fault: &faultSpec{drill: d, repeat: i + 1, drills: s.Drills}})
+		run, err := h.runStrategy(ctx, mixedRun, runOpts{drill: &d, repeat: i + 1, drills: s.Drills})
 		if err != nil {
 			return err
 		}

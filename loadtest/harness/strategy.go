@@ -26,24 +26,25 @@ import (
 
 // runOpts are what a scenario asks of one run beyond the load.
 type runOpts struct {
-	fault *faultSpec // a fault drill: the drill's fault strikes while the attack runs
-	step  bool       // a capacity step: skus of its own, no plot, the history not checked
-	retry *Compare   // re-send unanswered decrements, as its Retries say
+	drill  *drill.Drill // a fault drill: its fault strikes while the attack runs
+	repeat int          // the drill's repeat
+	drills Drills       // the drill's settings
+	step   bool         // a capacity step: skus of its own, no plot, the history not checked
+	retry  *Compare     // re-send unanswered decrements, as its Retries say
 }
 
 // runStrategy resets the stock, attacks with one strategy, reads the
 // stock and the ledger back and checks them. Faults asked for with Inject
 // strike it.
 func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (report.Run, error) {
-	fs := o.fault
 	drillNo := 0
-	if fs != nil || o.step { // every drill and capacity step on skus of its own
+	if o.drill != nil || o.step { // every drill and capacity step on skus of its own
 		h.drills++
 		drillNo = h.drills
 	}
 	h.runNo++
 	writers := h.writers(strategy)
-	run := h.newRun(strategy, writers, drillNo, fs)
+	run := h.newRun(strategy, writers, drillNo, o)
 	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs()})
 
 	// The ledger window starts a little before the reset, so that a
@@ -55,7 +56,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	before := scrape(ctx, h, parseLockWait)
-	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
+	shards := h.shardsOf(ctx, strategy, run.SKUs, o.drill != nil)
 	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
 	defer stopRedisView()
 
@@ -67,27 +68,27 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	tr := h.newTracker(&run, atk)
 	stopProgress := tr.start()
 	stopReads := h.startReads(ctx, rec, run.SKUs)
-	faults := h.startFaults(ctx, run.Strategy, run.SKUs, fs, atk.Started)
+	faults := h.startFaults(ctx, run.Strategy, run.SKUs, o, atk.Started)
 	obs := classify(atk, &run, h.cfg.Qty, tr)
 	stopReads()
 	stopProgress()
 	stopRedisView()
 
-	ev, err := h.endFaults(ctx, &run, fs, faults)
+	ev, err := h.endFaults(ctx, &run, o.drill, faults)
 	if err != nil {
 		return run, err
 	}
 	if err := ctx.Err(); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
 	}
-	judgeFault(&run, fs, ev, obs.sales)
+	judgeFault(&run, o.drill, ev, obs.sales)
 	if ev != nil {
 		at := ev.At.Sub(obs.metrics.Earliest).Seconds()
 		run.FaultAt = &at
 	}
 	fillTotals(&run, obs)
 	countShards(&run, shards, obs)
-	if fs == nil && !o.step {
+	if o.drill == nil && !o.step {
 		// Fault drills and capacity steps are dozens of runs: their table and chart tell the
 		// story, not a plot each.
 		h.writePlot(&run, obs.plot)
@@ -138,10 +139,10 @@ func (h *Harness) attackOptions(strategy string, skus, writers []string, rec *hi
 
 // newRun is the report of one run before anything is sent: its settings
 // and empty counters.
-func (h *Harness) newRun(strategy string, writers []string, drillNo int, fs *faultSpec) report.Run {
+func (h *Harness) newRun(strategy string, writers []string, drillNo int, o runOpts) report.Run {
 	run := report.Run{
 		Strategy:    strategy,
-		Safe:        verdict.SafeAll(writers) && (fs == nil || !fs.drill.Demo),
+		Safe:        verdict.SafeAll(writers) && (o.drill == nil || !o.drill.Demo),
 		SKUs:        h.skus(strategy, drillNo),
 		Stock:       h.cfg.Stock,
 		Qty:         h.cfg.Qty,
@@ -149,8 +150,8 @@ func (h *Harness) newRun(strategy string, writers []string, drillNo int, fs *fau
 		StatusCodes: map[string]int{},
 		ByReplica:   map[string]int{},
 	}
-	if fs != nil {
-		run.Fault, run.Repeat, run.Demo = fs.drill.Label, fs.repeat, fs.drill.Demo
+	if o.drill != nil {
+		run.Fault, run.Repeat, run.Demo = o.drill.Label, o.repeat, o.drill.Demo
 		run.Codes = map[string]int{}
 	}
 	return run
@@ -187,19 +188,18 @@ func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus, writer
 // injections are the faults struck while one attack runs: the drill's
 // own, if it has an injector, and those asked for with Inject.
 type injections struct {
-	done   chan struct{} // closed when no more will strike
-	stop   func()        // the attack is over: no more Inject
+	stop   func() // the attack is over: no more Inject; waits for the last
 	events []*drill.Event
 	errs   []error
 }
 
 // startFaults runs the drill's injector, if it has one, and serves Inject
 // while the attack runs, one fault at a time, in a goroutine of its own.
-func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, fs *faultSpec, started time.Time) *injections {
-	in := &injections{done: make(chan struct{})}
+func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, o runOpts, started time.Time) *injections {
+	in, done, attacking := &injections{}, make(chan struct{}), make(chan struct{})
 	d := DefaultDrills() // the live page's replicas run with the defaults
-	if fs != nil {
-		d = fs.drills
+	if o.drill != nil {
+		d = o.drills
 	}
 	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: d.FaultTTL, Search: h.cfg.Duration / 2, AOF: d.RedisAOF}
 	strike := func(fault string, inject drill.Injector, at time.Time, repeat int) {
@@ -214,16 +214,16 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 		h.emit(Event{Type: EventFault, Run: h.runNo, Strategy: strategy, Fault: fault, Replica: ev.Victim, Shape: ev.Shape,
 			At: ev.At, Until: ev.Healed, Text: ev.Note})
 	}
-	attacking := make(chan struct{})
 	h.setActive(true)
 	in.stop = func() {
 		h.setActive(false)
 		close(attacking)
+		<-done
 	}
 	go func() {
-		defer close(in.done)
-		if fs != nil && fs.drill.Inject != nil {
-			strike(fs.drill.Fault, fs.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), fs.repeat)
+		defer close(done)
+		if o.drill != nil && o.drill.Inject != nil {
+			strike(o.drill.Fault, o.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), o.repeat)
 		}
 		for {
 			select {
@@ -245,12 +245,11 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 // etcd member comes back) so that the read-back and the next run find
 // everything up. It notes what was done in run.FaultNote and returns the
 // first fault that struck, nil when none did.
-func (h *Harness) endFaults(ctx context.Context, run *report.Run, fs *faultSpec, in *injections) (*drill.Event, error) {
+func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill, in *injections) (*drill.Event, error) {
 	in.stop()
-	<-in.done
 	var notes []string
-	if fs != nil && fs.drill.Inject == nil {
-		notes = append(notes, "no injection, the configuration is the fault: "+fs.drill.Flags.String())
+	if d != nil && d.Inject == nil {
+		notes = append(notes, "no injection, the configuration is the fault: "+d.Flags.String())
 	}
 	for _, err := range in.errs {
 		switch {
@@ -356,7 +355,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 // judgeFault records what the fault did to the sales: how long they took
 // to resume after it struck, and whether fencing tokens kept increasing
 // across it (fenced strategies, not the deliberately weakened drills).
-func judgeFault(run *report.Run, fs *faultSpec, ev *drill.Event, sales []drill.Sale) {
+func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.Sale) {
 	if ev != nil {
 		run.Injected, run.DoubleHeld = true, ev.DoubleHeld
 		if d, ok := drill.Recovery(sales, ev); ok {
@@ -366,7 +365,7 @@ func judgeFault(run *report.Run, fs *faultSpec, ev *drill.Event, sales []drill.S
 			run.Problems = append(run.Problems, "sales did not resume after the fault before the attack ended")
 		}
 	}
-	if fs != nil && slices.Contains(drill.FencedStrategies, run.Strategy) && !fs.drill.Demo {
+	if d != nil && slices.Contains(drill.FencedStrategies, run.Strategy) && !d.Demo {
 		// With no injected fault (clock skew) only reuse is checked: two
 		// sales under one token would mean two holders with one grant.
 		run.Tokens = drill.Tokens(sales, ev)
