@@ -121,24 +121,7 @@ func (e *FieldError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, &FieldError{Format: format, Args: a}) }
-	c.checkLoad(bad)
-	c.checkReplicas(bad)
-	c.checkHistory(bad)
-	for _, t := range c.Thresholds {
-		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
-			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
-		}
-	}
-	c.scenario().Check(c, bad)
-	return errors.Join(errs...)
-}
-
-// Problem records one problem of a Config (see FieldError).
-type Problem func(format string, a ...any)
-
-// checkLoad checks the attack's size: rate, duration, count, stock, skus,
-// workers, timeouts.
-func (c Config) checkLoad(bad Problem) {
+	// The attack's size: rate, duration, count, stock, skus, workers, timeouts.
 	if c.Rate < 0 || c.Rate > maxRate {
 		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
 	}
@@ -170,10 +153,7 @@ func (c Config) checkLoad(bad Problem) {
 	if c.Warmup < 0 || c.Warmup > time.Minute {
 		bad("Warmup %s: must be between 0 and 1m", c.Warmup)
 	}
-}
-
-// checkReplicas checks the replicas' settings.
-func (c Config) checkReplicas(bad Problem) {
+	// The replicas.
 	between(bad, "ReadyWait", c.ReadyWait, 100*time.Millisecond, maxDuration)
 	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
 		bad("LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
@@ -185,17 +165,24 @@ func (c Config) checkReplicas(bad Problem) {
 	if len(c.Replicas) > 0 && c.RedisCluster {
 		bad("RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
 	}
-}
-
-// checkHistory checks the history's reads and its check.
-func (c Config) checkHistory(bad Problem) {
+	// The history's reads and its check.
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
 		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}
 	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
 		bad("CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
 	}
+	for _, t := range c.Thresholds {
+		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
+			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
+		}
+	}
+	c.scenario().Check(c, bad)
+	return errors.Join(errs...)
 }
+
+// Problem records one problem of a Config (see FieldError).
+type Problem func(format string, a ...any)
 
 // ReplicaCount is how many replicas the run attacks: those of --replicas,
 // else the ones the harness starts.

@@ -141,16 +141,12 @@ func Summarize(rep report.Report) []string {
 	isRun := map[string]bool{}
 	for _, r := range rep.Runs {
 		isRun[r.Scope()] = true
-		v := verdict.Outcome(r.Verdict)
-		switch {
+		switch v := verdict.Outcome(r.Verdict); {
+		case v == verdict.Fail:
+			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Scope(), strings.Join(r.Problems, "; ")))
 		case r.Fault != "" || r.CapacityStep > 0:
 			// Fault drills and capacity steps are many: their table
 			// says it all, the lines name only the failures.
-			if v == verdict.Fail {
-				lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Scope(), strings.Join(r.Problems, "; ")))
-			}
-		case v == verdict.Fail:
-			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))
 		case v == verdict.Demonstrated:
 			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d, linearizable %s), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Linearizable))
 		case v == verdict.NotReproduced:
