@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Config is a harness run: its Scenario, and the settings of the load
