@@ -71,13 +71,12 @@ func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) erro
 	if err := h.warmup(ctx); err != nil {
 		return err
 	}
-	attempt := max(h.cfg.Timeout, 2*co.HoldTTL+5*time.Second)
+	// Each attempt may wait out a stopped replica.
 	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}),
-		stockclient.WithTimeout(attempt), stockclient.WithAdminToken(h.cfg.AdminToken))
+		stockclient.WithTimeout(max(h.cfg.Timeout, 2*co.HoldTTL+5*time.Second)), stockclient.WithAdminToken(h.cfg.AdminToken))
 	for _, st := range strategies {
 		h.runNo++
 		r := &checkoutRun{h: h, api: api, co: co, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
-			bases: h.replicas, attempt: attempt,
 			thinking: map[int]int{}, inflight: map[*holdRec]int{}, latency: map[string][]float64{}, sales: map[string][]drill.Sale{}}
 		h.logf("checkout, %s: %d buyers/s for %s, hold TTL %s, think %s, abandon %g, late %g, faults %q",
 			st, h.cfg.Rate, h.cfg.Duration, co.HoldTTL, co.Think, co.Abandon, co.Late, co.Faults)
@@ -173,13 +172,11 @@ type holdRec struct {
 // checkoutRun is one strategy's run of the scenario.
 type checkoutRun struct {
 	h        *Harness
-	api      *stockclient.Client // each attempt may wait out a stopped replica
+	api      *stockclient.Client
 	co       Checkout
 	strategy string
 	run      int
 	sku      string
-	bases    []string
-	attempt  time.Duration
 
 	mu       sync.Mutex
 	out      report.CheckoutRun
@@ -196,7 +193,7 @@ type checkoutRun struct {
 func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 	ev := Event{Type: typ, Run: r.run, Strategy: r.strategy, SKU: rec.sku, Hold: rec.id, Text: text}
 	if replica >= 0 {
-		ev.Replica = r.h.ids[r.bases[replica]]
+		ev.Replica = r.h.ids[r.h.replicas[replica]]
 	}
 	r.h.emit(ev)
 }
@@ -228,11 +225,9 @@ func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID 
 
 // across sends a call to the replicas in turn, from first, until the
 // answer is final (stockclient.Retryable) or checkoutGiveUp passes.
-func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(context.Context, *stockclient.Client, int) (T, error)) (v T, err error) {
-	inTurn(ctx, len(r.bases), first, 50*time.Millisecond, checkoutGiveUp, func(i int) bool {
-		actx, cancel := context.WithTimeout(ctx, r.attempt)
-		defer cancel()
-		v, err = send(actx, r.api.At(r.bases[i]), i)
+func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(*stockclient.Client, int) (T, error)) (v T, err error) {
+	inTurn(ctx, len(r.h.replicas), first, 50*time.Millisecond, checkoutGiveUp, func(i int) bool {
+		v, err = send(r.api.At(r.h.replicas[i]), i)
 		return err == nil || !stockclient.Retryable(call, err)
 	})
 	return v, err
@@ -247,7 +242,7 @@ var (
 // hold creates a hold of one unit of sku through replica first.
 func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key string) (*holdRec, int, error) {
 	replica := first
-	hl, err := across(ctx, r, first, holdCall, func(ctx context.Context, c *stockclient.Client, i int) (stockclient.Hold, error) {
+	hl, err := across(ctx, r, first, holdCall, func(c *stockclient.Client, i int) (stockclient.Hold, error) {
 		replica = i
 		return c.CreateHold(ctx, sku, 1, r.co.HoldTTL, r.strategy, stockclient.IdempotencyKey(key))
 	})
@@ -262,7 +257,7 @@ func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key strin
 
 // decrement sells one unit of sku through replica first.
 func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key string) (stockclient.Sale, error) {
-	return across(ctx, r, first, saleCall, func(ctx context.Context, c *stockclient.Client, _ int) (stockclient.Sale, error) {
+	return across(ctx, r, first, saleCall, func(c *stockclient.Client, _ int) (stockclient.Sale, error) {
 		return c.Decrement(ctx, sku, 1, r.strategy, stockclient.IdempotencyKey(key))
 	})
 }
@@ -272,7 +267,7 @@ func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key 
 func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int, patience time.Duration) bool {
 	expired := false
 	poll(ctx, patience, 20*time.Millisecond, func() bool {
-		hl, err := r.api.At(r.bases[replica]).GetHold(ctx, rec.sku, rec.id)
+		hl, err := r.api.At(r.h.replicas[replica]).GetHold(ctx, rec.sku, rec.id)
 		expired = err == nil && hl.State == "expired"
 		return err == nil && hl.State != "held"
 	})
@@ -286,7 +281,7 @@ func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int
 // buyer is buyer i: a plain decrement when i is odd, else a hold; each
 // kind through the replicas in turn.
 func (r *checkoutRun) buyer(ctx context.Context, i int) {
-	first, key := i/2%len(r.bases), fmt.Sprintf("%s-b%d", r.sku, i)
+	first, key := i/2%len(r.h.replicas), fmt.Sprintf("%s-b%d", r.sku, i)
 	start := time.Now()
 	if i%2 == 1 {
 		sale, err := r.decrement(ctx, r.sku, first, key)
@@ -316,7 +311,7 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 		r.locked(func() { r.thinking[replica]-- })
 	}
 	start = time.Now()
-	sale, err := across(ctx, r, replica, confirmCall, func(ctx context.Context, c *stockclient.Client, i int) (stockclient.Sale, error) {
+	sale, err := across(ctx, r, replica, confirmCall, func(c *stockclient.Client, i int) (stockclient.Sale, error) {
 		r.locked(func() { r.inflight[rec] = i })
 		defer r.locked(func() { delete(r.inflight, rec) })
 		return c.ConfirmHold(ctx, rec.sku, rec.id)
@@ -338,7 +333,7 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 // time from that moment to the sale's answer, in ms, or NaN if none came.
 func (r *checkoutRun) probe(ctx context.Context, i int, sku string) float64 {
 	sent := time.Now()
-	rec, replica, err := r.hold(ctx, sku, i%len(r.bases), sku)
+	rec, replica, err := r.hold(ctx, sku, i%len(r.h.replicas), sku)
 	if err != nil {
 		r.count("probe hold", err)
 		return math.NaN()
@@ -348,7 +343,7 @@ func (r *checkoutRun) probe(ctx context.Context, i int, sku string) float64 {
 		return math.NaN()
 	}
 	for n := 0; time.Since(expiry) < 5*time.Second; n++ {
-		sale, err := r.decrement(ctx, sku, (replica+1)%len(r.bases), fmt.Sprintf("%s-s%d", sku, n))
+		sale, err := r.decrement(ctx, sku, (replica+1)%len(r.h.replicas), fmt.Sprintf("%s-s%d", sku, n))
 		if err == nil {
 			ms := float64(time.Since(expiry).Microseconds()) / 1000
 			r.locked(func() { rec.readExpired, r.acked = true, append(r.acked, sale.OrderID) })
@@ -374,7 +369,7 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	}
 	for i, sku := range skus {
 		stock := map[bool]int{true: cfg.Stock, false: 1}[i == 0] // a probe's is 1
-		if _, err := r.api.At(r.bases[0]).PutItem(ctx, sku, int64(stock)); err != nil {
+		if _, err := r.api.At(r.h.replicas[0]).PutItem(ctx, sku, int64(stock)); err != nil {
 			return r.out, fmt.Errorf("set the stock of %s: %w", sku, err)
 		}
 	}
@@ -454,7 +449,7 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	if err := drill.Sleep(ctx, time.Until(r.lastHold.Add(r.co.HoldTTL))); err != nil {
 		return r.out, err
 	}
-	if _, err := r.h.waitDrained(ctx, r.bases[0], skus); err != nil {
+	if _, err := r.h.waitDrained(ctx, r.h.replicas[0], skus); err != nil {
 		return r.out, err
 	}
 	return r.out, r.books(ctx, skus)
@@ -495,7 +490,7 @@ func (r *checkoutRun) tally(began time.Time) {
 // books reads every sku and hold back once every hold expired and its
 // units returned (the recovery pass returns them), and judges the run.
 func (r *checkoutRun) books(ctx context.Context, skus []string) error {
-	api := r.api.At(r.bases[0])
+	api := r.api.At(r.h.replicas[0])
 	t := checkoutTally{Initial: r.out.Initial + r.co.Probes, Acked: len(r.acked), FaultFailed: r.out.FaultFailed,
 		LateWanted: r.co.Late > 0, LateSent: r.out.LateSent, LateRefused: r.out.LateRefused,
 		InTimeWanted: r.co.Abandon+r.co.Late < 1, ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}

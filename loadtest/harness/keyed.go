@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,14 +77,13 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	if len(strategies) == 0 {
 		return errors.New("the keyed drill: no safe strategy among --strategies")
 	}
-	per := s.Purchases
 	if err := h.warmup(ctx); err != nil {
 		return err
 	}
 	for r := 1; r <= s.Repeat; r++ {
 		h.logf("[%d/%d] keyed drill: %d purchases each of %s, kill -9 of replica %s, then a %s freeze of replica %s",
-			r, s.Repeat, per, strings.Join(strategies, ", "), h.env.ID(0), keyedFreeze, h.env.ID(1))
-		run, err := h.keyedOnce(ctx, r, strategies, per)
+			r, s.Repeat, s.Purchases, strings.Join(strategies, ", "), h.env.ID(0), keyedFreeze, h.env.ID(1))
+		run, err := h.keyedOnce(ctx, r, strategies, s.Purchases)
 		if err != nil {
 			return err
 		}
@@ -188,10 +188,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		}
 	}
 	sort.Float64s(settles)
-	run.SettleP50, run.SettleP99 = quantile(settles, 0.5), quantile(settles, 0.99)
-	if len(settles) > 0 {
-		run.SettleMax = settles[len(settles)-1]
-	}
+	run.SettleP50, run.SettleP99, run.SettleMax = quantile(settles, 0.5), quantile(settles, 0.99), quantile(settles, 1)
 
 	if _, err := h.waitDrained(ctx, bases[0], skus); err != nil {
 		return run, err
@@ -210,10 +207,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		_, twice := verdict.DoubleSold(orders)
 		run.LedgerOrders, run.KeysTwice = run.LedgerOrders+len(orders), run.KeysTwice+twice
 	}
-	done := "all"
-	if ft.failed != "" {
-		done = ft.failed
-	}
+	done := cmp.Or(ft.failed, "all")
 	run.Checks = verdict.Of(true, verdict.Zero("unfinished", run.Unfinished), verdict.Equal("units_taken", run.UnitsTaken, run.Sold),
 		verdict.Equal("ledger_orders", run.LedgerOrders, run.UnitsTaken), verdict.Zero("keys_sold_twice", run.KeysTwice),
 		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: done, Bound: "all", Pass: ft.failed == ""})
