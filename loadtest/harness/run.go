@@ -168,15 +168,6 @@ func Summarize(rep report.Report) []string {
 // decrements the same skus at once.
 const mixedRun = "mixed"
 
-// writers are the strategies whose requests a run sends: every chosen one
-// for the mixed run, else the run's own.
-func (h *Harness) writers(strategy string) []string {
-	if strategy == mixedRun {
-		return h.cfg.Strategies
-	}
-	return []string{strategy}
-}
-
 // resent counts the attempts beyond each request's first.
 func resent(ops []history.Op) int {
 	n := 0

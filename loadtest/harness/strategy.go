@@ -44,7 +44,10 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 		drillNo = h.drills
 	}
 	h.runNo++
-	writers := h.writers(strategy)
+	writers := []string{strategy} // the strategies whose requests the run sends
+	if strategy == mixedRun {
+		writers = h.cfg.Strategies
+	}
 	run := h.newRun(strategy, writers, drillNo, o)
 	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs()})
 
@@ -61,13 +64,21 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
 	defer stopRedisView()
 
-	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec, o.retry))
+	cfg := h.cfg
+	opts := attack.Options{
+		Name: strategy, Targets: h.replicas, SKUs: run.SKUs, Writers: writers, Qty: cfg.Qty,
+		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
+		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
+	}
+	if r := o.retry; r != nil {
+		opts.Keys, opts.Retries, opts.AttemptTimeout, opts.CutRate = run.SKUs[0], r.Retries, r.AttemptTimeout, r.CutRate
+	}
+	atk, err := attack.Start(ctx, opts)
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	defer atk.Close()
-	tr := h.newTracker(&run, atk)
-	stopProgress := tr.start()
+	tr, stopProgress := h.track(&run, atk)
 	stopReads := h.startReads(ctx, rec, run.SKUs)
 	faults := h.startFaults(ctx, run.Strategy, run.SKUs, o, atk.Started)
 	obs := classify(atk, &run, h.cfg.Qty, tr)
@@ -124,20 +135,6 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	return run, nil
 }
 
-// attackOptions are the attack of one run.
-func (h *Harness) attackOptions(strategy string, skus, writers []string, rec *history.Recorder, retry *Compare) attack.Options {
-	cfg := h.cfg
-	o := attack.Options{
-		Name: strategy, Targets: h.replicas, SKUs: skus, Writers: writers, Qty: cfg.Qty,
-		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
-		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
-	}
-	if retry != nil {
-		o.Keys, o.Retries, o.AttemptTimeout, o.CutRate = skus[0], retry.Retries, retry.AttemptTimeout, retry.CutRate
-	}
-	return o
-}
-
 // newRun is the report of one run before anything is sent: its settings
 // and empty counters.
 func (h *Harness) newRun(strategy string, writers []string, drillNo int, o runOpts) report.Run {
@@ -169,12 +166,9 @@ func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus, writer
 		opts = append(opts, stockclient.SplitStock())
 	}
 	for i, sku := range skus {
-		base := h.replicas[i%len(h.replicas)]
-		if err := h.resetStock(ctx, rec, base, sku, h.cfg.Stock, opts...); err != nil {
+		if err := h.resetStock(ctx, rec, h.replicas[i%len(h.replicas)], sku, h.cfg.Stock, opts...); err != nil {
 			return fmt.Errorf("reset stock: %w", err)
 		}
-	}
-	for _, sku := range skus {
 		it, err := h.api.At(h.replicas[len(h.replicas)-1]).GetItem(ctx, sku)
 		if err != nil {
 			return fmt.Errorf("read back the reset stock: %w", err)

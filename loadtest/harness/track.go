@@ -47,12 +47,17 @@ type skuFence struct {
 	fence int64
 }
 
-func (h *Harness) newTracker(run *report.Run, a *attack.Attack) *tracker {
-	return &tracker{
+// track follows run's answers, which classify hands it, and sends a
+// progress event every progressGap until stop, which sends the final one.
+func (h *Harness) track(run *report.Run, a *attack.Attack) (t *tracker, stop func()) {
+	t = &tracker{
 		h: h, run: h.runNo, strategy: run.Strategy, initial: int64(run.Stock * len(run.SKUs)),
 		tally: &a.Tally, started: a.Started,
 		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[skuFence]bool{},
 	}
+	return t, ticking(progressGap, func(final bool) {
+		h.emit(Event{Type: EventProgress, Run: t.run, Strategy: t.strategy, Progress: t.progress(final)})
+	})
 }
 
 // answer notes one classified answer: a sale's replica and token (a new
@@ -141,14 +146,6 @@ func (t *tracker) progress(final bool) *Progress {
 	}
 	p.Latency = report.Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1)}
 	return p
-}
-
-// start sends a progress event every progressGap until the returned
-// function is called, which sends the final one.
-func (t *tracker) start() func() {
-	return ticking(progressGap, func(final bool) {
-		t.h.emit(Event{Type: EventProgress, Run: t.run, Strategy: t.strategy, Progress: t.progress(final)})
-	})
 }
 
 // ticking calls f(false) every gap, in a goroutine of its own, until the
