@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -599,7 +600,6 @@ func (t checkoutTally) checks() []verdict.Check {
 	return append(cs, verdict.Check{Name: "expiry_to_sellable_p99", Kind: verdict.Limit, Observed: seen, Bound: "≤ " + report.Ms(limit), Pass: t.ExpiryP99 <= limit && t.Unprobed == 0})
 }
 
-// strike strikes fault f, the k-th of the run, and says what it did.
 // adhoc strikes a fault asked for with Inject: one of CheckoutFaults as
 // the scenario strikes its own, any other with the drill's injector,
 // healed a second later.
@@ -621,6 +621,7 @@ func (r *checkoutRun) adhoc(ctx context.Context, f string, k int) (string, error
 	return ev.Note, err
 }
 
+// strike strikes fault f, the k-th of the run, and says what it did.
 func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, error) {
 	e := r.h.env
 	i := k % e.Len()
@@ -644,21 +645,18 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 			return "", err
 		}
 		_ = drill.Sleep(context.WithoutCancel(ctx), r.co.HoldTTL+time.Second)
-		r.mu.Lock()
-		var stuck []*holdRec
-		for rec, at := range r.inflight {
+		var inflight map[*holdRec]int
+		r.locked(func() { inflight = maps.Clone(r.inflight) })
+		stuck, late := 0, 0
+		for rec, at := range inflight {
 			if at == i {
-				stuck = append(stuck, rec)
+				stuck++
+				if r.readExpired(ctx, rec, (i+1)%e.Len(), 200*time.Millisecond) {
+					late++
+				}
 			}
 		}
-		r.mu.Unlock()
-		late := 0
-		for _, rec := range stuck {
-			if r.readExpired(ctx, rec, (i+1)%e.Len(), 200*time.Millisecond) {
-				late++
-			}
-		}
-		ev.Text = fmt.Sprintf("SIGSTOP replica %s, %d of its buyers between hold and confirm, for %s: %d confirms in flight to it, %d of whose holds read expired before SIGCONT", id, n, r.co.HoldTTL+time.Second, len(stuck), late)
+		ev.Text = fmt.Sprintf("SIGSTOP replica %s, %d of its buyers between hold and confirm, for %s: %d confirms in flight to it, %d of whose holds read expired before SIGCONT", id, n, r.co.HoldTTL+time.Second, stuck, late)
 		r.out.PausedLate += late
 		return ev.Text, e.Resume(i)
 	case drill.StorePartition:
