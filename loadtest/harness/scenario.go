@@ -155,13 +155,9 @@ func (s Compare) Run(ctx context.Context, h *Harness, rep *report.Report) error 
 	if s.Mixed {
 		strategies = []string{mixedRun}
 	}
-	o := runOpts{}
-	if s.Retries > 0 {
-		o.retry = &s
-	}
 	for i, st := range strategies {
 		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(strategies), st, h.cfg.Stock, h.cfg.SKUs, h.loadText())
-		run, err := h.runStrategy(ctx, st, o)
+		run, err := h.runStrategy(ctx, st, runOpts{retry: &s})
 		if err != nil {
 			return err
 		}

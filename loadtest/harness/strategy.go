@@ -31,7 +31,7 @@ type runOpts struct {
 	repeat int          // the drill's repeat
 	drills Drills       // the drill's settings
 	step   bool         // a capacity step: skus of its own, no plot, the history not checked
-	retry  *Compare     // re-send unanswered decrements, as its Retries say
+	retry  *Compare     // re-send unanswered decrements, as its Retries (if any) say
 }
 
 // runStrategy resets the stock, attacks with one strategy, reads the
@@ -70,7 +70,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
 		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
 	}
-	if r := o.retry; r != nil {
+	if r := o.retry; r != nil && r.Retries > 0 {
 		opts.Keys, opts.Retries, opts.AttemptTimeout, opts.CutRate = run.SKUs[0], r.Retries, r.AttemptTimeout, r.CutRate
 	}
 	atk, err := attack.Start(ctx, opts)
