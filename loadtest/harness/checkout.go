@@ -51,8 +51,7 @@ func (s Checkout) Env(_ Config, o *env.Options) {
 	o.Network = o.Network || slices.Contains(s.Faults, drill.StorePartition)
 }
 
-// Run runs the scenario against every strategy of the config that takes
-// part in holds.
+// Run runs the scenario on every strategy of the config that takes part in holds.
 func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Sections = append(rep.Sections, report.CheckoutSection)
 	holds := func(s string) bool {
@@ -107,8 +106,7 @@ const (
 	returnWait     = 20 * time.Second      // for the recovery pass to return expired units (every 5s)
 )
 
-// ParseCheckoutFaults reads a comma-separated list of CheckoutFaults, all
-// or none.
+// ParseCheckoutFaults reads a comma-separated list of CheckoutFaults, all or none.
 func ParseCheckoutFaults(s string) ([]string, error) {
 	switch s = strings.TrimSpace(s); s {
 	case "", "none":
@@ -163,7 +161,7 @@ func buyerKind(j int, abandon, late float64) string {
 	return "in time"
 }
 
-// holdRec is one hold and what became of it.
+// holdRec is one hold and what became of it (under checkoutRun.mu).
 type holdRec struct {
 	id, sku     string
 	readExpired bool // a read (or a probe's sale) found it expired
@@ -263,8 +261,7 @@ func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key 
 	})
 }
 
-// readExpired reads rec through replica until the store says it expired,
-// for as long as patience.
+// readExpired reads rec through replica until the store says it expired, for up to patience.
 func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int, patience time.Duration) bool {
 	expired := false
 	poll(ctx, patience, 20*time.Millisecond, func() bool {
@@ -378,9 +375,8 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	var notes []string
 	faultsDone, buyersDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		// The faults of the scenario at their times, and those asked for
-		// with Inject while the buyers arrive, one at a time, the victims
-		// taking turns.
+		// The scenario's faults at their times, and those asked for with Inject while the
+		// buyers arrive, one at a time, the victims taking turns.
 		defer close(faultsDone)
 		run := func(f string, turn int, strike func(context.Context, string, int) (string, error), planned bool) {
 			at := time.Since(began)
@@ -561,10 +557,7 @@ type checkoutTally struct {
 	StampedLate int // confirmed holds stamped at or after their expiry
 	Left, Held, Pending int // after every hold expired
 	FaultFailed         bool
-	// The run tested what it claims: late confirms were sent (when the
-	// run has late buyers) and refused, and confirms in time sold (when
-	// it has such buyers), so that the checks above are not passed by
-	// nothing.
+	// Whether the run tested what it claims (see checks).
 	LateWanted, InTimeWanted bool
 	LateSent, LateRefused    int
 	ExpiryP99                float64 // ms, over the probes that sold
@@ -670,8 +663,7 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 	return "", fmt.Errorf("unknown checkout fault %q", f)
 }
 
-// waiting waits up to 2s for buyers who hold on replica i and will
-// confirm there, and says how many there are.
+// waiting waits up to 2s for buyers who hold on replica i to confirm there, and counts them.
 func (r *checkoutRun) waiting(ctx context.Context, i int) int {
 	n := 0
 	poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {

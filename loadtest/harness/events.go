@@ -117,7 +117,11 @@ type Mark struct {
 // per run, redrawn in place on a terminal and printed every few seconds
 // elsewhere; quiet leaves the progress line out.
 func Terminal(w io.Writer, quiet bool) Sink {
-	t := &terminal{w: w, tty: isTerminal(w), quiet: quiet}
+	t := &terminal{w: w, quiet: quiet}
+	if f, ok := w.(*os.File); ok {
+		st, err := f.Stat()
+		t.tty = err == nil && st.Mode()&os.ModeCharDevice != 0
+	}
 	return t.event
 }
 
@@ -181,13 +185,4 @@ func (t *terminal) endLine() {
 		fmt.Fprintln(t.w)
 		t.open = false
 	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -96,10 +96,10 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// purchase is one keyed purchase of the drill.
+// purchase is one keyed purchase of the drill; first is the replica of its first attempt.
 type purchase struct {
 	sku, strategy, key string
-	first              int // the replica of its first attempt
+	first              int
 }
 
 // purchaseResult is what became of a purchase.
@@ -219,8 +219,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 // keyedFreeze. It returns what it did, with times from began.
 func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
 	var notes []string
-	// did notes what was done, or what failed (which marks the run), and
-	// says whether the drill goes on.
+	// did notes what was done, or what failed (which marks the run): false stops the drill.
 	did := func(err error, done, failed string) bool {
 		if err != nil {
 			done = fmt.Sprintf("%s failed: %v", failed, err)
@@ -262,10 +261,9 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 	return notes
 }
 
-// waitHolding polls replica i's /healthz for up to two seconds until it
-// holds a lock, and so has a keyed request in flight between its
-// reservation and its stock write, for the fault to strand. It says what
-// it saw.
+// waitHolding polls replica i's /healthz for up to two seconds until it holds a lock, and so
+// has a keyed request in flight between its reservation and its stock write, for the fault
+// to strand. It says what it saw.
 func (h *Harness) waitHolding(ctx context.Context, i int) string {
 	n := 0
 	if poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {
@@ -328,8 +326,7 @@ func answerOf(err error) string {
 	return noAnswer
 }
 
-// quantile returns the q quantile of sorted values (nearest rank), 0 for
-// none.
+// quantile returns the q quantile of sorted values (nearest rank), 0 for none.
 func quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0

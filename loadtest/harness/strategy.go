@@ -272,7 +272,6 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 // observed is what the answers of one attack showed.
 type observed struct {
 	metrics vegeta.Metrics
-	tally   *attack.Tally
 	acked   []verdict.Order
 	soldOut []verdict.SoldOutAnswer
 	sales   []drill.Sale
@@ -284,13 +283,12 @@ type observed struct {
 }
 
 // classify drains the attack's results, classifying every answer: the
-// tally, run's status codes, sales by replica, refusal codes (drills) and
+// live tally, run's counts and status codes, sales by replica, refusal codes (drills) and
 // error sample, and the observations the verdict needs. It returns when
 // the attack is over.
 func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
 	t := &a.Tally
 	obs := &observed{
-		tally:    t,
 		noAnswer: map[string]int{},
 		requests: map[string]int{},
 		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
@@ -306,18 +304,18 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		obs.requests[stockclient.SKUOfURL(r.URL)]++
 		switch cls {
 		case verdict.Sold:
-			t.Orders.Add(1)
+			run.Orders++
 			t.Units.Add(int64(order.Qty))
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
 		case verdict.SoldOut:
-			t.SoldOut.Add(1)
+			run.SoldOut++
 			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: stockclient.SKUOfURL(r.URL), Qty: qty})
 		case verdict.Unavailable:
-			t.Unavailable.Add(1)
+			run.Unavailable++
 		case verdict.Other:
-			t.Other.Add(1)
+			run.Other++
 			// A 5xx other than 503 (500 outcome_unknown above all) does
 			// not say whether the sale happened: like a lost answer, it
 			// may have sold, as the history check also assumes.
@@ -325,7 +323,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
 			}
 		case verdict.Transport:
-			t.Transport.Add(1)
+			run.Transport++
 			if !attack.Refused(note) {
 				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
 			}
@@ -367,15 +365,10 @@ func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.
 	}
 }
 
-// fillTotals copies the attack's counts, rates and latencies into run.
+// fillTotals copies the attack's rates and latencies into run.
 func fillTotals(run *report.Run, obs *observed) {
-	m, t := &obs.metrics, obs.tally
+	m := &obs.metrics
 	run.Requests = int(m.Requests)
-	run.Orders = int(t.Orders.Load())
-	run.SoldOut = int(t.SoldOut.Load())
-	run.Unavailable = int(t.Unavailable.Load())
-	run.Other = int(t.Other.Load())
-	run.Transport = int(t.Transport.Load())
 	run.AttackSeconds = (m.Duration + m.Wait).Seconds()
 	run.ReqPerSec = m.Rate
 	if len(obs.sales) > 0 {
