@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
@@ -54,32 +54,21 @@ func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, s
 	return nil
 }
 
-// linearizability is the checked history of one run.
-type linearizability struct {
-	verdict   history.Verdict
-	conflicts []string
-	file      string   // the history, JSON lines, in the output directory
-	pictures  []string // porcupine's pictures of the violations
-	ops       int
-	elapsed   time.Duration
-}
-
 // checkHistory writes the run's history as name.jsonl in the output
-// directory, checks it, and draws each violating SKU as name[-i].html.
-func (h *Harness) checkHistory(ops []history.Op, name string) (linearizability, error) {
-	var l linearizability
-	l.file, l.ops = name+".jsonl", len(ops)
-	if err := writeHistory(filepath.Join(h.outDir, l.file), ops); err != nil {
-		return l, err
+// directory, checks it into run, and draws each violating SKU as
+// name[-i].html.
+func (h *Harness) checkHistory(run *report.Run, ops []history.Op, name string) (err error) {
+	run.History, run.HistoryOps = name+".jsonl", len(ops)
+	if err := writeHistory(filepath.Join(h.outDir, run.History), ops); err != nil {
+		return err
 	}
 	if !h.cfg.Quiet {
 		h.logf("  checking the history: %d operations...", len(ops))
 	}
 	res := history.Check(ops, h.cfg.CheckTimeout)
-	l.verdict, l.conflicts, l.elapsed = res.Verdict, res.Conflicts(), res.Elapsed
-	pics, err := DrawViolations(res, filepath.Join(h.outDir, name))
-	l.pictures = pics
-	return l, err
+	run.Linearizable, run.Conflicts, run.CheckSeconds = string(res.Verdict), res.Conflicts(), res.Elapsed.Seconds()
+	run.Violations, err = DrawViolations(res, filepath.Join(h.outDir, name))
+	return err
 }
 
 // DrawViolations writes porcupine's picture of each violating SKU of res

@@ -119,13 +119,13 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if strategy == mixedRun {
 		run.Strategies, run.Outcomes = writers, outcomesByStrategy(ops)
 	}
-	lin := skippedHistory
+	run.Linearizable = notChecked
 	if !o.step {
-		if lin, err = h.checkHistory(ops, "history-"+runTag(strategy, drillNo)); err != nil {
+		if err := h.checkHistory(&run, ops, "history-"+runTag(strategy, drillNo)); err != nil {
 			return run, fmt.Errorf("%s: %w", strategy, err)
 		}
 	}
-	judge(&run, in, verdict.Audit(in), lin)
+	judge(&run, in, verdict.Audit(in))
 	for _, t := range h.cfg.Thresholds {
 		if c, ok := t.Check(run); ok {
 			run.Checks = append(run.Checks, c)
@@ -428,30 +428,28 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 	return in, nil
 }
 
-// judge puts the verdict's arithmetic and the history's check into run,
-// makes the run's safety checks (the arithmetic's, the history's, the
-// fencing tokens') and decides its verdict from them. The problems the verdict
-// and the history find are added to those the run already noted (a
-// fault's sales that did not resume, orders still pending), never in
-// their place.
-func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizability) {
+// judge puts the verdict's arithmetic into run, makes the run's safety
+// checks (the arithmetic's, the history's, the fencing tokens') and decides
+// its verdict from them. The problems the verdict and the history find are
+// added to those the run already noted (a fault's sales that did not
+// resume, orders still pending), never in their place.
+func judge(run *report.Run, in verdict.Input, res verdict.Result) {
 	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
 	run.FalseSoldOut, run.Sold, run.Initial, run.Remaining = res.FalseSoldOut, res.Sold, res.Initial, res.Remaining
-	run.History, run.HistoryOps, run.Linearizable = lin.file, lin.ops, string(lin.verdict)
-	run.Conflicts, run.Violations, run.CheckSeconds = lin.conflicts, lin.pictures, lin.elapsed.Seconds()
 	run.Oversold, run.LostUpdates, run.Unacknowledged = res.Oversold, res.LostUpdates, res.Unacknowledged
 	run.LedgerMismatch, run.Ledger, run.LedgerOrders = res.LedgerMismatch, res.Ledger, len(in.Ledger)
 	run.Problems = append(run.Problems, res.Problems...)
-	what := map[bool]string{true: "history not linearizable: ", false: "history's linearizability unknown: "}[lin.verdict == history.No]
-	for _, c := range lin.conflicts {
+	lin := history.Verdict(run.Linearizable)
+	what := map[bool]string{true: "history not linearizable: ", false: "history's linearizability unknown: "}[lin == history.No]
+	for _, c := range run.Conflicts {
 		run.Problems = append(run.Problems, what+c)
 	}
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
 	}
 	checks := res.Checks()
-	if lin.verdict != skippedHistory.verdict {
-		checks = append(checks, verdict.Check{Name: "linearizable", Observed: string(lin.verdict), Bound: "not no", Pass: lin.verdict != history.No})
+	if lin != notChecked {
+		checks = append(checks, verdict.Check{Name: "linearizable", Observed: run.Linearizable, Bound: "not no", Pass: lin != history.No})
 	}
 	if tc := run.Tokens; tc != nil {
 		checks = append(checks, tc.Check())

@@ -36,7 +36,8 @@ func TestFaultProblemsReachTheReport(t *testing.T) {
 	if len(res.Problems) == 0 {
 		t.Fatalf("the verdict found nothing in %+v: the test needs one of its problems", in)
 	}
-	judge(&run, in, res, linearizability{verdict: history.Yes})
+	run.Linearizable = string(history.Yes)
+	judge(&run, in, res)
 	for _, want := range append([]string{faultProblem, pending}, res.Problems...) {
 		if !slices.Contains(run.Problems, want) {
 			t.Errorf("problem %q missing from the report: %q", want, run.Problems)
