@@ -31,17 +31,14 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// lockWaitMetric is the replicas' histogram of lock waits, by strategy.
-const lockWaitMetric = "stock_lock_wait_seconds"
-
 // histSnapshot is one scrape of the lock wait histograms of one replica:
 // by strategy label, the cumulative bucket counts by upper bound (seconds).
 type histSnapshot map[string]map[float64]float64
 
-// parseLockWait reads the lock wait histograms of a Prometheus text
-// exposition; nil when there are none.
+// parseLockWait reads the replicas' histograms of lock waits, by strategy,
+// from a Prometheus text exposition; nil when there are none.
 func parseLockWait(text []byte) histSnapshot {
-	f := families(text)[lockWaitMetric]
+	f := families(text)["stock_lock_wait_seconds"]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
 	}
@@ -125,20 +122,17 @@ func histogramQuantile(q float64, cum map[float64]float64) (float64, bool) {
 	return bounds[len(bounds)-1], true
 }
 
-// saleStepMetric is the replicas' histogram of the time of each step of a
-// sale under a lock (see inventory.StepObserver).
-const saleStepMetric = "stock_sale_step_seconds"
-
 // stepTotals is one scrape of one replica's sale step histograms: the sum
 // of the times, in seconds, and their count, by strategy and step.
 type stepTotals map[string]map[string]stepTotal
 
 type stepTotal struct{ sum, count float64 }
 
-// parseSaleSteps reads the sale step histograms of a Prometheus text
+// parseSaleSteps reads the replicas' histograms of the time of each step of
+// a sale under a lock (see inventory.StepObserver) from a Prometheus text
 // exposition; nil when there are none.
 func parseSaleSteps(text []byte) stepTotals {
-	f := families(text)[saleStepMetric]
+	f := families(text)["stock_sale_step_seconds"]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
 	}

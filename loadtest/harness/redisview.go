@@ -17,31 +17,21 @@ import (
 // the replicas a Redis and a MongoDB read per sku each.
 func WithRedisStockView() Option { return func(h *Harness) { h.redisView = true } }
 
-// The replicas' metrics the view reads (services/stock/server).
-const (
-	metricRSUnits     = "stock_redis_stock_units"
-	metricRSUnwritten = "stock_redis_stock_unwritten_units"
-	metricRSAge       = "stock_redis_stock_unwritten_age_seconds"
-	metricRSItem      = "stock_redis_stock_item_units"
-	metricRSEpoch     = "stock_redis_stock_epoch"
-	metricRSReloads   = "stock_redis_stock_reloads_total"
-)
-
-// parseRedisStock reads the redis-stock metrics of skus from a Prometheus
-// text exposition: the samples by sku (of skus) and the reload counters by
-// reason; nil when it cannot be parsed.
+// parseRedisStock reads the redis-stock metrics (services/stock/server) of
+// skus from a Prometheus text exposition: the samples by sku (of skus) and
+// the reload counters by reason; nil when it cannot be parsed.
 func parseRedisStock(text []byte, skus []string) (samples map[string]RedisStockSample, reloads map[string]float64) {
 	fams := families(text)
 	if len(fams) == 0 {
 		return nil, nil
 	}
 	samples, reloads = map[string]RedisStockSample{}, map[string]float64{}
-	for _, m := range fams[metricRSReloads].GetMetric() {
+	for _, m := range fams["stock_redis_stock_reloads_total"].GetMetric() {
 		reloads[label(m, "reason")] = m.GetCounter().GetValue()
 	}
 	// A sku is sampled only with its copy's gauges; the item's is added
 	// when the replica could read it.
-	for _, m := range fams[metricRSUnits].GetMetric() {
+	for _, m := range fams["stock_redis_stock_units"].GetMetric() {
 		if sku := label(m, "sku"); slices.Contains(skus, sku) {
 			samples[sku] = RedisStockSample{Stock: int64(m.GetGauge().GetValue())}
 		}
@@ -55,10 +45,10 @@ func parseRedisStock(text []byte, skus []string) (samples map[string]RedisStockS
 			}
 		}
 	}
-	set(metricRSUnwritten, func(s *RedisStockSample, v float64) { s.Unwritten = int64(v) })
-	set(metricRSAge, func(s *RedisStockSample, v float64) { s.AgeMs = v * 1000 })
-	set(metricRSEpoch, func(s *RedisStockSample, v float64) { s.Epoch = int64(v) })
-	set(metricRSItem, func(s *RedisStockSample, v float64) { n := int64(v); s.Item = &n })
+	set("stock_redis_stock_unwritten_units", func(s *RedisStockSample, v float64) { s.Unwritten = int64(v) })
+	set("stock_redis_stock_unwritten_age_seconds", func(s *RedisStockSample, v float64) { s.AgeMs = v * 1000 })
+	set("stock_redis_stock_epoch", func(s *RedisStockSample, v float64) { s.Epoch = int64(v) })
+	set("stock_redis_stock_item_units", func(s *RedisStockSample, v float64) { n := int64(v); s.Item = &n })
 	return samples, reloads
 }
 
