@@ -44,6 +44,7 @@ type Harness struct {
 
 	replicas      []string
 	ids           map[string]string // replica id by base URL
+	replicaIDs    []string          // in the order of replicas
 	outDir        string
 	prefix        string // sku prefix of this harness run
 	api           *stockclient.Client
@@ -196,7 +197,7 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	h.api = stockclient.New("", stockclient.WithTimeout(cfg.Timeout+15*time.Second), stockclient.WithAdminToken(cfg.AdminToken))
 	h.probe = stockclient.New("", stockclient.WithTimeout(time.Second))
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
-	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
+	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs, Text: strings.Join(h.replicas, " ")})
 
 	return rep, cfg.scenario().Run(ctx, h, rep)
 }
@@ -223,9 +224,10 @@ func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 
 // use points the harness at the replicas of bases, the i-th called id(i).
 func (h *Harness) use(bases []string, id func(int) string) {
-	h.replicas, h.ids = bases, map[string]string{}
+	h.replicas, h.ids, h.replicaIDs = bases, map[string]string{}, make([]string, len(bases))
 	for i, b := range bases {
-		h.ids[b] = id(i)
+		h.replicaIDs[i] = id(i)
+		h.ids[b] = h.replicaIDs[i]
 	}
 }
 
@@ -254,13 +256,4 @@ func (w logWriter) Write(b []byte) (int, error) {
 		w.h.emit(Event{Type: EventLog, Text: line})
 	}
 	return len(b), nil
-}
-
-// replicaIDs are the replicas' ids, in order.
-func (h *Harness) replicaIDs() []string {
-	out := make([]string, len(h.replicas))
-	for i, b := range h.replicas {
-		out[i] = h.ids[b]
-	}
-	return out
 }

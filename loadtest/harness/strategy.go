@@ -49,7 +49,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 		writers = h.cfg.Strategies
 	}
 	run := h.newRun(strategy, writers, drillNo, o)
-	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs()})
+	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs})
 
 	// The ledger window starts a little before the reset, so that a
 	// replica clock slightly behind ours does not hide the first orders;
