@@ -70,18 +70,24 @@ func parseLockWait(text []byte) histSnapshot {
 // over the observations made between the before and after scrapes, summed
 // over the replicas. ok is false when no replica observed any wait.
 func lockWaitP99(before, after []histSnapshot, strategy string) (ms float64, ok bool) {
-	delta := map[float64]float64{}
+	q, ok := histogramQuantile(0.99, added(before, after, strategy, func(sum, a, b float64) float64 { return sum + (a - b) }))
+	return q * 1000, ok
+}
+
+// added sums, over the replicas, what each one's after scrape of strategy
+// adds to its before scrape, key by key: add(sum, after, before).
+func added[S ~map[string]map[K]V, K comparable, V any](before, after []S, strategy string, add func(sum, a, b V) V) map[K]V {
+	out := map[K]V{}
 	for i, a := range after {
-		var b map[float64]float64
+		var b map[K]V
 		if i < len(before) {
 			b = before[i][strategy]
 		}
-		for le, n := range a[strategy] {
-			delta[le] += n - b[le]
+		for k, v := range a[strategy] {
+			out[k] = add(out[k], v, b[k])
 		}
 	}
-	q, ok := histogramQuantile(0.99, delta)
-	return q * 1000, ok
+	return out
 }
 
 // histogramQuantile is Prometheus's histogram_quantile over cumulative
@@ -159,21 +165,13 @@ func parseSaleSteps(text []byte) stepTotals {
 // over the replicas (sum of the times over their count); nil when no
 // replica observed any step.
 func stepMeans(before, after []stepTotals, strategy string) map[string]float64 {
-	sums, counts := map[string]float64{}, map[string]float64{}
-	for i, a := range after {
-		var b map[string]stepTotal
-		if i < len(before) {
-			b = before[i][strategy]
-		}
-		for step, t := range a[strategy] {
-			sums[step] += t.sum - b[step].sum
-			counts[step] += t.count - b[step].count
-		}
-	}
+	totals := added(before, after, strategy, func(sum, a, b stepTotal) stepTotal {
+		return stepTotal{sum.sum + (a.sum - b.sum), sum.count + (a.count - b.count)}
+	})
 	out := map[string]float64{}
-	for step, n := range counts {
-		if n > 0 {
-			out[step] = 1000 * sums[step] / n
+	for step, t := range totals {
+		if t.count > 0 {
+			out[step] = 1000 * t.sum / t.count
 		}
 	}
 	if len(out) == 0 {
