@@ -103,11 +103,10 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string, step, rate int) (report.Run, error) {
 	saved := h.cfg
 	defer func() { h.cfg = saved }()
-	secs := h.cfg.Duration.Seconds()
 	h.cfg.Rate = max(rate, len(h.replicas))
 	// Every sku can take the whole step's requests: the sweep measures
 	// selling, not selling out.
-	h.cfg.Stock = min(MaxStock, int(float64(rate)*secs*2)+10)
+	h.cfg.Stock = min(MaxStock, int(float64(rate)*h.cfg.Duration.Seconds()*2)+10)
 	h.logf("[capacity] %s on %d replicas, step %d: %d req/s for %s", strategy, len(h.replicas), step, rate, h.cfg.Duration)
 	steps := scrape(ctx, h, parseSaleSteps)
 	run, err := h.runStrategy(ctx, strategy, runOpts{step: true})

@@ -202,8 +202,7 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	return rep, cfg.scenario().Run(ctx, h, rep)
 }
 
-// connect finds the replicas: the given ones once they are ready, else the
-// Env's.
+// connect finds the replicas: the given ones once they are ready, else the Env's.
 func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
 	cfg := h.cfg
 	if len(cfg.Replicas) == 0 {

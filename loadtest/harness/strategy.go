@@ -282,10 +282,9 @@ type observed struct {
 	plot     *plot.Plot
 }
 
-// classify drains the attack's results, classifying every answer: the
-// live tally, run's counts and status codes, sales by replica, refusal codes (drills) and
-// error sample, and the observations the verdict needs. It returns when
-// the attack is over.
+// classify drains the attack's results until the attack is over, classifying
+// every answer: the live tally, run's counts, status codes, sales by replica,
+// refusal codes (drills) and error sample, and what the verdict needs.
 func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
 	t := &a.Tally
 	obs := &observed{
@@ -483,11 +482,9 @@ func ledgerOrders(ctx context.Context, c *stockclient.Client, sku string, since 
 	return out, nil
 }
 
-// shardsOf returns, for a redis-lock comparison run on the Redis Cluster
-// the env started, the master serving each sku's lock key (the slot of the
-// key's hash tag, by the cluster's own slot map); nil for any other run.
-// A map that cannot be read is noted and left out: the load is measured
-// all the same.
+// shardsOf returns, for a redis-lock comparison run on the env's Redis
+// Cluster, the master serving each sku's lock key (by the cluster's own slot
+// map); nil for any other run, or noted and nil when it cannot be read.
 func (h *Harness) shardsOf(ctx context.Context, name string, skus []string, drilled bool) map[string]string {
 	if in, _ := strategy.Lookup(name); drilled || in.Lock != strategy.LockRedis || h.env == nil || h.env.Cluster == nil {
 		return nil
