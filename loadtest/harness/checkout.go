@@ -54,10 +54,8 @@ func (s Checkout) Env(_ Config, o *env.Options) {
 // Run runs the scenario on every strategy of the config that takes part in holds.
 func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Sections = append(rep.Sections, report.CheckoutSection)
-	holds := func(s string) bool {
-		in, _ := strategy.Lookup(s)
-		return in.Holds
-	}
+	holding := strategy.NamesOf(func(in strategy.Info) bool { return in.Holds })
+	holds := func(s string) bool { return slices.Contains(holding, s) }
 	strategies := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), func(s string) bool { return !holds(s) })
 	if len(strategies) == 0 {
 		return errors.New("checkout: no strategy among --strategies takes part in holds")

@@ -145,18 +145,17 @@ func (h *Harness) emit(ev Event) {
 func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	cfg := h.cfg
 	now := time.Now()
-	outDir := cmp.Or(cfg.OutDir, filepath.Join("reports", now.Format("20060102-150405")))
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	h.outDir = cmp.Or(cfg.OutDir, filepath.Join("reports", now.Format("20060102-150405")))
+	if err := os.MkdirAll(h.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
-	if abs, err := filepath.Abs(outDir); err == nil {
-		outDir = abs
+	if abs, err := filepath.Abs(h.outDir); err == nil {
+		h.outDir = abs
 	}
-	h.outDir = outDir
 	host, _ := os.Hostname()
 	rep = &report.Report{
 		Started: now,
-		OutDir:  outDir,
+		OutDir:  h.outDir,
 		Host:    fmt.Sprintf("%s, %s/%s, %d CPUs, %s", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		Settings: report.Settings{
 			Rate: cfg.Rate, Duration: cfg.Duration.String(), Requests: cfg.Requests,
@@ -172,10 +171,10 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 		rep.WallSeconds = time.Since(now).Seconds()
 		rep.OK = err == nil && verdict.Judge(rep.Checks()) == verdict.Passed
 	}()
-	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), outDir)
+	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), h.outDir)
 	h.setEnv(h.given)
 	if h.given == nil && len(cfg.Replicas) == 0 {
-		e, err := env.Start(ctx, EnvOptions(cfg, outDir, logWriter{h}))
+		e, err := env.Start(ctx, EnvOptions(cfg, h.outDir, logWriter{h}))
 		if err != nil {
 			return rep, err
 		}
