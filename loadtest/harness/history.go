@@ -59,8 +59,12 @@ func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, s
 // name[-i].html.
 func (h *Harness) checkHistory(run *report.Run, ops []history.Op, name string) (err error) {
 	run.History, run.HistoryOps = name+".jsonl", len(ops)
-	if err := writeHistory(filepath.Join(h.outDir, run.History), ops); err != nil {
-		return err
+	f, err := os.Create(filepath.Join(h.outDir, run.History))
+	if err != nil {
+		return fmt.Errorf("history file: %w", err)
+	}
+	if err := cmp.Or(history.WriteJSONL(f, ops), f.Close()); err != nil {
+		return fmt.Errorf("write %s: %w", run.History, err)
 	}
 	if !h.cfg.Quiet {
 		h.logf("  checking the history: %d operations...", len(ops))
@@ -90,15 +94,4 @@ func DrawViolations(res history.Result, stem string) ([]string, error) {
 		}
 	}
 	return names, errors.Join(errs...)
-}
-
-func writeHistory(path string, ops []history.Op) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("history file: %w", err)
-	}
-	if err := cmp.Or(history.WriteJSONL(f, ops), f.Close()); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
 }
