@@ -168,17 +168,6 @@ func Summarize(rep report.Report) []string {
 // decrements the same skus at once.
 const mixedRun = "mixed"
 
-// resent counts the attempts beyond each request's first.
-func resent(ops []history.Op) int {
-	n := 0
-	for _, op := range ops {
-		if op.Attempt > 1 {
-			n++
-		}
-	}
-	return n
-}
-
 // drainWait bounds the wait for pending orders: a surviving replica's
 // periodic recovery writes them within a few seconds.
 const drainWait = 30 * time.Second

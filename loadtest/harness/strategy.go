@@ -115,7 +115,11 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	}
 	run.Cuts = atk.Cuts()
 	ops := rec.Ops()
-	run.Resent = resent(ops)
+	for _, op := range ops {
+		if op.Attempt > 1 { // an attempt beyond its request's first
+			run.Resent++
+		}
+	}
 	if strategy == mixedRun {
 		run.Strategies, run.Outcomes = writers, outcomesByStrategy(ops)
 	}
