@@ -116,20 +116,15 @@ func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string,
 	saleBound(&run, steps, scrape(ctx, h, parseSaleSteps))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
 	run.Saturated = limits(&run, s)
-	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, stepNote(run))
+	note := "" // the step's bound and the limit it passed, if any
+	if run.BoundPerSec != nil {
+		note = fmt.Sprintf(", bound %s sales/s (%s of it; %s)", run.BoundText(), run.BoundShare(), run.StepsText())
+	}
+	if run.Saturated != "" {
+		note += "; past the limits: " + run.Saturated
+	}
+	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, note)
 	return run, nil
-}
-
-// stepNote is the log's mention of a step's bound and of the limit it
-// passed, "" without either.
-func stepNote(r report.Run) (s string) {
-	if r.BoundPerSec != nil {
-		s = fmt.Sprintf(", bound %s sales/s (%s of it; %s)", r.BoundText(), r.BoundShare(), r.StepsText())
-	}
-	if r.Saturated != "" {
-		s += "; past the limits: " + r.Saturated
-	}
-	return s
 }
 
 // limits are a step's limit checks, appended to its checks; it returns

@@ -48,7 +48,21 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if strategy == mixedRun {
 		writers = h.cfg.Strategies
 	}
-	run := h.newRun(strategy, writers, drillNo, o)
+	// The run's report before anything is sent: its settings and empty counters.
+	run := report.Run{
+		Strategy:    strategy,
+		Safe:        verdict.SafeAll(writers) && (o.drill == nil || !o.drill.Demo),
+		SKUs:        h.skus(strategy, drillNo),
+		Stock:       h.cfg.Stock,
+		Qty:         h.cfg.Qty,
+		TargetRate:  h.cfg.Rate,
+		StatusCodes: map[string]int{},
+		ByReplica:   map[string]int{},
+	}
+	if o.drill != nil {
+		run.Fault, run.Repeat, run.Demo = o.drill.Label, o.repeat, o.drill.Demo
+		run.Codes = map[string]int{}
+	}
 	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs})
 
 	// The ledger window starts a little before the reset, so that a
@@ -137,26 +151,6 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	}
 	h.emit(Event{Type: EventRunEnd, Run: h.runNo, Strategy: strategy, Result: &run})
 	return run, nil
-}
-
-// newRun is the report of one run before anything is sent: its settings
-// and empty counters.
-func (h *Harness) newRun(strategy string, writers []string, drillNo int, o runOpts) report.Run {
-	run := report.Run{
-		Strategy:    strategy,
-		Safe:        verdict.SafeAll(writers) && (o.drill == nil || !o.drill.Demo),
-		SKUs:        h.skus(strategy, drillNo),
-		Stock:       h.cfg.Stock,
-		Qty:         h.cfg.Qty,
-		TargetRate:  h.cfg.Rate,
-		StatusCodes: map[string]int{},
-		ByReplica:   map[string]int{},
-	}
-	if o.drill != nil {
-		run.Fault, run.Repeat, run.Demo = o.drill.Label, o.repeat, o.drill.Demo
-		run.Codes = map[string]int{}
-	}
-	return run
 }
 
 // reset sets every sku's stock to the configured stock, through the
