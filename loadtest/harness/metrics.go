@@ -66,9 +66,8 @@ func parseLockWait(text []byte) histSnapshot {
 	return s
 }
 
-// lockWaitP99 estimates the 99th percentile lock wait of strategy, in ms,
-// over the observations made between the before and after scrapes, summed
-// over the replicas. ok is false when no replica observed any wait.
+// lockWaitP99 estimates strategy's 99th percentile lock wait, in ms, over
+// what the replicas observed between the scrapes; ok is false without any.
 func lockWaitP99(before, after []histSnapshot, strategy string) (ms float64, ok bool) {
 	q, ok := histogramQuantile(0.99, added(before, after, strategy, func(sum, a, b float64) float64 { return sum + (a - b) }))
 	return q * 1000, ok
@@ -161,9 +160,7 @@ func parseSaleSteps(text []byte) stepTotals {
 }
 
 // stepMeans returns the mean time of each step of strategy's sales, in ms,
-// over the observations made between the before and after scrapes, summed
-// over the replicas (sum of the times over their count); nil when no
-// replica observed any step.
+// over what the replicas observed between the scrapes; nil without any.
 func stepMeans(before, after []stepTotals, strategy string) map[string]float64 {
 	totals := added(before, after, strategy, func(sum, a, b stepTotal) stepTotal {
 		return stepTotal{sum.sum + (a.sum - b.sum), sum.count + (a.count - b.count)}

@@ -204,8 +204,7 @@ func (h *Harness) waitDrained(ctx context.Context, base string, skus []string) (
 	}
 }
 
-// poll calls done every `every` until it returns true, and says so, or
-// until patience passes or ctx ends.
+// poll calls done every `every` until it returns true (poll too), patience passes or ctx ends.
 func poll(ctx context.Context, patience, every time.Duration, done func() bool) bool {
 	for start := time.Now(); !done(); {
 		if time.Since(start) > patience || drill.Sleep(ctx, every) != nil {

@@ -124,8 +124,7 @@ func (t *tracker) replicaOf(u string) string {
 	return ""
 }
 
-// progress is the run's state now; it hands over the sales marked since
-// the last call.
+// progress is the run's state now, with the sales marked since the last call.
 func (t *tracker) progress(final bool) *Progress {
 	sold := t.tally.Units.Load()
 	p := &Progress{
