@@ -107,11 +107,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if err := ctx.Err(); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
 	}
-	judgeFault(&run, o.drill, ev, obs.sales)
-	if ev != nil {
-		at := ev.At.Sub(obs.metrics.Earliest).Seconds()
-		run.FaultAt = &at
-	}
+	judgeFault(&run, o.drill, ev, obs.sales, obs.metrics.Earliest)
 	fillTotals(&run, obs)
 	countShards(&run, shards, obs)
 	if o.drill == nil && !o.step {
@@ -342,14 +338,16 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 	return obs
 }
 
-// judgeFault records what the fault did to the sales: how long they took
-// to resume after it struck, and whether fencing tokens kept increasing
-// across it (fenced strategies, not the deliberately weakened drills).
-func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.Sale) {
+// judgeFault records when the fault struck (from began, the attack's start)
+// and what it did to the sales: how long they took to resume, and whether
+// fencing tokens kept increasing across it (fenced strategies, not the
+// deliberately weakened drills).
+func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.Sale, began time.Time) {
 	if ev != nil {
-		run.Injected, run.DoubleHeld = true, ev.DoubleHeld
-		if d, ok := drill.Recovery(sales, ev); ok {
-			secs := d.Seconds()
+		at := ev.At.Sub(began).Seconds()
+		run.Injected, run.DoubleHeld, run.FaultAt = true, ev.DoubleHeld, &at
+		if rec, ok := drill.Recovery(sales, ev); ok {
+			secs := rec.Seconds()
 			run.RecoverySeconds = &secs
 		} else {
 			run.Problems = append(run.Problems, "sales did not resume after the fault before the attack ended")

@@ -20,7 +20,7 @@ func TestFaultProblemsReachTheReport(t *testing.T) {
 	d := &drill.Drill{Label: "crash", Strategy: "redis-lock"}
 	at := time.Now()
 	sales := []drill.Sale{{Start: at.Add(-20 * time.Millisecond), End: at.Add(-10 * time.Millisecond), Fence: 7}}
-	judgeFault(&run, d, &drill.Event{At: at}, sales)
+	judgeFault(&run, d, &drill.Event{At: at}, sales, at)
 	if run.RecoverySeconds != nil || len(run.Problems) != 1 {
 		t.Fatalf("no sale after the fault: recovery %v, problems %q; want none and one problem", run.RecoverySeconds, run.Problems)
 	}
