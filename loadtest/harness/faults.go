@@ -79,11 +79,10 @@ func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		return err
 	}
 	total := len(drills) * s.Repeat
-	n := 0
 	began := time.Now()
 	for r := 1; r <= s.Repeat; r++ {
-		for _, d := range drills {
-			n++
+		for i, d := range drills {
+			n := (r-1)*len(drills) + i + 1 // of total
 			if err := h.env.Configure(ctx, d.Flags.PerReplica(h.env.Len())); err != nil {
 				return fmt.Errorf("%s, %s: reconfigure the replicas: %w", d.Label, d.Strategy, err)
 			}
