@@ -184,9 +184,20 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 			e.Close()
 		}()
 	}
-	if err := h.connect(ctx, rep); err != nil {
-		return rep, err
+	// The replicas: the Env's, else the given ones once they are ready.
+	if len(cfg.Replicas) == 0 {
+		rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
+		rep.Settings.RMWDelay = cfg.RMWDelay.String()
+		h.use(h.env.Bases(), env.ReplicaID)
+	} else {
+		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
+		err := stockclient.New("", stockclient.WithTimeout(5*time.Second)).WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
+		if err != nil {
+			return rep, err
+		}
+		h.use(cfg.Replicas, func(i int) string { return fmt.Sprintf("r%d", i+1) })
 	}
+	rep.Replicas = h.replicas
 	h.prefix = cfg.SKUPrefix
 	if h.prefix == "" {
 		var b [3]byte
@@ -199,25 +210,6 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs, Text: strings.Join(h.replicas, " ")})
 
 	return rep, cfg.scenario().Run(ctx, h, rep)
-}
-
-// connect finds the replicas: the given ones once they are ready, else the Env's.
-func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
-	cfg := h.cfg
-	if len(cfg.Replicas) == 0 {
-		rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
-		rep.Settings.RMWDelay = cfg.RMWDelay.String()
-		h.use(h.env.Bases(), env.ReplicaID)
-	} else {
-		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
-		err := stockclient.New("", stockclient.WithTimeout(5*time.Second)).WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
-		if err != nil {
-			return err
-		}
-		h.use(cfg.Replicas, func(i int) string { return fmt.Sprintf("r%d", i+1) })
-	}
-	rep.Replicas = h.replicas
-	return nil
 }
 
 // use points the harness at the replicas of bases, the i-th called id(i).
