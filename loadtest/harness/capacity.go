@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/loadtest/env"
-	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
@@ -46,16 +45,12 @@ func (s Capacity) Check(c Config, bad Problem) {
 	if s.Errors < 0 || s.Errors >= 1 {
 		bad("Capacity.Errors %g: must be at least 0 and below 1", s.Errors)
 	}
-	if s.MaxRate < 50 || s.MaxRate > maxRate {
-		bad("Capacity.MaxRate %d: must be between 50 and %d", s.MaxRate, maxRate)
-	}
+	between(bad, "Capacity.MaxRate", s.MaxRate, 50, maxRate)
 	if c.Requests > 0 {
 		bad("Requests %d: capacity steps are bounded by Duration alone", c.Requests)
 	}
 	for _, n := range s.Replicas {
-		if n < 1 || n > maxLocalReplicas {
-			bad("Capacity.Replicas %d: must be between 1 and %d", n, maxLocalReplicas)
-		}
+		between(bad, "Capacity.Replicas", n, 1, maxLocalReplicas)
 	}
 	if len(s.Replicas) > 0 && len(c.Replicas) > 0 {
 		bad("Capacity.Replicas needs the replicas the harness starts (it scales them): drop Replicas")
@@ -83,7 +78,7 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 			if err := h.env.Scale(ctx, n); err != nil {
 				return err
 			}
-			h.useEnv()
+			h.use(h.env.Bases(), env.ReplicaID)
 		}
 		if err := h.warmup(ctx); err != nil {
 			return err
@@ -108,11 +103,10 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string, step, rate int) (report.Run, error) {
 	saved := h.cfg
 	defer func() { h.cfg = saved }()
-	secs := h.cfg.Duration.Seconds()
 	h.cfg.Rate = max(rate, len(h.replicas))
 	// Every sku can take the whole step's requests: the sweep measures
 	// selling, not selling out.
-	h.cfg.Stock = min(MaxStock, int(float64(rate)*secs*2)+10)
+	h.cfg.Stock = min(MaxStock, int(float64(rate)*h.cfg.Duration.Seconds()*2)+10)
 	h.logf("[capacity] %s on %d replicas, step %d: %d req/s for %s", strategy, len(h.replicas), step, rate, h.cfg.Duration)
 	steps := scrape(ctx, h, parseSaleSteps)
 	run, err := h.runStrategy(ctx, strategy, runOpts{step: true})
@@ -122,23 +116,15 @@ func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string,
 	saleBound(&run, steps, scrape(ctx, h, parseSaleSteps))
 	run.CapacityStep, run.ReplicaCount = step, len(h.replicas)
 	run.Saturated = limits(&run, s)
-	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, boundNote(run), suffix(run.Saturated))
+	note := "" // the step's bound and the limit it passed, if any
+	if run.BoundPerSec != nil {
+		note = fmt.Sprintf(", bound %s sales/s (%s of it; %s)", run.BoundText(), run.BoundShare(), run.StepsText())
+	}
+	if run.Saturated != "" {
+		note += "; past the limits: " + run.Saturated
+	}
+	h.logf("  → %d req/s offered: %.1f sales/s, p99 %s, errors and 503s %d%s", rate, run.SalesPerSec, report.Ms(run.Latency.P99), run.Errors()+run.Unavailable, note)
 	return run, nil
-}
-
-// boundNote is the log's mention of a step's bound, "" without one.
-func boundNote(r report.Run) string {
-	if r.BoundPerSec == nil {
-		return ""
-	}
-	return fmt.Sprintf(", bound %s sales/s (%s of it; %s)", r.BoundText(), r.BoundShare(), r.StepsText())
-}
-
-func suffix(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "; past the limits: " + s
 }
 
 // limits are a step's limit checks, appended to its checks; it returns
@@ -167,16 +153,7 @@ func limits(r *report.Run, c Capacity) string {
 	return past
 }
 
-// useEnv points the harness at the Env's replicas, after it scaled.
-func (h *Harness) useEnv() {
-	h.replicas = h.env.Bases()
-	h.ids = map[string]string{}
-	for i, b := range h.replicas {
-		h.ids[b] = env.ReplicaID(i)
-	}
-}
-
-// skippedHistory is the check of a run whose history is not checked: a
-// capacity step's thousands of operations on one sku would cost the
+// notChecked is the linearizability of a run whose history is not checked:
+// a capacity step's thousands of operations on one sku would cost the
 // checker more than the step.
-var skippedHistory = linearizability{verdict: history.Verdict("not checked")}
+const notChecked = "not checked"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -50,12 +51,42 @@ func (s Checkout) Env(_ Config, o *env.Options) {
 	o.Network = o.Network || slices.Contains(s.Faults, drill.StorePartition)
 }
 
-// Run runs the scenario against every strategy of the config that takes
-// part in holds.
-func (s Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) (err error) {
+// Run runs the scenario on every strategy of the config that takes part in holds.
+func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Sections = append(rep.Sections, report.CheckoutSection)
-	rep.Checkout, err = h.runCheckout(ctx, s)
-	return err
+	holding := strategy.NamesOf(func(in strategy.Info) bool { return in.Holds })
+	holds := func(s string) bool { return slices.Contains(holding, s) }
+	strategies := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), func(s string) bool { return !holds(s) })
+	if len(strategies) == 0 {
+		return errors.New("checkout: no strategy among --strategies takes part in holds")
+	}
+	if skipped := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), holds); len(skipped) > 0 {
+		h.logf("checkout: %s take no part in holds (docs/holds.md): skipped", strings.Join(skipped, ", "))
+	}
+	if len(co.Faults) > 0 && (h.env == nil || h.env.Len() < 2) {
+		return errors.New("checkout faults need two replicas the harness starts")
+	}
+	if err := h.warmup(ctx); err != nil {
+		return err
+	}
+	// Each attempt may wait out a stopped replica.
+	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}),
+		stockclient.WithTimeout(max(h.cfg.Timeout, 2*co.HoldTTL+5*time.Second)), stockclient.WithAdminToken(h.cfg.AdminToken))
+	for _, st := range strategies {
+		h.runNo++
+		r := &checkoutRun{h: h, api: api, co: co, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
+			thinking: map[int]int{}, inflight: map[*holdRec]int{}, latency: map[string][]float64{}, sales: map[string][]drill.Sale{}}
+		h.logf("checkout, %s: %d buyers/s for %s, hold TTL %s, think %s, abandon %g, late %g, faults %q",
+			st, h.cfg.Rate, h.cfg.Duration, co.HoldTTL, co.Think, co.Abandon, co.Late, co.Faults)
+		out, err := r.runOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("checkout, %s: %w", st, err)
+		}
+		h.logf("  → %s: sales/s checkout %.1f, plain %.1f; expiry to sellable p99 %s; %s", st, out.CheckoutSalesPerSec, out.PlainSalesPerSec,
+			report.Ms(out.ExpiryP99), map[bool]string{true: "every check passed", false: fmt.Sprintf("FAILED: %v", verdict.Failures(out.Checks))}[verdict.Judge(out.Checks) == verdict.Passed])
+		rep.Checkout = append(rep.Checkout, out)
+	}
+	return nil
 }
 
 // CheckoutFaults are the faults the checkout scenario strikes, by the
@@ -73,8 +104,7 @@ const (
 	returnWait     = 20 * time.Second      // for the recovery pass to return expired units (every 5s)
 )
 
-// ParseCheckoutFaults reads a comma-separated list of CheckoutFaults, all
-// or none.
+// ParseCheckoutFaults reads a comma-separated list of CheckoutFaults, all or none.
 func ParseCheckoutFaults(s string) ([]string, error) {
 	switch s = strings.TrimSpace(s); s {
 	case "", "none":
@@ -110,9 +140,7 @@ func (co Checkout) Check(c Config, bad Problem) {
 	if c.Rate < 1 {
 		bad("Rate %d: checkout buyers arrive at a rate, at least 1 a second", c.Rate)
 	}
-	if co.Probes < 1 || co.Probes > 1000 {
-		bad("Probes %d: must be between 1 and 1000", co.Probes)
-	}
+	between(bad, "Probes", co.Probes, 1, 1000)
 	if len(co.Faults) > 0 && (len(c.Replicas) > 0 || c.LocalReplicas < 2) {
 		bad("faults %s need at least two replicas the harness starts (it kills, stops and cuts them off): drop Replicas", strings.Join(co.Faults, ","))
 	}
@@ -131,7 +159,7 @@ func buyerKind(j int, abandon, late float64) string {
 	return "in time"
 }
 
-// holdRec is one hold and what became of it.
+// holdRec is one hold and what became of it (under checkoutRun.mu).
 type holdRec struct {
 	id, sku     string
 	readExpired bool // a read (or a probe's sale) found it expired
@@ -141,13 +169,11 @@ type holdRec struct {
 // checkoutRun is one strategy's run of the scenario.
 type checkoutRun struct {
 	h        *Harness
-	api      *stockclient.Client // each attempt may wait out a stopped replica
+	api      *stockclient.Client
 	co       Checkout
 	strategy string
 	run      int
 	sku      string
-	bases    []string
-	attempt  time.Duration
 
 	mu       sync.Mutex
 	out      report.CheckoutRun
@@ -161,71 +187,27 @@ type checkoutRun struct {
 	lastHold time.Time
 }
 
-// runCheckout runs the checkout scenario against every strategy of the
-// config that takes part in holds.
-func (h *Harness) runCheckout(ctx context.Context, co Checkout) ([]report.CheckoutRun, error) {
-	var strategies, skipped []string
-	for _, s := range h.cfg.Strategies {
-		if in, _ := strategy.Lookup(s); in.Holds {
-			strategies = append(strategies, s)
-		} else {
-			skipped = append(skipped, s)
-		}
-	}
-	if len(strategies) == 0 {
-		return nil, errors.New("checkout: no strategy among --strategies takes part in holds")
-	}
-	if len(skipped) > 0 {
-		h.logf("checkout: %s take no part in holds (docs/holds.md): skipped", strings.Join(skipped, ", "))
-	}
-	if len(co.Faults) > 0 && (h.env == nil || h.env.Len() < 2) {
-		return nil, errors.New("checkout faults need two replicas the harness starts")
-	}
-	if err := h.warmup(ctx); err != nil {
-		return nil, err
-	}
-	attempt := max(h.cfg.Timeout, 2*co.HoldTTL+5*time.Second)
-	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}),
-		stockclient.WithTimeout(attempt), stockclient.WithAdminToken(h.cfg.AdminToken))
-	var runs []report.CheckoutRun
-	for _, st := range strategies {
-		h.runNo++
-		r := &checkoutRun{h: h, api: api, co: co, strategy: st, run: h.runNo, sku: fmt.Sprintf("%s-co-%s", h.prefix, st),
-			bases: h.replicas, attempt: attempt,
-			thinking: map[int]int{}, inflight: map[*holdRec]int{}, latency: map[string][]float64{}, sales: map[string][]drill.Sale{}}
-		h.logf("checkout, %s: %d buyers/s for %s, hold TTL %s, think %s, abandon %g, late %g, faults %q",
-			st, h.cfg.Rate, h.cfg.Duration, r.co.HoldTTL, r.co.Think, r.co.Abandon, r.co.Late, r.co.Faults)
-		out, err := r.runOnce(ctx)
-		if err != nil {
-			return runs, fmt.Errorf("checkout, %s: %w", st, err)
-		}
-		h.logf("  → %s: sales/s checkout %.1f, plain %.1f; expiry to sellable p99 %s; %s", st, out.CheckoutSalesPerSec, out.PlainSalesPerSec,
-			report.Ms(out.ExpiryP99), map[bool]string{true: "every check passed", false: fmt.Sprintf("FAILED: %v", verdict.Failures(out.Checks))}[verdict.Judge(out.Checks) == verdict.Passed])
-		runs = append(runs, out)
-	}
-	return runs, nil
-}
-
 func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 	ev := Event{Type: typ, Run: r.run, Strategy: r.strategy, SKU: rec.sku, Hold: rec.id, Text: text}
 	if replica >= 0 {
-		ev.Replica = r.h.ids[r.bases[replica]]
+		ev.Replica = r.h.ids[r.h.replicas[replica]]
 	}
 	r.h.emit(ev)
 }
 
+// locked runs f under r.mu.
+func (r *checkoutRun) locked(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+}
+
 // count adds one to an answer's tally.
 func (r *checkoutRun) count(what string, err error) {
-	var e *stockclient.Error
-	switch {
-	case errors.As(err, &e):
-		what += fmt.Sprintf(" %d %s", e.Status, e.Code)
-	case err != nil:
-		what += " no answer"
+	if a := answerOf(err); a != "" {
+		what += " " + a
 	}
-	r.mu.Lock()
-	r.out.Answers[what]++
-	r.mu.Unlock()
+	r.locked(func() { r.out.Answers[what]++ })
 }
 
 func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID string) {
@@ -240,17 +222,12 @@ func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID 
 
 // across sends a call to the replicas in turn, from first, until the
 // answer is final (stockclient.Retryable) or checkoutGiveUp passes.
-func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(context.Context, *stockclient.Client, int) (T, error)) (v T, err error) {
-	start, pause := time.Now(), 50*time.Millisecond
-	for i := first; ; i = (i + 1) % len(r.bases) {
-		actx, cancel := context.WithTimeout(ctx, r.attempt)
-		v, err = send(actx, r.api.At(r.bases[i]), i)
-		cancel()
-		if err == nil || !stockclient.Retryable(call, err) || time.Since(start) > checkoutGiveUp || drill.Sleep(ctx, pause) != nil {
-			return v, err
-		}
-		pause = min(2*pause, time.Second)
-	}
+func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(*stockclient.Client, int) (T, error)) (v T, err error) {
+	inTurn(ctx, len(r.h.replicas), first, 50*time.Millisecond, checkoutGiveUp, func(i int) bool {
+		v, err = send(r.api.At(r.h.replicas[i]), i)
+		return err == nil || !stockclient.Retryable(call, err)
+	})
+	return v, err
 }
 
 var (
@@ -262,7 +239,7 @@ var (
 // hold creates a hold of one unit of sku through replica first.
 func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key string) (*holdRec, int, error) {
 	replica := first
-	hl, err := across(ctx, r, first, holdCall, func(ctx context.Context, c *stockclient.Client, i int) (stockclient.Hold, error) {
+	hl, err := across(ctx, r, first, holdCall, func(c *stockclient.Client, i int) (stockclient.Hold, error) {
 		replica = i
 		return c.CreateHold(ctx, sku, 1, r.co.HoldTTL, r.strategy, stockclient.IdempotencyKey(key))
 	})
@@ -270,42 +247,37 @@ func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key strin
 		return nil, replica, err
 	}
 	rec := &holdRec{id: hl.ID, sku: sku}
-	r.mu.Lock()
-	r.holds, r.lastHold = append(r.holds, rec), time.Now()
-	r.mu.Unlock()
+	r.locked(func() { r.holds, r.lastHold = append(r.holds, rec), time.Now() })
 	r.emit(EventHeld, rec, replica, "")
 	return rec, replica, nil
 }
 
 // decrement sells one unit of sku through replica first.
 func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key string) (stockclient.Sale, error) {
-	return across(ctx, r, first, saleCall, func(ctx context.Context, c *stockclient.Client, _ int) (stockclient.Sale, error) {
+	return across(ctx, r, first, saleCall, func(c *stockclient.Client, _ int) (stockclient.Sale, error) {
 		return c.Decrement(ctx, sku, 1, r.strategy, stockclient.IdempotencyKey(key))
 	})
 }
 
-// readExpired reads rec through replica until the store says it expired,
-// for as long as patience.
+// readExpired reads rec through replica until the store says it expired, for up to patience.
 func (r *checkoutRun) readExpired(ctx context.Context, rec *holdRec, replica int, patience time.Duration) bool {
-	for start := time.Now(); ; {
-		hl, err := r.api.At(r.bases[replica]).GetHold(ctx, rec.sku, rec.id)
-		if err == nil && hl.State == "expired" {
-			r.mu.Lock()
-			rec.readExpired = true
-			r.mu.Unlock()
-			r.emit(EventExpired, rec, -1, "read")
-			return true
-		}
-		if err == nil && hl.State != "held" || time.Since(start) > patience || drill.Sleep(ctx, 20*time.Millisecond) != nil {
-			return false
-		}
+	expired := false
+	poll(ctx, patience, 20*time.Millisecond, func() bool {
+		hl, err := r.api.At(r.h.replicas[replica]).GetHold(ctx, rec.sku, rec.id)
+		expired = err == nil && hl.State == "expired"
+		return err == nil && hl.State != "held"
+	})
+	if expired {
+		r.locked(func() { rec.readExpired = true })
+		r.emit(EventExpired, rec, -1, "read")
 	}
+	return expired
 }
 
 // buyer is buyer i: a plain decrement when i is odd, else a hold; each
 // kind through the replicas in turn.
 func (r *checkoutRun) buyer(ctx context.Context, i int) {
-	first, key := i/2%len(r.bases), fmt.Sprintf("%s-b%d", r.sku, i)
+	first, key := i/2%len(r.h.replicas), fmt.Sprintf("%s-b%d", r.sku, i)
 	start := time.Now()
 	if i%2 == 1 {
 		sale, err := r.decrement(ctx, r.sku, first, key)
@@ -330,27 +302,19 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 			return
 		}
 	default:
-		r.mu.Lock()
-		r.thinking[replica]++
-		r.mu.Unlock()
+		r.locked(func() { r.thinking[replica]++ })
 		_ = drill.Sleep(ctx, r.co.Think)
-		r.mu.Lock()
-		r.thinking[replica]--
-		r.mu.Unlock()
+		r.locked(func() { r.thinking[replica]-- })
 	}
 	start = time.Now()
-	sale, err := across(ctx, r, replica, confirmCall, func(ctx context.Context, c *stockclient.Client, i int) (stockclient.Sale, error) {
-		r.mu.Lock()
-		r.inflight[rec] = i
-		r.mu.Unlock()
-		defer func() { r.mu.Lock(); delete(r.inflight, rec); r.mu.Unlock() }()
+	sale, err := across(ctx, r, replica, confirmCall, func(c *stockclient.Client, i int) (stockclient.Sale, error) {
+		r.locked(func() { r.inflight[rec] = i })
+		defer r.locked(func() { delete(r.inflight, rec) })
 		return c.ConfirmHold(ctx, rec.sku, rec.id)
 	})
 	r.measured("confirm", start, err == nil, sale.OrderID)
 	r.count("confirm "+kind, err)
-	r.mu.Lock()
-	rec.sold = err == nil
-	r.mu.Unlock()
+	r.locked(func() { rec.sold = err == nil })
 	switch {
 	case err == nil:
 		r.emit(EventConfirmed, rec, replica, "")
@@ -365,7 +329,7 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 // time from that moment to the sale's answer, in ms, or NaN if none came.
 func (r *checkoutRun) probe(ctx context.Context, i int, sku string) float64 {
 	sent := time.Now()
-	rec, replica, err := r.hold(ctx, sku, i%len(r.bases), sku)
+	rec, replica, err := r.hold(ctx, sku, i%len(r.h.replicas), sku)
 	if err != nil {
 		r.count("probe hold", err)
 		return math.NaN()
@@ -375,12 +339,10 @@ func (r *checkoutRun) probe(ctx context.Context, i int, sku string) float64 {
 		return math.NaN()
 	}
 	for n := 0; time.Since(expiry) < 5*time.Second; n++ {
-		sale, err := r.decrement(ctx, sku, (replica+1)%len(r.bases), fmt.Sprintf("%s-s%d", sku, n))
+		sale, err := r.decrement(ctx, sku, (replica+1)%len(r.h.replicas), fmt.Sprintf("%s-s%d", sku, n))
 		if err == nil {
 			ms := float64(time.Since(expiry).Microseconds()) / 1000
-			r.mu.Lock()
-			rec.readExpired, r.acked = true, append(r.acked, sale.OrderID)
-			r.mu.Unlock()
+			r.locked(func() { rec.readExpired, r.acked = true, append(r.acked, sale.OrderID) })
 			r.emit(EventExpired, rec, -1, "sold again")
 			return ms
 		}
@@ -402,11 +364,8 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 		skus = append(skus, fmt.Sprintf("%s-p%d", r.sku, i))
 	}
 	for i, sku := range skus {
-		stock := int64(1) // a probe's
-		if i == 0 {
-			stock = int64(cfg.Stock)
-		}
-		if _, err := r.api.At(r.bases[0]).PutItem(ctx, sku, stock); err != nil {
+		stock := map[bool]int{true: cfg.Stock, false: 1}[i == 0] // a probe's is 1
+		if _, err := r.api.At(r.h.replicas[0]).PutItem(ctx, sku, int64(stock)); err != nil {
 			return r.out, fmt.Errorf("set the stock of %s: %w", sku, err)
 		}
 	}
@@ -414,9 +373,8 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	var notes []string
 	faultsDone, buyersDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		// The faults of the scenario at their times, and those asked for
-		// with Inject while the buyers arrive, one at a time, the victims
-		// taking turns.
+		// The scenario's faults at their times, and those asked for with Inject while the
+		// buyers arrive, one at a time, the victims taking turns.
 		defer close(faultsDone)
 		run := func(f string, turn int, strike func(context.Context, string, int) (string, error), planned bool) {
 			at := time.Since(began)
@@ -486,7 +444,7 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	if err := drill.Sleep(ctx, time.Until(r.lastHold.Add(r.co.HoldTTL))); err != nil {
 		return r.out, err
 	}
-	if _, err := r.h.waitDrained(ctx, r.bases[0], skus); err != nil {
+	if _, err := r.h.waitDrained(ctx, r.h.replicas[0], skus); err != nil {
 		return r.out, err
 	}
 	return r.out, r.books(ctx, skus)
@@ -495,18 +453,12 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 // tally sums the buyers' answers and times.
 func (r *checkoutRun) tally(began time.Time) {
 	o := &r.out
-	for _, ms := range r.probes {
-		if !math.IsNaN(ms) {
-			o.ProbesSold++
-		}
-	}
-	o.Probes = len(r.probes)
 	probes := slices.DeleteFunc(slices.Clone(r.probes), math.IsNaN)
 	slices.Sort(probes)
+	o.Probes, o.ProbesSold = len(r.probes), len(probes)
 	o.ExpiryP50, o.ExpiryP99 = quantile(probes, 0.5), quantile(probes, 0.99)
 	lat := func(call string, q float64) float64 {
-		s := slices.Sorted(slices.Values(r.latency[call]))
-		return quantile(s, q)
+		return quantile(slices.Sorted(slices.Values(r.latency[call])), q)
 	}
 	o.HoldP99, o.ConfirmP50, o.ConfirmP99, o.DecrementP50, o.DecrementP99 = lat("hold", 0.99), lat("confirm", 0.5), lat("confirm", 0.99), lat("decrement", 0.5), lat("decrement", 0.99)
 	o.Confirmed, o.PlainSold = len(r.sales["confirm"]), len(r.sales["decrement"])
@@ -533,7 +485,7 @@ func (r *checkoutRun) tally(began time.Time) {
 // books reads every sku and hold back once every hold expired and its
 // units returned (the recovery pass returns them), and judges the run.
 func (r *checkoutRun) books(ctx context.Context, skus []string) error {
-	api := r.api.At(r.bases[0])
+	api := r.api.At(r.h.replicas[0])
 	t := checkoutTally{Initial: r.out.Initial + r.co.Probes, Acked: len(r.acked), FaultFailed: r.out.FaultFailed,
 		LateWanted: r.co.Late > 0, LateSent: r.out.LateSent, LateRefused: r.out.LateRefused,
 		InTimeWanted: r.co.Abandon+r.co.Late < 1, ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}
@@ -603,10 +555,7 @@ type checkoutTally struct {
 	StampedLate int // confirmed holds stamped at or after their expiry
 	Left, Held, Pending int // after every hold expired
 	FaultFailed         bool
-	// The run tested what it claims: late confirms were sent (when the
-	// run has late buyers) and refused, and confirms in time sold (when
-	// it has such buyers), so that the checks above are not passed by
-	// nothing.
+	// Whether the run tested what it claims (see checks).
 	LateWanted, InTimeWanted bool
 	LateSent, LateRefused    int
 	ExpiryP99                float64 // ms, over the probes that sold
@@ -642,7 +591,6 @@ func (t checkoutTally) checks() []verdict.Check {
 	return append(cs, verdict.Check{Name: "expiry_to_sellable_p99", Kind: verdict.Limit, Observed: seen, Bound: "≤ " + report.Ms(limit), Pass: t.ExpiryP99 <= limit && t.Unprobed == 0})
 }
 
-// strike strikes fault f, the k-th of the run, and says what it did.
 // adhoc strikes a fault asked for with Inject: one of CheckoutFaults as
 // the scenario strikes its own, any other with the drill's injector,
 // healed a second later.
@@ -664,6 +612,7 @@ func (r *checkoutRun) adhoc(ctx context.Context, f string, k int) (string, error
 	return ev.Note, err
 }
 
+// strike strikes fault f, the k-th of the run, and says what it did.
 func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, error) {
 	e := r.h.env
 	i := k % e.Len()
@@ -687,21 +636,18 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 			return "", err
 		}
 		_ = drill.Sleep(context.WithoutCancel(ctx), r.co.HoldTTL+time.Second)
-		r.mu.Lock()
-		var stuck []*holdRec
-		for rec, at := range r.inflight {
+		var inflight map[*holdRec]int
+		r.locked(func() { inflight = maps.Clone(r.inflight) })
+		stuck, late := 0, 0
+		for rec, at := range inflight {
 			if at == i {
-				stuck = append(stuck, rec)
+				stuck++
+				if r.readExpired(ctx, rec, (i+1)%e.Len(), 200*time.Millisecond) {
+					late++
+				}
 			}
 		}
-		r.mu.Unlock()
-		late := 0
-		for _, rec := range stuck {
-			if r.readExpired(ctx, rec, (i+1)%e.Len(), 200*time.Millisecond) {
-				late++
-			}
-		}
-		ev.Text = fmt.Sprintf("SIGSTOP replica %s, %d of its buyers between hold and confirm, for %s: %d confirms in flight to it, %d of whose holds read expired before SIGCONT", id, n, r.co.HoldTTL+time.Second, len(stuck), late)
+		ev.Text = fmt.Sprintf("SIGSTOP replica %s, %d of its buyers between hold and confirm, for %s: %d confirms in flight to it, %d of whose holds read expired before SIGCONT", id, n, r.co.HoldTTL+time.Second, stuck, late)
 		r.out.PausedLate += late
 		return ev.Text, e.Resume(i)
 	case drill.StorePartition:
@@ -715,15 +661,12 @@ func (r *checkoutRun) strike(ctx context.Context, f string, k int) (string, erro
 	return "", fmt.Errorf("unknown checkout fault %q", f)
 }
 
-// waiting waits up to 2s for buyers who hold on replica i and will
-// confirm there, and says how many there are.
+// waiting waits up to 2s for buyers who hold on replica i to confirm there, and counts them.
 func (r *checkoutRun) waiting(ctx context.Context, i int) int {
-	for deadline := time.Now().Add(2 * time.Second); ; {
-		r.mu.Lock()
-		n := r.thinking[i]
-		r.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) || drill.Sleep(ctx, 5*time.Millisecond) != nil {
-			return n
-		}
-	}
+	n := 0
+	poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {
+		r.locked(func() { n = r.thinking[i] })
+		return n > 0
+	})
+	return n
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // Config is a harness run: its Scenario, and the settings of the load
@@ -120,9 +120,57 @@ func (e *FieldError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, &FieldError{Format: format, Args: a}) }
-	c.checkLoad(bad)
-	c.checkReplicas(bad)
-	c.checkHistory(bad)
+	// The attack's size: rate, duration, count, stock, skus, workers, timeouts.
+	if c.Rate < 0 || c.Rate > maxRate {
+		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
+	}
+	between(bad, "Duration", c.Duration, 0, maxDuration)
+	between(bad, "Requests", c.Requests, 0, maxRequests)
+	if c.Duration == 0 && c.Requests == 0 {
+		bad("Duration and Requests are both 0: give a time or a count so that the attack ends")
+	}
+	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
+		bad("Duration %s: too short to measure anything; use at least 100ms", c.Duration)
+	}
+	between(bad, "Stock", c.Stock, 1, MaxStock)
+	if c.Qty < 1 || c.Qty > c.Stock {
+		bad("Qty %d: must be between 1 and Stock (%d)", c.Qty, c.Stock)
+	}
+	between(bad, "SKUs", c.SKUs, 1, maxSKUs)
+	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
+		bad("Skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
+	}
+	if c.SKUPrefix != "" && !ValidPrefix(c.SKUPrefix) {
+		bad("SKUPrefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
+	}
+	between(bad, "Workers", c.Workers, 1, maxWorkers)
+	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
+		bad("MaxWorkers %d: must be between Workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
+	}
+	between(bad, "Timeout", c.Timeout, time.Millisecond, maxTimeout)
+	between(bad, "Settle", c.Settle, 0, maxSettleTime)
+	if c.Warmup < 0 || c.Warmup > time.Minute {
+		bad("Warmup %s: must be between 0 and 1m", c.Warmup)
+	}
+	// The replicas.
+	between(bad, "ReadyWait", c.ReadyWait, 100*time.Millisecond, maxDuration)
+	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
+		bad("LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
+	}
+	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
+		bad("Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
+	}
+	between(bad, "RMWDelay", c.RMWDelay, 0, maxRMWDelay)
+	if len(c.Replicas) > 0 && c.RedisCluster {
+		bad("RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
+	}
+	// The history's reads and its check.
+	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
+		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
+	}
+	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
+		bad("CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
+	}
 	for _, t := range c.Thresholds {
 		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
 			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
@@ -135,85 +183,6 @@ func (c Config) Validate() error {
 // Problem records one problem of a Config (see FieldError).
 type Problem func(format string, a ...any)
 
-// checkLoad checks the attack's size: rate, duration, count, stock, skus,
-// workers, timeouts.
-func (c Config) checkLoad(bad Problem) {
-	if c.Rate < 0 || c.Rate > maxRate {
-		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
-	}
-	if c.Duration < 0 || c.Duration > maxDuration {
-		bad("Duration %s: must be between 0 and %s", c.Duration, maxDuration)
-	}
-	if c.Requests < 0 || c.Requests > maxRequests {
-		bad("Requests %d: must be between 0 and %d", c.Requests, maxRequests)
-	}
-	if c.Duration == 0 && c.Requests == 0 {
-		bad("Duration and Requests are both 0: give a time or a count so that the attack ends")
-	}
-	if c.Duration > 0 && c.Duration < 100*time.Millisecond {
-		bad("Duration %s: too short to measure anything; use at least 100ms", c.Duration)
-	}
-	if c.Stock < 1 || c.Stock > MaxStock {
-		bad("Stock %d: must be between 1 and %d", c.Stock, MaxStock)
-	}
-	if c.Qty < 1 || c.Qty > c.Stock {
-		bad("Qty %d: must be between 1 and Stock (%d)", c.Qty, c.Stock)
-	}
-	if c.SKUs < 1 || c.SKUs > maxSKUs {
-		bad("SKUs %d: must be between 1 and %d", c.SKUs, maxSKUs)
-	}
-	if c.Skew != 0 && !(c.Skew > 1 && c.Skew <= 100) {
-		bad("Skew %g: must be 0 (uniform) or a Zipf exponent above 1 (and at most 100)", c.Skew)
-	}
-	if c.SKUPrefix != "" && !ValidPrefix(c.SKUPrefix) {
-		bad("SKUPrefix %q: use letters, digits, '-', '_' and '.', at most %d characters (the service takes skus of up to 64)", c.SKUPrefix, maxPrefixLen)
-	}
-	if c.Workers < 1 || c.Workers > maxWorkers {
-		bad("Workers %d: must be between 1 and %d", c.Workers, maxWorkers)
-	}
-	if c.MaxWorkers < c.Workers || c.MaxWorkers > maxWorkers {
-		bad("MaxWorkers %d: must be between Workers (%d) and %d", c.MaxWorkers, c.Workers, maxWorkers)
-	}
-	if c.Timeout < time.Millisecond || c.Timeout > maxTimeout {
-		bad("Timeout %s: must be between 1ms and %s", c.Timeout, maxTimeout)
-	}
-	if c.Settle < 0 || c.Settle > maxSettleTime {
-		bad("Settle %s: must be between 0 and %s", c.Settle, maxSettleTime)
-	}
-	if c.Warmup < 0 || c.Warmup > time.Minute {
-		bad("Warmup %s: must be between 0 and 1m", c.Warmup)
-	}
-}
-
-// checkReplicas checks the replicas' settings.
-func (c Config) checkReplicas(bad Problem) {
-	if c.ReadyWait < 100*time.Millisecond || c.ReadyWait > maxDuration {
-		bad("ReadyWait %s: must be between 100ms and %s", c.ReadyWait, maxDuration)
-	}
-	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
-		bad("LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
-	}
-	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
-		bad("Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
-	}
-	if c.RMWDelay < 0 || c.RMWDelay > maxRMWDelay {
-		bad("RMWDelay %s: must be between 0 and %s", c.RMWDelay, maxRMWDelay)
-	}
-	if len(c.Replicas) > 0 && c.RedisCluster {
-		bad("RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
-	}
-}
-
-// checkHistory checks the history's reads and its check.
-func (c Config) checkHistory(bad Problem) {
-	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
-		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
-	}
-	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
-		bad("CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
-	}
-}
-
 // ReplicaCount is how many replicas the run attacks: those of --replicas,
 // else the ones the harness starts.
 func (c Config) ReplicaCount() int {
@@ -225,17 +194,9 @@ func (c Config) ReplicaCount() int {
 
 // ValidPrefix reports whether s can prefix the harness's skus.
 func ValidPrefix(s string) bool {
-	if len(s) == 0 || len(s) > maxPrefixLen {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
+	return len(s) > 0 && len(s) <= maxPrefixLen && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.", r))
+	})
 }
 
 // ParseReplicas reads a comma-separated list of replica base URLs.
@@ -243,36 +204,19 @@ func ParseReplicas(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var out []string
-	seen := map[string]bool{}
-	for _, raw := range strings.Split(s, ",") {
-		raw = strings.TrimSpace(raw)
-		if raw == "" {
-			continue
-		}
+	return parseList(s, "URL", func(raw string) (string, error) {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%q is not a base URL like http://127.0.0.1:8081", raw)
+			return "", fmt.Errorf("%q is not a base URL like http://127.0.0.1:8081", raw)
 		}
 		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%q: give the base URL only (scheme, host and port), the harness adds /v1/...", raw)
+			return "", fmt.Errorf("%q: give the base URL only (scheme, host and port), the harness adds /v1/...", raw)
 		}
-		if u.Port() != "" {
-			if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-				return nil, fmt.Errorf("%q: bad port", raw)
-			}
+		if p, err := strconv.Atoi(u.Port()); u.Port() != "" && (err != nil || p < 1 || p > 65535) {
+			return "", fmt.Errorf("%q: bad port", raw)
 		}
-		base := u.Scheme + "://" + u.Host
-		if seen[base] {
-			return nil, fmt.Errorf("%q is listed twice", base)
-		}
-		seen[base] = true
-		out = append(out, base)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no URL in the list")
-	}
-	return out, nil
+		return u.Scheme + "://" + u.Host, nil
+	})
 }
 
 // ParseStrategies reads a comma-separated list of strategies, or "all",
@@ -281,24 +225,40 @@ func ParseStrategies(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "all" {
 		return strategy.Names(), nil
 	}
+	return parseList(s, "strategy", func(name string) (string, error) {
+		if !strategy.Known(name) {
+			return "", fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(strategy.Names(), ", "))
+		}
+		return name, nil
+	})
+}
+
+// parseList reads a comma-separated list of what, each item through
+// parse: no item twice, at least one.
+func parseList(s, what string, parse func(string) (string, error)) ([]string, error) {
 	var out []string
-	seen := map[string]bool{}
-	for _, name := range strings.Split(s, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
-		if !strategy.Known(name) {
-			return nil, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(strategy.Names(), ", "))
+		v, err := parse(item)
+		if err != nil {
+			return nil, err
 		}
-		if seen[name] {
-			return nil, fmt.Errorf("%q is listed twice", name)
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%q is listed twice", v)
 		}
-		seen[name] = true
-		out = append(out, name)
+		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no strategy in the list")
+		return nil, fmt.Errorf("no %s in the list", what)
 	}
 	return out, nil
+}
+
+// between reports field name's value v unless lo <= v <= hi.
+func between[T cmp.Ordered](bad Problem, name string, v, lo, hi T) {
+	if v < lo || v > hi {
+		bad(name+" %v: must be between %v and %v", v, lo, hi)
+	}
 }

@@ -33,7 +33,7 @@ func (s Faults) Defaults(c *Config) {
 }
 
 func (s Faults) Check(c Config, bad Problem) {
-	checkRepeat(s.Repeat, bad)
+	between(bad, "Repeat", s.Repeat, 1, 100)
 	s.check(c, bad)
 	if len(s.Faults) == 0 {
 		bad("Faults: name at least one")
@@ -79,11 +79,10 @@ func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		return err
 	}
 	total := len(drills) * s.Repeat
-	n := 0
 	began := time.Now()
 	for r := 1; r <= s.Repeat; r++ {
-		for _, d := range drills {
-			n++
+		for i, d := range drills {
+			n := (r-1)*len(drills) + i + 1 // of total
 			if err := h.env.Configure(ctx, d.Flags.PerReplica(h.env.Len())); err != nil {
 				return fmt.Errorf("%s, %s: reconfigure the replicas: %w", d.Label, d.Strategy, err)
 			}
@@ -93,7 +92,7 @@ func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 				eta = fmt.Sprintf(", about %s left", (per * time.Duration(total-n+1)).Round(time.Second))
 			}
 			h.logf("[%d/%d] repeat %d/%d, %s, %s: %s%s", n, total, r, s.Repeat, d.Label, d.Strategy, h.loadText(), eta)
-			run, err := h.runStrategy(ctx, d.Strategy, runOpts{fault: &faultSpec{drill: d, repeat: r, drills: s.Drills}})
+			run, err := h.runStrategy(ctx, d.Strategy, runOpts{drill: &d, repeat: r, drills: s.Drills})
 			if err != nil {
 				return err
 			}
@@ -108,11 +107,4 @@ func (s Faults) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		}
 	}
 	return nil
-}
-
-// faultSpec is the fault side of one runStrategy call.
-type faultSpec struct {
-	drill  drill.Drill
-	repeat int
-	drills Drills
 }

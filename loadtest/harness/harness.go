@@ -8,6 +8,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,26 +42,18 @@ type Harness struct {
 	// under way: given, or the one Run started.
 	given, env *env.Env
 
-	replicas []string
-	ids      map[string]string // replica id by base URL
-	outDir   string
-	prefix   string // sku prefix of this harness run
-	api      *stockclient.Client
-	// probe asks the replicas' /healthz who holds a lock, in fault drills.
-	probe *stockclient.Client
-	// reader is the separate client whose reads of the stock go into
-	// the history.
-	reader *stockclient.Client
-	// drills numbers the fault runs, so that each gets skus of its own.
-	drills int
-	// runNo numbers the runs, for the events.
-	runNo int
-	// metricsWarned is set once a replica's /metrics could not be read or
-	// had no lock wait histogram, so that the note is made only once.
-	metricsWarned bool
-	// redisView: sample redis-stock's copies for the events
-	// (WithRedisStockView).
-	redisView bool
+	replicas      []string
+	ids           map[string]string // replica id by base URL
+	replicaIDs    []string          // in the order of replicas
+	outDir        string
+	prefix        string // sku prefix of this harness run
+	api           *stockclient.Client
+	probe         *stockclient.Client // asks the replicas' /healthz who holds a lock, in fault drills
+	reader        *stockclient.Client // the separate client whose reads of the stock go into the history
+	drills        int                 // numbers the fault runs, so that each gets skus of its own
+	runNo         int                 // numbers the runs, for the events
+	metricsWarned bool                // a replica's /metrics could not be read: noted once
+	redisView     bool                // sample redis-stock's copies for the events (WithRedisStockView)
 
 	mu     sync.Mutex
 	adhoc  chan string // faults asked for by Inject, while an attack runs
@@ -152,21 +145,18 @@ func (h *Harness) emit(ev Event) {
 func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	cfg := h.cfg
 	now := time.Now()
-	outDir := cfg.OutDir
-	if outDir == "" {
-		outDir = filepath.Join("reports", now.Format("20060102-150405"))
-	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	h.outDir = cmp.Or(cfg.OutDir, filepath.Join("reports", now.Format("20060102-150405")))
+	if err := os.MkdirAll(h.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
-	if abs, err := filepath.Abs(outDir); err == nil {
-		outDir = abs
+	if abs, err := filepath.Abs(h.outDir); err == nil {
+		h.outDir = abs
 	}
-	h.outDir = outDir
+	host, _ := os.Hostname()
 	rep = &report.Report{
 		Started: now,
-		OutDir:  outDir,
-		Host:    hostText(),
+		OutDir:  h.outDir,
+		Host:    fmt.Sprintf("%s, %s/%s, %d CPUs, %s", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		Settings: report.Settings{
 			Rate: cfg.Rate, Duration: cfg.Duration.String(), Requests: cfg.Requests,
 			Stock: cfg.Stock, Qty: cfg.Qty, SKUs: cfg.SKUs, Skew: cfg.Skew,
@@ -181,10 +171,10 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 		rep.WallSeconds = time.Since(now).Seconds()
 		rep.OK = err == nil && verdict.Judge(rep.Checks()) == verdict.Passed
 	}()
-	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), outDir)
+	h.logf("stocklock load test: %s; reports go to %s", strings.Join(cfg.Strategies, ", "), h.outDir)
 	h.setEnv(h.given)
 	if h.given == nil && len(cfg.Replicas) == 0 {
-		e, err := env.Start(ctx, EnvOptions(cfg, outDir, logWriter{h}))
+		e, err := env.Start(ctx, EnvOptions(cfg, h.outDir, logWriter{h}))
 		if err != nil {
 			return rep, err
 		}
@@ -194,9 +184,20 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 			e.Close()
 		}()
 	}
-	if err := h.connect(ctx, rep); err != nil {
-		return rep, err
+	// The replicas: the Env's, else the given ones once they are ready.
+	if len(cfg.Replicas) == 0 {
+		rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
+		rep.Settings.RMWDelay = cfg.RMWDelay.String()
+		h.use(h.env.Bases(), env.ReplicaID)
+	} else {
+		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
+		err := stockclient.New("", stockclient.WithTimeout(5*time.Second)).WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
+		if err != nil {
+			return rep, err
+		}
+		h.use(cfg.Replicas, func(i int) string { return fmt.Sprintf("r%d", i+1) })
 	}
+	rep.Replicas = h.replicas
 	h.prefix = cfg.SKUPrefix
 	if h.prefix == "" {
 		var b [3]byte
@@ -206,34 +207,18 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	h.api = stockclient.New("", stockclient.WithTimeout(cfg.Timeout+15*time.Second), stockclient.WithAdminToken(cfg.AdminToken))
 	h.probe = stockclient.New("", stockclient.WithTimeout(time.Second))
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
-	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs(), Text: strings.Join(h.replicas, " ")})
+	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs, Text: strings.Join(h.replicas, " ")})
 
 	return rep, cfg.scenario().Run(ctx, h, rep)
 }
 
-// connect finds the replicas: the given ones once they are ready, else the
-// Env's.
-func (h *Harness) connect(ctx context.Context, rep *report.Report) error {
-	cfg := h.cfg
-	if len(cfg.Replicas) > 0 {
-		h.logf("waiting for %s/readyz...", strings.Join(cfg.Replicas, "/readyz, "))
-		err := stockclient.New("", stockclient.WithTimeout(5*time.Second)).WaitReady(ctx, cfg.Replicas, cfg.ReadyWait, func(s string) { h.logf("  %s", s) })
-		if err != nil {
-			return err
-		}
-		h.replicas = cfg.Replicas
-		h.ids = map[string]string{}
-		for i, b := range cfg.Replicas {
-			h.ids[b] = fmt.Sprintf("r%d", i+1)
-		}
-		rep.Replicas = h.replicas
-		return nil
+// use points the harness at the replicas of bases, the i-th called id(i).
+func (h *Harness) use(bases []string, id func(int) string) {
+	h.replicas, h.ids, h.replicaIDs = bases, map[string]string{}, make([]string, len(bases))
+	for i, b := range bases {
+		h.replicaIDs[i] = id(i)
+		h.ids[b] = h.replicaIDs[i]
 	}
-	rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
-	rep.Settings.RMWDelay = cfg.RMWDelay.String()
-	h.useEnv()
-	rep.Replicas = h.replicas
-	return nil
 }
 
 // EnvOptions are the options of the environment cfg asks for, its logs
@@ -261,18 +246,4 @@ func (w logWriter) Write(b []byte) (int, error) {
 		w.h.emit(Event{Type: EventLog, Text: line})
 	}
 	return len(b), nil
-}
-
-// replicaIDs are the replicas' ids, in order.
-func (h *Harness) replicaIDs() []string {
-	out := make([]string, len(h.replicas))
-	for i, b := range h.replicas {
-		out[i] = h.ids[b]
-	}
-	return out
-}
-
-func hostText() string {
-	name, _ := os.Hostname()
-	return fmt.Sprintf("%s, %s/%s, %d CPUs, %s", name, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 }

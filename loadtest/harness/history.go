@@ -1,44 +1,43 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/stocklock/stocklock/loadtest/history"
+	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
-// readLoop reads every sku's stock from the replicas in turn, one GET
-// every `every`, as a client of its own, until stop is closed; each answer
-// is a read in the history. A read without an answer changes nothing and
-// is left out.
-func (h *Harness) readLoop(ctx context.Context, rec *history.Recorder, skus []string, every time.Duration, stop <-chan struct{}) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
+// startReads reads every sku's stock from the replicas in turn, one GET
+// every cfg.ReadEvery (if set), as a client of its own, until the returned
+// function is called; each answer is a read in the history. A read without
+// an answer changes nothing and is left out.
+func (h *Harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) (stop func()) {
+	if h.cfg.ReadEvery <= 0 {
+		return func() {}
+	}
+	i := 0
+	return ticking(h.cfg.ReadEvery, func(final bool) {
+		if final || ctx.Err() != nil {
 			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
 		}
 		base, sku := h.replicas[i%len(h.replicas)], skus[i%len(skus)]
+		i++
 		client := rec.Acquire()
 		call := rec.Now()
 		it, err := h.reader.At(base).GetItem(ctx, sku)
 		ret := rec.Now()
 		rec.Release(client)
-		if err != nil {
-			continue
+		if err == nil {
+			rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
+				Outcome: history.OK, Stock: history.Int(int(it.Stock)), Status: 200})
 		}
-		rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
-			Outcome: history.OK, Stock: history.Int(int(it.Stock)), Status: 200})
-	}
+	})
 }
 
 // resetStock sets sku's stock with PUT and records it as the history's
@@ -55,32 +54,25 @@ func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, s
 	return nil
 }
 
-// linearizability is the checked history of one run.
-type linearizability struct {
-	verdict   history.Verdict
-	conflicts []string
-	file      string   // the history, JSON lines, in the output directory
-	pictures  []string // porcupine's pictures of the violations
-	ops       int
-	elapsed   time.Duration
-}
-
 // checkHistory writes the run's history as name.jsonl in the output
-// directory, checks it, and draws each violating SKU as name[-i].html.
-func (h *Harness) checkHistory(ops []history.Op, name string) (linearizability, error) {
-	var l linearizability
-	l.file, l.ops = name+".jsonl", len(ops)
-	if err := writeHistory(filepath.Join(h.outDir, l.file), ops); err != nil {
-		return l, err
+// directory, checks it into run, and draws each violating SKU as
+// name[-i].html.
+func (h *Harness) checkHistory(run *report.Run, ops []history.Op, name string) (err error) {
+	run.History, run.HistoryOps = name+".jsonl", len(ops)
+	f, err := os.Create(filepath.Join(h.outDir, run.History))
+	if err != nil {
+		return fmt.Errorf("history file: %w", err)
+	}
+	if err := cmp.Or(history.WriteJSONL(f, ops), f.Close()); err != nil {
+		return fmt.Errorf("write %s: %w", run.History, err)
 	}
 	if !h.cfg.Quiet {
 		h.logf("  checking the history: %d operations...", len(ops))
 	}
 	res := history.Check(ops, h.cfg.CheckTimeout)
-	l.verdict, l.conflicts, l.elapsed = res.Verdict, res.Conflicts(), res.Elapsed
-	pics, err := DrawViolations(res, filepath.Join(h.outDir, name))
-	l.pictures = pics
-	return l, err
+	run.Linearizable, run.Conflicts, run.CheckSeconds = string(res.Verdict), res.Conflicts(), res.Elapsed.Seconds()
+	run.Violations, err = DrawViolations(res, filepath.Join(h.outDir, name))
+	return err
 }
 
 // DrawViolations writes porcupine's picture of each violating SKU of res
@@ -102,19 +94,4 @@ func DrawViolations(res history.Result, stem string) ([]string, error) {
 		}
 	}
 	return names, errors.Join(errs...)
-}
-
-func writeHistory(path string, ops []history.Op) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("history file: %w", err)
-	}
-	err = history.WriteJSONL(f, ops)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
 }

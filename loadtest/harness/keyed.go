@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,11 +56,9 @@ func DefaultKeyed() *Keyed { return &Keyed{Repeat: 1, Purchases: 40, Drills: Def
 func (s Keyed) Defaults(c *Config) { s.timeout(c) }
 
 func (s Keyed) Check(c Config, bad Problem) {
-	checkRepeat(s.Repeat, bad)
+	between(bad, "Repeat", s.Repeat, 1, 100)
 	s.check(c, bad)
-	if s.Purchases < 1 || s.Purchases > 10_000 {
-		bad("Purchases %d: must be between 1 and 10000", s.Purchases)
-	}
+	between(bad, "Purchases", s.Purchases, 1, 10_000)
 	if len(c.Replicas) > 0 || c.LocalReplicas != 2 {
 		bad("the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
 	}
@@ -78,21 +77,18 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	if len(strategies) == 0 {
 		return errors.New("the keyed drill: no safe strategy among --strategies")
 	}
-	per := s.Purchases
 	if err := h.warmup(ctx); err != nil {
 		return err
 	}
 	for r := 1; r <= s.Repeat; r++ {
 		h.logf("[%d/%d] keyed drill: %d purchases each of %s, kill -9 of replica %s, then a %s freeze of replica %s",
-			r, s.Repeat, per, strings.Join(strategies, ", "), h.env.ID(0), keyedFreeze, h.env.ID(1))
-		run, err := h.keyedOnce(ctx, r, strategies, per)
+			r, s.Repeat, s.Purchases, strings.Join(strategies, ", "), h.env.ID(0), keyedFreeze, h.env.ID(1))
+		run, err := h.keyedOnce(ctx, r, strategies, s.Purchases)
 		if err != nil {
 			return err
 		}
-		verdictText := "every purchase sold exactly once"
-		if !run.OK() {
-			verdictText = fmt.Sprintf("FAILED: %v", verdict.Failures(run.Checks))
-		}
+		verdictText := map[bool]string{true: "every purchase sold exactly once",
+			false: fmt.Sprintf("FAILED: %v", verdict.Failures(run.Checks))}[run.OK()]
 		h.logf("  → sold %d of %d, units taken %d, ledger %d, keys sold twice %d; longest settle %.2fs (p99 %.2fs), %.2fs after the kill, %.2fs after the freeze; %s",
 			run.Sold, run.Purchases, run.UnitsTaken, run.LedgerOrders, run.KeysTwice, run.SettleMax, run.SettleP99, run.AfterKillMax, run.AfterFreezeMax, verdictText)
 		rep.Keyed = append(rep.Keyed, run)
@@ -100,16 +96,15 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// purchase is one keyed purchase of the drill.
+// purchase is one keyed purchase of the drill; first is the replica of its first attempt.
 type purchase struct {
 	sku, strategy, key string
-	first              int // the replica of its first attempt
+	first              int
 }
 
 // purchaseResult is what became of a purchase.
 type purchaseResult struct {
 	sold     bool
-	settle   time.Duration
 	attempts int
 	answers  map[string]int
 	// sent and soldAt are when its first attempt went out and when its
@@ -160,7 +155,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		if err := drill.Sleep(ctx, time.Until(began.Add(time.Duration(i)*pace))); err != nil {
 			break
 		}
-		wg.Go(func() { results[i] = h.buy(ctx, client, bases, p) })
+		wg.Go(func() { results[i] = buy(ctx, client, bases, p) })
 	}
 	wg.Wait()
 	run.Faults = <-faults
@@ -187,16 +182,13 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		}
 		if r.sold {
 			run.Sold++
-			settles = append(settles, r.settle.Seconds())
+			settles = append(settles, r.soldAt.Sub(r.sent).Seconds())
 		} else {
 			run.Unfinished++
 		}
 	}
 	sort.Float64s(settles)
-	run.SettleP50, run.SettleP99 = quantile(settles, 0.5), quantile(settles, 0.99)
-	if len(settles) > 0 {
-		run.SettleMax = settles[len(settles)-1]
-	}
+	run.SettleP50, run.SettleP99, run.SettleMax = quantile(settles, 0.5), quantile(settles, 0.99), quantile(settles, 1)
 
 	if _, err := h.waitDrained(ctx, bases[0], skus); err != nil {
 		return run, err
@@ -212,21 +204,10 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 		if err != nil {
 			return run, fmt.Errorf("keyed drill: read the ledger of %s: %w", sku, err)
 		}
-		run.LedgerOrders += len(orders)
-		perKey := map[string]int{}
-		for _, o := range orders {
-			perKey[o.Key]++
-		}
-		for _, n := range perKey {
-			if n > 1 {
-				run.KeysTwice++
-			}
-		}
+		_, twice := verdict.DoubleSold(orders)
+		run.LedgerOrders, run.KeysTwice = run.LedgerOrders+len(orders), run.KeysTwice+twice
 	}
-	done := "all"
-	if ft.failed != "" {
-		done = ft.failed
-	}
+	done := cmp.Or(ft.failed, "all")
 	run.Checks = verdict.Of(true, verdict.Zero("unfinished", run.Unfinished), verdict.Equal("units_taken", run.UnitsTaken, run.Sold),
 		verdict.Equal("ledger_orders", run.LedgerOrders, run.UnitsTaken), verdict.Zero("keys_sold_twice", run.KeysTwice),
 		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: done, Bound: "all", Pass: ft.failed == ""})
@@ -238,15 +219,17 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 // keyedFreeze. It returns what it did, with times from began.
 func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
 	var notes []string
-	note := func(format string, a ...any) {
-		notes = append(notes, fmt.Sprintf("%5.1fs ", time.Since(began).Seconds())+fmt.Sprintf(format, a...))
+	// did notes what was done, or what failed (which marks the run): false stops the drill.
+	did := func(err error, done, failed string) bool {
+		if err != nil {
+			done = fmt.Sprintf("%s failed: %v", failed, err)
+		}
+		notes = append(notes, fmt.Sprintf("%5.1fs %s", time.Since(began).Seconds(), done))
 		h.logf("  %s", notes[len(notes)-1])
-	}
-	// failed notes a fault that could not be done, and marks the run.
-	failed := func(format string, a ...any) []string {
-		note(format, a...)
-		ft.failed = notes[len(notes)-1]
-		return notes
+		if err != nil {
+			ft.failed = notes[len(notes)-1]
+		}
+		return err == nil
 	}
 	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
 		return notes
@@ -257,18 +240,11 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		return notes
 	}
 	ft.kill = time.Now()
-	if err := h.env.Kill(0); err != nil {
-		return failed("kill -9 of replica %s failed: %v", a, err)
-	}
-	note("kill -9 replica %s (%s)", a, how)
-	if drill.Sleep(ctx, keyedDown) != nil {
+	if !did(h.env.Kill(0), fmt.Sprintf("kill -9 replica %s (%s)", a, how), "kill -9 of replica "+a) || drill.Sleep(ctx, keyedDown) != nil {
 		return notes
 	}
-	if err := h.env.Restart(ctx, 0); err != nil {
-		return failed("restart of replica %s failed: %v", a, err)
-	}
-	note("replica %s restarted and ready", a)
-	if drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
+	if !did(h.env.Restart(ctx, 0), "replica "+a+" restarted and ready", "restart of replica "+a) ||
+		drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
 		return notes
 	}
 	how = h.waitHolding(ctx, 1)
@@ -276,93 +252,81 @@ func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTim
 		return notes
 	}
 	ft.freeze = time.Now()
-	if err := h.env.Pause(1); err != nil {
-		return failed("SIGSTOP of replica %s failed: %v", b, err)
+	if !did(h.env.Pause(1), fmt.Sprintf("SIGSTOP replica %s (%s)", b, how), "SIGSTOP of replica "+b) {
+		return notes
 	}
-	note("SIGSTOP replica %s (%s)", b, how)
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
-	if err := h.env.Resume(1); err != nil {
-		return failed("SIGCONT of replica %s failed: %v", b, err)
-	}
-	note("SIGCONT replica %s, after %s", b, keyedFreeze)
+	did(h.env.Resume(1), fmt.Sprintf("SIGCONT replica %s, after %s", b, keyedFreeze), "SIGCONT of replica "+b)
 	return notes
 }
 
-// waitHolding polls replica i's /healthz for up to two seconds until it
-// holds a lock, and so has a keyed request in flight between its
-// reservation and its stock write, for the fault to strand. It says what
-// it saw.
+// waitHolding polls replica i's /healthz for up to two seconds until it holds a lock, and so
+// has a keyed request in flight between its reservation and its stock write, for the fault
+// to strand. It says what it saw.
 func (h *Harness) waitHolding(ctx context.Context, i int) string {
-	base := h.env.Bases()[i]
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+	n := 0
+	if poll(ctx, 2*time.Second, 5*time.Millisecond, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		body, err := h.probe.At(base).Health(cctx)
+		body, err := h.probe.At(h.env.Bases()[i]).Health(cctx)
 		cancel()
-		n := 0
+		n = 0
 		for _, c := range body.LocksHeld {
 			n += c
 		}
-		if err == nil && n > 0 {
-			return fmt.Sprintf("holding %d locks", n)
-		}
-		if drill.Sleep(ctx, 5*time.Millisecond) != nil {
-			break
-		}
+		return err == nil && n > 0
+	}) {
+		return fmt.Sprintf("holding %d locks", n)
 	}
 	return "no lock held within 2s"
 }
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
 // switching replicas after every answer that is not final.
-func (h *Harness) buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
-	r := purchaseResult{answers: map[string]int{}}
-	start := time.Now()
-	target := p.first
-	pause := 100 * time.Millisecond
-	for time.Since(start) < keyedGiveUp && ctx.Err() == nil {
-		r.attempts++
-		status, code := attempt(ctx, client.At(bases[target]), p)
-		if r.attempts == 1 {
-			r.sent, r.unanswered = start, status == 0
+func buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
+	r := purchaseResult{answers: map[string]int{}, sent: time.Now()}
+	inTurn(ctx, len(bases), p.first, 100*time.Millisecond, keyedGiveUp, func(i int) bool {
+		_, err := client.At(bases[i]).Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+		answer := answerOf(err)
+		if r.attempts++; r.attempts == 1 {
+			r.unanswered = answer == noAnswer
 		}
-		switch {
-		case status == http.StatusOK:
+		if err == nil {
 			r.sold, r.soldAt = true, time.Now()
-			r.settle = r.soldAt.Sub(start)
-			return r
-		case status == http.StatusConflict && code == "sold_out":
-			r.answers["409 sold_out"]++
-			return r
-		case status == 0:
-			r.answers["no answer"]++
-		default:
-			r.answers[fmt.Sprintf("%d %s", status, code)]++
+			return true
 		}
-		target = (target + 1) % len(bases)
-		if drill.Sleep(ctx, pause) != nil {
-			break
-		}
-		pause = min(2*pause, time.Second)
-	}
+		r.answers[answer]++
+		return answer == "409 sold_out"
+	})
 	return r
 }
 
-// attempt sends one try of p through c and returns the status (0: no
-// answer within keyedAttempt) and the error code.
-func attempt(ctx context.Context, c *stockclient.Client, p purchase) (int, string) {
-	_, err := c.Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
-	var e *stockclient.Error
-	if err == nil {
-		return http.StatusOK, ""
-	} else if errors.As(err, &e) {
-		return e.Status, e.Code
+// inTurn calls try with the replicas' indexes in turn, from first, until
+// it says the answer is final, giveUp passes or ctx ends, pausing between
+// tries from pause, doubling, up to a second.
+func inTurn(ctx context.Context, n, first int, pause, giveUp time.Duration, try func(i int) (final bool)) {
+	for i, start := first, time.Now(); !try(i) && time.Since(start) <= giveUp && drill.Sleep(ctx, pause) == nil; i = (i + 1) % n {
+		pause = min(2*pause, time.Second)
 	}
-	return 0, ""
 }
 
-// quantile returns the q quantile of sorted values (nearest rank), 0 for
-// none.
+// noAnswer is answerOf an error without an HTTP answer.
+const noAnswer = "no answer"
+
+// answerOf words an answer for the tallies: "" for a success, noAnswer,
+// or its status and code ("409 sold_out").
+func answerOf(err error) string {
+	var e *stockclient.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return fmt.Sprintf("%d %s", e.Status, e.Code)
+	}
+	return noAnswer
+}
+
+// quantile returns the q quantile of sorted values (nearest rank), 0 for none.
 func quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0

@@ -2,8 +2,8 @@ package harness
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
@@ -17,55 +17,39 @@ import (
 // the replicas a Redis and a MongoDB read per sku each.
 func WithRedisStockView() Option { return func(h *Harness) { h.redisView = true } }
 
-// The replicas' metrics the view reads (services/stock/server).
-const (
-	metricRSUnits     = "stock_redis_stock_units"
-	metricRSUnwritten = "stock_redis_stock_unwritten_units"
-	metricRSAge       = "stock_redis_stock_unwritten_age_seconds"
-	metricRSItem      = "stock_redis_stock_item_units"
-	metricRSEpoch     = "stock_redis_stock_epoch"
-	metricRSReloads   = "stock_redis_stock_reloads_total"
-)
-
-// rsScrape is what one scrape of one replica said: its samples by sku (of
-// the skus asked for) and its reload counters by reason.
-type rsScrape struct {
-	skus    map[string]RedisStockSample
-	reloads map[string]float64
-}
-
-// parseRedisStock reads the redis-stock metrics of skus from a Prometheus
-// text exposition; nil when it cannot be parsed.
-func parseRedisStock(text []byte, skus []string) *rsScrape {
+// parseRedisStock reads the redis-stock metrics (services/stock/server) of
+// skus from a Prometheus text exposition: the samples by sku (of skus) and
+// the reload counters by reason; nil when it cannot be parsed.
+func parseRedisStock(text []byte, skus []string) (samples map[string]RedisStockSample, reloads map[string]float64) {
 	fams := families(text)
 	if len(fams) == 0 {
-		return nil
+		return nil, nil
 	}
-	out := &rsScrape{skus: map[string]RedisStockSample{}, reloads: map[string]float64{}}
-	for _, m := range fams[metricRSReloads].GetMetric() {
-		out.reloads[label(m, "reason")] = m.GetCounter().GetValue()
+	samples, reloads = map[string]RedisStockSample{}, map[string]float64{}
+	for _, m := range fams["stock_redis_stock_reloads_total"].GetMetric() {
+		reloads[label(m, "reason")] = m.GetCounter().GetValue()
 	}
 	// A sku is sampled only with its copy's gauges; the item's is added
 	// when the replica could read it.
-	for _, m := range fams[metricRSUnits].GetMetric() {
+	for _, m := range fams["stock_redis_stock_units"].GetMetric() {
 		if sku := label(m, "sku"); slices.Contains(skus, sku) {
-			out.skus[sku] = RedisStockSample{Stock: int64(m.GetGauge().GetValue())}
+			samples[sku] = RedisStockSample{Stock: int64(m.GetGauge().GetValue())}
 		}
 	}
 	set := func(name string, f func(*RedisStockSample, float64)) {
 		for _, m := range fams[name].GetMetric() {
 			sku := label(m, "sku")
-			if s, ok := out.skus[sku]; ok {
+			if s, ok := samples[sku]; ok {
 				f(&s, m.GetGauge().GetValue())
-				out.skus[sku] = s
+				samples[sku] = s
 			}
 		}
 	}
-	set(metricRSUnwritten, func(s *RedisStockSample, v float64) { s.Unwritten = int64(v) })
-	set(metricRSAge, func(s *RedisStockSample, v float64) { s.AgeMs = v * 1000 })
-	set(metricRSEpoch, func(s *RedisStockSample, v float64) { s.Epoch = int64(v) })
-	set(metricRSItem, func(s *RedisStockSample, v float64) { n := int64(v); s.Item = &n })
-	return out
+	set("stock_redis_stock_unwritten_units", func(s *RedisStockSample, v float64) { s.Unwritten = int64(v) })
+	set("stock_redis_stock_unwritten_age_seconds", func(s *RedisStockSample, v float64) { s.AgeMs = v * 1000 })
+	set("stock_redis_stock_epoch", func(s *RedisStockSample, v float64) { s.Epoch = int64(v) })
+	set("stock_redis_stock_item_units", func(s *RedisStockSample, v float64) { n := int64(v); s.Item = &n })
+	return samples, reloads
 }
 
 // watchRedisStock samples redis-stock's copies of skus and the replicas'
@@ -81,7 +65,7 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 	run := h.runNo
 	prev := map[string]map[string]float64{} // reload counters by replica id, then reason
 	prevAt := map[string]time.Time{}        // when they were read
-	sample := func() {
+	sample := func(bool) {
 		seen := map[string]bool{} // the skus sampled from an earlier replica: they all read the same Redis
 		for _, base := range h.replicas {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -91,16 +75,16 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 			if err != nil {
 				continue // a replica killed or cut off: the others tell
 			}
-			sc := parseRedisStock(text, skus)
-			if sc == nil {
+			samples, reloads := parseRedisStock(text, skus)
+			if samples == nil {
 				continue
 			}
 			id := h.ids[base]
 			if p, ok := prev[id]; ok {
-				for _, reason := range sortedKeys(sc.reloads) {
-					n := sc.reloads[reason] - p[reason]
+				for _, reason := range slices.Sorted(maps.Keys(reloads)) {
+					n := reloads[reason] - p[reason]
 					if n < 0 { // the replica restarted: its counters too
-						n = sc.reloads[reason]
+						n = reloads[reason]
 					}
 					if n > 0 {
 						ev := Event{Type: EventReload, Run: run, Strategy: name, Replica: id, Reason: reason, Count: int(n), Since: prevAt[id]}
@@ -111,47 +95,17 @@ func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, sku
 					}
 				}
 			}
-			prev[id], prevAt[id] = sc.reloads, asked
-			for _, sku := range sortedKeys(sc.skus) {
+			prev[id], prevAt[id] = reloads, asked
+			for _, sku := range slices.Sorted(maps.Keys(samples)) {
 				if seen[sku] {
 					continue
 				}
 				seen[sku] = true
-				s := sc.skus[sku]
+				s := samples[sku]
 				h.emit(Event{Type: EventRedisStock, Run: run, Strategy: name, SKU: sku, Redis: &s})
 			}
 		}
 	}
-	sample() // the baseline
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(progressGap)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				sample()
-				return
-			case <-tick.C:
-				sample()
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(stop)
-			<-done
-		})
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	sample(false) // the baseline
+	return ticking(progressGap, sample)
 }

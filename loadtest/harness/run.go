@@ -1,30 +1,35 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/loadtest/attack"
 	"github.com/stocklock/stocklock/loadtest/drill"
+	"github.com/stocklock/stocklock/loadtest/history"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// skus returns the skus of strategy's run; drill > 0 numbers a fault run,
-// which gets skus of its own (a strategy runs under several faults).
+// runTag names strategy's run in its skus and files; drill > 0 numbers a
+// fault run, which gets skus of its own (a strategy runs under several faults).
+func runTag(strategy string, drill int) string {
+	if drill > 0 {
+		return fmt.Sprintf("%s-f%d", strategy, drill)
+	}
+	return strategy
+}
+
+// skus returns the skus of strategy's run (see runTag).
 func (h *Harness) skus(strategy string, drill int) []string {
 	out := make([]string, h.cfg.SKUs)
 	for i := range out {
-		if drill > 0 {
-			out[i] = fmt.Sprintf("%s-%s-f%d-%d", h.prefix, strategy, drill, i)
-		} else {
-			out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, strategy, i)
-		}
+		out[i] = fmt.Sprintf("%s-%s-%d", h.prefix, runTag(strategy, drill), i)
 	}
 	return out
 }
@@ -87,10 +92,7 @@ func (h *Harness) warmup(ctx context.Context) error {
 	if _, err := h.api.At(h.replicas[0]).PutItem(ctx, sku, MaxStock); err != nil {
 		return fmt.Errorf("warm-up: reset stock: %w", err)
 	}
-	rate := h.cfg.Rate
-	if rate == 0 {
-		rate = 100
-	}
+	rate := cmp.Or(h.cfg.Rate, 100)
 	h.logf("warming up: %s of atomic decrements on %s at %d req/s...", h.cfg.Warmup, sku, rate)
 	atk, err := attack.Start(ctx, attack.Options{
 		Name: "warmup", Targets: h.replicas, SKUs: []string{sku}, Writers: []string{strategy.Atomic}, Qty: 1,
@@ -138,16 +140,12 @@ func Summarize(rep report.Report) []string {
 	isRun := map[string]bool{}
 	for _, r := range rep.Runs {
 		isRun[r.Scope()] = true
-		v := verdict.Outcome(r.Verdict)
-		switch {
+		switch v := verdict.Outcome(r.Verdict); {
+		case v == verdict.Fail:
+			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Scope(), strings.Join(r.Problems, "; ")))
 		case r.Fault != "" || r.CapacityStep > 0:
 			// Fault drills and capacity steps are many: their table
 			// says it all, the lines name only the failures.
-			if v == verdict.Fail {
-				lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Scope(), strings.Join(r.Problems, "; ")))
-			}
-		case v == verdict.Fail:
-			lines = append(lines, fmt.Sprintf("FAIL  %s: %s", r.Strategy, strings.Join(r.Problems, "; ")))
 		case v == verdict.Demonstrated:
 			lines = append(lines, fmt.Sprintf("ok    %s: race demonstrated (oversold %d, lost updates %d, ledger mismatch %d, linearizable %s), as expected of an unsafe strategy", r.Strategy, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Linearizable))
 		case v == verdict.NotReproduced:
@@ -163,4 +161,77 @@ func Summarize(rep report.Report) []string {
 		}
 	}
 	return lines
+}
+
+// mixedRun names the one run of --mixed, in which every chosen strategy
+// decrements the same skus at once.
+const mixedRun = "mixed"
+
+// drainWait bounds the wait for pending orders: a surviving replica's
+// periodic recovery writes them within a few seconds.
+const drainWait = 30 * time.Second
+
+// waitDrained polls every sku until none has a pending order (a unit taken
+// whose order is not yet in the ledger), so that stock and ledger can be
+// compared unit for unit. It returns false if some were still pending
+// after drainWait.
+func (h *Harness) waitDrained(ctx context.Context, base string, skus []string) (bool, error) {
+	deadline := time.Now().Add(drainWait)
+	lastNote := time.Now()
+	for {
+		pending := 0
+		for _, sku := range skus {
+			it, err := h.api.At(base).GetItem(ctx, sku)
+			if err != nil {
+				return false, fmt.Errorf("read the pending orders: %w", err)
+			}
+			pending += len(it.Pending)
+		}
+		if pending == 0 {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if time.Since(lastNote) >= 2*time.Second {
+			lastNote = time.Now()
+			h.logf("  waiting for %d pending orders to reach the ledger...", pending)
+		}
+		if err := drill.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return false, err
+		}
+	}
+}
+
+// poll calls done every `every` until it returns true (poll too), patience passes or ctx ends.
+func poll(ctx context.Context, patience, every time.Duration, done func() bool) bool {
+	for start := time.Now(); !done(); {
+		if time.Since(start) > patience || drill.Sleep(ctx, every) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// outcomesByStrategy counts the decrements of a history by strategy and
+// outcome ("sold", "refused stale_read", ...), retries included.
+func outcomesByStrategy(ops []history.Op) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, op := range ops {
+		if op.Kind != history.Decrement {
+			continue
+		}
+		if out[op.Strategy] == nil {
+			out[op.Strategy] = map[string]int{}
+		}
+		k := string(op.Outcome)
+		if op.Outcome == history.Refused || op.Outcome == history.Unknown {
+			k += " " + op.Error
+			if op.Status == 0 {
+				k = string(op.Outcome) + " " + attack.TransportKind(op.Error)
+			}
+		}
+		out[op.Strategy][k]++
+	}
+	return out
 }

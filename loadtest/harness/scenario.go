@@ -78,9 +78,7 @@ func (d Drills) check(c Config, bad Problem) {
 	if d.FaultTTL < time.Second || d.FaultTTL > time.Minute || d.FaultTTL%time.Second != 0 {
 		bad("FaultTTL %s: must be whole seconds between 1s and 1m (etcd leases are whole seconds)", d.FaultTTL)
 	}
-	if d.WriteStall < 0 || d.WriteStall > maxRMWDelay {
-		bad("WriteStall %s: must be between 0 and %s", d.WriteStall, maxRMWDelay)
-	}
+	between(bad, "WriteStall", d.WriteStall, 0, maxRMWDelay)
 	if !slices.Contains(drill.AOFPolicies, d.RedisAOF) {
 		bad("RedisAOF %q: want one of %s", d.RedisAOF, strings.Join(drill.AOFPolicies, ", "))
 	}
@@ -98,13 +96,6 @@ func safeOf(ss []string) []string {
 	return slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return !strategy.IsSafe(s) })
 }
 
-// checkRepeat checks a drill's repeat count.
-func checkRepeat(n int, bad Problem) {
-	if n < 1 || n > 100 {
-		bad("Repeat %d: must be between 1 and 100", n)
-	}
-}
-
 // checkMixedThresholds checks that the thresholds of a mixed run (one
 // run of every strategy) bound every run.
 func checkMixedThresholds(c Config, bad Problem) {
@@ -120,4 +111,59 @@ func checkMixedThresholds(c Config, bad Problem) {
 // own is made of such runs.
 func (h *Harness) RunStrategy(ctx context.Context, strategy string) (report.Run, error) {
 	return h.runStrategy(ctx, strategy, runOpts{})
+}
+
+// Compare is the comparison: every strategy in turn under the same load,
+// or all of them at once on shared skus.
+type Compare struct {
+	Mixed          bool          // every strategy at once on shared skus
+	Retries        int           // re-sends of a decrement whose answer did not arrive, same Idempotency-Key
+	AttemptTimeout time.Duration // each attempt's own timeout when Retries > 0
+	CutRate        float64       // with Retries: the share of answers the proxy in front of the first replica cuts
+}
+
+// DefaultCompare is the comparison with the command line's defaults.
+func DefaultCompare() *Compare {
+	return &Compare{AttemptTimeout: 250 * time.Millisecond, CutRate: 0.1}
+}
+
+func (Compare) Defaults(*Config)         {}
+func (Compare) Env(Config, *env.Options) {}
+
+func (s Compare) Check(c Config, bad Problem) {
+	between(bad, "Retries", s.Retries, 0, 10)
+	if s.AttemptTimeout < time.Millisecond || s.AttemptTimeout > c.Timeout {
+		bad("AttemptTimeout %s: must be between 1ms and Timeout (%s)", s.AttemptTimeout, c.Timeout)
+	}
+	if s.CutRate < 0 || s.CutRate >= 1 {
+		bad("CutRate %g: must be at least 0 and below 1", s.CutRate)
+	}
+	if s.Mixed {
+		if len(c.Strategies) < 2 {
+			bad("Mixed needs at least two Strategies to mix")
+		}
+		checkMixedThresholds(c, bad)
+	}
+}
+
+// Run runs every strategy in turn, or the one mixed run.
+func (s Compare) Run(ctx context.Context, h *Harness, rep *report.Report) error {
+	if err := h.warmup(ctx); err != nil {
+		return err
+	}
+	strategies := h.cfg.Strategies
+	if s.Mixed {
+		strategies = []string{mixedRun}
+	}
+	for i, st := range strategies {
+		h.logf("[%d/%d] %s: stock %d × %d sku, %s", i+1, len(strategies), st, h.cfg.Stock, h.cfg.SKUs, h.loadText())
+		run, err := h.runStrategy(ctx, st, runOpts{retry: &s})
+		if err != nil {
+			return err
+		}
+		h.logf("  → %s: sold %d of %d, remaining %d, oversold %d, lost updates %d, ledger mismatch %d, linearizable %s (%s)",
+			st, run.Sold, run.Initial, run.Remaining, run.Oversold, run.LostUpdates, run.LedgerMismatch, run.Linearizable, run.Verdict)
+		rep.Runs = append(rep.Runs, run)
+	}
+	return nil
 }

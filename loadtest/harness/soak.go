@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -74,12 +73,15 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		return err
 	}
 	began := time.Now()
-	sctx, stopSampling := context.WithCancel(ctx)
-	var sampled sync.WaitGroup
-	sampled.Go(func() { h.sample(sctx, began, soak) })
+	sample := func(final bool) {
+		if !final && ctx.Err() == nil {
+			h.sample(ctx, began, soak)
+		}
+	}
+	sample(false)
+	stopSampling := ticking(soakSampleEvery, sample)
 	defer func() {
 		stopSampling()
-		sampled.Wait()
 		soak.Checks = report.JudgeSoak(soak.Samples)
 	}()
 
@@ -89,7 +91,7 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		f, _ := drill.Lookup(name)
 		d := drill.Drill{Label: name, Strategy: mixedRun, Inject: f.Inject}
 		h.logf("[soak %d/%d, %s of %s] mixed %s under %s", i+1, n, time.Since(began).Round(time.Second), s.Duration, strings.Join(safe, ", "), name)
-		run, err := h.runStrategy(ctx, mixedRun, runOpts{fault: &faultSpec{drill: d, repeat: i + 1, drills: s.Drills}})
+		run, err := h.runStrategy(ctx, mixedRun, runOpts{drill: &d, repeat: i + 1, drills: s.Drills})
 		if err != nil {
 			return err
 		}
@@ -99,32 +101,22 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// sample reads every replica's metrics every soakSampleEvery until ctx
-// ends.
+// sample reads every replica's metrics into soak once.
 func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak) {
-	t := time.NewTicker(soakSampleEvery)
-	defer t.Stop()
-	for {
-		for _, p := range h.env.Procs() {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			text, err := h.probe.At(p.Base).Metrics(cctx)
-			cancel()
-			if err != nil {
-				continue // down (a crash drill): no sample
-			}
-			s, fams := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}, families(text)
-			s.RSS = metricValue(fams, "process_resident_memory_bytes") / (1 << 20)
-			s.Goroutines = metricValue(fams, "go_goroutines")
-			s.FDs = metricValue(fams, "process_open_fds")
-			s.Started = metricValue(fams, "process_start_time_seconds")
-			s.Sockets = countSockets(p.Pid)
-			soak.Samples = append(soak.Samples, s)
+	for _, p := range h.env.Procs() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		text, err := h.probe.At(p.Base).Metrics(cctx)
+		cancel()
+		if err != nil {
+			continue // down (a crash drill): no sample
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+		s, fams := report.SoakSample{Replica: p.ID, At: time.Since(began).Seconds()}, families(text)
+		s.RSS = metricValue(fams, "process_resident_memory_bytes") / (1 << 20)
+		s.Goroutines = metricValue(fams, "go_goroutines")
+		s.FDs = metricValue(fams, "process_open_fds")
+		s.Started = metricValue(fams, "process_start_time_seconds")
+		s.Sockets = countSockets(p.Pid)
+		soak.Samples = append(soak.Samples, s)
 	}
 }
 

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,9 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
@@ -26,25 +27,43 @@ import (
 
 // runOpts are what a scenario asks of one run beyond the load.
 type runOpts struct {
-	fault *faultSpec // a fault drill: the drill's fault strikes while the attack runs
-	step  bool       // a capacity step: skus of its own, no plot, the history not checked
-	retry *Compare   // re-send unanswered decrements, as its Retries say
+	drill  *drill.Drill // a fault drill: its fault strikes while the attack runs
+	repeat int          // the drill's repeat
+	drills Drills       // the drill's settings
+	step   bool         // a capacity step: skus of its own, no plot, the history not checked
+	retry  *Compare     // re-send unanswered decrements, as its Retries (if any) say
 }
 
 // runStrategy resets the stock, attacks with one strategy, reads the
 // stock and the ledger back and checks them. Faults asked for with Inject
 // strike it.
 func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (report.Run, error) {
-	fs := o.fault
 	drillNo := 0
-	if fs != nil || o.step { // every drill and capacity step on skus of its own
+	if o.drill != nil || o.step { // every drill and capacity step on skus of its own
 		h.drills++
 		drillNo = h.drills
 	}
 	h.runNo++
-	writers := h.writers(strategy)
-	run := h.newRun(strategy, writers, drillNo, fs)
-	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs()})
+	writers := []string{strategy} // the strategies whose requests the run sends
+	if strategy == mixedRun {
+		writers = h.cfg.Strategies
+	}
+	// The run's report before anything is sent: its settings and empty counters.
+	run := report.Run{
+		Strategy:    strategy,
+		Safe:        verdict.SafeAll(writers) && (o.drill == nil || !o.drill.Demo),
+		SKUs:        h.skus(strategy, drillNo),
+		Stock:       h.cfg.Stock,
+		Qty:         h.cfg.Qty,
+		TargetRate:  h.cfg.Rate,
+		StatusCodes: map[string]int{},
+		ByReplica:   map[string]int{},
+	}
+	if o.drill != nil {
+		run.Fault, run.Repeat, run.Demo = o.drill.Label, o.repeat, o.drill.Demo
+		run.Codes = map[string]int{}
+	}
+	h.emit(Event{Type: EventRunStart, Run: h.runNo, Strategy: strategy, SKUs: run.SKUs, Initial: run.Stock * len(run.SKUs), Replicas: h.replicaIDs})
 
 	// The ledger window starts a little before the reset, so that a
 	// replica clock slightly behind ours does not hide the first orders;
@@ -55,39 +74,43 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	before := scrape(ctx, h, parseLockWait)
-	shards := h.shardsOf(ctx, strategy, run.SKUs, fs)
+	shards := h.shardsOf(ctx, strategy, run.SKUs, o.drill != nil)
 	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
 	defer stopRedisView()
 
-	atk, err := attack.Start(ctx, h.attackOptions(strategy, run.SKUs, writers, rec, o.retry))
+	cfg := h.cfg
+	opts := attack.Options{
+		Name: strategy, Targets: h.replicas, SKUs: run.SKUs, Writers: writers, Qty: cfg.Qty,
+		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
+		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
+	}
+	if r := o.retry; r != nil && r.Retries > 0 {
+		opts.Keys, opts.Retries, opts.AttemptTimeout, opts.CutRate = run.SKUs[0], r.Retries, r.AttemptTimeout, r.CutRate
+	}
+	atk, err := attack.Start(ctx, opts)
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
 	defer atk.Close()
-	tr := h.newTracker(&run, atk)
-	stopProgress := tr.start()
+	tr, stopProgress := h.track(&run, atk)
 	stopReads := h.startReads(ctx, rec, run.SKUs)
-	faults := h.startFaults(ctx, run.Strategy, run.SKUs, fs, atk.Started)
+	faults := h.startFaults(ctx, run.Strategy, run.SKUs, o, atk.Started)
 	obs := classify(atk, &run, h.cfg.Qty, tr)
 	stopReads()
 	stopProgress()
 	stopRedisView()
 
-	ev, err := h.endFaults(ctx, &run, fs, faults)
+	ev, err := h.endFaults(ctx, &run, o.drill, faults)
 	if err != nil {
 		return run, err
 	}
 	if err := ctx.Err(); err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, context.Cause(ctx))
 	}
-	judgeFault(&run, fs, ev, obs.sales)
-	if ev != nil {
-		at := ev.At.Sub(obs.metrics.Earliest).Seconds()
-		run.FaultAt = &at
-	}
+	judgeFault(&run, o.drill, ev, obs.sales, obs.metrics.Earliest)
 	fillTotals(&run, obs)
 	countShards(&run, shards, obs)
-	if fs == nil && !o.step {
+	if o.drill == nil && !o.step {
 		// Fault drills and capacity steps are dozens of runs: their table and chart tell the
 		// story, not a plot each.
 		h.writePlot(&run, obs.plot)
@@ -102,17 +125,21 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	}
 	run.Cuts = atk.Cuts()
 	ops := rec.Ops()
-	run.Resent = resent(ops)
+	for _, op := range ops {
+		if op.Attempt > 1 { // an attempt beyond its request's first
+			run.Resent++
+		}
+	}
 	if strategy == mixedRun {
 		run.Strategies, run.Outcomes = writers, outcomesByStrategy(ops)
 	}
-	lin := skippedHistory
+	run.Linearizable = notChecked
 	if !o.step {
-		if lin, err = h.checkHistory(ops, historyName(strategy, drillNo)); err != nil {
+		if err := h.checkHistory(&run, ops, "history-"+runTag(strategy, drillNo)); err != nil {
 			return run, fmt.Errorf("%s: %w", strategy, err)
 		}
 	}
-	judge(&run, in, verdict.Audit(in), lin)
+	judge(&run, in, verdict.Audit(in))
 	for _, t := range h.cfg.Thresholds {
 		if c, ok := t.Check(run); ok {
 			run.Checks = append(run.Checks, c)
@@ -120,40 +147,6 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	}
 	h.emit(Event{Type: EventRunEnd, Run: h.runNo, Strategy: strategy, Result: &run})
 	return run, nil
-}
-
-// attackOptions are the attack of one run.
-func (h *Harness) attackOptions(strategy string, skus, writers []string, rec *history.Recorder, retry *Compare) attack.Options {
-	cfg := h.cfg
-	o := attack.Options{
-		Name: strategy, Targets: h.replicas, SKUs: skus, Writers: writers, Qty: cfg.Qty,
-		Rate: cfg.Rate, Requests: cfg.Requests, Duration: cfg.Duration, Timeout: cfg.Timeout,
-		Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers, Skew: cfg.Skew, Recorder: rec,
-	}
-	if retry != nil {
-		o.Keys, o.Retries, o.AttemptTimeout, o.CutRate = skus[0], retry.Retries, retry.AttemptTimeout, retry.CutRate
-	}
-	return o
-}
-
-// newRun is the report of one run before anything is sent: its settings
-// and empty counters.
-func (h *Harness) newRun(strategy string, writers []string, drillNo int, fs *faultSpec) report.Run {
-	run := report.Run{
-		Strategy:    strategy,
-		Safe:        verdict.SafeAll(writers) && (fs == nil || !fs.drill.Demo),
-		SKUs:        h.skus(strategy, drillNo),
-		Stock:       h.cfg.Stock,
-		Qty:         h.cfg.Qty,
-		TargetRate:  h.cfg.Rate,
-		StatusCodes: map[string]int{},
-		ByReplica:   map[string]int{},
-	}
-	if fs != nil {
-		run.Fault, run.Repeat, run.Demo = fs.drill.Label, fs.repeat, fs.drill.Demo
-		run.Codes = map[string]int{}
-	}
-	return run
 }
 
 // reset sets every sku's stock to the configured stock, through the
@@ -167,12 +160,9 @@ func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus, writer
 		opts = append(opts, stockclient.SplitStock())
 	}
 	for i, sku := range skus {
-		base := h.replicas[i%len(h.replicas)]
-		if err := h.resetStock(ctx, rec, base, sku, h.cfg.Stock, opts...); err != nil {
+		if err := h.resetStock(ctx, rec, h.replicas[i%len(h.replicas)], sku, h.cfg.Stock, opts...); err != nil {
 			return fmt.Errorf("reset stock: %w", err)
 		}
-	}
-	for _, sku := range skus {
 		it, err := h.api.At(h.replicas[len(h.replicas)-1]).GetItem(ctx, sku)
 		if err != nil {
 			return fmt.Errorf("read back the reset stock: %w", err)
@@ -184,37 +174,21 @@ func (h *Harness) reset(ctx context.Context, rec *history.Recorder, skus, writer
 	return nil
 }
 
-// startReads starts the history's periodic reads of the stock, if
-// configured, and returns the function that stops them and waits.
-func (h *Harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) func() {
-	if h.cfg.ReadEvery <= 0 {
-		return func() {}
-	}
-	stop := make(chan struct{})
-	var reading sync.WaitGroup
-	reading.Go(func() { h.readLoop(ctx, rec, skus, h.cfg.ReadEvery, stop) })
-	return func() {
-		close(stop)
-		reading.Wait()
-	}
-}
-
 // injections are the faults struck while one attack runs: the drill's
 // own, if it has an injector, and those asked for with Inject.
 type injections struct {
-	done   chan struct{} // closed when no more will strike
-	stop   func()        // the attack is over: no more Inject
+	stop   func() // the attack is over: no more Inject; waits for the last
 	events []*drill.Event
 	errs   []error
 }
 
 // startFaults runs the drill's injector, if it has one, and serves Inject
 // while the attack runs, one fault at a time, in a goroutine of its own.
-func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, fs *faultSpec, started time.Time) *injections {
-	in := &injections{done: make(chan struct{})}
+func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, o runOpts, started time.Time) *injections {
+	in, done, attacking := &injections{}, make(chan struct{}), make(chan struct{})
 	d := DefaultDrills() // the live page's replicas run with the defaults
-	if fs != nil {
-		d = fs.drills
+	if o.drill != nil {
+		d = o.drills
 	}
 	base := drill.Ctx{Env: h.env, Probe: h.probe, Strategy: strategy, SKUs: skus, TTL: d.FaultTTL, Search: h.cfg.Duration / 2, AOF: d.RedisAOF}
 	strike := func(fault string, inject drill.Injector, at time.Time, repeat int) {
@@ -229,16 +203,16 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 		h.emit(Event{Type: EventFault, Run: h.runNo, Strategy: strategy, Fault: fault, Replica: ev.Victim, Shape: ev.Shape,
 			At: ev.At, Until: ev.Healed, Text: ev.Note})
 	}
-	attacking := make(chan struct{})
 	h.setActive(true)
 	in.stop = func() {
 		h.setActive(false)
 		close(attacking)
+		<-done
 	}
 	go func() {
-		defer close(in.done)
-		if fs != nil && fs.drill.Inject != nil {
-			strike(fs.drill.Fault, fs.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), fs.repeat)
+		defer close(done)
+		if o.drill != nil && o.drill.Inject != nil {
+			strike(o.drill.Fault, o.drill.Inject, started.Add(drill.Trigger(h.cfg.Duration)), o.repeat)
 		}
 		for {
 			select {
@@ -260,12 +234,11 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 // etcd member comes back) so that the read-back and the next run find
 // everything up. It notes what was done in run.FaultNote and returns the
 // first fault that struck, nil when none did.
-func (h *Harness) endFaults(ctx context.Context, run *report.Run, fs *faultSpec, in *injections) (*drill.Event, error) {
+func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill, in *injections) (*drill.Event, error) {
 	in.stop()
-	<-in.done
 	var notes []string
-	if fs != nil && fs.drill.Inject == nil {
-		notes = append(notes, "no injection, the configuration is the fault: "+fs.drill.Flags.String())
+	if d != nil && d.Inject == nil {
+		notes = append(notes, "no injection, the configuration is the fault: "+d.Flags.String())
 	}
 	for _, err := range in.errs {
 		switch {
@@ -292,12 +265,10 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, fs *faultSpec,
 
 // observed is what the answers of one attack showed.
 type observed struct {
-	metrics  vegeta.Metrics
-	tally    *attack.Tally
-	acked    []verdict.Order
-	soldOut  []verdict.SoldOutAnswer
-	sales    []drill.Sale
-	lastSale time.Time
+	metrics vegeta.Metrics
+	acked   []verdict.Order
+	soldOut []verdict.SoldOutAnswer
+	sales   []drill.Sale
 	// noAnswer counts, per sku, the requests that reached a replica and
 	// got no HTTP answer (reset, timeout; not refused).
 	noAnswer map[string]int
@@ -305,14 +276,12 @@ type observed struct {
 	plot     *plot.Plot
 }
 
-// classify drains the attack's results, classifying every answer: the
-// tally, run's status codes, sales by replica, refusal codes (drills) and
-// error sample, and the observations the verdict needs. It returns when
-// the attack is over.
+// classify drains the attack's results until the attack is over, classifying
+// every answer: the live tally, run's counts, status codes, sales by replica,
+// refusal codes (drills) and error sample, and what the verdict needs.
 func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
 	t := &a.Tally
 	obs := &observed{
-		tally:    t,
 		noAnswer: map[string]int{},
 		requests: map[string]int{},
 		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
@@ -328,21 +297,18 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		obs.requests[stockclient.SKUOfURL(r.URL)]++
 		switch cls {
 		case verdict.Sold:
-			t.Orders.Add(1)
+			run.Orders++
 			t.Units.Add(int64(order.Qty))
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
-			if e := r.End(); e.After(obs.lastSale) {
-				obs.lastSale = e
-			}
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
 		case verdict.SoldOut:
-			t.SoldOut.Add(1)
+			run.SoldOut++
 			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: stockclient.SKUOfURL(r.URL), Qty: qty})
 		case verdict.Unavailable:
-			t.Unavailable.Add(1)
+			run.Unavailable++
 		case verdict.Other:
-			t.Other.Add(1)
+			run.Other++
 			// A 5xx other than 503 (500 outcome_unknown above all) does
 			// not say whether the sale happened: like a lost answer, it
 			// may have sold, as the history check also assumes.
@@ -350,7 +316,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
 			}
 		case verdict.Transport:
-			t.Transport.Add(1)
+			run.Transport++
 			if !attack.Refused(note) {
 				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
 			}
@@ -359,11 +325,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			continue
 		}
 		if run.Codes != nil {
-			if cls == verdict.Transport {
-				run.Codes[attack.TransportKind(note)]++
-			} else {
-				run.Codes[note]++
-			}
+			run.Codes[answerKind(cls, note)]++
 		}
 		if len(errSeen) < 5 && !errSeen[note] {
 			errSeen[note] = true
@@ -375,39 +337,37 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 	return obs
 }
 
-// judgeFault records what the fault did to the sales: how long they took
-// to resume after it struck, and whether fencing tokens kept increasing
-// across it (fenced strategies, not the deliberately weakened drills).
-func judgeFault(run *report.Run, fs *faultSpec, ev *drill.Event, sales []drill.Sale) {
+// judgeFault records when the fault struck (from began, the attack's start)
+// and what it did to the sales: how long they took to resume, and whether
+// fencing tokens kept increasing across it (fenced strategies, not the
+// deliberately weakened drills).
+func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.Sale, began time.Time) {
 	if ev != nil {
-		run.Injected, run.DoubleHeld = true, ev.DoubleHeld
-		if d, ok := drill.Recovery(sales, ev); ok {
-			secs := d.Seconds()
+		at := ev.At.Sub(began).Seconds()
+		run.Injected, run.DoubleHeld, run.FaultAt = true, ev.DoubleHeld, &at
+		if rec, ok := drill.Recovery(sales, ev); ok {
+			secs := rec.Seconds()
 			run.RecoverySeconds = &secs
 		} else {
 			run.Problems = append(run.Problems, "sales did not resume after the fault before the attack ended")
 		}
 	}
-	if fs != nil && slices.Contains(drill.FencedStrategies, run.Strategy) && !fs.drill.Demo {
+	if d != nil && slices.Contains(drill.FencedStrategies, run.Strategy) && !d.Demo {
 		// With no injected fault (clock skew) only reuse is checked: two
 		// sales under one token would mean two holders with one grant.
 		run.Tokens = drill.Tokens(sales, ev)
 	}
 }
 
-// fillTotals copies the attack's counts, rates and latencies into run.
+// fillTotals copies the attack's rates and latencies into run.
 func fillTotals(run *report.Run, obs *observed) {
-	m, t := &obs.metrics, obs.tally
+	m := &obs.metrics
 	run.Requests = int(m.Requests)
-	run.Orders = int(t.Orders.Load())
-	run.SoldOut = int(t.SoldOut.Load())
-	run.Unavailable = int(t.Unavailable.Load())
-	run.Other = int(t.Other.Load())
-	run.Transport = int(t.Transport.Load())
 	run.AttackSeconds = (m.Duration + m.Wait).Seconds()
 	run.ReqPerSec = m.Rate
-	if !obs.lastSale.IsZero() {
-		run.SellingSeconds = obs.lastSale.Sub(m.Earliest).Seconds()
+	if len(obs.sales) > 0 {
+		last := slices.MaxFunc(obs.sales, func(a, b drill.Sale) int { return a.End.Compare(b.End) })
+		run.SellingSeconds = last.End.Sub(m.Earliest).Seconds()
 		run.SalesPerSec = salesRate(obs.sales, m.Earliest)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -425,8 +385,7 @@ func (h *Harness) writePlot(run *report.Run, pl *plot.Plot) {
 	if err != nil {
 		return
 	}
-	_, werr := pl.WriteTo(f)
-	if cerr := f.Close(); werr == nil && cerr == nil {
+	if _, err := pl.WriteTo(f); cmp.Or(err, f.Close()) == nil {
 		run.Plot = name
 	}
 }
@@ -463,33 +422,28 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 	return in, nil
 }
 
-// judge puts the verdict's arithmetic and the history's check into run,
-// makes the run's safety checks (the arithmetic's, the history's, the
-// fencing tokens') and decides its verdict from them. The problems the verdict
-// and the history find are added to those the run already noted (a
-// fault's sales that did not resume, orders still pending), never in
-// their place.
-func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizability) {
+// judge puts the verdict's arithmetic into run, makes the run's safety
+// checks (the arithmetic's, the history's, the fencing tokens') and decides
+// its verdict from them. The problems the verdict and the history find are
+// added to those the run already noted (a fault's sales that did not
+// resume, orders still pending), never in their place.
+func judge(run *report.Run, in verdict.Input, res verdict.Result) {
 	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
 	run.FalseSoldOut, run.Sold, run.Initial, run.Remaining = res.FalseSoldOut, res.Sold, res.Initial, res.Remaining
-	run.History, run.HistoryOps, run.Linearizable = lin.file, lin.ops, string(lin.verdict)
-	run.Conflicts, run.Violations, run.CheckSeconds = lin.conflicts, lin.pictures, lin.elapsed.Seconds()
 	run.Oversold, run.LostUpdates, run.Unacknowledged = res.Oversold, res.LostUpdates, res.Unacknowledged
 	run.LedgerMismatch, run.Ledger, run.LedgerOrders = res.LedgerMismatch, res.Ledger, len(in.Ledger)
 	run.Problems = append(run.Problems, res.Problems...)
-	for _, c := range lin.conflicts {
-		if lin.verdict == history.No {
-			run.Problems = append(run.Problems, "history not linearizable: "+c)
-		} else {
-			run.Problems = append(run.Problems, "history's linearizability unknown: "+c)
-		}
+	lin := history.Verdict(run.Linearizable)
+	what := map[bool]string{true: "history not linearizable: ", false: "history's linearizability unknown: "}[lin == history.No]
+	for _, c := range run.Conflicts {
+		run.Problems = append(run.Problems, what+c)
 	}
 	if res.Unacknowledged > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d units left the stock without a 200 the harness saw (timeouts or transport errors)", res.Unacknowledged))
 	}
 	checks := res.Checks()
-	if lin.verdict != skippedHistory.verdict {
-		checks = append(checks, verdict.Check{Name: "linearizable", Observed: string(lin.verdict), Bound: "not no", Pass: lin.verdict != history.No})
+	if lin != notChecked {
+		checks = append(checks, verdict.Check{Name: "linearizable", Observed: run.Linearizable, Bound: "not no", Pass: lin != history.No})
 	}
 	if tc := run.Tokens; tc != nil {
 		checks = append(checks, tc.Check())
@@ -503,12 +457,10 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result, lin linearizab
 
 // splitsStock reports whether every one of writers sells from split stock.
 func splitsStock(writers []string) bool {
-	for _, w := range writers {
-		if in, ok := strategy.Lookup(w); !ok || !in.SplitsStock {
-			return false
-		}
-	}
-	return len(writers) > 0
+	return len(writers) > 0 && !slices.ContainsFunc(writers, func(w string) bool {
+		in, ok := strategy.Lookup(w)
+		return !ok || !in.SplitsStock
+	})
 }
 
 // ledgerOrders reads sku's ledger since a time through c, all its pages,
@@ -523,4 +475,48 @@ func ledgerOrders(ctx context.Context, c *stockclient.Client, sku string, since 
 		out = append(out, verdict.Order{ID: o.ID, SKU: o.SKU, Qty: int(o.Qty), Replica: o.Replica, Strategy: o.Strategy, Key: o.Key})
 	}
 	return out, nil
+}
+
+// shardsOf returns, for a redis-lock comparison run on the env's Redis
+// Cluster, the master serving each sku's lock key (by the cluster's own slot
+// map); nil for any other run, or noted and nil when it cannot be read.
+func (h *Harness) shardsOf(ctx context.Context, name string, skus []string, drilled bool) map[string]string {
+	if in, _ := strategy.Lookup(name); drilled || in.Lock != strategy.LockRedis || h.env == nil || h.env.Cluster == nil {
+		return nil
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.env.Cluster.Addrs, DialTimeout: time.Second})
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out := make(map[string]string, len(skus))
+	for _, sku := range skus {
+		c, err := cc.MasterForKey(ctx, drill.RedisLockKey(sku))
+		if err != nil {
+			h.logf("note: no per-shard load: the master of %s: %v", drill.RedisLockKey(sku), err)
+			return nil
+		}
+		out[sku] = c.Options().Addr
+	}
+	return out
+}
+
+// countShards fills run's per-shard load from the skus' masters: skus,
+// requests and sales (acknowledged orders) by master.
+func countShards(run *report.Run, shards map[string]string, obs *observed) {
+	if shards == nil {
+		return
+	}
+	run.SKUsByShard, run.RequestsByShard, run.SalesByShard = map[string]int{}, map[string]int{}, map[string]int{}
+	for sku, m := range shards {
+		run.SKUsByShard[m]++
+		run.RequestsByShard[m] += obs.requests[sku]
+		run.SalesByShard[m] += 0 // every master shows, one that sold nothing too
+	}
+	for _, o := range obs.acked {
+		if m, ok := shards[o.SKU]; ok {
+			run.SalesByShard[m]++
+		} else {
+			run.Problems = append(run.Problems, fmt.Sprintf("a sale of sku %q, which the run did not attack", o.SKU))
+		}
+	}
 }

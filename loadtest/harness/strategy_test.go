@@ -17,10 +17,10 @@ import (
 // those the verdict finds.
 func TestFaultProblemsReachTheReport(t *testing.T) {
 	run := report.Run{Strategy: "redis-lock", Safe: true, Fault: "crash"}
-	fs := &faultSpec{drill: drill.Drill{Label: "crash", Strategy: "redis-lock"}, repeat: 1}
+	d := &drill.Drill{Label: "crash", Strategy: "redis-lock"}
 	at := time.Now()
 	sales := []drill.Sale{{Start: at.Add(-20 * time.Millisecond), End: at.Add(-10 * time.Millisecond), Fence: 7}}
-	judgeFault(&run, fs, &drill.Event{At: at}, sales)
+	judgeFault(&run, d, &drill.Event{At: at}, sales, at)
 	if run.RecoverySeconds != nil || len(run.Problems) != 1 {
 		t.Fatalf("no sale after the fault: recovery %v, problems %q; want none and one problem", run.RecoverySeconds, run.Problems)
 	}
@@ -36,7 +36,8 @@ func TestFaultProblemsReachTheReport(t *testing.T) {
 	if len(res.Problems) == 0 {
 		t.Fatalf("the verdict found nothing in %+v: the test needs one of its problems", in)
 	}
-	judge(&run, in, res, linearizability{verdict: history.Yes})
+	run.Linearizable = string(history.Yes)
+	judge(&run, in, res)
 	for _, want := range append([]string{faultProblem, pending}, res.Problems...) {
 		if !slices.Contains(run.Problems, want) {
 			t.Errorf("problem %q missing from the report: %q", want, run.Problems)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -38,31 +39,34 @@ type tracker struct {
 	lat       []float64 // a uniform sample of the latencies, ms
 	latSeen   int
 	marks     []Mark
-	fences    map[string]map[int64]bool // the tokens seen, by sku
+	fences    map[skuFence]bool // the tokens seen
 }
 
-func (h *Harness) newTracker(run *report.Run, a *attack.Attack) *tracker {
-	return &tracker{
+type skuFence struct {
+	sku   string
+	fence int64
+}
+
+// track follows run's answers, which classify hands it, and sends a
+// progress event every progressGap until stop, which sends the final one.
+func (h *Harness) track(run *report.Run, a *attack.Attack) (t *tracker, stop func()) {
+	t = &tracker{
 		h: h, run: h.runNo, strategy: run.Strategy, initial: int64(run.Stock * len(run.SKUs)),
 		tally: &a.Tally, started: a.Started,
-		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[string]map[int64]bool{},
+		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[skuFence]bool{},
 	}
+	return t, ticking(progressGap, func(final bool) {
+		h.emit(Event{Type: EventProgress, Run: t.run, Strategy: t.strategy, Progress: t.progress(final)})
+	})
 }
 
 // answer notes one classified answer: a sale's replica and token (a new
 // token is a grant event), a refusal by the fence or the lease check (an
 // event), and its latency.
 func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, note string) {
-	kind := cls.String()
-	if cls != verdict.Sold && cls != verdict.SoldOut {
-		kind = note
-		if cls == verdict.Transport {
-			kind = attack.TransportKind(note)
-		}
-	}
-	var grant, refused bool
+	var grant bool
 	t.mu.Lock()
-	t.answers[kind]++
+	t.answers[answerKind(cls, note)]++
 	t.latSeen++
 	ms := float64(r.Latency) / float64(time.Millisecond)
 	if len(t.lat) < maxLatency {
@@ -76,35 +80,37 @@ func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, n
 			t.marks = t.marks[1:]
 		}
 		t.marks = append(t.marks, Mark{At: r.End(), Replica: o.Replica, SKU: o.SKU, Fence: o.Fence})
-		if o.Fence != 0 {
-			seen := t.fences[o.SKU]
-			if seen == nil {
-				seen = map[int64]bool{}
-				t.fences[o.SKU] = seen
-			}
-			grant = !seen[o.Fence]
-			seen[o.Fence] = true
+		if k := (skuFence{o.SKU, o.Fence}); o.Fence != 0 && !t.fences[k] {
+			grant, t.fences[k] = true, true
 		}
 	}
-	refused = cls == verdict.Unavailable && isRefusal(note)
 	t.mu.Unlock()
 	switch {
 	case grant:
 		t.h.emit(Event{Type: EventGrant, At: r.Timestamp, Run: t.run, Strategy: t.strategy, SKU: o.SKU, Replica: o.Replica, Fence: o.Fence})
-	case refused:
+	case cls == verdict.Unavailable && isRefusal(note):
 		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockclient.SKUOfURL(r.URL), Replica: t.replicaOf(r.URL), Text: note})
 	}
+}
+
+// answerKind is an answer's kind in the tallies: sold, sold out, a
+// transport error's kind, or else its note ("503 fenced").
+func answerKind(cls verdict.Class, note string) string {
+	switch cls {
+	case verdict.Sold, verdict.SoldOut:
+		return cls.String()
+	case verdict.Transport:
+		return attack.TransportKind(note)
+	}
+	return note
 }
 
 // isRefusal reports whether a 503 note is a write the fence, the version
 // check or the lease check refused.
 func isRefusal(note string) bool {
-	for _, code := range []string{"fenced", "lease_lost", "stale_read"} {
-		if strings.HasSuffix(note, " "+code) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{" fenced", " lease_lost", " stale_read"}, func(code string) bool {
+		return strings.HasSuffix(note, code)
+	})
 }
 
 // replicaOf names the replica an attack URL went to ("" when it went
@@ -118,8 +124,7 @@ func (t *tracker) replicaOf(u string) string {
 	return ""
 }
 
-// progress is the run's state now; it hands over the sales marked since
-// the last call.
+// progress is the run's state now, with the sales marked since the last call.
 func (t *tracker) progress(final bool) *Progress {
 	sold := t.tally.Units.Load()
 	p := &Progress{
@@ -127,7 +132,7 @@ func (t *tracker) progress(final bool) *Progress {
 		Sold: sold, Remaining: t.initial - sold, Oversold: max(0, sold-t.initial), Final: final,
 	}
 	t.mu.Lock()
-	p.ByReplica, p.Answers = clone(t.byReplica), clone(t.answers)
+	p.ByReplica, p.Answers = maps.Clone(t.byReplica), maps.Clone(t.answers)
 	p.Sales, t.marks = t.marks, nil
 	lat := slices.Clone(t.lat)
 	t.mu.Unlock()
@@ -138,44 +143,30 @@ func (t *tracker) progress(final bool) *Progress {
 		}
 		return lat[min(len(lat)-1, int(f*float64(len(lat))))]
 	}
-	p.Latency = report.Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99)}
-	if len(lat) > 0 {
-		p.Latency.Max = lat[len(lat)-1]
-	}
+	p.Latency = report.Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1)}
 	return p
 }
 
-func clone(m map[string]int64) map[string]int64 {
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// start sends a progress event every progressGap until the returned
-// function is called, which sends the final one.
-func (t *tracker) start() func() {
-	stop, finished := make(chan struct{}), make(chan struct{})
-	send := func(final bool) {
-		t.h.emit(Event{Type: EventProgress, Run: t.run, Strategy: t.strategy, Progress: t.progress(final)})
-	}
+// ticking calls f(false) every gap, in a goroutine of its own, until the
+// returned function is first called, which calls f(true) and waits for it.
+func ticking(gap time.Duration, f func(final bool)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(finished)
-		tick := time.NewTicker(progressGap)
+		defer close(done)
+		tick := time.NewTicker(gap)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
-				send(true)
+			case <-quit:
+				f(true)
 				return
 			case <-tick.C:
-				send(false)
+				f(false)
 			}
 		}
 	}()
-	return func() {
-		close(stop)
-		<-finished
-	}
+	return sync.OnceFunc(func() {
+		close(quit)
+		<-done
+	})
 }

@@ -1,0 +1,192 @@
+package harness
+
+import (
+	"bytes"
+	"maps"
+	"math"
+	"slices"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/strategy"
+)
+
+// families parses a Prometheus text exposition, as much of it as it can.
+func families(text []byte) map[string]*dto.MetricFamily {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, _ := p.TextToMetricFamilies(bytes.NewReader(text))
+	return fams
+}
+
+// label is the value of m's label called name, "" without one.
+func label(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+// histSnapshot is one scrape of the lock wait histograms of one replica:
+// by strategy label, the cumulative bucket counts by upper bound (seconds).
+type histSnapshot map[string]map[float64]float64
+
+// parseLockWait reads the replicas' histograms of lock waits, by strategy,
+// from a Prometheus text exposition; nil when there are none.
+func parseLockWait(text []byte) histSnapshot {
+	f := families(text)["stock_lock_wait_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		return nil
+	}
+	s := histSnapshot{}
+	for _, m := range f.GetMetric() {
+		strategy, h := label(m, "strategy"), m.GetHistogram()
+		if h == nil {
+			continue
+		}
+		if s[strategy] == nil {
+			s[strategy] = map[float64]float64{}
+		}
+		bs := s[strategy]
+		// Several series may share a strategy (other labels such as the
+		// outcome): add them up.
+		hasInf := false
+		for _, b := range h.GetBucket() {
+			bs[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
+		}
+		if !hasInf {
+			bs[math.Inf(1)] += float64(h.GetSampleCount())
+		}
+	}
+	return s
+}
+
+// lockWaitP99 estimates strategy's 99th percentile lock wait, in ms, over
+// what the replicas observed between the scrapes; ok is false without any.
+func lockWaitP99(before, after []histSnapshot, strategy string) (ms float64, ok bool) {
+	q, ok := histogramQuantile(0.99, added(before, after, strategy, func(sum, a, b float64) float64 { return sum + (a - b) }))
+	return q * 1000, ok
+}
+
+// added sums, over the replicas, what each one's after scrape of strategy
+// adds to its before scrape, key by key: add(sum, after, before).
+func added[S ~map[string]map[K]V, K comparable, V any](before, after []S, strategy string, add func(sum, a, b V) V) map[K]V {
+	out := map[K]V{}
+	for i, a := range after {
+		var b map[K]V
+		if i < len(before) {
+			b = before[i][strategy]
+		}
+		for k, v := range a[strategy] {
+			out[k] = add(out[k], v, b[k])
+		}
+	}
+	return out
+}
+
+// histogramQuantile is Prometheus's histogram_quantile over cumulative
+// bucket counts keyed by upper bound (which must include +Inf): linear
+// interpolation inside the bucket that holds the rank; the highest finite
+// bound when the rank falls in the +Inf bucket.
+func histogramQuantile(q float64, cum map[float64]float64) (float64, bool) {
+	if len(cum) == 0 {
+		return 0, false
+	}
+	bounds := slices.Sorted(maps.Keys(cum))
+	total := cum[bounds[len(bounds)-1]]
+	if !math.IsInf(bounds[len(bounds)-1], 1) || total <= 0 {
+		return 0, false
+	}
+	rank := q * total
+	prevBound, prevCount := 0.0, 0.0
+	for i, le := range bounds {
+		n := cum[le]
+		if n >= rank {
+			if math.IsInf(le, 1) {
+				if i == 0 {
+					return 0, false
+				}
+				return bounds[i-1], true
+			}
+			if n == prevCount {
+				return le, true
+			}
+			lower := prevBound
+			if i == 0 && le <= 0 {
+				lower = le
+			}
+			return lower + (le-lower)*(rank-prevCount)/(n-prevCount), true
+		}
+		prevBound, prevCount = le, n
+	}
+	return bounds[len(bounds)-1], true
+}
+
+// stepTotals is one scrape of one replica's sale step histograms: the sum
+// of the times, in seconds, and their count, by strategy and step.
+type stepTotals map[string]map[string]stepTotal
+
+type stepTotal struct{ sum, count float64 }
+
+// parseSaleSteps reads the replicas' histograms of the time of each step of
+// a sale under a lock (see inventory.StepObserver) from a Prometheus text
+// exposition; nil when there are none.
+func parseSaleSteps(text []byte) stepTotals {
+	f := families(text)["stock_sale_step_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		return nil
+	}
+	out := stepTotals{}
+	for _, m := range f.GetMetric() {
+		strategy, step := label(m, "strategy"), label(m, "step")
+		h := m.GetHistogram()
+		if h == nil || strategy == "" || step == "" {
+			continue
+		}
+		if out[strategy] == nil {
+			out[strategy] = map[string]stepTotal{}
+		}
+		t := out[strategy][step]
+		t.sum += h.GetSampleSum()
+		t.count += float64(h.GetSampleCount())
+		out[strategy][step] = t
+	}
+	return out
+}
+
+// stepMeans returns the mean time of each step of strategy's sales, in ms,
+// over what the replicas observed between the scrapes; nil without any.
+func stepMeans(before, after []stepTotals, strategy string) map[string]float64 {
+	totals := added(before, after, strategy, func(sum, a, b stepTotal) stepTotal {
+		return stepTotal{sum.sum + (a.sum - b.sum), sum.count + (a.count - b.count)}
+	})
+	out := map[string]float64{}
+	for step, t := range totals {
+		if t.count > 0 {
+			out[step] = 1000 * t.sum / t.count
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// saleBound fills run's step times and, on one hot sku, its bound from the
+// scrapes around it. Over several skus the locks do not serialise every
+// sale, so one over the held steps bounds nothing.
+func saleBound(run *report.Run, before, after []stepTotals) {
+	means := stepMeans(before, after, run.Strategy)
+	if means == nil {
+		return
+	}
+	run.StepMs = means
+	if len(run.SKUs) <= 1 {
+		run.BoundPerSec = report.Bound(means, strategy.HeldSteps)
+	}
+}
