@@ -137,38 +137,37 @@ var commands = []command{
 // legacy maps the flags that chose a mode before commands to the command.
 var legacy = map[string]string{"capacity": "capacity", "faults": "faults", "soak": "soak", "keyed-drill": "keyed", "serve": "serve"}
 
-// translate turns a command line of a flag that chose a command into the
-// command's, saying so on out: --faults X is faults X, --soak D is soak
-// --duration D. Their variables are refused with the command to use.
-func translate(args []string, getenv func(string) string, out io.Writer) ([]string, error) {
-	var cmd, was string
-	rest := make([]string, 0, len(args))
+// refuseLegacy refuses a flag, or its variable, that chose a command
+// before there were commands, with the command line to use instead:
+// --faults X is loadtest faults X, --soak D is loadtest soak --duration D.
+func refuseLegacy(args []string, getenv func(string) string) error {
+	for name, cmd := range legacy {
+		if v := getenv(envName(name)); v != "" {
+			return fmt.Errorf("%s=%s chose a command before there were commands: use loadtest %s", envName(name), v, cmd)
+		}
+	}
+	var line []string
+	was := ""
 	for i := 0; i < len(args); i++ {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if _, ok := legacy[name]; !ok || !strings.HasPrefix(args[i], "-") {
-			rest = append(rest, args[i])
+			line = append(line, args[i])
 			continue
-		} else if cmd != "" {
-			return nil, fmt.Errorf("%s and --%s: choose one command, loadtest %s or loadtest %s", was, name, cmd, legacy[name])
+		} else if was != "" {
+			return fmt.Errorf("--%s and --%s: choose one command, loadtest %s or loadtest %s", was, name, legacy[was], legacy[name])
 		}
-		cmd, was = legacy[name], "--"+name
+		was = name
 		if (name == "faults" || name == "soak") && !hasVal && i+1 < len(args) {
 			i, val = i+1, args[i+1]
 		}
 		if val != "" {
-			rest = append(rest, map[string][]string{"faults": {val}, "soak": {"--duration", val}}[name]...)
+			line = append(line, map[string][]string{"faults": {val}, "soak": {"--duration", val}}[name]...)
 		}
 	}
-	for name, c := range legacy {
-		if v := getenv(envName(name)); v != "" && cmd == "" {
-			return nil, fmt.Errorf("%s=%s chose a command before there were commands: use loadtest %s", envName(name), v, c)
-		}
+	if was == "" {
+		return nil
 	}
-	if cmd == "" {
-		return args, nil
-	}
-	fmt.Fprintf(out, "loadtest: %s is deprecated and goes in the next release: use %s\n", was, strings.Join(append([]string{"loadtest", cmd}, rest...), " "))
-	return append([]string{cmd}, rest...), nil
+	return fmt.Errorf("--%s chose a command before there were commands: use %s", was, strings.Join(append([]string{"loadtest", legacy[was]}, line...), " "))
 }
 
 // ParseConfig parses args (without the program name: a command, or
@@ -176,15 +175,12 @@ func translate(args []string, getenv func(string) string, out io.Writer) ([]stri
 // everything before any request is sent. It returns flag.ErrHelp for
 // --help, after writing the usage to out.
 func ParseConfig(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	isCmd := func() bool { return len(args) > 0 && !strings.HasPrefix(args[0], "-") }
-	if !isCmd() {
-		var err error
-		if args, err = translate(args, getenv, out); err != nil {
+	cmd := commands[0]
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if err := refuseLegacy(args, getenv); err != nil {
 			return options{}, err
 		}
-	}
-	cmd := commands[0]
-	if isCmd() {
+	} else {
 		k := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
 		if k < 0 {
 			return options{}, fmt.Errorf("unknown command %q: see --help for the commands", args[0])
