@@ -36,7 +36,7 @@ func envName(name string) string {
 type command struct {
 	name, args, summary string
 	scenario            func() harness.Scenario
-	flags               func(fs *flag.FlagSet, c *options, d harness.Config)
+	flags               func(fs *flag.FlagSet, c *options)
 	finish              func(c *options, arg string, set map[string]bool) error
 	run                 func(ctx context.Context, c options, stdout, stderr io.Writer) int
 }
@@ -59,9 +59,9 @@ var commands = []command{
 		}},
 	{name: "faults", args: " FAULTS", summary: "fault drills: each of FAULTS struck while the load runs, against every strategy it applies to",
 		scenario: func() harness.Scenario { return harness.DefaultFaults() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Faults)
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy")
 			thresholdFlag(fs, c)
 			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run every drill this many times; the report aggregates them")
 			drillFlags(fs, &s.Drills)
@@ -78,9 +78,9 @@ var commands = []command{
 		}},
 	{name: "capacity", summary: "each strategy's capacity: the offered rate doubled until a step passes the limits",
 		scenario: func() harness.Scenario { return harness.DefaultCapacity() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Capacity)
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "each step's attack time")
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "each step's attack time")
 			fs.DurationVar(&s.P99, "capacity-p99", s.P99, "a step whose p99 exceeds this is past the limits")
 			fs.Float64Var(&s.Errors, "capacity-errors", s.Errors, "a step whose errors and 503s exceed this share of its requests is past the limits")
 			fs.IntVar(&s.MaxRate, "capacity-max-rate", s.MaxRate, "the highest rate offered")
@@ -91,7 +91,7 @@ var commands = []command{
 		}},
 	{name: "soak", summary: "steady mixed load for --duration, a fault every segment, the replicas' resources sampled",
 		scenario: func() harness.Scenario { return harness.DefaultSoak() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Soak)
 			fs.DurationVar(&s.Duration, "duration", s.Duration, "how long the soak runs (at least 1m), in one-minute segments (a third of a shorter soak)")
 			thresholdFlag(fs, c)
@@ -99,7 +99,7 @@ var commands = []command{
 		}},
 	{name: "keyed", summary: "purchases with an Idempotency-Key each, retried while the replicas are killed and frozen",
 		scenario: func() harness.Scenario { return harness.DefaultKeyed() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Keyed)
 			fs.IntVar(&s.Purchases, "requests", s.Purchases, "purchases per safe strategy of --strategies")
 			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run the drill this many times; the report aggregates them")
@@ -107,9 +107,9 @@ var commands = []command{
 		}},
 	{name: "checkout", summary: "buyers who hold, abandon, confirm or confirm late, beside plain decrements, on the strategies that take holds",
 		scenario: func() harness.Scenario { return harness.DefaultCheckout() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			co := c.Scenario.(*harness.Checkout)
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "how long buyers arrive, per strategy")
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "how long buyers arrive, per strategy")
 			fs.Float64Var(&co.Abandon, "abandon", co.Abandon, "share of the holding buyers who never confirm: their units return when the hold expires")
 			fs.Float64Var(&co.Late, "late", co.Late, "share of the holding buyers who confirm late on purpose: only once a read of the hold says it expired (the store's clock decides); each must be refused")
 			fs.DurationVar(&co.Think, "think", co.Think, "from a hold's answer to its confirm, for the buyers who confirm in time")
@@ -122,8 +122,8 @@ var commands = []command{
 		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
 		scenario: func() harness.Scenario { return harness.DefaultCompare() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
+		flags: func(fs *flag.FlagSet, c *options) {
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy")
 			fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "the address the page listens on")
 		},
 		finish: func(c *options, _ string, _ map[string]bool) error {
@@ -187,8 +187,8 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 		}
 		cmd, args = commands[k], args[1:]
 	}
-	c := options{cmd: cmd}
-	fs := cmd.flagSet(&c, harness.Defaults(cmd.scenario()))
+	c := options{cmd: cmd, Config: harness.Defaults(cmd.scenario())}
+	fs := cmd.flagSet(&c)
 	fs.Usage = func() { cmd.usage(fs) }
 
 	// Parse quietly: a bad flag gets one clear line from the caller, --help
@@ -237,7 +237,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	// parsed, unless set.
 	d := c.Config
 	c.Scenario.Defaults(&d)
-	derived := cmd.flagSet(&options{}, d)
+	derived := cmd.flagSet(&options{Config: d})
 	fs.VisitAll(func(f *flag.Flag) {
 		if v := derived.Lookup(f.Name).DefValue; !set[f.Name] && v != f.DefValue {
 			_ = fs.Set(f.Name, v)
@@ -268,7 +268,7 @@ func notDefined(err error, cmd string) error {
 	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
 	var in []string
 	for _, c := range commands {
-		if ok && c.flagSet(&options{}, harness.DefaultConfig()).Lookup(name) != nil {
+		if ok && c.flagSet(&options{}).Lookup(name) != nil {
 			in = append(in, "loadtest "+c.name)
 		}
 	}
@@ -279,13 +279,12 @@ func notDefined(err error, cmd string) error {
 }
 
 // flagSet is the command's flags, bound to c and a fresh scenario, with
-// d's settings and the scenario's options as their defaults.
-func (cmd command) flagSet(c *options, d harness.Config) *flag.FlagSet {
-	c.Config = d
+// c's settings and the scenario's options as their defaults.
+func (cmd command) flagSet(c *options) *flag.FlagSet {
 	c.Scenario = cmd.scenario()
 	fs := flag.NewFlagSet("loadtest "+cmd.name, flag.ContinueOnError)
-	sharedFlags(fs, c, d)
-	cmd.flags(fs, c, d)
+	sharedFlags(fs, c)
+	cmd.flags(fs, c)
 	return fs
 }
 
@@ -380,8 +379,8 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-// sharedFlags defines the flags of every command on fs, with d's defaults.
-func sharedFlags(fs *flag.FlagSet, c *options, d harness.Config) {
+// sharedFlags defines the flags of every command on fs.
+func sharedFlags(fs *flag.FlagSet, c *options) {
 	fs.Func("replicas", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas", func(v string) (err error) {
 		c.Replicas, err = harness.ParseReplicas(v)
 		return err
@@ -390,35 +389,35 @@ func sharedFlags(fs *flag.FlagSet, c *options, d harness.Config) {
 		c.Strategies, err = harness.ParseStrategies(v)
 		return err
 	})
-	fs.IntVar(&c.Rate, "rate", d.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
-	fs.IntVar(&c.Stock, "stock", d.Stock, "stock each sku is reset to before each strategy")
-	fs.IntVar(&c.Qty, "qty", d.Qty, "units each request asks to buy")
-	fs.IntVar(&c.SKUs, "skus", d.SKUs, "number of skus the requests spread over (1: one hot sku)")
+	fs.IntVar(&c.Rate, "rate", c.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
+	fs.IntVar(&c.Stock, "stock", c.Stock, "stock each sku is reset to before each strategy")
+	fs.IntVar(&c.Qty, "qty", c.Qty, "units each request asks to buy")
+	fs.IntVar(&c.SKUs, "skus", c.SKUs, "number of skus the requests spread over (1: one hot sku)")
 	fs.Float64Var(&c.Skew, "skew", 0, "how requests spread over --skus: 0 uniform, or a Zipf exponent > 1 (larger: sku 0 gets more of them)")
 	fs.StringVar(&c.SKUPrefix, "sku-prefix", "", "sku name prefix; every strategy gets its own skus <prefix>-<strategy>-<i>. Default: lt-<timestamp>, fresh every run")
-	fs.IntVar(&c.Workers, "workers", d.Workers, "initial Vegeta workers (concurrent requests)")
-	fs.IntVar(&c.MaxWorkers, "max-workers", d.MaxWorkers, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
-	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "initial Vegeta workers (concurrent requests)")
+	fs.IntVar(&c.MaxWorkers, "max-workers", c.MaxWorkers, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout")
 	fs.StringVar(&c.OutDir, "out", "", "output directory for the reports (default reports/<timestamp>)")
-	fs.DurationVar(&c.Settle, "settle", d.Settle, "pause after each attack before reading the stock and the ledger back")
-	fs.DurationVar(&c.Warmup, "warmup", d.Warmup, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
-	fs.DurationVar(&c.ReadyWait, "ready-timeout", d.ReadyWait, "how long to wait for every replica's /readyz before giving up")
-	fs.DurationVar(&c.RMWDelay, "rmw-delay", d.RMWDelay, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
-	fs.IntVar(&c.LocalReplicas, "local-replicas", d.LocalReplicas, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
+	fs.DurationVar(&c.Settle, "settle", c.Settle, "pause after each attack before reading the stock and the ledger back")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
+	fs.DurationVar(&c.ReadyWait, "ready-timeout", c.ReadyWait, "how long to wait for every replica's /readyz before giving up")
+	fs.DurationVar(&c.RMWDelay, "rmw-delay", c.RMWDelay, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
+	fs.IntVar(&c.LocalReplicas, "local-replicas", c.LocalReplicas, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
 	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). loadtest faults redis-failover implies it (see docs/redis-cluster.md)")
-	fs.DurationVar(&c.ReadEvery, "read-every", d.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
-	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
+	fs.DurationVar(&c.ReadEvery, "read-every", c.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", c.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
 }
 
 // compareFlags are the comparison's own flags: the attack's bounds and
 // the workloads.
-func compareFlags(fs *flag.FlagSet, c *options, d harness.Config) {
+func compareFlags(fs *flag.FlagSet, c *options) {
 	s := c.Scenario.(*harness.Compare)
-	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
 	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
 	thresholdFlag(fs, c)
 	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
