@@ -44,7 +44,18 @@ type command struct {
 // commands are the subcommands, the first the default.
 var commands = []command{
 	{name: "compare", summary: "every strategy of --strategies in turn under the same load (the default)",
-		scenario: func() harness.Scenario { return harness.DefaultCompare() }, flags: compareFlags,
+		scenario: func() harness.Scenario { return harness.DefaultCompare() },
+		flags: func(fs *flag.FlagSet, c *options) {
+			s := c.Scenario.(*harness.Compare)
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
+			fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
+			thresholdFlag(fs, c)
+			fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
+			fs.BoolVar(&s.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
+			fs.IntVar(&s.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
+			fs.DurationVar(&s.AttemptTimeout, "attempt-timeout", s.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
+			fs.Float64Var(&s.CutRate, "cut-rate", s.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
+		},
 		finish: func(c *options, _ string, set map[string]bool) error {
 			// --requests alone means "send this many", not "this many or 8s".
 			if c.Requests > 0 && !set["duration"] {
@@ -411,20 +422,6 @@ func sharedFlags(fs *flag.FlagSet, c *options) {
 	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). loadtest faults redis-failover implies it (see docs/redis-cluster.md)")
 	fs.DurationVar(&c.ReadEvery, "read-every", c.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", c.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
-}
-
-// compareFlags are the comparison's own flags: the attack's bounds and
-// the workloads.
-func compareFlags(fs *flag.FlagSet, c *options) {
-	s := c.Scenario.(*harness.Compare)
-	fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
-	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
-	thresholdFlag(fs, c)
-	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
-	fs.BoolVar(&s.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
-	fs.IntVar(&s.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
-	fs.DurationVar(&s.AttemptTimeout, "attempt-timeout", s.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
-	fs.Float64Var(&s.CutRate, "cut-rate", s.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
 }
 
 // thresholdFlag is --threshold: each use adds the comma-separated
