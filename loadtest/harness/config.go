@@ -149,14 +149,10 @@ func (c Config) Validate() error {
 	}
 	between(bad, "Timeout", c.Timeout, time.Millisecond, maxTimeout)
 	between(bad, "Settle", c.Settle, 0, maxSettleTime)
-	if c.Warmup < 0 || c.Warmup > time.Minute {
-		bad("Warmup %s: must be between 0 and 1m", c.Warmup)
-	}
+	between(bad, "Warmup", c.Warmup, 0, time.Minute)
 	// The replicas.
 	between(bad, "ReadyWait", c.ReadyWait, 100*time.Millisecond, maxDuration)
-	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
-		bad("LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
-	}
+	between(bad, "LocalReplicas", c.LocalReplicas, 1, maxLocalReplicas)
 	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
 		bad("Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
 	}
@@ -168,9 +164,7 @@ func (c Config) Validate() error {
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
 		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}
-	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
-		bad("CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
-	}
+	between(bad, "CheckTimeout", c.CheckTimeout, time.Second, time.Hour)
 	for _, t := range c.Thresholds {
 		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
 			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
