@@ -259,11 +259,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 		c.AdminToken = rand.Text()
 	}
 	var errs []error
-	if j, ok := c.Validate().(interface{ Unwrap() []error }); ok { // errors.Join's
-		for _, e := range j.Unwrap() {
-			errs = append(errs, worded(e, fs))
-		}
-	}
+	c.Check(func(format string, a ...any) { errs = append(errs, fmt.Errorf(worded(format, fs), a...)) })
 	for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
 		if set[f] && len(c.Replicas) > 0 {
 			errs = append(errs, fmt.Errorf("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f))
@@ -354,15 +350,10 @@ var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(\.[A-Z][A-Za-z0-9]*)?\b
 // flag sets.
 var fieldFlags = map[string]string{"ReadyWait": "--ready-timeout", "Thresholds": "--threshold", "OutDir": "--out", "Faults": "loadtest faults", "Purchases": "--requests"}
 
-// worded returns a harness.FieldError with the fields it names worded as
-// fs's flags that set them (RMWDelay is --rmw-delay); the values it
-// quotes stay as they are.
-func worded(err error, fs *flag.FlagSet) error {
-	var fe *harness.FieldError
-	if !errors.As(err, &fe) {
-		return err
-	}
-	format := fieldNames.ReplaceAllStringFunc(fe.Format, func(name string) string {
+// worded is a problem's format with the fields it names worded as fs's
+// flags that set them (RMWDelay is --rmw-delay).
+func worded(format string, fs *flag.FlagSet) string {
+	return fieldNames.ReplaceAllStringFunc(format, func(name string) string {
 		word := fieldFlags[name]
 		fs.VisitAll(func(f *flag.Flag) {
 			if word == "" && strings.ReplaceAll(f.Name, "-", "") == strings.ToLower(strings.ReplaceAll(name, ".", "")) {
@@ -371,7 +362,6 @@ func worded(err error, fs *flag.FlagSet) error {
 		})
 		return cmp.Or(word, name)
 	})
-	return fmt.Errorf(format, fe.Args...)
 }
 
 // parseCounts reads a comma-separated list of whole numbers.

@@ -104,22 +104,19 @@ func DefaultConfig() Config {
 	}
 }
 
-// FieldError is a problem of a Config: Format and Args, as for
-// fmt.Sprintf. Format names fields by their Go names (a scenario's option
-// as Capacity.P99), so that a command line can word them as its flags
-// without touching the values in Args.
-type FieldError struct {
-	Format string
-	Args   []any
-}
-
-func (e *FieldError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
-
 // Validate checks every setting, the scenario's too, and returns every
-// problem at once, each a *FieldError, joined.
+// problem at once, joined.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, &FieldError{Format: format, Args: a}) }
+	c.Check(func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) })
+	return errors.Join(errs...)
+}
+
+// Check reports every problem of the settings, the scenario's too, to bad.
+// Its formats name fields by their Go names (a scenario's option as
+// Capacity.P99), so that a command line can word them as its flags
+// without touching the values in the arguments.
+func (c Config) Check(bad Problem) {
 	// The attack's size: rate, duration, count, stock, skus, workers, timeouts.
 	if c.Rate < 0 || c.Rate > maxRate {
 		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
@@ -171,10 +168,9 @@ func (c Config) Validate() error {
 		}
 	}
 	c.scenario().Check(c, bad)
-	return errors.Join(errs...)
 }
 
-// Problem records one problem of a Config (see FieldError).
+// Problem records one problem of a Config, as for fmt.Sprintf (see Check).
 type Problem func(format string, a ...any)
 
 // ReplicaCount is how many replicas the run attacks: those of --replicas,
