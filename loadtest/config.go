@@ -95,9 +95,18 @@ var commands = []command{
 			fs.DurationVar(&s.P99, "capacity-p99", s.P99, "a step whose p99 exceeds this is past the limits")
 			fs.Float64Var(&s.Errors, "capacity-errors", s.Errors, "a step whose errors and 503s exceed this share of its requests is past the limits")
 			fs.IntVar(&s.MaxRate, "capacity-max-rate", s.MaxRate, "the highest rate offered")
-			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) (err error) {
-				s.Replicas, err = parseCounts(v)
-				return err
+			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) error {
+				s.Replicas = nil
+				for f := range strings.SplitSeq(v, ",") {
+					if f = strings.TrimSpace(f); f != "" {
+						n, err := strconv.Atoi(f)
+						if err != nil {
+							return fmt.Errorf("%q is not a whole number", f)
+						}
+						s.Replicas = append(s.Replicas, n)
+					}
+				}
+				return nil
 			})
 		}},
 	{name: "soak", summary: "steady mixed load for --duration, a fault every segment, the replicas' resources sampled",
@@ -362,22 +371,6 @@ func worded(format string, fs *flag.FlagSet) string {
 		})
 		return cmp.Or(word, name)
 	})
-}
-
-// parseCounts reads a comma-separated list of whole numbers.
-func parseCounts(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a whole number", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // sharedFlags defines the flags of every command on fs.
