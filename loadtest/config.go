@@ -36,7 +36,7 @@ func envName(name string) string {
 type command struct {
 	name, args, summary string
 	scenario            func() harness.Scenario
-	flags               func(fs *flag.FlagSet, c *options, d harness.Config)
+	flags               func(fs *flag.FlagSet, c *options)
 	finish              func(c *options, arg string, set map[string]bool) error
 	run                 func(ctx context.Context, c options, stdout, stderr io.Writer) int
 }
@@ -44,7 +44,18 @@ type command struct {
 // commands are the subcommands, the first the default.
 var commands = []command{
 	{name: "compare", summary: "every strategy of --strategies in turn under the same load (the default)",
-		scenario: func() harness.Scenario { return harness.DefaultCompare() }, flags: compareFlags,
+		scenario: func() harness.Scenario { return harness.DefaultCompare() },
+		flags: func(fs *flag.FlagSet, c *options) {
+			s := c.Scenario.(*harness.Compare)
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
+			fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
+			thresholdFlag(fs, c)
+			fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
+			fs.BoolVar(&s.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
+			fs.IntVar(&s.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
+			fs.DurationVar(&s.AttemptTimeout, "attempt-timeout", s.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
+			fs.Float64Var(&s.CutRate, "cut-rate", s.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
+		},
 		finish: func(c *options, _ string, set map[string]bool) error {
 			// --requests alone means "send this many", not "this many or 8s".
 			if c.Requests > 0 && !set["duration"] {
@@ -59,9 +70,9 @@ var commands = []command{
 		}},
 	{name: "faults", args: " FAULTS", summary: "fault drills: each of FAULTS struck while the load runs, against every strategy it applies to",
 		scenario: func() harness.Scenario { return harness.DefaultFaults() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Faults)
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy")
 			thresholdFlag(fs, c)
 			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run every drill this many times; the report aggregates them")
 			drillFlags(fs, &s.Drills)
@@ -78,20 +89,29 @@ var commands = []command{
 		}},
 	{name: "capacity", summary: "each strategy's capacity: the offered rate doubled until a step passes the limits",
 		scenario: func() harness.Scenario { return harness.DefaultCapacity() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Capacity)
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "each step's attack time")
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "each step's attack time")
 			fs.DurationVar(&s.P99, "capacity-p99", s.P99, "a step whose p99 exceeds this is past the limits")
 			fs.Float64Var(&s.Errors, "capacity-errors", s.Errors, "a step whose errors and 503s exceed this share of its requests is past the limits")
 			fs.IntVar(&s.MaxRate, "capacity-max-rate", s.MaxRate, "the highest rate offered")
-			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) (err error) {
-				s.Replicas, err = parseCounts(v)
-				return err
+			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) error {
+				s.Replicas = nil
+				for f := range strings.SplitSeq(v, ",") {
+					if f = strings.TrimSpace(f); f != "" {
+						n, err := strconv.Atoi(f)
+						if err != nil {
+							return fmt.Errorf("%q is not a whole number", f)
+						}
+						s.Replicas = append(s.Replicas, n)
+					}
+				}
+				return nil
 			})
 		}},
 	{name: "soak", summary: "steady mixed load for --duration, a fault every segment, the replicas' resources sampled",
 		scenario: func() harness.Scenario { return harness.DefaultSoak() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Soak)
 			fs.DurationVar(&s.Duration, "duration", s.Duration, "how long the soak runs (at least 1m), in one-minute segments (a third of a shorter soak)")
 			thresholdFlag(fs, c)
@@ -99,7 +119,7 @@ var commands = []command{
 		}},
 	{name: "keyed", summary: "purchases with an Idempotency-Key each, retried while the replicas are killed and frozen",
 		scenario: func() harness.Scenario { return harness.DefaultKeyed() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			s := c.Scenario.(*harness.Keyed)
 			fs.IntVar(&s.Purchases, "requests", s.Purchases, "purchases per safe strategy of --strategies")
 			fs.IntVar(&s.Repeat, "repeat", s.Repeat, "run the drill this many times; the report aggregates them")
@@ -107,9 +127,9 @@ var commands = []command{
 		}},
 	{name: "checkout", summary: "buyers who hold, abandon, confirm or confirm late, beside plain decrements, on the strategies that take holds",
 		scenario: func() harness.Scenario { return harness.DefaultCheckout() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
+		flags: func(fs *flag.FlagSet, c *options) {
 			co := c.Scenario.(*harness.Checkout)
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "how long buyers arrive, per strategy")
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "how long buyers arrive, per strategy")
 			fs.Float64Var(&co.Abandon, "abandon", co.Abandon, "share of the holding buyers who never confirm: their units return when the hold expires")
 			fs.Float64Var(&co.Late, "late", co.Late, "share of the holding buyers who confirm late on purpose: only once a read of the hold says it expired (the store's clock decides); each must be refused")
 			fs.DurationVar(&co.Think, "think", co.Think, "from a hold's answer to its confirm, for the buyers who confirm in time")
@@ -122,8 +142,8 @@ var commands = []command{
 		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
 		scenario: func() harness.Scenario { return harness.DefaultCompare() },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
-			fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy")
+		flags: func(fs *flag.FlagSet, c *options) {
+			fs.DurationVar(&c.Duration, "duration", c.Duration, "attack time per strategy")
 			fs.StringVar(&c.ServeAddr, "serve-addr", "127.0.0.1:8090", "the address the page listens on")
 		},
 		finish: func(c *options, _ string, _ map[string]bool) error {
@@ -137,38 +157,37 @@ var commands = []command{
 // legacy maps the flags that chose a mode before commands to the command.
 var legacy = map[string]string{"capacity": "capacity", "faults": "faults", "soak": "soak", "keyed-drill": "keyed", "serve": "serve"}
 
-// translate turns a command line of a flag that chose a command into the
-// command's, saying so on out: --faults X is faults X, --soak D is soak
-// --duration D. Their variables are refused with the command to use.
-func translate(args []string, getenv func(string) string, out io.Writer) ([]string, error) {
-	var cmd, was string
-	rest := make([]string, 0, len(args))
+// refuseLegacy refuses a flag, or its variable, that chose a command
+// before there were commands, with the command line to use instead:
+// --faults X is loadtest faults X, --soak D is loadtest soak --duration D.
+func refuseLegacy(args []string, getenv func(string) string) error {
+	for name, cmd := range legacy {
+		if v := getenv(envName(name)); v != "" {
+			return fmt.Errorf("%s=%s chose a command before there were commands: use loadtest %s", envName(name), v, cmd)
+		}
+	}
+	var line []string
+	was := ""
 	for i := 0; i < len(args); i++ {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if _, ok := legacy[name]; !ok || !strings.HasPrefix(args[i], "-") {
-			rest = append(rest, args[i])
+			line = append(line, args[i])
 			continue
-		} else if cmd != "" {
-			return nil, fmt.Errorf("%s and --%s: choose one command, loadtest %s or loadtest %s", was, name, cmd, legacy[name])
+		} else if was != "" {
+			return fmt.Errorf("--%s and --%s: choose one command, loadtest %s or loadtest %s", was, name, legacy[was], legacy[name])
 		}
-		cmd, was = legacy[name], "--"+name
+		was = name
 		if (name == "faults" || name == "soak") && !hasVal && i+1 < len(args) {
 			i, val = i+1, args[i+1]
 		}
 		if val != "" {
-			rest = append(rest, map[string][]string{"faults": {val}, "soak": {"--duration", val}}[name]...)
+			line = append(line, map[string][]string{"faults": {val}, "soak": {"--duration", val}}[name]...)
 		}
 	}
-	for name, c := range legacy {
-		if v := getenv(envName(name)); v != "" && cmd == "" {
-			return nil, fmt.Errorf("%s=%s chose a command before there were commands: use loadtest %s", envName(name), v, c)
-		}
+	if was == "" {
+		return nil
 	}
-	if cmd == "" {
-		return args, nil
-	}
-	fmt.Fprintf(out, "loadtest: %s is deprecated and goes in the next release: use %s\n", was, strings.Join(append([]string{"loadtest", cmd}, rest...), " "))
-	return append([]string{cmd}, rest...), nil
+	return fmt.Errorf("--%s chose a command before there were commands: use %s", was, strings.Join(append([]string{"loadtest", legacy[was]}, line...), " "))
 }
 
 // ParseConfig parses args (without the program name: a command, or
@@ -176,23 +195,20 @@ func translate(args []string, getenv func(string) string, out io.Writer) ([]stri
 // everything before any request is sent. It returns flag.ErrHelp for
 // --help, after writing the usage to out.
 func ParseConfig(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	isCmd := func() bool { return len(args) > 0 && !strings.HasPrefix(args[0], "-") }
-	if !isCmd() {
-		var err error
-		if args, err = translate(args, getenv, out); err != nil {
+	cmd := commands[0]
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if err := refuseLegacy(args, getenv); err != nil {
 			return options{}, err
 		}
-	}
-	cmd := commands[0]
-	if isCmd() {
+	} else {
 		k := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
 		if k < 0 {
 			return options{}, fmt.Errorf("unknown command %q: see --help for the commands", args[0])
 		}
 		cmd, args = commands[k], args[1:]
 	}
-	c := options{cmd: cmd}
-	fs := cmd.flagSet(&c, harness.Defaults(cmd.scenario()))
+	c := options{cmd: cmd, Config: harness.Defaults(cmd.scenario())}
+	fs := cmd.flagSet(&c)
 	fs.Usage = func() { cmd.usage(fs) }
 
 	// Parse quietly: a bad flag gets one clear line from the caller, --help
@@ -241,7 +257,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 	// parsed, unless set.
 	d := c.Config
 	c.Scenario.Defaults(&d)
-	derived := cmd.flagSet(&options{}, d)
+	derived := cmd.flagSet(&options{Config: d})
 	fs.VisitAll(func(f *flag.Flag) {
 		if v := derived.Lookup(f.Name).DefValue; !set[f.Name] && v != f.DefValue {
 			_ = fs.Set(f.Name, v)
@@ -252,11 +268,7 @@ func ParseConfig(args []string, getenv func(string) string, out io.Writer) (opti
 		c.AdminToken = rand.Text()
 	}
 	var errs []error
-	if j, ok := c.Validate().(interface{ Unwrap() []error }); ok { // errors.Join's
-		for _, e := range j.Unwrap() {
-			errs = append(errs, worded(e, fs))
-		}
-	}
+	c.Check(func(format string, a ...any) { errs = append(errs, fmt.Errorf(worded(format, fs), a...)) })
 	for _, f := range []string{"local-replicas", "rmw-delay", "stock-bin", "replica-log"} {
 		if set[f] && len(c.Replicas) > 0 {
 			errs = append(errs, fmt.Errorf("--%s applies only to the replicas the harness starts itself; drop it or drop --replicas", f))
@@ -272,7 +284,7 @@ func notDefined(err error, cmd string) error {
 	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
 	var in []string
 	for _, c := range commands {
-		if ok && c.flagSet(&options{}, harness.DefaultConfig()).Lookup(name) != nil {
+		if ok && c.flagSet(&options{}).Lookup(name) != nil {
 			in = append(in, "loadtest "+c.name)
 		}
 	}
@@ -283,13 +295,12 @@ func notDefined(err error, cmd string) error {
 }
 
 // flagSet is the command's flags, bound to c and a fresh scenario, with
-// d's settings and the scenario's options as their defaults.
-func (cmd command) flagSet(c *options, d harness.Config) *flag.FlagSet {
-	c.Config = d
+// c's settings and the scenario's options as their defaults.
+func (cmd command) flagSet(c *options) *flag.FlagSet {
 	c.Scenario = cmd.scenario()
 	fs := flag.NewFlagSet("loadtest "+cmd.name, flag.ContinueOnError)
-	sharedFlags(fs, c, d)
-	cmd.flags(fs, c, d)
+	sharedFlags(fs, c)
+	cmd.flags(fs, c)
 	return fs
 }
 
@@ -348,15 +359,10 @@ var fieldNames = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(\.[A-Z][A-Za-z0-9]*)?\b
 // flag sets.
 var fieldFlags = map[string]string{"ReadyWait": "--ready-timeout", "Thresholds": "--threshold", "OutDir": "--out", "Faults": "loadtest faults", "Purchases": "--requests"}
 
-// worded returns a harness.FieldError with the fields it names worded as
-// fs's flags that set them (RMWDelay is --rmw-delay); the values it
-// quotes stay as they are.
-func worded(err error, fs *flag.FlagSet) error {
-	var fe *harness.FieldError
-	if !errors.As(err, &fe) {
-		return err
-	}
-	format := fieldNames.ReplaceAllStringFunc(fe.Format, func(name string) string {
+// worded is a problem's format with the fields it names worded as fs's
+// flags that set them (RMWDelay is --rmw-delay).
+func worded(format string, fs *flag.FlagSet) string {
+	return fieldNames.ReplaceAllStringFunc(format, func(name string) string {
 		word := fieldFlags[name]
 		fs.VisitAll(func(f *flag.Flag) {
 			if word == "" && strings.ReplaceAll(f.Name, "-", "") == strings.ToLower(strings.ReplaceAll(name, ".", "")) {
@@ -365,27 +371,10 @@ func worded(err error, fs *flag.FlagSet) error {
 		})
 		return cmp.Or(word, name)
 	})
-	return fmt.Errorf(format, fe.Args...)
 }
 
-// parseCounts reads a comma-separated list of whole numbers.
-func parseCounts(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a whole number", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-// sharedFlags defines the flags of every command on fs, with d's defaults.
-func sharedFlags(fs *flag.FlagSet, c *options, d harness.Config) {
+// sharedFlags defines the flags of every command on fs.
+func sharedFlags(fs *flag.FlagSet, c *options) {
 	fs.Func("replicas", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas", func(v string) (err error) {
 		c.Replicas, err = harness.ParseReplicas(v)
 		return err
@@ -394,42 +383,28 @@ func sharedFlags(fs *flag.FlagSet, c *options, d harness.Config) {
 		c.Strategies, err = harness.ParseStrategies(v)
 		return err
 	})
-	fs.IntVar(&c.Rate, "rate", d.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
-	fs.IntVar(&c.Stock, "stock", d.Stock, "stock each sku is reset to before each strategy")
-	fs.IntVar(&c.Qty, "qty", d.Qty, "units each request asks to buy")
-	fs.IntVar(&c.SKUs, "skus", d.SKUs, "number of skus the requests spread over (1: one hot sku)")
+	fs.IntVar(&c.Rate, "rate", c.Rate, "requests per second per strategy; 0 sends as fast as --max-workers allow")
+	fs.IntVar(&c.Stock, "stock", c.Stock, "stock each sku is reset to before each strategy")
+	fs.IntVar(&c.Qty, "qty", c.Qty, "units each request asks to buy")
+	fs.IntVar(&c.SKUs, "skus", c.SKUs, "number of skus the requests spread over (1: one hot sku)")
 	fs.Float64Var(&c.Skew, "skew", 0, "how requests spread over --skus: 0 uniform, or a Zipf exponent > 1 (larger: sku 0 gets more of them)")
 	fs.StringVar(&c.SKUPrefix, "sku-prefix", "", "sku name prefix; every strategy gets its own skus <prefix>-<strategy>-<i>. Default: lt-<timestamp>, fresh every run")
-	fs.IntVar(&c.Workers, "workers", d.Workers, "initial Vegeta workers (concurrent requests)")
-	fs.IntVar(&c.MaxWorkers, "max-workers", d.MaxWorkers, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
-	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "initial Vegeta workers (concurrent requests)")
+	fs.IntVar(&c.MaxWorkers, "max-workers", c.MaxWorkers, "most Vegeta workers, i.e. requests in flight at once; caps concurrency so that an over-capacity rate degrades instead of collapsing. Each waiting request of a lock strategy polls the lock, so on the embedded store more of them mostly add lock traffic")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout")
 	fs.StringVar(&c.OutDir, "out", "", "output directory for the reports (default reports/<timestamp>)")
-	fs.DurationVar(&c.Settle, "settle", d.Settle, "pause after each attack before reading the stock and the ledger back")
-	fs.DurationVar(&c.Warmup, "warmup", d.Warmup, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
-	fs.DurationVar(&c.ReadyWait, "ready-timeout", d.ReadyWait, "how long to wait for every replica's /readyz before giving up")
-	fs.DurationVar(&c.RMWDelay, "rmw-delay", d.RMWDelay, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
-	fs.IntVar(&c.LocalReplicas, "local-replicas", d.LocalReplicas, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
+	fs.DurationVar(&c.Settle, "settle", c.Settle, "pause after each attack before reading the stock and the ledger back")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "before the first strategy, send atomic decrements of a scratch sku for this long, so that connection pools are warm for every strategy alike; 0 skips it")
+	fs.DurationVar(&c.ReadyWait, "ready-timeout", c.ReadyWait, "how long to wait for every replica's /readyz before giving up")
+	fs.DurationVar(&c.RMWDelay, "rmw-delay", c.RMWDelay, "replicas the harness starts: pause between reading and writing the stock, which widens the race window of unsafe and local (with 2ms, an idle machine may not show local's race at all)")
+	fs.IntVar(&c.LocalReplicas, "local-replicas", c.LocalReplicas, fmt.Sprintf("replicas the harness starts: how many replica processes (REPLICA_ID a, b, c, ...), 1 to %d; each gets an equal share of the rate and workers, and fault drills need at least 2", env.MaxReplicas))
 	fs.StringVar(&c.StockBin, "stock-bin", "", "replicas the harness starts: a prebuilt services/stock binary instead of go build")
 	fs.BoolVar(&c.ReplicaLog, "replica-log", false, "replicas the harness starts: copy their logs to stderr (they always go to the output directory)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live progress line")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "the replicas' admin token (their ADMIN_TOKEN), sent with every stock reset; replicas the harness starts get a fresh random one when it is empty")
 	fs.BoolVar(&c.RedisCluster, "redis-cluster", false, "replicas the harness starts: on a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3 masters + 3 replicas of redis-server on loopback) instead of one Redis; redis-lock runs then report their load by master (use --skus 100 or more to spread it). loadtest faults redis-failover implies it (see docs/redis-cluster.md)")
-	fs.DurationVar(&c.ReadEvery, "read-every", d.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
-	fs.DurationVar(&c.CheckTimeout, "check-timeout", d.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
-}
-
-// compareFlags are the comparison's own flags: the attack's bounds and
-// the workloads.
-func compareFlags(fs *flag.FlagSet, c *options, d harness.Config) {
-	s := c.Scenario.(*harness.Compare)
-	fs.DurationVar(&c.Duration, "duration", d.Duration, "attack time per strategy (with --requests: whichever ends first; set 0 to be bounded by --requests only)")
-	fs.IntVar(&c.Requests, "requests", 0, "requests per strategy; 0: bounded by --duration only")
-	thresholdFlag(fs, c)
-	fs.StringVar(&c.CheckHistory, "check-history", "", "check a saved history (a history-*.jsonl of an earlier run) for linearizability, draw a violation next to it (FILE.html; a history of one sku and at most 60 operations also as a timeline, FILE.svg), and exit: 0 linearizable, 1 not, 2 unknown or unreadable. No load is sent")
-	fs.BoolVar(&s.Mixed, "mixed", false, "mixed writers: one run in which every chosen strategy decrements the same skus at once through every replica (each request picks the next strategy in turn); the verdict is on the shared skus, and safe only if every chosen strategy is")
-	fs.IntVar(&s.Retries, "retries", 0, "re-send a decrement whose answer did not arrive (attempt timeout, cut connection, 5xx other than the refusals) up to this many times with the same Idempotency-Key; turns on the attempt timeout and the cutting proxy in front of the first replica; the verdict counts units the ledger sold twice for one key")
-	fs.DurationVar(&s.AttemptTimeout, "attempt-timeout", s.AttemptTimeout, "with --retries: each attempt's timeout, shorter than the replicas' slowest work under contention (lock strategies' p95 on the embedded store), so that some answers arrive after the client gave up")
-	fs.Float64Var(&s.CutRate, "cut-rate", s.CutRate, "with --retries: the share of the first replica's answers that the proxy in front of it cuts (the connection closes as the answer arrives)")
+	fs.DurationVar(&c.ReadEvery, "read-every", c.ReadEvery, "a separate client reads each sku's stock (GET, replicas in turn) this often during the attack, so that the history has reads; 0: no reads")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", c.CheckTimeout, "the linearizability checker's time budget per sku; when it runs out the verdict is unknown, never a pass")
 }
 
 // thresholdFlag is --threshold: each use adds the comma-separated

@@ -129,8 +129,11 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 		names []string
 		what  string
 	}{{plots, "Vegeta latency plots"}, {histories, "histories: go run ./loadtest --check-history FILE checks one again"}, {pictures, "pictures of the linearizability violations"}} {
-		if names := slices.DeleteFunc(l.names, func(s string) bool { return s == "" }); len(names) > 0 {
-			fmt.Fprintf(stdout, "  %s (%s)\n", summarizeNames(names), l.what)
+		// Fault drills write a history each: a few names, and how many more.
+		if names := slices.DeleteFunc(l.names, func(s string) bool { return s == "" }); len(names) > 4 {
+			fmt.Fprintf(stdout, "  %s and %d more (%s)\n", strings.Join(names[:4], ", "), len(names)-4, l.what)
+		} else if len(names) > 0 {
+			fmt.Fprintf(stdout, "  %s (%s)\n", strings.Join(names, ", "), l.what)
 		}
 	}
 	word, sentence := rep.Headline()
@@ -140,20 +143,15 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	fmt.Fprintf(stdout, "%s: %s (%.1fs).\n", word, sentence, rep.WallSeconds)
 }
 
-// summarizeNames lists a few names, and how many more: fault drills write
-// a history each.
-func summarizeNames(names []string) string {
-	const most = 4
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
-}
-
 // serve runs the live page until ctx ends.
 func serve(ctx context.Context, cfg options, _, log io.Writer) int {
 	fmt.Fprintln(log, "starting the live page's stores and replicas...")
-	srv, err := live.Start(ctx, live.Options{Base: cfg.Config, OutDir: cfg.OutDir, Log: log, DocsDir: docsDir()})
+	// The page serves the repository's docs when the harness runs from it.
+	docs, _ := filepath.Abs("docs")
+	if st, err := os.Stat("docs"); err != nil || !st.IsDir() {
+		docs = ""
+	}
+	srv, err := live.Start(ctx, live.Options{Base: cfg.Config, OutDir: cfg.OutDir, Log: log, DocsDir: docs})
 	if err == nil {
 		defer srv.Close()
 		err = srv.Serve(ctx, cfg.ServeAddr, log)
@@ -164,14 +162,4 @@ func serve(ctx context.Context, cfg options, _, log io.Writer) int {
 	}
 	fmt.Fprintln(log, "loadtest: stopped the live page and everything it started")
 	return exitOK
-}
-
-// docsDir is the repository's docs directory when the harness runs from the
-// repository, else "".
-func docsDir() string {
-	if st, err := os.Stat("docs"); err == nil && st.IsDir() {
-		abs, _ := filepath.Abs("docs")
-		return abs
-	}
-	return ""
 }

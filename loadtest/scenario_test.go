@@ -57,8 +57,8 @@ func (s floor) Run(ctx context.Context, h *harness.Harness, rep *report.Report) 
 func init() {
 	commands = append(commands, command{name: "floor", summary: "tests only: each strategy once, each run to sell at least --min-sold",
 		scenario: func() harness.Scenario { return &floor{MinSold: 1} },
-		flags: func(fs *flag.FlagSet, c *options, d harness.Config) {
-			fs.IntVar(&c.Requests, "requests", d.Requests, "requests per strategy")
+		flags: func(fs *flag.FlagSet, c *options) {
+			fs.IntVar(&c.Requests, "requests", c.Requests, "requests per strategy")
 			fs.IntVar(&c.Scenario.(*floor).MinSold, "min-sold", 1, "units each run must sell")
 		}})
 }

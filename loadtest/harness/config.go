@@ -104,22 +104,19 @@ func DefaultConfig() Config {
 	}
 }
 
-// FieldError is a problem of a Config: Format and Args, as for
-// fmt.Sprintf. Format names fields by their Go names (a scenario's option
-// as Capacity.P99), so that a command line can word them as its flags
-// without touching the values in Args.
-type FieldError struct {
-	Format string
-	Args   []any
-}
-
-func (e *FieldError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
-
 // Validate checks every setting, the scenario's too, and returns every
-// problem at once, each a *FieldError, joined.
+// problem at once, joined.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, &FieldError{Format: format, Args: a}) }
+	c.Check(func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) })
+	return errors.Join(errs...)
+}
+
+// Check reports every problem of the settings, the scenario's too, to bad.
+// Its formats name fields by their Go names (a scenario's option as
+// Capacity.P99), so that a command line can word them as its flags
+// without touching the values in the arguments.
+func (c Config) Check(bad Problem) {
 	// The attack's size: rate, duration, count, stock, skus, workers, timeouts.
 	if c.Rate < 0 || c.Rate > maxRate {
 		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
@@ -149,14 +146,10 @@ func (c Config) Validate() error {
 	}
 	between(bad, "Timeout", c.Timeout, time.Millisecond, maxTimeout)
 	between(bad, "Settle", c.Settle, 0, maxSettleTime)
-	if c.Warmup < 0 || c.Warmup > time.Minute {
-		bad("Warmup %s: must be between 0 and 1m", c.Warmup)
-	}
+	between(bad, "Warmup", c.Warmup, 0, time.Minute)
 	// The replicas.
 	between(bad, "ReadyWait", c.ReadyWait, 100*time.Millisecond, maxDuration)
-	if c.LocalReplicas < 1 || c.LocalReplicas > maxLocalReplicas {
-		bad("LocalReplicas %d: must be between 1 and %d replica processes", c.LocalReplicas, maxLocalReplicas)
-	}
+	between(bad, "LocalReplicas", c.LocalReplicas, 1, maxLocalReplicas)
 	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
 		bad("Rate %d: below one request per second for each of the %d replicas; raise Rate or use fewer replicas", c.Rate, c.ReplicaCount())
 	}
@@ -168,19 +161,16 @@ func (c Config) Validate() error {
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
 		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}
-	if c.CheckTimeout < time.Second || c.CheckTimeout > time.Hour {
-		bad("CheckTimeout %s: must be between 1s and 1h", c.CheckTimeout)
-	}
+	between(bad, "CheckTimeout", c.CheckTimeout, time.Second, time.Hour)
 	for _, t := range c.Thresholds {
 		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
 			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
 		}
 	}
 	c.scenario().Check(c, bad)
-	return errors.Join(errs...)
 }
 
-// Problem records one problem of a Config (see FieldError).
+// Problem records one problem of a Config, as for fmt.Sprintf (see Check).
 type Problem func(format string, a ...any)
 
 // ReplicaCount is how many replicas the run attacks: those of --replicas,

@@ -137,14 +137,12 @@ type terminal struct {
 func (t *terminal) event(ev Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch ev.Type {
-	case EventLog:
+	switch {
+	case ev.Type == EventLog:
 		t.endLine()
 		fmt.Fprintln(t.w, ev.Text)
-	case EventProgress:
-		if !t.quiet {
-			t.progress(ev.Strategy, ev.Progress)
-		}
+	case ev.Type == EventProgress && !t.quiet:
+		t.progress(ev.Strategy, ev.Progress)
 	}
 }
 

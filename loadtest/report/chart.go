@@ -67,9 +67,12 @@ func drawCompare(b *strings.Builder, rep Report) {
 	}
 	// Decade grid lines of the log scale.
 	for d := 1.0; d <= maxLat*1.0001; d *= 10 {
-		x := latX + logW(d, maxLat)
+		x, label := latX+logW(d, maxLat), fmt.Sprintf("%gms", d)
+		if d >= 1000 {
+			label = fmt.Sprintf("%gs", d/1000)
+		}
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#ccc"/>`+"\n", x, top, x, top+n*rowHeight)
-		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%s</text>`+"\n", x, top+n*rowHeight+12, esc(decade(d)))
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="middle">%s</text>`+"\n", x, top+n*rowHeight+12, label)
 	}
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">anomalies</text>`+"\n", anomX, hy)
 
@@ -134,13 +137,6 @@ func logW(ms, maxMs float64) int {
 		return 0
 	}
 	return int(float64(latW) * math.Log10(ms) / math.Log10(maxMs))
-}
-
-func decade(ms float64) string {
-	if ms >= 1000 {
-		return fmt.Sprintf("%gs", ms/1000)
-	}
-	return fmt.Sprintf("%gms", ms)
 }
 
 func clip(s string, n int) string {

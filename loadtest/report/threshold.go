@@ -124,11 +124,10 @@ func ParseThreshold(s string) (Threshold, error) {
 }
 
 func (t Threshold) String() string {
-	s := t.Metric + t.Op + t.bound
 	if t.Strategy != "" {
-		s = t.Strategy + ":" + s
+		return t.Strategy + ":" + t.Metric + t.Op + t.bound
 	}
-	return s
+	return t.Metric + t.Op + t.bound
 }
 
 // Check judges run r against the threshold; false when it does not apply
