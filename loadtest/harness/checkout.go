@@ -54,8 +54,7 @@ func (s Checkout) Env(_ Config, o *env.Options) {
 // Run runs the scenario on every strategy of the config that takes part in holds.
 func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Sections = append(rep.Sections, report.CheckoutSection)
-	holding := strategy.NamesOf(func(in strategy.Info) bool { return in.Holds })
-	holds := func(s string) bool { return slices.Contains(holding, s) }
+	holds := func(s string) bool { in, _ := strategy.Lookup(s); return in.Holds }
 	strategies := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), func(s string) bool { return !holds(s) })
 	if len(strategies) == 0 {
 		return errors.New("checkout: no strategy among --strategies takes part in holds")
@@ -211,13 +210,12 @@ func (r *checkoutRun) count(what string, err error) {
 }
 
 func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.latency[call] = append(r.latency[call], float64(time.Since(since).Microseconds())/1000)
-	if sold {
-		r.sales[call] = append(r.sales[call], drill.Sale{End: time.Now()})
-		r.acked = append(r.acked, orderID)
-	}
+	r.locked(func() {
+		r.latency[call] = append(r.latency[call], float64(time.Since(since).Microseconds())/1000)
+		if sold {
+			r.sales[call], r.acked = append(r.sales[call], drill.Sale{End: time.Now()}), append(r.acked, orderID)
+		}
+	})
 }
 
 // across sends a call to the replicas in turn, from first, until the
@@ -489,29 +487,20 @@ func (r *checkoutRun) books(ctx context.Context, skus []string) error {
 	t := checkoutTally{Initial: r.out.Initial + r.co.Probes, Acked: len(r.acked), FaultFailed: r.out.FaultFailed,
 		LateWanted: r.co.Late > 0, LateSent: r.out.LateSent, LateRefused: r.out.LateRefused,
 		InTimeWanted: r.co.Abandon+r.co.Late < 1, ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}
-	for deadline := time.Now().Add(returnWait); ; {
-		t.Left, t.Held, t.Pending = 0, 0, 0
-		for _, sku := range skus {
-			it, err := api.GetItem(ctx, sku)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", sku, err)
-			}
-			t.Left, t.Held, t.Pending = t.Left+int(it.Stock), t.Held+int(it.Held), t.Pending+len(it.Pending)
-		}
-		if t.Held == 0 || time.Now().After(deadline) || drill.Sleep(ctx, 250*time.Millisecond) != nil {
-			break
-		}
+	var b books
+	var err error
+	poll(ctx, returnWait, 250*time.Millisecond, func() bool {
+		b, err = booksOf(ctx, api, skus)
+		return err != nil || b.held == 0
+	})
+	if err != nil {
+		return err
 	}
+	t.Left, t.Held, t.Pending = b.left, b.held, b.pending
 	ledger := map[string]bool{}
-	for _, sku := range skus {
-		orders, err := ledgerOrders(ctx, api, sku, time.Time{})
-		if err != nil {
-			return fmt.Errorf("read the ledger of %s: %w", sku, err)
-		}
-		for _, o := range orders {
-			ledger[o.ID] = true
-			t.LedgerUnits += o.Qty
-		}
+	for _, o := range b.orders {
+		ledger[o.ID] = true
+		t.LedgerUnits += o.Qty
 	}
 	for _, id := range r.acked {
 		if !ledger[id] {

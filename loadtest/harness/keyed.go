@@ -193,20 +193,12 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	if _, err := h.waitDrained(ctx, bases[0], skus); err != nil {
 		return run, err
 	}
-	for _, sku := range skus {
-		it, err := h.api.At(bases[0]).GetItem(ctx, sku)
-		if err != nil {
-			return run, fmt.Errorf("keyed drill: read %s: %w", sku, err)
-		}
-		run.UnitsTaken += stock - int(it.Stock)
-		run.Pending += len(it.Pending)
-		orders, err := ledgerOrders(ctx, h.api.At(bases[0]), sku, time.Time{})
-		if err != nil {
-			return run, fmt.Errorf("keyed drill: read the ledger of %s: %w", sku, err)
-		}
-		_, twice := verdict.DoubleSold(orders)
-		run.LedgerOrders, run.KeysTwice = run.LedgerOrders+len(orders), run.KeysTwice+twice
+	b, err := booksOf(ctx, h.api.At(bases[0]), skus)
+	if err != nil {
+		return run, fmt.Errorf("keyed drill: %w", err)
 	}
+	_, run.KeysTwice = verdict.DoubleSold(b.orders) // each key is of one sku
+	run.UnitsTaken, run.Pending, run.LedgerOrders = len(skus)*stock-b.left, b.pending, len(b.orders)
 	done := cmp.Or(ft.failed, "all")
 	run.Checks = verdict.Of(true, verdict.Zero("unfinished", run.Unfinished), verdict.Equal("units_taken", run.UnitsTaken, run.Sold),
 		verdict.Equal("ledger_orders", run.LedgerOrders, run.UnitsTaken), verdict.Zero("keys_sold_twice", run.KeysTwice),
@@ -299,6 +291,28 @@ func buy(ctx context.Context, client *stockclient.Client, bases []string, p purc
 		return answer == "409 sold_out"
 	})
 	return r
+}
+
+// books are the stock left, units held and orders pending over some skus, and their ledgers' orders.
+type books struct {
+	left, held, pending int
+	orders              []verdict.Order
+}
+
+// booksOf reads the books of skus through api.
+func booksOf(ctx context.Context, api *stockclient.Client, skus []string) (b books, err error) {
+	for _, sku := range skus {
+		it, err := api.GetItem(ctx, sku)
+		if err != nil {
+			return b, fmt.Errorf("read %s: %w", sku, err)
+		}
+		orders, err := ledgerOrders(ctx, api, sku, time.Time{})
+		if err != nil {
+			return b, fmt.Errorf("read the ledger of %s: %w", sku, err)
+		}
+		b.left, b.held, b.pending, b.orders = b.left+int(it.Stock), b.held+int(it.Held), b.pending+len(it.Pending), append(b.orders, orders...)
+	}
+	return b, nil
 }
 
 // inTurn calls try with the replicas' indexes in turn, from first, until
