@@ -214,10 +214,7 @@ func drawFaults(b *strings.Builder, rep Report) {
 	)
 	ttl, _ := time.ParseDuration(rep.Settings.FaultTTL)
 	target := cmp.Or(max(ttl.Seconds(), 0), 1) + 1 // the crash target: TTL+1s, taking 1s without a TTL
-	maxRec := target * 1.25
-	for _, r := range rows {
-		maxRec = max(maxRec, r.RecoveryMax)
-	}
+	maxRec := most(target*1.25, rows, func(r FaultRow) float64 { return r.RecoveryMax })
 	x := func(s float64) int { return recX + int(float64(recW)*s/maxRec) }
 	height := top + len(rows)*rowH + 50
 	s := rep.Settings
