@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -408,28 +407,13 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 			}
 		}
 	}()
-	// Buyers and probes start evenly over the run, in one timeline.
-	type start struct {
-		at  time.Duration
-		run func()
-	}
-	var starts []start
-	buyers := max(1, int(cfg.Duration.Seconds()*float64(cfg.Rate)))
-	for i := range buyers {
-		starts = append(starts, start{cfg.Duration * time.Duration(i) / time.Duration(buyers), func() { r.buyer(ctx, i) }})
-	}
-	r.probes = make([]float64, r.co.Probes)
-	for p := range r.co.Probes {
-		starts = append(starts, start{cfg.Duration * time.Duration(p) / time.Duration(r.co.Probes), func() { r.probes[p] = r.probe(ctx, p, skus[1+p]) }})
-	}
-	slices.SortStableFunc(starts, func(a, b start) int { return cmp.Compare(a.at, b.at) })
+	// Buyers and probes start evenly over the run.
 	var wg sync.WaitGroup
-	for _, s := range starts {
-		if drill.Sleep(ctx, time.Until(began.Add(s.at))) != nil {
-			break
-		}
-		wg.Go(s.run)
-	}
+	r.probes = make([]float64, r.co.Probes)
+	wg.Go(func() {
+		paced(ctx, &wg, began, cfg.Duration, r.co.Probes, func(p int) { r.probes[p] = r.probe(ctx, p, skus[1+p]) })
+	})
+	paced(ctx, &wg, began, cfg.Duration, max(1, int(cfg.Duration.Seconds()*float64(cfg.Rate))), func(i int) { r.buyer(ctx, i) })
 	wg.Wait()
 	close(buyersDone)
 	<-faultsDone

@@ -150,13 +150,7 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 
 	results := make([]purchaseResult, len(ps))
 	var wg sync.WaitGroup
-	pace := keyedWindow / time.Duration(len(ps))
-	for i, p := range ps {
-		if err := drill.Sleep(ctx, time.Until(began.Add(time.Duration(i)*pace))); err != nil {
-			break
-		}
-		wg.Go(func() { results[i] = buy(ctx, client, bases, p) })
-	}
+	paced(ctx, &wg, began, keyedWindow, len(ps), func(i int) { results[i] = buy(ctx, client, bases, ps[i]) })
 	wg.Wait()
 	run.Faults = <-faults
 	if err := ctx.Err(); err != nil {
@@ -313,6 +307,16 @@ func booksOf(ctx context.Context, api *stockclient.Client, skus []string) (b boo
 		b.left, b.held, b.pending, b.orders = b.left+int(it.Stock), b.held+int(it.Held), b.pending+len(it.Pending), append(b.orders, orders...)
 	}
 	return b, nil
+}
+
+// paced starts run(i) in wg for each i below n, evenly over d from began, until ctx ends.
+func paced(ctx context.Context, wg *sync.WaitGroup, began time.Time, d time.Duration, n int, run func(i int)) {
+	for i := range n {
+		if drill.Sleep(ctx, time.Until(began.Add(d*time.Duration(i)/time.Duration(n)))) != nil {
+			return
+		}
+		wg.Go(func() { run(i) })
+	}
 }
 
 // inTurn calls try with the replicas' indexes in turn, from first, until
