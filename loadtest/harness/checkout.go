@@ -208,18 +208,22 @@ func (r *checkoutRun) count(what string, err error) {
 	r.locked(func() { r.out.Answers[what]++ })
 }
 
-func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID string) {
+// measured tallies the answer to a call sent since as what, and its latency and sale.
+func (r *checkoutRun) measured(call, what string, since time.Time, err error, orderID string) {
+	r.count(what, err)
 	r.locked(func() {
 		r.latency[call] = append(r.latency[call], float64(time.Since(since).Microseconds())/1000)
-		if sold {
+		if err == nil && call != "hold" {
 			r.sales[call], r.acked = append(r.sales[call], drill.Sale{End: time.Now()}), append(r.acked, orderID)
 		}
 	})
 }
 
-// across sends a call to the replicas in turn, from first, until the
-// answer is final (stockclient.Retryable) or checkoutGiveUp passes.
-func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(*stockclient.Client, int) (T, error)) (v T, err error) {
+// across sends a POST to route to the replicas in turn, from first, until
+// the answer is final (stockclient.Retryable) or checkoutGiveUp passes.
+// Every call but a confirm carries an Idempotency-Key.
+func across[T any](ctx context.Context, r *checkoutRun, first int, route string, send func(*stockclient.Client, int) (T, error)) (v T, err error) {
+	call := stockclient.Call{Method: http.MethodPost, Route: route, Keyed: route != stockclient.RouteConfirm}
 	inTurn(ctx, len(r.h.replicas), first, 50*time.Millisecond, checkoutGiveUp, func(i int) bool {
 		v, err = send(r.api.At(r.h.replicas[i]), i)
 		return err == nil || !stockclient.Retryable(call, err)
@@ -227,16 +231,10 @@ func across[T any](ctx context.Context, r *checkoutRun, first int, call stockcli
 	return v, err
 }
 
-var (
-	holdCall    = stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteHolds, Keyed: true}
-	confirmCall = stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteConfirm}
-	saleCall    = stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteDecrement, Keyed: true}
-)
-
 // hold creates a hold of one unit of sku through replica first.
 func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key string) (*holdRec, int, error) {
 	replica := first
-	hl, err := across(ctx, r, first, holdCall, func(c *stockclient.Client, i int) (stockclient.Hold, error) {
+	hl, err := across(ctx, r, first, stockclient.RouteHolds, func(c *stockclient.Client, i int) (stockclient.Hold, error) {
 		replica = i
 		return c.CreateHold(ctx, sku, 1, r.co.HoldTTL, r.strategy, stockclient.IdempotencyKey(key))
 	})
@@ -251,7 +249,7 @@ func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key strin
 
 // decrement sells one unit of sku through replica first.
 func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key string) (stockclient.Sale, error) {
-	return across(ctx, r, first, saleCall, func(c *stockclient.Client, _ int) (stockclient.Sale, error) {
+	return across(ctx, r, first, stockclient.RouteDecrement, func(c *stockclient.Client, _ int) (stockclient.Sale, error) {
 		return c.Decrement(ctx, sku, 1, r.strategy, stockclient.IdempotencyKey(key))
 	})
 }
@@ -278,14 +276,12 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 	start := time.Now()
 	if i%2 == 1 {
 		sale, err := r.decrement(ctx, r.sku, first, key)
-		r.measured("decrement", start, err == nil, sale.OrderID)
-		r.count("decrement", err)
+		r.measured("decrement", "decrement", start, err, sale.OrderID)
 		return
 	}
 	kind := buyerKind(i/2, r.co.Abandon, r.co.Late)
 	rec, replica, err := r.hold(ctx, r.sku, first, key)
-	r.measured("hold", start, false, "")
-	r.count("hold", err)
+	r.measured("hold", "hold", start, err, "")
 	if err != nil {
 		return
 	}
@@ -304,13 +300,12 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 		r.locked(func() { r.thinking[replica]-- })
 	}
 	start = time.Now()
-	sale, err := across(ctx, r, replica, confirmCall, func(c *stockclient.Client, i int) (stockclient.Sale, error) {
+	sale, err := across(ctx, r, replica, stockclient.RouteConfirm, func(c *stockclient.Client, i int) (stockclient.Sale, error) {
 		r.locked(func() { r.inflight[rec] = i })
 		defer r.locked(func() { delete(r.inflight, rec) })
 		return c.ConfirmHold(ctx, rec.sku, rec.id)
 	})
-	r.measured("confirm", start, err == nil, sale.OrderID)
-	r.count("confirm "+kind, err)
+	r.measured("confirm", "confirm "+kind, start, err, sale.OrderID)
 	r.locked(func() { rec.sold = err == nil })
 	switch {
 	case err == nil:

@@ -96,14 +96,12 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// purchase is one keyed purchase of the drill; first is the replica of its first attempt.
+// purchase is one keyed purchase of the drill, first the replica of its
+// first attempt, and what became of it.
 type purchase struct {
 	sku, strategy, key string
 	first              int
-}
 
-// purchaseResult is what became of a purchase.
-type purchaseResult struct {
 	sold     bool
 	attempts int
 	answers  map[string]int
@@ -148,9 +146,8 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	faults := make(chan []string, 1)
 	go func() { faults <- h.keyedFaults(ctx, began, &ft) }()
 
-	results := make([]purchaseResult, len(ps))
 	var wg sync.WaitGroup
-	paced(ctx, &wg, began, keyedWindow, len(ps), func(i int) { results[i] = buy(ctx, client, bases, ps[i]) })
+	paced(ctx, &wg, began, keyedWindow, len(ps), func(i int) { buy(ctx, client, bases, &ps[i]) })
 	wg.Wait()
 	run.Faults = <-faults
 	if err := ctx.Err(); err != nil {
@@ -158,12 +155,12 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	}
 
 	var settles []float64
-	for i, r := range results {
+	for _, r := range ps {
 		// Caught by a fault: the first attempt went to the victim before
 		// the fault and got no answer. How long after the fault it sold
 		// is how long the fault kept it from settling.
 		caught := func(victim int, at time.Time) float64 {
-			if !r.sold || !r.unanswered || at.IsZero() || ps[i].first != victim || !r.sent.Before(at) {
+			if !r.sold || !r.unanswered || at.IsZero() || r.first != victim || !r.sent.Before(at) {
 				return 0
 			}
 			return r.soldAt.Sub(at).Seconds()
@@ -193,10 +190,9 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	}
 	_, run.KeysTwice = verdict.DoubleSold(b.orders) // each key is of one sku
 	run.UnitsTaken, run.Pending, run.LedgerOrders = len(skus)*stock-b.left, b.pending, len(b.orders)
-	done := cmp.Or(ft.failed, "all")
 	run.Checks = verdict.Of(true, verdict.Zero("unfinished", run.Unfinished), verdict.Equal("units_taken", run.UnitsTaken, run.Sold),
 		verdict.Equal("ledger_orders", run.LedgerOrders, run.UnitsTaken), verdict.Zero("keys_sold_twice", run.KeysTwice),
-		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: done, Bound: "all", Pass: ft.failed == ""})
+		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: cmp.Or(ft.failed, "all"), Bound: "all", Pass: ft.failed == ""})
 	return run, nil
 }
 
@@ -269,10 +265,10 @@ func (h *Harness) waitHolding(ctx context.Context, i int) string {
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
 // switching replicas after every answer that is not final.
-func buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
-	r := purchaseResult{answers: map[string]int{}, sent: time.Now()}
-	inTurn(ctx, len(bases), p.first, 100*time.Millisecond, keyedGiveUp, func(i int) bool {
-		_, err := client.At(bases[i]).Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+func buy(ctx context.Context, client *stockclient.Client, bases []string, r *purchase) {
+	r.answers, r.sent = map[string]int{}, time.Now()
+	inTurn(ctx, len(bases), r.first, 100*time.Millisecond, keyedGiveUp, func(i int) bool {
+		_, err := client.At(bases[i]).Decrement(ctx, r.sku, 1, r.strategy, stockclient.IdempotencyKey(r.key))
 		answer := answerOf(err)
 		if r.attempts++; r.attempts == 1 {
 			r.unanswered = answer == noAnswer
@@ -284,7 +280,6 @@ func buy(ctx context.Context, client *stockclient.Client, bases []string, p purc
 		r.answers[answer]++
 		return answer == "409 sold_out"
 	})
-	return r
 }
 
 // books are the stock left, units held and orders pending over some skus, and their ledgers' orders.
