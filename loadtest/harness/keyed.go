@@ -35,15 +35,13 @@ const (
 )
 
 // Keyed is the keyed drill, Repeat times: every safe strategy sells
-// Purchases purchases, each with an Idempotency-Key of its own, on a sku
-// of its own. A purchase is retried with the same key, alternating
-// between the two replicas, after every answer that is not a sale or
-// sold_out (a timeout, a cut connection, a 5xx, 409
-// idempotency_in_progress), until it sells; meanwhile the first replica
-// is killed -9 and the second frozen. It checks that every purchase sold
-// exactly once: units taken = purchases sold = orders in the ledger, and
-// no key with two orders; and it measures how long each purchase took to
-// settle.
+// Purchases purchases on a sku of its own, each with an Idempotency-Key of
+// its own, retried with that key on the other replica after every answer
+// that is not a sale or sold_out (a timeout, a cut connection, a 5xx, 409
+// idempotency_in_progress), while the first replica is killed -9 and the
+// second frozen. It checks that every purchase sold exactly once (units
+// taken = purchases sold = ledger orders, no key with two orders) and
+// measures how long each took to settle.
 type Keyed struct {
 	Repeat    int
 	Purchases int // per strategy
@@ -196,9 +194,8 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	return run, nil
 }
 
-// keyedFaults kills the first replica keyedKill after began and restarts it
-// keyedDown later; once it is ready, it freezes the second one for
-// keyedFreeze. It returns what it did, with times from began.
+// keyedFaults strikes the drill's kill and freeze (see keyedKill) and
+// returns what it did, with times from began.
 func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
 	var notes []string
 	// did notes what was done, or what failed (which marks the run): false stops the drill.

@@ -96,10 +96,8 @@ func (r Run) StepsText() string {
 	return cmp.Or(strings.Join(parts, ", "), "-")
 }
 
-// writeCapacity writes one line per strategy and replica count: its
-// capacity, its peak, the bound measured at the peak and the peak's share
-// of it, the p99 at the capacity, and why the sweep stopped. The Markdown
-// adds the limits, the chart and every step.
+// writeCapacity writes one line per strategy and replica count (CapacityRow);
+// the Markdown adds the limits, the chart and every step.
 func writeCapacity(b *strings.Builder, rep Report, md bool) {
 	if md {
 		fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)
@@ -162,13 +160,9 @@ func drawCapacity(b *strings.Builder, rep Report) {
 	svgHead(b, width, height, 13, fmt.Sprintf("stocklock capacity: sales/s against the offered rate, %d replicas", first),
 		fmt.Sprintf("%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits; dashed: a lock strategy's bound", s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s")),
 		"limits: "+esc(s.CapacityLimit))
-	var shown []CapacityRow
+	shown := slices.DeleteFunc(slices.Clone(rows), func(r CapacityRow) bool { return r.Replicas != first })
 	maxRate, maxSales := 1.0, 1.0
-	for _, r := range rows {
-		if r.Replicas != first {
-			continue
-		}
-		shown = append(shown, r)
+	for _, r := range shown {
 		maxRate = most(maxRate, r.Steps, func(st Run) float64 { return float64(st.TargetRate) })
 		maxSales = most(maxSales, r.Steps, func(st Run) float64 { return st.SalesPerSec })
 		if bound := r.Peak.BoundPerSec; bound != nil {

@@ -46,8 +46,7 @@ type FaultRow struct {
 	TokenRuns int  `json:"token_runs"`
 }
 
-// FaultRows aggregates the fault runs by fault and strategy, in the order
-// they first ran.
+// FaultRows aggregates the fault runs by fault and strategy, in the order they first ran.
 func FaultRows(runs []Run) []FaultRow {
 	var rows []FaultRow
 	for _, g := range groupBy(runs, func(r Run) (string, bool) { return r.Fault + "\x00" + r.Strategy, r.Fault != "" }) {

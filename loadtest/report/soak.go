@@ -34,9 +34,7 @@ type SoakSample struct {
 	Sockets    float64 `json:"sockets"` // open sockets: HTTP clients and store connections; -1 unknown
 }
 
-// soakLimits are the growth JudgeSoak tolerates for each resource between
-// the second and the last quarter of one process's samples: both a share
-// and an absolute slack must be exceeded.
+// soakLimits are the growth JudgeSoak tolerates for each resource: both the share and the slack must be exceeded.
 var soakLimits = []struct {
 	name  string
 	get   func(SoakSample) float64
