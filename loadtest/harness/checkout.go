@@ -362,7 +362,6 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 		}
 	}
 	began := time.Now()
-	var notes []string
 	faultsDone, buyersDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		// The scenario's faults at their times, and those asked for with Inject while the
@@ -375,8 +374,8 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 				note = fmt.Sprintf("%s failed: %v", f, err)
 				r.out.FaultFailed = r.out.FaultFailed || planned
 			}
-			notes = append(notes, fmt.Sprintf("%5.1fs to %.1fs: %s", at.Seconds(), time.Since(began).Seconds(), note))
-			r.h.logf("  %s", notes[len(notes)-1])
+			r.out.FaultNotes = append(r.out.FaultNotes, fmt.Sprintf("%5.1fs to %.1fs: %s", at.Seconds(), time.Since(began).Seconds(), note))
+			r.h.logf("  %s", r.out.FaultNotes[len(r.out.FaultNotes)-1])
 		}
 		r.h.setActive(true)
 		adhoc := r.h.adhoc
@@ -412,7 +411,6 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 	wg.Wait()
 	close(buyersDone)
 	<-faultsDone
-	r.out.FaultNotes = notes
 	if err := ctx.Err(); err != nil {
 		return r.out, context.Cause(ctx)
 	}
