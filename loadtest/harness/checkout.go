@@ -193,7 +193,6 @@ func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 	r.h.emit(ev)
 }
 
-// locked runs f under r.mu.
 func (r *checkoutRun) locked(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -401,7 +400,6 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 			}
 		}
 	}()
-	// Buyers and probes start evenly over the run.
 	var wg sync.WaitGroup
 	r.probes = make([]float64, r.co.Probes)
 	wg.Go(func() {

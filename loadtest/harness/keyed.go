@@ -110,10 +110,12 @@ type purchase struct {
 }
 
 // faultTimes are when the drill killed the first replica and froze the
-// second (zero if it did not), and what failed if something did.
+// second (zero if it did not), what failed if something did, and notes
+// of what was done.
 type faultTimes struct {
 	kill, freeze time.Time
 	failed       string
+	notes        []string
 }
 
 func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, per int) (report.KeyedRun, error) {
@@ -140,14 +142,14 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	defer tr.CloseIdleConnections()
 	client := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr, Timeout: keyedAttempt}))
 	began := time.Now()
-	var ft faultTimes
-	faults := make(chan []string, 1)
-	go func() { faults <- h.keyedFaults(ctx, began, &ft) }()
+	faults := make(chan faultTimes, 1)
+	go func() { faults <- h.keyedFaults(ctx, began) }()
 
 	var wg sync.WaitGroup
 	paced(ctx, &wg, began, keyedWindow, len(ps), func(i int) { buy(ctx, client, bases, &ps[i]) })
 	wg.Wait()
-	run.Faults = <-faults
+	ft := <-faults
+	run.Faults = ft.notes
 	if err := ctx.Err(); err != nil {
 		return run, context.Cause(ctx)
 	}
@@ -196,48 +198,47 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 
 // keyedFaults strikes the drill's kill and freeze (see keyedKill) and
 // returns what it did, with times from began.
-func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
-	var notes []string
+func (h *Harness) keyedFaults(ctx context.Context, began time.Time) (ft faultTimes) {
 	// did notes what was done, or what failed (which marks the run): false stops the drill.
 	did := func(err error, done, failed string) bool {
 		if err != nil {
 			done = fmt.Sprintf("%s failed: %v", failed, err)
 		}
-		notes = append(notes, fmt.Sprintf("%5.1fs %s", time.Since(began).Seconds(), done))
-		h.logf("  %s", notes[len(notes)-1])
+		ft.notes = append(ft.notes, fmt.Sprintf("%5.1fs %s", time.Since(began).Seconds(), done))
+		h.logf("  %s", ft.notes[len(ft.notes)-1])
 		if err != nil {
-			ft.failed = notes[len(notes)-1]
+			ft.failed = ft.notes[len(ft.notes)-1]
 		}
 		return err == nil
 	}
 	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
-		return notes
+		return
 	}
 	a, b := h.env.ID(0), h.env.ID(1)
 	how := h.waitHolding(ctx, 0)
 	if ctx.Err() != nil {
-		return notes
+		return
 	}
 	ft.kill = time.Now()
 	if !did(h.env.Kill(0), fmt.Sprintf("kill -9 replica %s (%s)", a, how), "kill -9 of replica "+a) || drill.Sleep(ctx, keyedDown) != nil {
-		return notes
+		return
 	}
 	if !did(h.env.Restart(ctx, 0), "replica "+a+" restarted and ready", "restart of replica "+a) ||
 		drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
-		return notes
+		return
 	}
 	how = h.waitHolding(ctx, 1)
 	if ctx.Err() != nil {
-		return notes
+		return
 	}
 	ft.freeze = time.Now()
 	if !did(h.env.Pause(1), fmt.Sprintf("SIGSTOP replica %s (%s)", b, how), "SIGSTOP of replica "+b) {
-		return notes
+		return
 	}
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
 	did(h.env.Resume(1), fmt.Sprintf("SIGCONT replica %s, after %s", b, keyedFreeze), "SIGCONT of replica "+b)
-	return notes
+	return
 }
 
 // waitHolding polls replica i's /healthz for up to two seconds until it holds a lock, and so

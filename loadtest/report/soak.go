@@ -85,9 +85,9 @@ func JudgeSoak(samples []SoakSample) []verdict.Check {
 }
 
 func median(ss []SoakSample, get func(SoakSample) float64) float64 {
-	var v []float64
-	for _, s := range ss {
-		v = append(v, get(s))
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = get(s)
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
