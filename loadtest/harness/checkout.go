@@ -53,7 +53,8 @@ func (s Checkout) Env(_ Config, o *env.Options) {
 // Run runs the scenario on every strategy of the config that takes part in holds.
 func (co Checkout) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Sections = append(rep.Sections, report.CheckoutSection)
-	holds := func(s string) bool { in, _ := strategy.Lookup(s); return in.Holds }
+	holding := strategy.NamesOf(func(in strategy.Info) bool { return in.Holds })
+	holds := func(s string) bool { return slices.Contains(holding, s) }
 	strategies := slices.DeleteFunc(slices.Clone(h.cfg.Strategies), func(s string) bool { return !holds(s) })
 	if len(strategies) == 0 {
 		return errors.New("checkout: no strategy among --strategies takes part in holds")
@@ -213,7 +214,8 @@ func (r *checkoutRun) measured(call, what string, since time.Time, err error, or
 	r.locked(func() {
 		r.latency[call] = append(r.latency[call], float64(time.Since(since).Microseconds())/1000)
 		if err == nil && call != "hold" {
-			r.sales[call], r.acked = append(r.sales[call], drill.Sale{End: time.Now()}), append(r.acked, orderID)
+			r.sales[call] = append(r.sales[call], drill.Sale{End: time.Now()})
+			r.acked = append(r.acked, orderID)
 		}
 	})
 }
