@@ -57,11 +57,9 @@ func (s Capacity) Check(c Config, bad Problem) {
 	}
 }
 
-// Run finds each strategy's capacity at each replica count: it offers 50
-// req/s, then twice as much at every step, each step on fresh skus with
-// more stock than it can sell, until a step passes the limits (p99,
-// errors and 503s, sales falling behind the offered rate) or the rate
-// reaches MaxRate.
+// Run offers each strategy at each replica count 50 req/s, then twice as
+// much at every step, each on fresh skus, until a step passes the limits
+// (p99, errors and 503s, sales behind the offered rate) or MaxRate.
 func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.CapacityLimit = fmt.Sprintf("p99 at most %s, errors and 503s at most %.0f%% of the requests, sales at least %.0f%% of the offered rate",
 		s.P99, 100*s.Errors, 100*capacityKeep)

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,7 +194,6 @@ func (r *checkoutRun) emit(typ string, rec *holdRec, replica int, text string) {
 	r.h.emit(ev)
 }
 
-// locked runs f under r.mu.
 func (r *checkoutRun) locked(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -210,19 +208,23 @@ func (r *checkoutRun) count(what string, err error) {
 	r.locked(func() { r.out.Answers[what]++ })
 }
 
-func (r *checkoutRun) measured(call string, since time.Time, sold bool, orderID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.latency[call] = append(r.latency[call], float64(time.Since(since).Microseconds())/1000)
-	if sold {
-		r.sales[call] = append(r.sales[call], drill.Sale{End: time.Now()})
-		r.acked = append(r.acked, orderID)
-	}
+// measured tallies the answer to a call sent since as what, and its latency and sale.
+func (r *checkoutRun) measured(call, what string, since time.Time, err error, orderID string) {
+	r.count(what, err)
+	r.locked(func() {
+		r.latency[call] = append(r.latency[call], float64(time.Since(since).Microseconds())/1000)
+		if err == nil && call != "hold" {
+			r.sales[call] = append(r.sales[call], drill.Sale{End: time.Now()})
+			r.acked = append(r.acked, orderID)
+		}
+	})
 }
 
-// across sends a call to the replicas in turn, from first, until the
-// answer is final (stockclient.Retryable) or checkoutGiveUp passes.
-func across[T any](ctx context.Context, r *checkoutRun, first int, call stockclient.Call, send func(*stockclient.Client, int) (T, error)) (v T, err error) {
+// across sends a POST to route to the replicas in turn, from first, until
+// the answer is final (stockclient.Retryable) or checkoutGiveUp passes.
+// Every call but a confirm carries an Idempotency-Key.
+func across[T any](ctx context.Context, r *checkoutRun, first int, route string, send func(*stockclient.Client, int) (T, error)) (v T, err error) {
+	call := stockclient.Call{Method: http.MethodPost, Route: route, Keyed: route != stockclient.RouteConfirm}
 	inTurn(ctx, len(r.h.replicas), first, 50*time.Millisecond, checkoutGiveUp, func(i int) bool {
 		v, err = send(r.api.At(r.h.replicas[i]), i)
 		return err == nil || !stockclient.Retryable(call, err)
@@ -230,16 +232,10 @@ func across[T any](ctx context.Context, r *checkoutRun, first int, call stockcli
 	return v, err
 }
 
-var (
-	holdCall    = stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteHolds, Keyed: true}
-	confirmCall = stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteConfirm}
-	saleCall    = stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteDecrement, Keyed: true}
-)
-
 // hold creates a hold of one unit of sku through replica first.
 func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key string) (*holdRec, int, error) {
 	replica := first
-	hl, err := across(ctx, r, first, holdCall, func(c *stockclient.Client, i int) (stockclient.Hold, error) {
+	hl, err := across(ctx, r, first, stockclient.RouteHolds, func(c *stockclient.Client, i int) (stockclient.Hold, error) {
 		replica = i
 		return c.CreateHold(ctx, sku, 1, r.co.HoldTTL, r.strategy, stockclient.IdempotencyKey(key))
 	})
@@ -254,7 +250,7 @@ func (r *checkoutRun) hold(ctx context.Context, sku string, first int, key strin
 
 // decrement sells one unit of sku through replica first.
 func (r *checkoutRun) decrement(ctx context.Context, sku string, first int, key string) (stockclient.Sale, error) {
-	return across(ctx, r, first, saleCall, func(c *stockclient.Client, _ int) (stockclient.Sale, error) {
+	return across(ctx, r, first, stockclient.RouteDecrement, func(c *stockclient.Client, _ int) (stockclient.Sale, error) {
 		return c.Decrement(ctx, sku, 1, r.strategy, stockclient.IdempotencyKey(key))
 	})
 }
@@ -281,14 +277,12 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 	start := time.Now()
 	if i%2 == 1 {
 		sale, err := r.decrement(ctx, r.sku, first, key)
-		r.measured("decrement", start, err == nil, sale.OrderID)
-		r.count("decrement", err)
+		r.measured("decrement", "decrement", start, err, sale.OrderID)
 		return
 	}
 	kind := buyerKind(i/2, r.co.Abandon, r.co.Late)
 	rec, replica, err := r.hold(ctx, r.sku, first, key)
-	r.measured("hold", start, false, "")
-	r.count("hold", err)
+	r.measured("hold", "hold", start, err, "")
 	if err != nil {
 		return
 	}
@@ -307,13 +301,12 @@ func (r *checkoutRun) buyer(ctx context.Context, i int) {
 		r.locked(func() { r.thinking[replica]-- })
 	}
 	start = time.Now()
-	sale, err := across(ctx, r, replica, confirmCall, func(c *stockclient.Client, i int) (stockclient.Sale, error) {
+	sale, err := across(ctx, r, replica, stockclient.RouteConfirm, func(c *stockclient.Client, i int) (stockclient.Sale, error) {
 		r.locked(func() { r.inflight[rec] = i })
 		defer r.locked(func() { delete(r.inflight, rec) })
 		return c.ConfirmHold(ctx, rec.sku, rec.id)
 	})
-	r.measured("confirm", start, err == nil, sale.OrderID)
-	r.count("confirm "+kind, err)
+	r.measured("confirm", "confirm "+kind, start, err, sale.OrderID)
 	r.locked(func() { rec.sold = err == nil })
 	switch {
 	case err == nil:
@@ -370,7 +363,6 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 		}
 	}
 	began := time.Now()
-	var notes []string
 	faultsDone, buyersDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		// The scenario's faults at their times, and those asked for with Inject while the
@@ -383,8 +375,8 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 				note = fmt.Sprintf("%s failed: %v", f, err)
 				r.out.FaultFailed = r.out.FaultFailed || planned
 			}
-			notes = append(notes, fmt.Sprintf("%5.1fs to %.1fs: %s", at.Seconds(), time.Since(began).Seconds(), note))
-			r.h.logf("  %s", notes[len(notes)-1])
+			r.out.FaultNotes = append(r.out.FaultNotes, fmt.Sprintf("%5.1fs to %.1fs: %s", at.Seconds(), time.Since(began).Seconds(), note))
+			r.h.logf("  %s", r.out.FaultNotes[len(r.out.FaultNotes)-1])
 		}
 		r.h.setActive(true)
 		adhoc := r.h.adhoc
@@ -410,32 +402,15 @@ func (r *checkoutRun) runOnce(ctx context.Context) (report.CheckoutRun, error) {
 			}
 		}
 	}()
-	// Buyers and probes start evenly over the run, in one timeline.
-	type start struct {
-		at  time.Duration
-		run func()
-	}
-	var starts []start
-	buyers := max(1, int(cfg.Duration.Seconds()*float64(cfg.Rate)))
-	for i := range buyers {
-		starts = append(starts, start{cfg.Duration * time.Duration(i) / time.Duration(buyers), func() { r.buyer(ctx, i) }})
-	}
-	r.probes = make([]float64, r.co.Probes)
-	for p := range r.co.Probes {
-		starts = append(starts, start{cfg.Duration * time.Duration(p) / time.Duration(r.co.Probes), func() { r.probes[p] = r.probe(ctx, p, skus[1+p]) }})
-	}
-	slices.SortStableFunc(starts, func(a, b start) int { return cmp.Compare(a.at, b.at) })
 	var wg sync.WaitGroup
-	for _, s := range starts {
-		if drill.Sleep(ctx, time.Until(began.Add(s.at))) != nil {
-			break
-		}
-		wg.Go(s.run)
-	}
+	r.probes = make([]float64, r.co.Probes)
+	wg.Go(func() {
+		paced(ctx, &wg, began, cfg.Duration, r.co.Probes, func(p int) { r.probes[p] = r.probe(ctx, p, skus[1+p]) })
+	})
+	paced(ctx, &wg, began, cfg.Duration, max(1, int(cfg.Duration.Seconds()*float64(cfg.Rate))), func(i int) { r.buyer(ctx, i) })
 	wg.Wait()
 	close(buyersDone)
 	<-faultsDone
-	r.out.FaultNotes = notes
 	if err := ctx.Err(); err != nil {
 		return r.out, context.Cause(ctx)
 	}
@@ -489,29 +464,20 @@ func (r *checkoutRun) books(ctx context.Context, skus []string) error {
 	t := checkoutTally{Initial: r.out.Initial + r.co.Probes, Acked: len(r.acked), FaultFailed: r.out.FaultFailed,
 		LateWanted: r.co.Late > 0, LateSent: r.out.LateSent, LateRefused: r.out.LateRefused,
 		InTimeWanted: r.co.Abandon+r.co.Late < 1, ExpiryP99: r.out.ExpiryP99, Unprobed: r.out.Probes - r.out.ProbesSold}
-	for deadline := time.Now().Add(returnWait); ; {
-		t.Left, t.Held, t.Pending = 0, 0, 0
-		for _, sku := range skus {
-			it, err := api.GetItem(ctx, sku)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", sku, err)
-			}
-			t.Left, t.Held, t.Pending = t.Left+int(it.Stock), t.Held+int(it.Held), t.Pending+len(it.Pending)
-		}
-		if t.Held == 0 || time.Now().After(deadline) || drill.Sleep(ctx, 250*time.Millisecond) != nil {
-			break
-		}
+	var b books
+	var err error
+	poll(ctx, returnWait, 250*time.Millisecond, func() bool {
+		b, err = booksOf(ctx, api, skus)
+		return err != nil || b.held == 0
+	})
+	if err != nil {
+		return err
 	}
+	t.Left, t.Held, t.Pending = b.left, b.held, b.pending
 	ledger := map[string]bool{}
-	for _, sku := range skus {
-		orders, err := ledgerOrders(ctx, api, sku, time.Time{})
-		if err != nil {
-			return fmt.Errorf("read the ledger of %s: %w", sku, err)
-		}
-		for _, o := range orders {
-			ledger[o.ID] = true
-			t.LedgerUnits += o.Qty
-		}
+	for _, o := range b.orders {
+		ledger[o.ID] = true
+		t.LedgerUnits += o.Qty
 	}
 	for _, id := range r.acked {
 		if !ledger[id] {

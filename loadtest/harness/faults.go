@@ -20,8 +20,7 @@ type Faults struct {
 	Drills
 }
 
-// DefaultFaults are the fault drills of faults, with the command line's
-// defaults.
+// DefaultFaults are the fault drills of faults, with the command line's defaults.
 func DefaultFaults(faults ...string) *Faults {
 	return &Faults{Faults: faults, Repeat: 1, Drills: DefaultDrills()}
 }

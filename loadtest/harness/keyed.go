@@ -35,15 +35,13 @@ const (
 )
 
 // Keyed is the keyed drill, Repeat times: every safe strategy sells
-// Purchases purchases, each with an Idempotency-Key of its own, on a sku
-// of its own. A purchase is retried with the same key, alternating
-// between the two replicas, after every answer that is not a sale or
-// sold_out (a timeout, a cut connection, a 5xx, 409
-// idempotency_in_progress), until it sells; meanwhile the first replica
-// is killed -9 and the second frozen. It checks that every purchase sold
-// exactly once: units taken = purchases sold = orders in the ledger, and
-// no key with two orders; and it measures how long each purchase took to
-// settle.
+// Purchases purchases on a sku of its own, each with an Idempotency-Key of
+// its own, retried with that key on the other replica after every answer
+// that is not a sale or sold_out (a timeout, a cut connection, a 5xx, 409
+// idempotency_in_progress), while the first replica is killed -9 and the
+// second frozen. It checks that every purchase sold exactly once (units
+// taken = purchases sold = ledger orders, no key with two orders) and
+// measures how long each took to settle.
 type Keyed struct {
 	Repeat    int
 	Purchases int // per strategy
@@ -96,14 +94,12 @@ func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// purchase is one keyed purchase of the drill; first is the replica of its first attempt.
+// purchase is one keyed purchase of the drill, first the replica of its
+// first attempt, and what became of it.
 type purchase struct {
 	sku, strategy, key string
 	first              int
-}
 
-// purchaseResult is what became of a purchase.
-type purchaseResult struct {
 	sold     bool
 	attempts int
 	answers  map[string]int
@@ -114,10 +110,12 @@ type purchaseResult struct {
 }
 
 // faultTimes are when the drill killed the first replica and froze the
-// second (zero if it did not), and what failed if something did.
+// second (zero if it did not), what failed if something did, and notes
+// of what was done.
 type faultTimes struct {
 	kill, freeze time.Time
 	failed       string
+	notes        []string
 }
 
 func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, per int) (report.KeyedRun, error) {
@@ -144,32 +142,25 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	defer tr.CloseIdleConnections()
 	client := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr, Timeout: keyedAttempt}))
 	began := time.Now()
-	var ft faultTimes
-	faults := make(chan []string, 1)
-	go func() { faults <- h.keyedFaults(ctx, began, &ft) }()
+	faults := make(chan faultTimes, 1)
+	go func() { faults <- h.keyedFaults(ctx, began) }()
 
-	results := make([]purchaseResult, len(ps))
 	var wg sync.WaitGroup
-	pace := keyedWindow / time.Duration(len(ps))
-	for i, p := range ps {
-		if err := drill.Sleep(ctx, time.Until(began.Add(time.Duration(i)*pace))); err != nil {
-			break
-		}
-		wg.Go(func() { results[i] = buy(ctx, client, bases, p) })
-	}
+	paced(ctx, &wg, began, keyedWindow, len(ps), func(i int) { buy(ctx, client, bases, &ps[i]) })
 	wg.Wait()
-	run.Faults = <-faults
+	ft := <-faults
+	run.Faults = ft.notes
 	if err := ctx.Err(); err != nil {
 		return run, context.Cause(ctx)
 	}
 
 	var settles []float64
-	for i, r := range results {
+	for _, r := range ps {
 		// Caught by a fault: the first attempt went to the victim before
 		// the fault and got no answer. How long after the fault it sold
 		// is how long the fault kept it from settling.
 		caught := func(victim int, at time.Time) float64 {
-			if !r.sold || !r.unanswered || at.IsZero() || ps[i].first != victim || !r.sent.Before(at) {
+			if !r.sold || !r.unanswered || at.IsZero() || r.first != victim || !r.sent.Before(at) {
 				return 0
 			}
 			return r.soldAt.Sub(at).Seconds()
@@ -193,72 +184,61 @@ func (h *Harness) keyedOnce(ctx context.Context, rep int, strategies []string, p
 	if _, err := h.waitDrained(ctx, bases[0], skus); err != nil {
 		return run, err
 	}
-	for _, sku := range skus {
-		it, err := h.api.At(bases[0]).GetItem(ctx, sku)
-		if err != nil {
-			return run, fmt.Errorf("keyed drill: read %s: %w", sku, err)
-		}
-		run.UnitsTaken += stock - int(it.Stock)
-		run.Pending += len(it.Pending)
-		orders, err := ledgerOrders(ctx, h.api.At(bases[0]), sku, time.Time{})
-		if err != nil {
-			return run, fmt.Errorf("keyed drill: read the ledger of %s: %w", sku, err)
-		}
-		_, twice := verdict.DoubleSold(orders)
-		run.LedgerOrders, run.KeysTwice = run.LedgerOrders+len(orders), run.KeysTwice+twice
+	b, err := booksOf(ctx, h.api.At(bases[0]), skus)
+	if err != nil {
+		return run, fmt.Errorf("keyed drill: %w", err)
 	}
-	done := cmp.Or(ft.failed, "all")
+	_, run.KeysTwice = verdict.DoubleSold(b.orders) // each key is of one sku
+	run.UnitsTaken, run.Pending, run.LedgerOrders = len(skus)*stock-b.left, b.pending, len(b.orders)
 	run.Checks = verdict.Of(true, verdict.Zero("unfinished", run.Unfinished), verdict.Equal("units_taken", run.UnitsTaken, run.Sold),
 		verdict.Equal("ledger_orders", run.LedgerOrders, run.UnitsTaken), verdict.Zero("keys_sold_twice", run.KeysTwice),
-		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: done, Bound: "all", Pass: ft.failed == ""})
+		verdict.Zero("pending", run.Pending), verdict.Check{Name: "faults done", Observed: cmp.Or(ft.failed, "all"), Bound: "all", Pass: ft.failed == ""})
 	return run, nil
 }
 
-// keyedFaults kills the first replica keyedKill after began and restarts it
-// keyedDown later; once it is ready, it freezes the second one for
-// keyedFreeze. It returns what it did, with times from began.
-func (h *Harness) keyedFaults(ctx context.Context, began time.Time, ft *faultTimes) []string {
-	var notes []string
+// keyedFaults strikes the drill's kill and freeze (see keyedKill) and
+// returns what it did, with times from began.
+func (h *Harness) keyedFaults(ctx context.Context, began time.Time) (ft faultTimes) {
 	// did notes what was done, or what failed (which marks the run): false stops the drill.
 	did := func(err error, done, failed string) bool {
 		if err != nil {
 			done = fmt.Sprintf("%s failed: %v", failed, err)
 		}
-		notes = append(notes, fmt.Sprintf("%5.1fs %s", time.Since(began).Seconds(), done))
-		h.logf("  %s", notes[len(notes)-1])
+		ft.notes = append(ft.notes, fmt.Sprintf("%5.1fs %s", time.Since(began).Seconds(), done))
+		h.logf("  %s", ft.notes[len(ft.notes)-1])
 		if err != nil {
-			ft.failed = notes[len(notes)-1]
+			ft.failed = ft.notes[len(ft.notes)-1]
 		}
 		return err == nil
 	}
 	if drill.Sleep(ctx, time.Until(began.Add(keyedKill))) != nil {
-		return notes
+		return
 	}
 	a, b := h.env.ID(0), h.env.ID(1)
 	how := h.waitHolding(ctx, 0)
 	if ctx.Err() != nil {
-		return notes
+		return
 	}
 	ft.kill = time.Now()
 	if !did(h.env.Kill(0), fmt.Sprintf("kill -9 replica %s (%s)", a, how), "kill -9 of replica "+a) || drill.Sleep(ctx, keyedDown) != nil {
-		return notes
+		return
 	}
 	if !did(h.env.Restart(ctx, 0), "replica "+a+" restarted and ready", "restart of replica "+a) ||
 		drill.Sleep(ctx, time.Until(began.Add(keyedFreezeAt))) != nil {
-		return notes
+		return
 	}
 	how = h.waitHolding(ctx, 1)
 	if ctx.Err() != nil {
-		return notes
+		return
 	}
 	ft.freeze = time.Now()
 	if !did(h.env.Pause(1), fmt.Sprintf("SIGSTOP replica %s (%s)", b, how), "SIGSTOP of replica "+b) {
-		return notes
+		return
 	}
 	// Whatever happens, the replica must not stay stopped.
 	_ = drill.Sleep(context.WithoutCancel(ctx), keyedFreeze)
 	did(h.env.Resume(1), fmt.Sprintf("SIGCONT replica %s, after %s", b, keyedFreeze), "SIGCONT of replica "+b)
-	return notes
+	return
 }
 
 // waitHolding polls replica i's /healthz for up to two seconds until it holds a lock, and so
@@ -283,10 +263,10 @@ func (h *Harness) waitHolding(ctx context.Context, i int) string {
 
 // buy sends one purchase until it sells, sells out or keyedGiveUp passes,
 // switching replicas after every answer that is not final.
-func buy(ctx context.Context, client *stockclient.Client, bases []string, p purchase) purchaseResult {
-	r := purchaseResult{answers: map[string]int{}, sent: time.Now()}
-	inTurn(ctx, len(bases), p.first, 100*time.Millisecond, keyedGiveUp, func(i int) bool {
-		_, err := client.At(bases[i]).Decrement(ctx, p.sku, 1, p.strategy, stockclient.IdempotencyKey(p.key))
+func buy(ctx context.Context, client *stockclient.Client, bases []string, r *purchase) {
+	r.answers, r.sent = map[string]int{}, time.Now()
+	inTurn(ctx, len(bases), r.first, 100*time.Millisecond, keyedGiveUp, func(i int) bool {
+		_, err := client.At(bases[i]).Decrement(ctx, r.sku, 1, r.strategy, stockclient.IdempotencyKey(r.key))
 		answer := answerOf(err)
 		if r.attempts++; r.attempts == 1 {
 			r.unanswered = answer == noAnswer
@@ -298,7 +278,38 @@ func buy(ctx context.Context, client *stockclient.Client, bases []string, p purc
 		r.answers[answer]++
 		return answer == "409 sold_out"
 	})
-	return r
+}
+
+// books are the stock left, units held and orders pending over some skus, and their ledgers' orders.
+type books struct {
+	left, held, pending int
+	orders              []verdict.Order
+}
+
+// booksOf reads the books of skus through api.
+func booksOf(ctx context.Context, api *stockclient.Client, skus []string) (b books, err error) {
+	for _, sku := range skus {
+		it, err := api.GetItem(ctx, sku)
+		if err != nil {
+			return b, fmt.Errorf("read %s: %w", sku, err)
+		}
+		orders, err := ledgerOrders(ctx, api, sku, time.Time{})
+		if err != nil {
+			return b, fmt.Errorf("read the ledger of %s: %w", sku, err)
+		}
+		b.left, b.held, b.pending, b.orders = b.left+int(it.Stock), b.held+int(it.Held), b.pending+len(it.Pending), append(b.orders, orders...)
+	}
+	return b, nil
+}
+
+// paced starts run(i) in wg for each i below n, evenly over d from began, until ctx ends.
+func paced(ctx context.Context, wg *sync.WaitGroup, began time.Time, d time.Duration, n int, run func(i int)) {
+	for i := range n {
+		if drill.Sleep(ctx, time.Until(began.Add(d*time.Duration(i)/time.Duration(n)))) != nil {
+			return
+		}
+		wg.Go(func() { run(i) })
+	}
 }
 
 // inTurn calls try with the replicas' indexes in turn, from first, until

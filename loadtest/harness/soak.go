@@ -73,13 +73,12 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		return err
 	}
 	began := time.Now()
-	sample := func(final bool) {
+	h.sample(ctx, began, soak)
+	stopSampling := ticking(soakSampleEvery, func(final bool) {
 		if !final && ctx.Err() == nil {
 			h.sample(ctx, began, soak)
 		}
-	}
-	sample(false)
-	stopSampling := ticking(soakSampleEvery, sample)
+	})
 	defer func() {
 		stopSampling()
 		soak.Checks = report.JudgeSoak(soak.Samples)

@@ -21,9 +21,8 @@ type CapacityRow struct {
 	// Best is the step with the most sales/s within the limits (nil when
 	// even the first passed them), Peak the one with the most of all: the
 	// rate reached when offered more than it could sell, to set beside
-	// Bound, the bound measured at Peak (nil without a lock).
+	// the bound measured at it (Peak.BoundPerSec, nil without a lock).
 	Best, Peak *Run
-	Bound      *float64
 	Stop       string // why the sweep ended: the last step past the limits, or the last rate tried
 }
 
@@ -47,7 +46,6 @@ func CapacityRows(runs []Run) []CapacityRow {
 				row.Best = s
 			}
 		}
-		row.Bound = row.Peak.BoundPerSec
 		rows = append(rows, row)
 	}
 	return rows
@@ -98,10 +96,8 @@ func (r Run) StepsText() string {
 	return cmp.Or(strings.Join(parts, ", "), "-")
 }
 
-// writeCapacity writes one line per strategy and replica count: its
-// capacity, its peak, the bound measured at the peak and the peak's share
-// of it, the p99 at the capacity, and why the sweep stopped. The Markdown
-// adds the limits, the chart and every step.
+// writeCapacity writes one line per strategy and replica count (CapacityRow);
+// the Markdown adds the limits, the chart and every step.
 func writeCapacity(b *strings.Builder, rep Report, md bool) {
 	if md {
 		fmt.Fprintf(b, "Limits of a step: %s.\n\n![capacity](%s)\n\n```\n", rep.Settings.CapacityLimit, CapacityChartFile)
@@ -164,19 +160,13 @@ func drawCapacity(b *strings.Builder, rep Report) {
 	svgHead(b, width, height, 13, fmt.Sprintf("stocklock capacity: sales/s against the offered rate, %d replicas", first),
 		fmt.Sprintf("%d sku (skew %g), %s per step, read-modify-write delay %s; hollow: past the limits; dashed: a lock strategy's bound", s.SKUs, s.Skew, s.Duration, cmp.Or(s.RMWDelay, "0s")),
 		"limits: "+esc(s.CapacityLimit))
-	var shown []CapacityRow
+	shown := slices.DeleteFunc(slices.Clone(rows), func(r CapacityRow) bool { return r.Replicas != first })
 	maxRate, maxSales := 1.0, 1.0
-	for _, r := range rows {
-		if r.Replicas != first {
-			continue
-		}
-		shown = append(shown, r)
-		for _, st := range r.Steps {
-			maxRate = max(maxRate, float64(st.TargetRate))
-			maxSales = max(maxSales, st.SalesPerSec)
-		}
-		if r.Bound != nil {
-			maxSales = max(maxSales, *r.Bound)
+	for _, r := range shown {
+		maxRate = most(maxRate, r.Steps, func(st Run) float64 { return float64(st.TargetRate) })
+		maxSales = most(maxSales, r.Steps, func(st Run) float64 { return st.SalesPerSec })
+		if bound := r.Peak.BoundPerSec; bound != nil {
+			maxSales = max(maxSales, *bound)
 		}
 	}
 	maxRate, maxSales = niceCeil(maxRate), niceCeil(maxSales)
@@ -194,10 +184,10 @@ func drawCapacity(b *strings.Builder, rep Report) {
 				x, y, fill, c, esc(r.Strategy), r.Replicas, st.TargetRate, st.SalesPerSec, Ms(st.Latency.P99), esc(st.Saturated))
 		}
 		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
-		if r.Bound != nil {
-			y := float64(y0+plotH) - *r.Bound/maxSales*plotH
+		if bound := r.Peak.BoundPerSec; bound != nil {
+			y := float64(y0+plotH) - *bound/maxSales*plotH
 			fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"><title>%s, %d replicas: bound %.1f sales/s (one over the lock-held steps' mean time)</title></line>`+"\n",
-				left, y, left+plotW, y, c, esc(r.Strategy), r.Replicas, *r.Bound)
+				left, y, left+plotW, y, c, esc(r.Strategy), r.Replicas, *bound)
 		}
 		ly := y0 + 10 + i*20
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", legendX, ly-4, c, legendX+20, ly, esc(r.Strategy))
@@ -205,11 +195,7 @@ func drawCapacity(b *strings.Builder, rep Report) {
 	if len(ns) > 1 {
 		y1 := y0 + plotH + 90
 		fmt.Fprintf(b, `<text x="16" y="%d" font-size="15" font-weight="bold">peak sales/s (line) and capacity within the limits (dots) against the replicas: %s</text>`+"\n", y1-30, strings.ReplaceAll(strings.Trim(fmt.Sprint(ns), "[]"), " ", ", "))
-		maxCap := 1.0
-		for _, r := range rows {
-			maxCap = max(maxCap, r.Peak.SalesPerSec)
-		}
-		maxCap = niceCeil(maxCap)
+		maxCap := niceCeil(most(1, rows, func(r CapacityRow) float64 { return r.Peak.SalesPerSec }))
 		maxN := float64(ns[len(ns)-1])
 		axes(b, left, y1, plotW, plotH, maxN, maxCap, "replicas", "sales/s")
 		for i, name := range strategies {

@@ -31,7 +31,7 @@ func TestCapacityBound(t *testing.T) {
 		{Strategy: "atomic", ReplicaCount: 2, CapacityStep: 1, TargetRate: 50, SalesPerSec: 50, Verdict: "PASS"},
 	}
 	rows := CapacityRows(runs)
-	if len(rows) != 2 || rows[0].Bound == nil || *rows[0].Bound != 150 || rows[0].Peak.TargetRate != 200 || rows[0].Best.TargetRate != 100 || rows[1].Bound != nil {
+	if len(rows) != 2 || rows[0].Peak.BoundPerSec == nil || *rows[0].Peak.BoundPerSec != 150 || rows[0].Peak.TargetRate != 200 || rows[0].Best.TargetRate != 100 || rows[1].Peak.BoundPerSec != nil {
 		t.Fatalf("rows = %+v: want redis-lock's bound at its peak, past the limits, and none for atomic", rows)
 	}
 	rep := Report{Runs: runs, Sections: []Section{CapacitySection}}

@@ -25,14 +25,12 @@ type FaultRow struct {
 	Oversold       int `json:"oversold"`
 	LostUpdates    int `json:"lost_updates"`
 	LedgerMismatch int `json:"ledger_mismatch"`
-	Unacknowledged int `json:"unacknowledged"`
 	Fenced         int `json:"fenced"`      // 503 fenced: a stale holder's read or write refused
 	LeaseLost      int `json:"lease_lost"`  // 503 lease_lost: stopped before the write
 	DoubleHeld     int `json:"double_held"` // see Run.DoubleHeld
 	LockWait       int `json:"lock_unavailable"`
-	Other503       int `json:"other_503"`
 	NoAnswer       int `json:"no_answer"` // transport errors: refused, reset, timeout
-	OtherStatus    int `json:"other_status"`
+	Other          int `json:"other"`     // other 503s and other statuses
 
 	// Injected counts the runs whose fault was injected (see Run.Injected),
 	// Recovered those in which sales resumed, whose times these are.
@@ -46,8 +44,7 @@ type FaultRow struct {
 	TokenRuns int  `json:"token_runs"`
 }
 
-// FaultRows aggregates the fault runs by fault and strategy, in the order
-// they first ran.
+// FaultRows aggregates the fault runs by fault and strategy, in the order they first ran.
 func FaultRows(runs []Run) []FaultRow {
 	var rows []FaultRow
 	for _, g := range groupBy(runs, func(r Run) (string, bool) { return r.Fault + "\x00" + r.Strategy, r.Fault != "" }) {
@@ -59,7 +56,6 @@ func FaultRows(runs []Run) []FaultRow {
 			row.Oversold += r.Oversold
 			row.LostUpdates += r.LostUpdates
 			row.LedgerMismatch += r.LedgerMismatch
-			row.Unacknowledged += r.Unacknowledged
 			row.DoubleHeld += r.DoubleHeld
 			for code, n := range r.Codes {
 				switch {
@@ -69,12 +65,10 @@ func FaultRows(runs []Run) []FaultRow {
 					row.LeaseLost += n
 				case code == "503 lock_unavailable":
 					row.LockWait += n
-				case strings.HasPrefix(code, "503"):
-					row.Other503 += n
 				case strings.HasPrefix(code, "no answer"):
 					row.NoAnswer += n
 				default:
-					row.OtherStatus += n
+					row.Other += n
 				}
 			}
 			if r.Injected {
@@ -132,7 +126,7 @@ func faultCells(r FaultRow) []string {
 		r.Fault, r.name(), fmt.Sprint(r.Runs), r.Verdict, r.Linearizable, fmt.Sprint(r.Sold),
 		fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
 		fmt.Sprint(r.Fenced), fmt.Sprint(r.LeaseLost), fmt.Sprint(r.DoubleHeld), fmt.Sprint(r.LockWait), fmt.Sprint(r.NoAnswer),
-		fmt.Sprint(r.Other503 + r.OtherStatus), resumed, med, worst, tokens,
+		fmt.Sprint(r.Other), resumed, med, worst, tokens,
 	}
 }
 
@@ -214,10 +208,7 @@ func drawFaults(b *strings.Builder, rep Report) {
 	)
 	ttl, _ := time.ParseDuration(rep.Settings.FaultTTL)
 	target := cmp.Or(max(ttl.Seconds(), 0), 1) + 1 // the crash target: TTL+1s, taking 1s without a TTL
-	maxRec := target * 1.25
-	for _, r := range rows {
-		maxRec = max(maxRec, r.RecoveryMax)
-	}
+	maxRec := most(target*1.25, rows, func(r FaultRow) float64 { return r.RecoveryMax })
 	x := func(s float64) int { return recX + int(float64(recW)*s/maxRec) }
 	height := top + len(rows)*rowH + 50
 	s := rep.Settings

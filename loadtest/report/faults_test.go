@@ -37,7 +37,7 @@ func TestFaultRows(t *testing.T) {
 		t.Errorf("demo row: %+v", demo)
 	}
 	pause := rows[2]
-	if pause.Verdict != "FAIL" || pause.Fenced != 1 || pause.LeaseLost != 1 || pause.OtherStatus != 4 || pause.TokensOK {
+	if pause.Verdict != "FAIL" || pause.Fenced != 1 || pause.LeaseLost != 1 || pause.Other != 4 || pause.TokensOK {
 		t.Errorf("failed pause row: %+v", pause)
 	}
 

@@ -34,9 +34,7 @@ type SoakSample struct {
 	Sockets    float64 `json:"sockets"` // open sockets: HTTP clients and store connections; -1 unknown
 }
 
-// soakLimits are the growth JudgeSoak tolerates for each resource between
-// the second and the last quarter of one process's samples: both a share
-// and an absolute slack must be exceeded.
+// soakLimits are the growth JudgeSoak tolerates for each resource: both the share and the slack must be exceeded.
 var soakLimits = []struct {
 	name  string
 	get   func(SoakSample) float64
@@ -95,6 +93,14 @@ func median(ss []SoakSample, get func(SoakSample) float64) float64 {
 	return v[len(v)/2]
 }
 
+// most is the largest of floor and f of each item.
+func most[T any](floor float64, items []T, f func(T) float64) float64 {
+	for _, it := range items {
+		floor = max(floor, f(it))
+	}
+	return floor
+}
+
 // writeSoak writes each replica's first and last samples and the highest
 // of each resource, and the verdict on growth; the Markdown adds the chart.
 func writeSoak(b *strings.Builder, rep Report, md bool) {
@@ -107,11 +113,7 @@ func writeSoak(b *strings.Builder, rep Report, md bool) {
 	for _, ss := range byReplica(soak.Samples) {
 		cells := []string{ss[0].Replica, fmt.Sprint(len(ss))}
 		for _, l := range soakLimits {
-			hi := math.Inf(-1)
-			for _, s := range ss {
-				hi = max(hi, l.get(s))
-			}
-			cells = append(cells, fmt.Sprintf("%.0f / %.0f / %.0f", l.get(ss[0]), l.get(ss[len(ss)-1]), hi))
+			cells = append(cells, fmt.Sprintf("%.0f / %.0f / %.0f", l.get(ss[0]), l.get(ss[len(ss)-1]), most(math.Inf(-1), ss, l.get)))
 		}
 		processes := groupBy(ss, func(s SoakSample) (string, bool) { return fmt.Sprint(s.Started), true })
 		rows = append(rows, append(cells, fmt.Sprint(len(processes)-1)))
@@ -137,17 +139,10 @@ func drawSoak(b *strings.Builder, rep Report) {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, 2*(pw+pad)+pad, 2*(ph+pad)+pad+20)
 	fmt.Fprintf(b, `<text x="%d" y="16" font-size="13">Soak %s: replicas' resources (mixed load, a fault every %s)</text>`, pad, esc(soak.Duration), esc(soak.Segment))
 	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
-	end := 1.0
-	for _, s := range soak.Samples {
-		end = max(end, s.At)
-	}
+	end := most(1, soak.Samples, func(s SoakSample) float64 { return s.At })
 	for pi, l := range soakLimits {
 		x0, y0 := pad+(pi%2)*(pw+pad), 30+pad/2+(pi/2)*(ph+pad)
-		top := 1.0
-		for _, s := range soak.Samples {
-			top = max(top, l.get(s))
-		}
-		top = niceCeil(top)
+		top := niceCeil(most(1, soak.Samples, l.get))
 		axes(b, x0, y0, pw, ph, end, top, "seconds", l.name)
 		for ri, ss := range byReplica(soak.Samples) {
 			var pts []string
