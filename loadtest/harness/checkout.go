@@ -140,6 +140,11 @@ func (co Checkout) Check(c Config, bad Problem) {
 		bad("Rate %d: checkout buyers arrive at a rate, at least 1 a second", c.Rate)
 	}
 	between(bad, "Probes", co.Probes, 1, 1000)
+	for _, f := range co.Faults {
+		if !slices.Contains(CheckoutFaults, f) {
+			bad("Faults %q: not a checkout fault (%s)", f, strings.Join(CheckoutFaults, ", "))
+		}
+	}
 	if len(co.Faults) > 0 && (len(c.Replicas) > 0 || c.LocalReplicas < 2) {
 		bad("faults %s need at least two replicas the harness starts (it kills, stops and cuts them off): drop Replicas", strings.Join(co.Faults, ","))
 	}
@@ -567,8 +572,14 @@ func (r *checkoutRun) adhoc(ctx context.Context, f string, k int) (string, error
 	d, _ := drill.Lookup(f) // Inject let only a fault with an injector through
 	c := drill.Ctx{Env: r.h.env, Probe: r.h.probe, Strategy: r.strategy, Strike: time.Now(), Search: time.Second, TTL: DefaultDrills().FaultTTL}
 	ev, err := d.Inject(ctx, &c)
-	if err != nil {
+	if ev == nil {
 		return "", err
+	}
+	if err != nil { // struck, then failed: undo what it did
+		if ev.Cleanup != nil {
+			err = errors.Join(err, ev.Cleanup(context.WithoutCancel(ctx)))
+		}
+		return ev.Note, err
 	}
 	if ev.Cleanup != nil {
 		_ = drill.Sleep(ctx, time.Second)

@@ -39,10 +39,11 @@ func TestCheckoutValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	co.Abandon, co.Late, co.Think, co.HoldTTL, co.Faults = 0.8, 0.3, 3*time.Second, 1500*time.Millisecond, []string{"pause"}
+	co.Abandon, co.Late, co.Think, co.HoldTTL, co.Faults = 0.8, 0.3, 3*time.Second, 1500*time.Millisecond, []string{"pause", "redis-restart"}
 	cfg.Replicas = []string{"http://127.0.0.1:8081"}
 	err := cfg.Validate()
-	for _, want := range []string{"Abandon 0.8 and Late 0.3", "Think 3s", "faults pause need at least two replicas the harness starts"} {
+	for _, want := range []string{"Abandon 0.8 and Late 0.3", "Think 3s", "faults pause,redis-restart need at least two replicas the harness starts",
+		`Faults "redis-restart": not a checkout fault`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v; want %q", err, want)
 		}
