@@ -180,6 +180,10 @@ type injections struct {
 	stop   func() // the attack is over: no more Inject; waits for the last
 	events []*drill.Event
 	errs   []error
+	// undo are the Cleanups of every event, those an injector returned
+	// with its error too: it may have stopped servers or moved a clock
+	// before it failed.
+	undo []func(context.Context) error
 }
 
 // startFaults runs the drill's injector, if it has one, and serves Inject
@@ -195,6 +199,9 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 		c := base
 		c.Strike, c.Repeat = at, repeat
 		ev, err := inject(ctx, &c)
+		if ev != nil && ev.Cleanup != nil {
+			in.undo = append(in.undo, ev.Cleanup)
+		}
 		if err != nil {
 			in.errs = append(in.errs, err)
 			return
@@ -240,21 +247,25 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 	if d != nil && d.Inject == nil {
 		notes = append(notes, "no injection, the configuration is the fault: "+d.Flags.String())
 	}
+	var errs []error
 	for _, err := range in.errs {
 		switch {
 		case errors.Is(err, env.ErrUnsupported):
 			notes = append(notes, err.Error())
 		case ctx.Err() == nil:
-			return nil, fmt.Errorf("%s, %s: inject the fault: %w", run.Fault, run.Strategy, err)
+			errs = append(errs, fmt.Errorf("inject the fault: %w", err))
 		}
+	}
+	for _, undo := range in.undo {
+		if err := undo(ctx); err != nil && ctx.Err() == nil {
+			errs = append(errs, fmt.Errorf("undo the fault: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s, %s: %w", run.Fault, run.Strategy, errors.Join(errs...))
 	}
 	for _, ev := range in.events {
 		notes = append(notes, ev.Note)
-		if ev.Cleanup != nil {
-			if err := ev.Cleanup(ctx); err != nil && ctx.Err() == nil {
-				return nil, fmt.Errorf("%s, %s: undo the fault: %w", run.Fault, run.Strategy, err)
-			}
-		}
 	}
 	run.FaultNote = strings.Join(notes, "; ")
 	if len(in.events) == 0 {
