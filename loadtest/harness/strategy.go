@@ -291,7 +291,6 @@ type observed struct {
 // every answer: the live tally, run's counts, status codes, sales by replica,
 // refusal codes (drills) and error sample, and what the verdict needs.
 func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
-	t := &a.Tally
 	obs := &observed{
 		noAnswer: map[string]int{},
 		requests: map[string]int{},
@@ -299,7 +298,6 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 	}
 	errSeen := map[string]bool{}
 	for r := range a.Results {
-		t.Done.Add(1)
 		obs.metrics.Add(r)
 		_ = obs.plot.Add(r) // a plot glitch must not stop the run
 		cls, order, note := attack.Interpret(r, qty)
@@ -309,7 +307,6 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		switch cls {
 		case verdict.Sold:
 			run.Orders++
-			t.Units.Add(int64(order.Qty))
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
