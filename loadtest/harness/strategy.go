@@ -309,7 +309,7 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 			run.Orders++
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
-			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
+			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Fence: order.Fence})
 		case verdict.SoldOut:
 			run.SoldOut++
 			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: stockclient.SKUOfURL(r.URL), Qty: qty})
