@@ -112,7 +112,7 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 		if o.Keys != "" {
 			keys = fmt.Sprintf("%s-r%d", o.Keys, i)
 		}
-		targeter := decrementTargeter([]string{base}, o.SKUs, picker, o.Qty, o.Writers, keys)
+		targeter := decrementTargeter(base, o.SKUs, picker, o.Qty, o.Writers, keys)
 		counted := func(tg *vegeta.Target) error {
 			a.Sent.Add(1)
 			return targeter(tg)
