@@ -297,40 +297,32 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
 	}
 	errSeen := map[string]bool{}
+	count := map[verdict.Class]*int{verdict.Sold: &run.Orders, verdict.SoldOut: &run.SoldOut, verdict.Unavailable: &run.Unavailable,
+		verdict.Other: &run.Other, verdict.Transport: &run.Transport} // the run's answers by class
 	for r := range a.Results {
 		obs.metrics.Add(r)
 		_ = obs.plot.Add(r) // a plot glitch must not stop the run
 		cls, order, note := attack.Interpret(r, qty)
 		tr.answer(r, cls, order, note)
+		sku := stockclient.SKUOfURL(r.URL)
 		run.StatusCodes[fmt.Sprint(r.Code)]++
-		obs.requests[stockclient.SKUOfURL(r.URL)]++
+		obs.requests[sku]++
+		*count[cls]++
 		switch cls {
 		case verdict.Sold:
-			run.Orders++
 			obs.acked = append(obs.acked, order)
 			run.ByReplica[order.Replica]++
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Fence: order.Fence})
-		case verdict.SoldOut:
-			run.SoldOut++
-			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: stockclient.SKUOfURL(r.URL), Qty: qty})
-		case verdict.Unavailable:
-			run.Unavailable++
-		case verdict.Other:
-			run.Other++
-			// A 5xx other than 503 (500 outcome_unknown above all) does
-			// not say whether the sale happened: like a lost answer, it
-			// may have sold, as the history check also assumes.
-			if r.Code >= 500 {
-				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
-			}
-		case verdict.Transport:
-			run.Transport++
-			if !attack.Refused(note) {
-				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
-			}
-		}
-		if cls == verdict.Sold || cls == verdict.SoldOut {
 			continue
+		case verdict.SoldOut:
+			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: sku, Qty: qty})
+			continue
+		}
+		// A lost answer (not a refused connection) or a 5xx other than 503
+		// (500 outcome_unknown above all) does not say whether the sale
+		// happened: it may have sold, as the history check also assumes.
+		if cls == verdict.Transport && !attack.Refused(note) || cls == verdict.Other && r.Code >= 500 {
+			obs.noAnswer[sku]++
 		}
 		if run.Codes != nil {
 			run.Codes[answerKind(cls, note)]++
