@@ -398,19 +398,18 @@ func (rep Report) facts() []string {
 // WriteMarkdown writes the report as a Markdown page: the verdict, the
 // settings, the sections and the checks.
 func WriteMarkdown(w io.Writer, rep Report) error {
-	var b strings.Builder
-	word, sentence := rep.Headline()
-	fmt.Fprintf(&b, "# stocklock load test, %s\n\n**Result: %s.** %s%s.\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"), word, strings.ToUpper(sentence[:1]), sentence[1:])
-	for _, f := range rep.facts() {
-		fmt.Fprintf(&b, "- %s\n", f)
-	}
-	b.WriteString("\n")
-	for _, sec := range rep.sections() {
-		sec.Write(&b, rep, true)
-	}
-	writeCheckMarkdown(&b, rep.Checks())
-	_, err := io.WriteString(w, b.String())
-	return err
+	return flush(w, func(b *strings.Builder) {
+		word, sentence := rep.Headline()
+		fmt.Fprintf(b, "# stocklock load test, %s\n\n**Result: %s.** %s%s.\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"), word, strings.ToUpper(sentence[:1]), sentence[1:])
+		for _, f := range rep.facts() {
+			fmt.Fprintf(b, "- %s\n", f)
+		}
+		b.WriteString("\n")
+		for _, sec := range rep.sections() {
+			sec.Write(b, rep, true)
+		}
+		writeCheckMarkdown(b, rep.Checks())
+	})
 }
 
 // Section is a run mode's part of its report: Write writes its tables
