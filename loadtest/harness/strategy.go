@@ -428,10 +428,8 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 // added to those the run already noted (a fault's sales that did not
 // resume, orders still pending), never in their place.
 func judge(run *report.Run, in verdict.Input, res verdict.Result) {
+	run.Totals, run.LedgerOrders = res.Totals, len(in.Ledger)
 	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
-	run.FalseSoldOut, run.Sold, run.Initial, run.Remaining = res.FalseSoldOut, res.Sold, res.Initial, res.Remaining
-	run.Oversold, run.LostUpdates, run.Unacknowledged = res.Oversold, res.LostUpdates, res.Unacknowledged
-	run.LedgerMismatch, run.Ledger, run.LedgerOrders = res.LedgerMismatch, res.Ledger, len(in.Ledger)
 	run.Problems = append(run.Problems, res.Problems...)
 	lin := history.Verdict(run.Linearizable)
 	what := map[bool]string{true: "history not linearizable: ", false: "history's linearizability unknown: "}[lin == history.No]

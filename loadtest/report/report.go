@@ -45,17 +45,8 @@ type Run struct {
 	Other       int `json:"other_status"` // any other status
 	Transport   int `json:"transport_errors"`
 
-	Sold           int `json:"sold"` // units: sum of qty over the 200s
-	Initial        int `json:"initial"`
-	Remaining      int `json:"remaining"`
-	Oversold       int `json:"oversold"`
-	LostUpdates    int `json:"lost_updates"`
-	Unacknowledged int `json:"unacknowledged"`
-	LedgerMismatch int `json:"ledger_mismatch"`
-	// FalseSoldOut: see verdict.Result.FalseSoldOut.
-	FalseSoldOut int            `json:"false_sold_out"`
-	Ledger       verdict.Ledger `json:"ledger"`
-	LedgerOrders int            `json:"ledger_orders"`
+	verdict.Totals     // the verdict's arithmetic: units sold, oversold, lost, ...
+	LedgerOrders   int `json:"ledger_orders"`
 
 	// AttackSeconds runs from the first request to the last response,
 	// SellingSeconds to the last 200's: the window of the sales.
