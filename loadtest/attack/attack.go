@@ -153,7 +153,7 @@ func frontTargets(o Options) ([]string, *cutProxy, error) {
 	if u.Scheme != "http" {
 		return nil, nil, fmt.Errorf("retries: the cutting proxy forwards plain TCP, but %s is %s", targets[0], u.Scheme)
 	}
-	p, err := startCutProxy(u.Host, o.CutRate, time.Now().UnixNano())
+	p, err := startCutProxy(u.Host, o.CutRate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the cutting proxy: %w", err)
 	}
