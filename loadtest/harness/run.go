@@ -65,16 +65,12 @@ func salesRate(sales []drill.Sale, start time.Time) float64 {
 	if len(sales) == 0 {
 		return 0
 	}
-	sorted := make([]time.Time, len(sales))
-	for i, s := range sales {
-		sorted[i] = s.End
-	}
-	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+	sorted := slices.SortedFunc(slices.Values(sales), func(a, b drill.Sale) int { return a.End.Compare(b.End) })
 	k := len(sorted)
 	if k >= 20 {
 		k = (k*95 + 99) / 100
 	}
-	if d := sorted[k-1].Sub(start).Seconds(); d > 0 {
+	if d := sorted[k-1].End.Sub(start).Seconds(); d > 0 {
 		return float64(k) / d
 	}
 	return 0
