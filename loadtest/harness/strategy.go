@@ -189,7 +189,8 @@ type injections struct {
 // startFaults runs the drill's injector, if it has one, and serves Inject
 // while the attack runs, one fault at a time, in a goroutine of its own.
 func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, o runOpts, started time.Time) *injections {
-	in, done, attacking := &injections{}, make(chan struct{}), make(chan struct{})
+	in, done := &injections{}, make(chan struct{})
+	attacking, over := context.WithCancel(ctx)
 	d := DefaultDrills() // the live page's replicas run with the defaults
 	if o.drill != nil {
 		d = o.drills
@@ -213,7 +214,7 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 	h.setActive(true)
 	in.stop = func() {
 		h.setActive(false)
-		close(attacking)
+		over()
 		<-done
 	}
 	go func() {
@@ -226,9 +227,7 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 			case name := <-h.adhoc:
 				f, _ := drill.Lookup(name)
 				strike(name, f.Inject, time.Now(), h.runNo)
-			case <-attacking:
-				return
-			case <-ctx.Done():
+			case <-attacking.Done():
 				return
 			}
 		}
@@ -372,9 +371,6 @@ func fillTotals(run *report.Run, obs *observed) {
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	run.Latency = report.Latency{P50: ms(m.Latencies.P50), P95: ms(m.Latencies.P95), P99: ms(m.Latencies.P99), Max: ms(m.Latencies.Max)}
-	if len(run.ByReplica) == 0 {
-		run.ByReplica = nil
-	}
 }
 
 // writePlot writes the run's Vegeta plot to the output directory and
