@@ -275,15 +275,11 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 
 // observed is what the answers of one attack showed.
 type observed struct {
-	metrics vegeta.Metrics
-	acked   []verdict.Order
-	soldOut []verdict.SoldOutAnswer
-	sales   []drill.Sale
-	// noAnswer counts, per sku, the requests that reached a replica and
-	// got no HTTP answer (reset, timeout; not refused).
-	noAnswer map[string]int
-	requests map[string]int // answers (and failures), per sku
-	plot     *plot.Plot
+	verdict.Input // its Acked, NoAnswer and SoldOut; readBack adds the rest
+	metrics       vegeta.Metrics
+	sales         []drill.Sale
+	requests      map[string]int // answers (and failures), per sku
+	plot          *plot.Plot
 }
 
 // classify drains the attack's results until the attack is over, classifying
@@ -291,7 +287,7 @@ type observed struct {
 // refusal codes (drills) and error sample, and what the verdict needs.
 func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
 	obs := &observed{
-		noAnswer: map[string]int{},
+		Input:    verdict.Input{NoAnswer: map[string]int{}},
 		requests: map[string]int{},
 		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
 	}
@@ -309,19 +305,19 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 		*count[cls]++
 		switch cls {
 		case verdict.Sold:
-			obs.acked = append(obs.acked, order)
+			obs.Acked = append(obs.Acked, order)
 			run.ByReplica[order.Replica]++
 			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Fence: order.Fence})
 			continue
 		case verdict.SoldOut:
-			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: sku, Qty: qty})
+			obs.SoldOut = append(obs.SoldOut, verdict.SoldOutAnswer{SKU: sku, Qty: qty})
 			continue
 		}
 		// A lost answer (not a refused connection) or a 5xx other than 503
 		// (500 outcome_unknown above all) does not say whether the sale
 		// happened: it may have sold, as the history check also assumes.
 		if cls == verdict.Transport && !attack.Refused(note) || cls == verdict.Other && r.Code >= 500 {
-			obs.noAnswer[sku]++
+			obs.NoAnswer[sku]++
 		}
 		if run.Codes != nil {
 			run.Codes[answerKind(cls, note)]++
@@ -391,7 +387,7 @@ func (h *Harness) writePlot(run *report.Run, pl *plot.Plot) {
 // which would itself be a finding), waits for pending orders, then reads
 // every sku's stock and ledger from the first replica.
 func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time, obs *observed) (verdict.Input, error) {
-	in := verdict.Input{Acked: obs.acked, NoAnswer: obs.noAnswer, SoldOut: obs.soldOut}
+	in := obs.Input
 	if err := drill.Sleep(ctx, h.cfg.Settle); err != nil {
 		return in, err
 	}
@@ -506,7 +502,7 @@ func countShards(run *report.Run, shards map[string]string, obs *observed) {
 		run.RequestsByShard[m] += obs.requests[sku]
 		run.SalesByShard[m] += 0 // every master shows, one that sold nothing too
 	}
-	for _, o := range obs.acked {
+	for _, o := range obs.Acked {
 		if m, ok := shards[o.SKU]; ok {
 			run.SalesByShard[m]++
 		} else {
