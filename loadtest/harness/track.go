@@ -37,7 +37,7 @@ type tracker struct {
 	mu        sync.Mutex
 	byReplica map[string]int64 // units sold; they add up to the run's
 	answers   map[string]int64 // they add up to the answers so far
-	lat       []float64 // a uniform sample of the latencies, ms
+	lat       []float64        // a uniform sample of the latencies, ms
 	latSeen   int
 	marks     []Mark
 	fences    map[skuFence]bool // the tokens seen
