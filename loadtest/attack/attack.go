@@ -2,8 +2,8 @@
 // set of replicas with Vegeta, one attacker per replica, optionally recorded
 // into a history, re-sent with the same Idempotency-Key, and cut short by a
 // proxy in front of the first replica. It counts what it sent as it goes
-// (Tally) and reads what a decrement answer says (Interpret); judging the
-// answers is the caller's job.
+// and reads what a decrement answer says (Interpret); judging the answers
+// is the caller's job.
 package attack
 
 import (
@@ -55,18 +55,12 @@ type Options struct {
 	Recorder *history.Recorder
 }
 
-// Tally counts an attack's requests as they are sent; the caller adds the
-// rest as it classifies the answers. Safe for concurrent use.
-type Tally struct {
-	Sent, Done, Orders, Units, SoldOut, Unavailable, Other, Transport atomic.Int64
-}
-
 // Attack is an attack under way.
 type Attack struct {
 	// Results carries every answer; it is closed when every attacker
 	// has finished. The caller must drain it, and then Close the attack.
 	Results <-chan *vegeta.Result
-	Tally   Tally
+	Sent    atomic.Int64 // requests sent so far
 	Started time.Time
 	proxy   *cutProxy
 	closers []func()
@@ -118,9 +112,9 @@ func Start(ctx context.Context, o Options) (*Attack, error) {
 		if o.Keys != "" {
 			keys = fmt.Sprintf("%s-r%d", o.Keys, i)
 		}
-		targeter := decrementTargeter([]string{base}, o.SKUs, picker, o.Qty, o.Writers, keys)
+		targeter := decrementTargeter(base, o.SKUs, picker, o.Qty, o.Writers, keys)
 		counted := func(tg *vegeta.Target) error {
-			a.Tally.Sent.Add(1)
+			a.Sent.Add(1)
 			return targeter(tg)
 		}
 		rate := Share(o.Rate, n, i)
@@ -159,7 +153,7 @@ func frontTargets(o Options) ([]string, *cutProxy, error) {
 	if u.Scheme != "http" {
 		return nil, nil, fmt.Errorf("retries: the cutting proxy forwards plain TCP, but %s is %s", targets[0], u.Scheme)
 	}
-	p, err := startCutProxy(u.Host, o.CutRate, time.Now().UnixNano())
+	p, err := startCutProxy(u.Host, o.CutRate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the cutting proxy: %w", err)
 	}

@@ -2,7 +2,7 @@ package attack
 
 import (
 	"io"
-	"math/rand"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -19,19 +19,18 @@ type cutProxy struct {
 	rate     float64
 	cuts     atomic.Int64
 	mu       sync.Mutex
-	rng      *rand.Rand
 	open     map[net.Conn]bool // both sides of every proxied connection
 	closing  bool
 	conns    sync.WaitGroup
 }
 
 // startCutProxy listens on a free loopback port and forwards to upstream.
-func startCutProxy(upstream string, rate float64, seed int64) (*cutProxy, error) {
+func startCutProxy(upstream string, rate float64) (*cutProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &cutProxy{ln: ln, upstream: upstream, rate: rate, rng: rand.New(rand.NewSource(seed)), open: map[net.Conn]bool{}}
+	p := &cutProxy{ln: ln, upstream: upstream, rate: rate, open: map[net.Conn]bool{}}
 	go p.serve()
 	return p, nil
 }
@@ -85,12 +84,6 @@ func (p *cutProxy) serve() {
 	}
 }
 
-func (p *cutProxy) cut() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rng.Float64() < p.rate
-}
-
 func (p *cutProxy) handle(client net.Conn) {
 	p.track(client)
 	defer p.untrack(client)
@@ -111,7 +104,7 @@ func (p *cutProxy) handle(client net.Conn) {
 	for {
 		n, err := up.Read(buf)
 		if n > 0 {
-			if p.cut() {
+			if rand.Float64() < p.rate {
 				p.cuts.Add(1)
 				if tc, ok := client.(*net.TCPConn); ok {
 					_ = tc.SetLinger(0) // a reset, not a clean close

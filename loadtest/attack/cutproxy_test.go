@@ -18,7 +18,7 @@ func TestCutProxy(t *testing.T) {
 		io.WriteString(w, "sold")
 	}))
 	defer srv.Close()
-	p, err := startCutProxy(strings.TrimPrefix(srv.URL, "http://"), 0.3, 1)
+	p, err := startCutProxy(strings.TrimPrefix(srv.URL, "http://"), 0.3)
 	if err != nil {
 		t.Fatal(err)
 	}

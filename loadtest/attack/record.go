@@ -32,12 +32,6 @@ type recordingTransport struct {
 	attempt time.Duration
 }
 
-// decrementBody is the part of a decrement request the history needs.
-type decrementBody struct {
-	Qty      int    `json:"qty"`
-	Strategy string `json:"strategy"`
-}
-
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
 	if req.Body != nil {
@@ -48,7 +42,10 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		}
 		body = b
 	}
-	var in decrementBody
+	var in struct { // the part of the request the history needs
+		Qty      int    `json:"qty"`
+		Strategy string `json:"strategy"`
+	}
 	_ = json.Unmarshal(body, &in)
 	client := t.rec.Acquire()
 	defer t.rec.Release(client)

@@ -43,24 +43,19 @@ func (p *skuPicker) pick() int {
 }
 
 // decrementTargeter returns a Vegeta Targeter, safe for concurrent use by
-// the attack's workers, whose requests alternate across the replicas in
-// turn (the harness gives each replica an attacker of its own, so each
-// targeter has one) and across the strategies (one, or every one of a
-// mixed run), each decrementing one sku. With keys != "", every request
-// carries an Idempotency-Key of its own, keys-<n>.
-func decrementTargeter(replicas, skus []string, picker *skuPicker, qty int, strategies []string, keys string) vegeta.Targeter {
+// the attack's workers, whose requests go to the replica at base and
+// alternate across the strategies (one, or every one of a mixed run), each
+// decrementing one sku. With keys != "", every request carries an
+// Idempotency-Key of its own, keys-<n>.
+func decrementTargeter(base string, skus []string, picker *skuPicker, qty int, strategies []string, keys string) vegeta.Targeter {
 	bodies := make([][]byte, len(strategies))
 	for i, s := range strategies {
 		bodies[i], _ = json.Marshal(map[string]any{"qty": qty, "strategy": s})
 	}
 	hdr := http.Header{"Content-Type": []string{"application/json"}}
-	// Precompute the URLs: replica × sku.
-	urls := make([][]string, len(replicas))
-	for i, r := range replicas {
-		urls[i] = make([]string, len(skus))
-		for j, s := range skus {
-			urls[i][j] = r + "/v1/items/" + url.PathEscape(s) + "/decrement"
-		}
+	urls := make([]string, len(skus))
+	for i, s := range skus {
+		urls[i] = base + "/v1/items/" + url.PathEscape(s) + "/decrement"
 	}
 	var next atomic.Uint64
 	return func(t *vegeta.Target) error {
@@ -69,8 +64,8 @@ func decrementTargeter(replicas, skus []string, picker *skuPicker, qty int, stra
 		}
 		i := next.Add(1) - 1
 		t.Method = http.MethodPost
-		t.URL = urls[i%uint64(len(replicas))][picker.pick()]
-		t.Body = bodies[(i/uint64(len(replicas)))%uint64(len(bodies))]
+		t.URL = urls[picker.pick()]
+		t.Body = bodies[i%uint64(len(bodies))]
 		t.Header = hdr
 		if keys != "" {
 			t.Header = hdr.Clone()

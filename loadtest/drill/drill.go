@@ -333,7 +333,6 @@ func Baseline(ttl, writeStall time.Duration) []string {
 // Sale is one acknowledged sale, for the recovery and token checks.
 type Sale struct {
 	Start, End time.Time
-	Replica    string
 	Fence      int64
 }
 

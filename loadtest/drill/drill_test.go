@@ -109,11 +109,11 @@ func TestRecoveryAndTokens(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	sales := []Sale{
-		{Start: at(0), End: at(100), Replica: "a", Fence: 10},
-		{Start: at(100), End: at(200), Replica: "b", Fence: 11},
-		{Start: at(900), End: at(1200), Replica: "a", Fence: 12}, // in flight at the fault, on the victim
-		{Start: at(1500), End: at(2600), Replica: "b", Fence: 14},
-		{Start: at(2700), End: at(2800), Replica: "a", Fence: 15},
+		{Start: at(0), End: at(100), Fence: 10},
+		{Start: at(100), End: at(200), Fence: 11},
+		{Start: at(900), End: at(1200), Fence: 12}, // in flight at the fault
+		{Start: at(1500), End: at(2600), Fence: 14},
+		{Start: at(2700), End: at(2800), Fence: 15},
 	}
 	ev := &Event{At: at(1000), Victim: "a"}
 	// Sales end at 1200 (in flight when the fault struck), 2600, 2800:
@@ -139,11 +139,11 @@ func TestRecoveryAndTokens(t *testing.T) {
 	}
 	// A token after the fault no higher than one before it: a restarted
 	// lock service that counted from scratch.
-	reset := append(slices.Clone(sales), Sale{Start: at(3000), End: at(3100), Replica: "b", Fence: 3})
+	reset := append(slices.Clone(sales), Sale{Start: at(3000), End: at(3100), Fence: 3})
 	if tc := Tokens(reset, store); tc.OK {
 		t.Errorf("a token that went back passed: %+v", tc)
 	}
-	twice := append(slices.Clone(sales), Sale{Start: at(3000), End: at(3100), Replica: "b", Fence: 15})
+	twice := append(slices.Clone(sales), Sale{Start: at(3000), End: at(3100), Fence: 15})
 	if tc := Tokens(twice, store); tc.OK || tc.Reused != 1 {
 		t.Errorf("a token used for two sales passed: %+v", tc)
 	}

@@ -94,35 +94,23 @@ func added[S ~map[string]map[K]V, K comparable, V any](before, after []S, strate
 // interpolation inside the bucket that holds the rank; the highest finite
 // bound when the rank falls in the +Inf bucket.
 func histogramQuantile(q float64, cum map[float64]float64) (float64, bool) {
-	if len(cum) == 0 {
-		return 0, false
-	}
 	bounds := slices.Sorted(maps.Keys(cum))
-	total := cum[bounds[len(bounds)-1]]
-	if !math.IsInf(bounds[len(bounds)-1], 1) || total <= 0 {
+	if len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1) || cum[math.Inf(1)] <= 0 {
 		return 0, false
 	}
-	rank := q * total
+	rank := q * cum[math.Inf(1)]
 	prevBound, prevCount := 0.0, 0.0
 	for i, le := range bounds {
-		n := cum[le]
-		if n >= rank {
-			if math.IsInf(le, 1) {
-				if i == 0 {
-					return 0, false
-				}
-				return bounds[i-1], true
-			}
-			if n == prevCount {
-				return le, true
-			}
-			lower := prevBound
-			if i == 0 && le <= 0 {
-				lower = le
-			}
-			return lower + (le-lower)*(rank-prevCount)/(n-prevCount), true
+		switch n := cum[le]; {
+		case n < rank:
+			prevBound, prevCount = le, n
+		case math.IsInf(le, 1):
+			return prevBound, i > 0 // the highest finite bound
+		case n == prevCount, i == 0 && le <= 0:
+			return le, true
+		default:
+			return prevBound + (le-prevBound)*(rank-prevCount)/(n-prevCount), true
 		}
-		prevBound, prevCount = le, n
 	}
 	return bounds[len(bounds)-1], true
 }

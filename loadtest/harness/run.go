@@ -65,16 +65,12 @@ func salesRate(sales []drill.Sale, start time.Time) float64 {
 	if len(sales) == 0 {
 		return 0
 	}
-	sorted := make([]time.Time, len(sales))
-	for i, s := range sales {
-		sorted[i] = s.End
-	}
-	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+	sorted := slices.SortedFunc(slices.Values(sales), func(a, b drill.Sale) int { return a.End.Compare(b.End) })
 	k := len(sorted)
 	if k >= 20 {
 		k = (k*95 + 99) / 100
 	}
-	if d := sorted[k-1].Sub(start).Seconds(); d > 0 {
+	if d := sorted[k-1].End.Sub(start).Seconds(); d > 0 {
 		return float64(k) / d
 	}
 	return 0
@@ -176,31 +172,28 @@ const drainWait = 30 * time.Second
 // compared unit for unit. It returns false if some were still pending
 // after drainWait.
 func (h *Harness) waitDrained(ctx context.Context, base string, skus []string) (bool, error) {
-	deadline := time.Now().Add(drainWait)
+	var err error
 	lastNote := time.Now()
-	for {
+	drained := poll(ctx, drainWait, 100*time.Millisecond, func() bool {
 		pending := 0
 		for _, sku := range skus {
-			it, err := h.api.At(base).GetItem(ctx, sku)
-			if err != nil {
-				return false, fmt.Errorf("read the pending orders: %w", err)
+			it, e := h.api.At(base).GetItem(ctx, sku)
+			if e != nil {
+				err = fmt.Errorf("read the pending orders: %w", e)
+				return true
 			}
 			pending += len(it.Pending)
 		}
-		if pending == 0 {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			return false, nil
-		}
-		if time.Since(lastNote) >= 2*time.Second {
+		if pending > 0 && time.Since(lastNote) >= 2*time.Second {
 			lastNote = time.Now()
 			h.logf("  waiting for %d pending orders to reach the ledger...", pending)
 		}
-		if err := drill.Sleep(ctx, 100*time.Millisecond); err != nil {
-			return false, err
-		}
+		return pending == 0
+	})
+	if !drained && err == nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
 	}
+	return drained && err == nil, err
 }
 
 // poll calls done every `every` until it returns true (poll too), patience passes or ctx ends.

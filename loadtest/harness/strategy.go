@@ -180,12 +180,17 @@ type injections struct {
 	stop   func() // the attack is over: no more Inject; waits for the last
 	events []*drill.Event
 	errs   []error
+	// undo are the Cleanups of every event, those an injector returned
+	// with its error too: it may have stopped servers or moved a clock
+	// before it failed.
+	undo []func(context.Context) error
 }
 
 // startFaults runs the drill's injector, if it has one, and serves Inject
 // while the attack runs, one fault at a time, in a goroutine of its own.
 func (h *Harness) startFaults(ctx context.Context, strategy string, skus []string, o runOpts, started time.Time) *injections {
-	in, done, attacking := &injections{}, make(chan struct{}), make(chan struct{})
+	in, done := &injections{}, make(chan struct{})
+	attacking, over := context.WithCancel(ctx)
 	d := DefaultDrills() // the live page's replicas run with the defaults
 	if o.drill != nil {
 		d = o.drills
@@ -195,6 +200,9 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 		c := base
 		c.Strike, c.Repeat = at, repeat
 		ev, err := inject(ctx, &c)
+		if ev != nil && ev.Cleanup != nil {
+			in.undo = append(in.undo, ev.Cleanup)
+		}
 		if err != nil {
 			in.errs = append(in.errs, err)
 			return
@@ -206,7 +214,7 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 	h.setActive(true)
 	in.stop = func() {
 		h.setActive(false)
-		close(attacking)
+		over()
 		<-done
 	}
 	go func() {
@@ -219,9 +227,7 @@ func (h *Harness) startFaults(ctx context.Context, strategy string, skus []strin
 			case name := <-h.adhoc:
 				f, _ := drill.Lookup(name)
 				strike(name, f.Inject, time.Now(), h.runNo)
-			case <-attacking:
-				return
-			case <-ctx.Done():
+			case <-attacking.Done():
 				return
 			}
 		}
@@ -240,21 +246,25 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 	if d != nil && d.Inject == nil {
 		notes = append(notes, "no injection, the configuration is the fault: "+d.Flags.String())
 	}
+	var errs []error
 	for _, err := range in.errs {
 		switch {
 		case errors.Is(err, env.ErrUnsupported):
 			notes = append(notes, err.Error())
 		case ctx.Err() == nil:
-			return nil, fmt.Errorf("%s, %s: inject the fault: %w", run.Fault, run.Strategy, err)
+			errs = append(errs, fmt.Errorf("inject the fault: %w", err))
 		}
+	}
+	for _, undo := range in.undo {
+		if err := undo(ctx); err != nil && ctx.Err() == nil {
+			errs = append(errs, fmt.Errorf("undo the fault: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s, %s: %w", run.Fault, run.Strategy, errors.Join(errs...))
 	}
 	for _, ev := range in.events {
 		notes = append(notes, ev.Note)
-		if ev.Cleanup != nil {
-			if err := ev.Cleanup(ctx); err != nil && ctx.Err() == nil {
-				return nil, fmt.Errorf("%s, %s: undo the fault: %w", run.Fault, run.Strategy, err)
-			}
-		}
 	}
 	run.FaultNote = strings.Join(notes, "; ")
 	if len(in.events) == 0 {
@@ -265,64 +275,49 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 
 // observed is what the answers of one attack showed.
 type observed struct {
-	metrics vegeta.Metrics
-	acked   []verdict.Order
-	soldOut []verdict.SoldOutAnswer
-	sales   []drill.Sale
-	// noAnswer counts, per sku, the requests that reached a replica and
-	// got no HTTP answer (reset, timeout; not refused).
-	noAnswer map[string]int
-	requests map[string]int // answers (and failures), per sku
-	plot     *plot.Plot
+	verdict.Input // its Acked, NoAnswer and SoldOut; readBack adds the rest
+	metrics       vegeta.Metrics
+	sales         []drill.Sale
+	requests      map[string]int // answers (and failures), per sku
+	plot          *plot.Plot
 }
 
 // classify drains the attack's results until the attack is over, classifying
 // every answer: the live tally, run's counts, status codes, sales by replica,
 // refusal codes (drills) and error sample, and what the verdict needs.
 func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed {
-	t := &a.Tally
 	obs := &observed{
-		noAnswer: map[string]int{},
+		Input:    verdict.Input{NoAnswer: map[string]int{}},
 		requests: map[string]int{},
 		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
 	}
 	errSeen := map[string]bool{}
+	count := map[verdict.Class]*int{verdict.Sold: &run.Orders, verdict.SoldOut: &run.SoldOut, verdict.Unavailable: &run.Unavailable,
+		verdict.Other: &run.Other, verdict.Transport: &run.Transport} // the run's answers by class
 	for r := range a.Results {
-		t.Done.Add(1)
 		obs.metrics.Add(r)
 		_ = obs.plot.Add(r) // a plot glitch must not stop the run
 		cls, order, note := attack.Interpret(r, qty)
 		tr.answer(r, cls, order, note)
+		sku := stockclient.SKUOfURL(r.URL)
 		run.StatusCodes[fmt.Sprint(r.Code)]++
-		obs.requests[stockclient.SKUOfURL(r.URL)]++
+		obs.requests[sku]++
+		*count[cls]++
 		switch cls {
 		case verdict.Sold:
-			run.Orders++
-			t.Units.Add(int64(order.Qty))
-			obs.acked = append(obs.acked, order)
+			obs.Acked = append(obs.Acked, order)
 			run.ByReplica[order.Replica]++
-			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Replica: order.Replica, Fence: order.Fence})
-		case verdict.SoldOut:
-			run.SoldOut++
-			obs.soldOut = append(obs.soldOut, verdict.SoldOutAnswer{SKU: stockclient.SKUOfURL(r.URL), Qty: qty})
-		case verdict.Unavailable:
-			run.Unavailable++
-		case verdict.Other:
-			run.Other++
-			// A 5xx other than 503 (500 outcome_unknown above all) does
-			// not say whether the sale happened: like a lost answer, it
-			// may have sold, as the history check also assumes.
-			if r.Code >= 500 {
-				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
-			}
-		case verdict.Transport:
-			run.Transport++
-			if !attack.Refused(note) {
-				obs.noAnswer[stockclient.SKUOfURL(r.URL)]++
-			}
-		}
-		if cls == verdict.Sold || cls == verdict.SoldOut {
+			obs.sales = append(obs.sales, drill.Sale{Start: r.Timestamp, End: r.End(), Fence: order.Fence})
 			continue
+		case verdict.SoldOut:
+			obs.SoldOut = append(obs.SoldOut, verdict.SoldOutAnswer{SKU: sku, Qty: qty})
+			continue
+		}
+		// A lost answer (not a refused connection) or a 5xx other than 503
+		// (500 outcome_unknown above all) does not say whether the sale
+		// happened: it may have sold, as the history check also assumes.
+		if cls == verdict.Transport && !attack.Refused(note) || cls == verdict.Other && r.Code >= 500 {
+			obs.NoAnswer[sku]++
 		}
 		if run.Codes != nil {
 			run.Codes[answerKind(cls, note)]++
@@ -372,9 +367,6 @@ func fillTotals(run *report.Run, obs *observed) {
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	run.Latency = report.Latency{P50: ms(m.Latencies.P50), P95: ms(m.Latencies.P95), P99: ms(m.Latencies.P99), Max: ms(m.Latencies.Max)}
-	if len(run.ByReplica) == 0 {
-		run.ByReplica = nil
-	}
 }
 
 // writePlot writes the run's Vegeta plot to the output directory and
@@ -395,7 +387,7 @@ func (h *Harness) writePlot(run *report.Run, pl *plot.Plot) {
 // which would itself be a finding), waits for pending orders, then reads
 // every sku's stock and ledger from the first replica.
 func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time, obs *observed) (verdict.Input, error) {
-	in := verdict.Input{Acked: obs.acked, NoAnswer: obs.noAnswer, SoldOut: obs.soldOut}
+	in := obs.Input
 	if err := drill.Sleep(ctx, h.cfg.Settle); err != nil {
 		return in, err
 	}
@@ -428,10 +420,8 @@ func (h *Harness) readBack(ctx context.Context, run *report.Run, since time.Time
 // added to those the run already noted (a fault's sales that did not
 // resume, orders still pending), never in their place.
 func judge(run *report.Run, in verdict.Input, res verdict.Result) {
+	run.Totals, run.LedgerOrders = res.Totals, len(in.Ledger)
 	run.Unrecorded, run.DoubleSold, run.DoubleSoldKeys = res.Unrecorded, res.DoubleSold, res.DoubleSoldKeys
-	run.FalseSoldOut, run.Sold, run.Initial, run.Remaining = res.FalseSoldOut, res.Sold, res.Initial, res.Remaining
-	run.Oversold, run.LostUpdates, run.Unacknowledged = res.Oversold, res.LostUpdates, res.Unacknowledged
-	run.LedgerMismatch, run.Ledger, run.LedgerOrders = res.LedgerMismatch, res.Ledger, len(in.Ledger)
 	run.Problems = append(run.Problems, res.Problems...)
 	lin := history.Verdict(run.Linearizable)
 	what := map[bool]string{true: "history not linearizable: ", false: "history's linearizability unknown: "}[lin == history.No]
@@ -512,7 +502,7 @@ func countShards(run *report.Run, shards map[string]string, obs *observed) {
 		run.RequestsByShard[m] += obs.requests[sku]
 		run.SalesByShard[m] += 0 // every master shows, one that sold nothing too
 	}
-	for _, o := range obs.acked {
+	for _, o := range obs.Acked {
 		if m, ok := shards[o.SKU]; ok {
 			run.SalesByShard[m]++
 		} else {

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -42,5 +44,27 @@ func TestFaultProblemsReachTheReport(t *testing.T) {
 		if !slices.Contains(run.Problems, want) {
 			t.Errorf("problem %q missing from the report: %q", want, run.Problems)
 		}
+	}
+}
+
+// TestFaultUndoneAfterInjectionError strikes a drill whose injector did
+// its harm and then failed (as PartitionRedlock does after stopping
+// servers): the fault must still be undone, and the error reported.
+func TestFaultUndoneAfterInjectionError(t *testing.T) {
+	h := New(Config{Duration: time.Second}, nil)
+	undone := 0
+	failed := errors.New("count the double holders: replica gone")
+	d := &drill.Drill{Label: "partition", Fault: "partition", Inject: func(context.Context, *drill.Ctx) (*drill.Event, error) {
+		return &drill.Event{At: time.Now(), Cleanup: func(context.Context) error { undone++; return nil }}, failed
+	}}
+	run := report.Run{Strategy: "redlock", Fault: "partition"}
+	ctx := context.Background()
+	faults := h.startFaults(ctx, run.Strategy, []string{"s"}, runOpts{drill: d, drills: DefaultDrills()}, time.Now().Add(-time.Hour))
+	_, err := h.endFaults(ctx, &run, d, faults)
+	if !errors.Is(err, failed) {
+		t.Errorf("endFaults: %v; want the injector's error", err)
+	}
+	if undone != 1 {
+		t.Errorf("the fault's Cleanup ran %d times; want once", undone)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -30,13 +31,13 @@ type tracker struct {
 	run      int
 	strategy string
 	initial  int64
-	tally    *attack.Tally
+	sent     *atomic.Int64 // the attack's requests sent
 	started  time.Time
 
 	mu        sync.Mutex
-	byReplica map[string]int64
-	answers   map[string]int64
-	lat       []float64 // a uniform sample of the latencies, ms
+	byReplica map[string]int64 // units sold; they add up to the run's
+	answers   map[string]int64 // they add up to the answers so far
+	lat       []float64        // a uniform sample of the latencies, ms
 	latSeen   int
 	marks     []Mark
 	fences    map[skuFence]bool // the tokens seen
@@ -52,7 +53,7 @@ type skuFence struct {
 func (h *Harness) track(run *report.Run, a *attack.Attack) (t *tracker, stop func()) {
 	t = &tracker{
 		h: h, run: h.runNo, strategy: run.Strategy, initial: int64(run.Stock * len(run.SKUs)),
-		tally: &a.Tally, started: a.Started,
+		sent: &a.Sent, started: a.Started,
 		byReplica: map[string]int64{}, answers: map[string]int64{}, fences: map[skuFence]bool{},
 	}
 	return t, ticking(progressGap, func(final bool) {
@@ -126,16 +127,19 @@ func (t *tracker) replicaOf(u string) string {
 
 // progress is the run's state now, with the sales marked since the last call.
 func (t *tracker) progress(final bool) *Progress {
-	sold := t.tally.Units.Load()
-	p := &Progress{
-		Elapsed: time.Since(t.started).Seconds(), Sent: t.tally.Sent.Load(), Answered: t.tally.Done.Load(),
-		Sold: sold, Remaining: t.initial - sold, Oversold: max(0, sold-t.initial), Final: final,
-	}
+	p := &Progress{Elapsed: time.Since(t.started).Seconds(), Sent: t.sent.Load(), Final: final}
 	t.mu.Lock()
 	p.ByReplica, p.Answers = maps.Clone(t.byReplica), maps.Clone(t.answers)
 	p.Sales, t.marks = t.marks, nil
 	lat := slices.Clone(t.lat)
 	t.mu.Unlock()
+	for _, n := range p.Answers {
+		p.Answered += n
+	}
+	for _, n := range p.ByReplica {
+		p.Sold += n
+	}
+	p.Remaining, p.Oversold = t.initial-p.Sold, max(0, p.Sold-t.initial)
 	slices.Sort(lat)
 	q := func(f float64) float64 {
 		if len(lat) == 0 {

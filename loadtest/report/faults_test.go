@@ -11,16 +11,16 @@ func secs(v float64) *float64 { return &v }
 
 func TestFaultRows(t *testing.T) {
 	runs := []Run{
-		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Sold: 40, RecoverySeconds: secs(1.2), Injected: true,
+		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Totals: verdict.Totals{Sold: 40}, RecoverySeconds: secs(1.2), Injected: true,
 			Codes: map[string]int{"503 lock_unavailable": 3, "no answer: connection refused": 20}, Tokens: &verdict.TokenCheck{OK: true, Before: 5, After: 9}},
-		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Sold: 41, RecoverySeconds: secs(1.0), Injected: true,
+		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Totals: verdict.Totals{Sold: 41}, RecoverySeconds: secs(1.0), Injected: true,
 			Codes: map[string]int{"no answer: connection reset": 2}, Tokens: &verdict.TokenCheck{OK: true, Before: 4, After: 8}},
-		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Sold: 42, RecoverySeconds: secs(1.9), Injected: true},
+		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Totals: verdict.Totals{Sold: 42}, RecoverySeconds: secs(1.9), Injected: true},
 		{Fault: "crash", Strategy: "redis-lock", Safe: true, Verdict: "pass", Injected: true}, // sales never resumed
-		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "demonstrated", LostUpdates: 1,
+		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "demonstrated", Totals: verdict.Totals{LostUpdates: 1},
 			Checks: verdict.Of(false, verdict.Zero("lost_updates", 1))},
 		{Fault: "pause, fencing off", Strategy: "redis-lock", Demo: true, Verdict: "not reproduced in this run"},
-		{Fault: "pause", Strategy: "mongo-lease", Safe: true, Verdict: "FAIL", Oversold: 2, Checks: verdict.Of(true, verdict.Zero("oversold", 2)), Codes: map[string]int{"503 fenced": 1, "503 lease_lost": 1, "500 outcome_unknown": 4},
+		{Fault: "pause", Strategy: "mongo-lease", Safe: true, Verdict: "FAIL", Totals: verdict.Totals{Oversold: 2}, Checks: verdict.Of(true, verdict.Zero("oversold", 2)), Codes: map[string]int{"503 fenced": 1, "503 lease_lost": 1, "500 outcome_unknown": 4},
 			Tokens: &verdict.TokenCheck{OK: false, Before: 3, After: 3, MaxBefore: 10, MinAfter: 9}},
 		{Strategy: "atomic", Verdict: "pass"}, // not a drill
 	}

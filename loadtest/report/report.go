@@ -45,17 +45,8 @@ type Run struct {
 	Other       int `json:"other_status"` // any other status
 	Transport   int `json:"transport_errors"`
 
-	Sold           int `json:"sold"` // units: sum of qty over the 200s
-	Initial        int `json:"initial"`
-	Remaining      int `json:"remaining"`
-	Oversold       int `json:"oversold"`
-	LostUpdates    int `json:"lost_updates"`
-	Unacknowledged int `json:"unacknowledged"`
-	LedgerMismatch int `json:"ledger_mismatch"`
-	// FalseSoldOut: see verdict.Result.FalseSoldOut.
-	FalseSoldOut int            `json:"false_sold_out"`
-	Ledger       verdict.Ledger `json:"ledger"`
-	LedgerOrders int            `json:"ledger_orders"`
+	verdict.Totals     // the verdict's arithmetic: units sold, oversold, lost, ...
+	LedgerOrders   int `json:"ledger_orders"`
 
 	// AttackSeconds runs from the first request to the last response,
 	// SellingSeconds to the last 200's: the window of the sales.
@@ -398,19 +389,18 @@ func (rep Report) facts() []string {
 // WriteMarkdown writes the report as a Markdown page: the verdict, the
 // settings, the sections and the checks.
 func WriteMarkdown(w io.Writer, rep Report) error {
-	var b strings.Builder
-	word, sentence := rep.Headline()
-	fmt.Fprintf(&b, "# stocklock load test, %s\n\n**Result: %s.** %s%s.\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"), word, strings.ToUpper(sentence[:1]), sentence[1:])
-	for _, f := range rep.facts() {
-		fmt.Fprintf(&b, "- %s\n", f)
-	}
-	b.WriteString("\n")
-	for _, sec := range rep.sections() {
-		sec.Write(&b, rep, true)
-	}
-	writeCheckMarkdown(&b, rep.Checks())
-	_, err := io.WriteString(w, b.String())
-	return err
+	return flush(w, func(b *strings.Builder) {
+		word, sentence := rep.Headline()
+		fmt.Fprintf(b, "# stocklock load test, %s\n\n**Result: %s.** %s%s.\n\n", rep.Started.Format("2006-01-02 15:04:05 MST"), word, strings.ToUpper(sentence[:1]), sentence[1:])
+		for _, f := range rep.facts() {
+			fmt.Fprintf(b, "- %s\n", f)
+		}
+		b.WriteString("\n")
+		for _, sec := range rep.sections() {
+			sec.Write(b, rep, true)
+		}
+		writeCheckMarkdown(b, rep.Checks())
+	})
 }
 
 // Section is a run mode's part of its report: Write writes its tables

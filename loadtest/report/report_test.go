@@ -25,12 +25,12 @@ func sample() Report {
 		Replicas: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"},
 		Settings: Settings{Rate: 100, Duration: "5s", Stock: 100, Qty: 1, SKUs: 1, Workers: 8, MaxWorkers: 64, Timeout: "10s", RMWDelay: "2ms"},
 		Runs: []Run{
-			{Strategy: "unsafe", Verdict: "demonstrated", Requests: 500, Sold: 130, Orders: 130, SoldOut: 370,
-				Oversold: 30, LostUpdates: 55, SalesPerSec: 99.5, ReqPerSec: 100, Latency: Latency{P50: 3, P95: 7, P99: 9.5, Max: 20},
+			{Strategy: "unsafe", Verdict: "demonstrated", Requests: 500, Orders: 130, SoldOut: 370,
+				Totals: verdict.Totals{Sold: 130, Oversold: 30, LostUpdates: 55}, SalesPerSec: 99.5, ReqPerSec: 100, Latency: Latency{P50: 3, P95: 7, P99: 9.5, Max: 20},
 				Problems: []string{"oversold 30 units"}, Plot: "plot-unsafe.html"},
-			{Strategy: "redis-lock", Safe: true, Verdict: "pass", Requests: 500, Sold: 100, Orders: 100, SoldOut: 390, Unavailable: 10,
+			{Strategy: "redis-lock", Safe: true, Verdict: "pass", Requests: 500, Totals: verdict.Totals{Sold: 100}, Orders: 100, SoldOut: 390, Unavailable: 10,
 				SalesPerSec: 40, ReqPerSec: 99, Latency: Latency{P50: 30, P95: 150, P99: 1500, Max: 2100}, LockWaitP99: &wait},
-			{Strategy: "atomic", Safe: true, Verdict: "FAIL", Requests: 500, Sold: 100, LedgerMismatch: 2, Transport: 1, Other: 2,
+			{Strategy: "atomic", Safe: true, Verdict: "FAIL", Requests: 500, Totals: verdict.Totals{Sold: 100, LedgerMismatch: 2}, Transport: 1, Other: 2,
 				Checks: []verdict.Check{{Name: "ledger_mismatch", Kind: verdict.Safety, Observed: "2", Bound: "0"}, {Name: "oversold", Kind: verdict.Safety, Observed: "0", Bound: "0", Pass: true}}},
 		},
 	}

@@ -141,8 +141,8 @@ func (l Ledger) Total() int {
 	return l.Missing + (l.Extra - l.Unanswered) + l.DuplicateAcked + l.DuplicateLedger + l.Differ
 }
 
-// Result is the outcome of the checks for one run.
-type Result struct {
+// Totals are the figures of a whole run that its report shows as they are.
+type Totals struct {
 	Sold      int `json:"sold"`      // the sum of qty over the 200 responses
 	Initial   int `json:"initial"`   // summed over the skus
 	Remaining int `json:"remaining"` // summed over the skus
@@ -162,21 +162,26 @@ type Result struct {
 	// a unit taken with no order (the ledger check excuses extra orders up
 	// to the unanswered requests of their sku).
 	Unacknowledged int `json:"unacknowledged"`
-	// Unrecorded is, with Input.Drained, max(0, (initial-remaining) -
-	// ledger units) summed over skus: units that left the stock with no
-	// order in the ledger although nothing is pending. An anomaly.
-	Unrecorded int `json:"unrecorded"`
+	LedgerMismatch int `json:"ledger_mismatch"`
 	// FalseSoldOut is, summed over skus, the sold_out answers for a qty
 	// that the stock left at the end still covers (see Input.SoldOut): a
 	// unit a strategy cannot find while it is there is lost to the sale as
 	// surely as a unit sold twice is to the stock.
-	FalseSoldOut int `json:"false_sold_out"`
+	FalseSoldOut int    `json:"false_sold_out"`
+	Ledger       Ledger `json:"ledger"`
+}
+
+// Result is the outcome of the checks for one run.
+type Result struct {
+	Totals
+	// Unrecorded is, with Input.Drained, max(0, (initial-remaining) -
+	// ledger units) summed over skus: units that left the stock with no
+	// order in the ledger although nothing is pending. An anomaly.
+	Unrecorded int `json:"unrecorded"`
 	// DoubleSold is the number of units the ledger sold under an
 	// idempotency key beyond its first order: a retry that sold again.
 	DoubleSold     int         `json:"double_sold"`
 	DoubleSoldKeys int         `json:"double_sold_keys"`
-	Ledger         Ledger      `json:"ledger"`
-	LedgerMismatch int         `json:"ledger_mismatch"`
 	SKUs           []SKUResult `json:"skus,omitempty"`
 	Problems       []string    `json:"problems,omitempty"`
 }
