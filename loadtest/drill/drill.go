@@ -57,7 +57,7 @@ var Catalogue = []Fault{
 	{StorePartition, "cut a replica off from MongoDB for 3s under load, then heal: writes in flight lose their answers (Toxiproxy)", PartitionStore, safeDrills("mongo partition", PartitionStore)},
 	{RedisPartition, "cut a replica off from Redis for 3s under load, then heal: the strategies that keep their stock in Redis (Toxiproxy)", PartitionRedis, only("redis partition", strategy.RedisStock, PartitionRedis)},
 	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, safeDrills("store latency", SlowLinks)},
-	{Resets, "close each of a replica's store connections after every 8 KiB of replies, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
+	{Resets, "close each of a replica's store connections once 1 KiB of replies has passed on it, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 
