@@ -36,9 +36,9 @@ const (
 
 // Fault is one entry of the catalogue.
 type Fault struct {
-	Name   string
-	Doc    string         // what it does, in one line
-	Inject Injector       // strikes a running attack; nil when the configuration is the fault (clock skew)
+	Name   string         `json:"name"`
+	Doc    string         `json:"doc"` // what it does, in one line
+	Inject Injector       `json:"-"`   // strikes a running attack; nil when the configuration is the fault (clock skew)
 	drills func() []Drill // over every strategy it applies to
 }
 

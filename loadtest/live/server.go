@@ -181,11 +181,6 @@ type strategyInfo struct {
 	Holds bool `json:"holds"`
 }
 
-type faultInfo struct {
-	Name string `json:"name"`
-	Doc  string `json:"doc"`
-}
-
 // Form is what the page's form sends to start a run.
 type Form struct {
 	Strategies []string `json:"strategies"`
@@ -216,14 +211,10 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	for _, in := range strategy.All() {
 		strategies = append(strategies, strategyInfo{Name: in.Name, Safe: in.Safe, Lock: in.Lock, Doc: in.Doc, Holds: in.Holds})
 	}
-	var faults []faultInfo
-	if s.env != nil {
-		for _, name := range pageFaults {
-			if drill.NeedsNetwork([]string{name}) && !s.env.Networked() {
-				continue
-			}
-			f, _ := drill.Lookup(name)
-			faults = append(faults, faultInfo{Name: f.Name, Doc: f.Doc})
+	var faults []drill.Fault
+	for _, name := range pageFaults {
+		if f, _ := drill.Lookup(name); s.env != nil && (s.env.Networked() || !drill.NeedsNetwork([]string{name})) {
+			faults = append(faults, f)
 		}
 	}
 	b, co := s.opt.Base, harness.DefaultCheckout()
@@ -373,9 +364,14 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		s.hub.publishState(false)
 	}()
 	d := &Done{Run: n}
+	defer func() { // the page's last result, published before the state says idle
+		s.mu.Lock()
+		s.last = d
+		s.mu.Unlock()
+		s.hub.publish("done", d)
+	}()
 	if err := s.prepare(ctx, f); err != nil {
 		d.Error = err.Error()
-		s.finish(d)
 		return
 	}
 	rep, err := h.Run(ctx)
@@ -413,7 +409,6 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			}
 		}
 	}
-	s.finish(d)
 }
 
 // prepare brings the replicas the server started to the form's count and
@@ -436,13 +431,6 @@ func (s *Server) prepare(ctx context.Context, f Form) error {
 		return fmt.Errorf("configure the replicas: %w", err)
 	}
 	return nil
-}
-
-func (s *Server) finish(d *Done) {
-	s.mu.Lock()
-	s.last = d
-	s.mu.Unlock()
-	s.hub.publish("done", d)
 }
 
 func (s *Server) stop(w http.ResponseWriter, _ *http.Request) {
