@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
@@ -91,8 +93,8 @@ type Env struct {
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
 	Cluster   *devstore.RedisCluster
-	redlock   *redlockStores // the servers of Options.Redlock; see Redlock
-	net       *network       // the proxies of Options.Network
+	redlock   *redlockStores       // the servers of Options.Redlock; see Redlock
+	net       *toxiproxy.ApiServer // the proxies of Options.Network
 	tmpDir    string
 	bin       string
 	mu        sync.Mutex // guards procs against Procs and Close
@@ -565,7 +567,7 @@ func (e *Env) Close() {
 			e.logf("stopped the replicas")
 		}
 		if e.net != nil {
-			e.net.close()
+			_ = e.net.Collection.Clear()
 		}
 		// close is a method value, of a nil store when not running:
 		// not called then.
