@@ -93,7 +93,7 @@ type Env struct {
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
 	Cluster   *devstore.RedisCluster
-	redlock   *redlockStores       // the servers of Options.Redlock; see Redlock
+	redlock   redlockStores        // the servers of Options.Redlock; see Redlock
 	net       *toxiproxy.ApiServer // the proxies of Options.Network
 	tmpDir    string
 	bin       string
@@ -492,7 +492,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 		"REDIS_CLUSTER_ADDRS="+cluster,
 		"MONGO_URI="+mongoURI,
 		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
-		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
+		"REDLOCK_ADDRS="+strings.Join(e.redlock.addrs, ","),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
 		"HEARTBEAT_TIMEOUT="+HeartbeatTimeout.String(),
@@ -581,7 +581,7 @@ func (e *Env) Close() {
 		stop("etcd", e.Etcd != nil, e.Etcd.Close)
 		stop("Redis", e.Redis != nil, e.Redis.Close)
 		stop("the Redis Cluster", e.Cluster != nil, e.Cluster.Close)
-		stop("the redlock servers", e.redlock != nil, e.redlock.close)
+		stop("the redlock servers", true, e.redlock.close)
 		stop("MongoDB", e.Mongo != nil, e.Mongo.Close)
 		if e.Redis != nil || e.Cluster != nil || e.Mongo != nil || e.Etcd != nil {
 			e.logf("stopped the stores")
