@@ -342,7 +342,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 		s.target.holds, s.target.window = true, cfg.Duration-holdsGuard
 	}
 	s.hub.reset()
-	s.hub.publishState(true)
+	s.hub.publish("state", map[string]bool{"running": true})
 	s.hub.publish("strike", s.target.strike())
 	go s.run(ctx, n, h, f, cfg)
 	writeJSON(w, http.StatusAccepted, map[string]int{"run": n})
@@ -361,7 +361,7 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		if waiting != "" {
 			s.logf("the race ended before any strategy sold again: the fault %s did not strike", waiting)
 		}
-		s.hub.publishState(false)
+		s.hub.publish("state", map[string]bool{"running": false})
 	}()
 	d := &Done{Run: n}
 	defer func() { // the page's last result, published before the state says idle
@@ -461,30 +461,25 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	h := s.current
-	if h == nil {
-		s.mu.Unlock()
-		fail(w, http.StatusConflict, "not_running", "no race is running")
-		return
+	h, st := s.current, s.target.strike()
+	var err error
+	if h != nil && !st.Now { // nothing sells now: the fault waits for the next strategy that does
+		st, err = s.target.ask(body.Name)
 	}
-	if !s.target.selling {
-		// Nothing sells now: the fault waits for the next strategy that does.
-		st, err := s.target.ask(body.Name)
-		s.mu.Unlock()
-		switch {
-		case errors.Is(err, errNothingLeft):
-			fail(w, http.StatusConflict, "sold_out", "%v", err)
-		case err != nil:
-			fail(w, http.StatusConflict, "busy", "%v", err)
-		default:
-			s.hub.publish("strike", st)
-			writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
-		}
-		return
-	}
-	selling := s.target.current
 	s.mu.Unlock()
-	switch err := h.Inject(body.Name); {
+	if h != nil && st.Now {
+		err = h.Inject(body.Name)
+	}
+	switch {
+	case h == nil:
+		fail(w, http.StatusConflict, "not_running", "no race is running")
+	case errors.Is(err, errNothingLeft):
+		fail(w, http.StatusConflict, "sold_out", "%v", err)
+	case errors.Is(err, errWaiting):
+		fail(w, http.StatusConflict, "busy", "%v", err)
+	case !st.Now:
+		s.hub.publish("strike", st)
+		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
 	case errors.Is(err, harness.ErrBusy):
@@ -492,7 +487,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		fail(w, http.StatusBadRequest, "unknown_fault", "%v", err)
 	default:
-		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "strikes": selling})
+		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "strikes": st.Strategy})
 	}
 }
 
