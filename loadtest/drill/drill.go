@@ -447,7 +447,7 @@ func ownRedis(f *Ctx, what string) error {
 // CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
 // hook, its lease stays until its TTL runs out; it restarts after the attack.
 var CrashHolder = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
-	id, pid, at := f.Env.ID(i), f.Env.Pid(i), time.Now()
+	id, pid, at := f.Env.ID(i), f.Env.Procs()[i].Pid, time.Now()
 	if err := f.Env.Kill(i); err != nil {
 		return nil, fmt.Errorf("kill -9 replica %s (pid %d): %w", id, pid, err)
 	}

@@ -687,9 +687,6 @@ func (e *Env) replace(ctx context.Context, which []int, extra func(int) []string
 	return e.waitReady(ctx, started)
 }
 
-// Pid is replica i's process id.
-func (e *Env) Pid(i int) int { return e.procs[i].cmd.Process.Pid }
-
 // Kill kills replica i with SIGKILL, as a crash would, and waits until it
 // is gone. It stays down until Restart or Configure.
 func (e *Env) Kill(i int) error {
