@@ -344,6 +344,19 @@ func Trigger(d time.Duration) time.Duration {
 	return max(cmp.Or(d, 8*time.Second)/4, 500*time.Millisecond)
 }
 
+// until calls try every interval until it reports done or fails, for up
+// to d (then false), or until ctx ends (its cause); it tries at least once.
+func until(ctx context.Context, d, every time.Duration, try func() (bool, error)) (bool, error) {
+	for end := time.Now().Add(d); ; {
+		if done, err := try(); done || err != nil || !time.Now().Before(end) {
+			return done, err
+		}
+		if err := Sleep(ctx, every); err != nil {
+			return false, err
+		}
+	}
+}
+
 // Sleep waits d or until ctx ends, whichever is first.
 func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -368,18 +381,12 @@ func (f *Ctx) victim(ctx context.Context) (int, string, error) {
 	if !slices.Contains(LockStrategies, f.Strategy) {
 		return f.Repeat % n, "no lease to hold: picked by turn", nil
 	}
-	deadline := time.Now().Add(max(f.Search, time.Second))
-	for time.Now().Before(deadline) {
-		i, err := f.findHolder(ctx)
-		if err != nil {
-			return 0, "", err
-		}
-		if i >= 0 {
-			return i, "holding the " + f.Strategy + " lease at the last poll", nil
-		}
-		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
-			return 0, "", err
-		}
+	i := -1
+	if found, err := until(ctx, max(f.Search, time.Second), 2*time.Millisecond, func() (_ bool, err error) {
+		i, err = f.findHolder(ctx)
+		return i >= 0, err
+	}); found || err != nil {
+		return i, "holding the " + f.Strategy + " lease at the last poll", err
 	}
 	return f.Repeat % n, "no holder seen: picked by turn", nil
 }
@@ -556,17 +563,15 @@ var KillEtcdLeader = strike(func(f *Ctx) error {
 }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	// An election may be under way (on a busy machine): wait for a leader
 	// rather than give up.
-	leader, err := f.Env.Etcd.Leader()
-	for wait := time.Now().Add(5 * time.Second); err == nil && leader < 0; leader, err = f.Env.Etcd.Leader() {
-		if time.Now().After(wait) {
-			return nil, errors.New("find the etcd leader: no member has known one for 5s")
-		}
-		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
-			return nil, err
-		}
-	}
-	if err != nil {
+	leader := -1
+	switch found, err := until(ctx, 5*time.Second, 20*time.Millisecond, func() (_ bool, err error) {
+		leader, err = f.Env.Etcd.Leader()
+		return leader >= 0, err
+	}); {
+	case err != nil:
 		return nil, fmt.Errorf("find the etcd leader: %w", err)
+	case !found:
+		return nil, errors.New("find the etcd leader: no member has known one for 5s")
 	}
 	at := time.Now()
 	if err := f.Env.Etcd.Kill(leader); err != nil {
@@ -664,23 +669,16 @@ func JumpRedisClock(d time.Duration) Injector {
 // polls that saw two leases of the strategy or more (see doubles).
 func (f *Ctx) countDoubleHeld(ctx context.Context, window time.Duration) (int, error) {
 	var d doubles
-	for end := time.Now().Add(window); time.Now().Before(end); {
+	_, err := until(ctx, window, 2*time.Millisecond, func() (bool, error) {
 		held, err := f.held(ctx)
-		if err != nil {
-			return d.n, err
-		}
-		// Two leases in one replica count too (two of its requests
-		// granted the hot sku's lock at once).
-		n := 0
+		n := 0 // two leases in one replica count too (two of its requests granted the hot sku's lock at once)
 		for _, h := range held {
 			n += h
 		}
 		d.poll(n)
-		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
-			return d.n, err
-		}
-	}
-	return d.n, nil
+		return false, err
+	})
+	return d.n, err
 }
 
 // doubles counts the polls that saw two holders or more. A handoff can

@@ -163,13 +163,10 @@ func failover(resyncing bool) Injector {
 			wait, look = lagFor, func() (string, bool) { return stockLag(ctx, mc, rc, key) }
 		}
 		var lag string
-		for end := time.Now().Add(wait); ; {
-			var done bool
-			if lag, done = look(); done || !time.Now().Before(end) || ctx.Err() != nil {
-				break
-			}
-			_ = Sleep(ctx, 2*time.Millisecond)
-		}
+		_, _ = until(ctx, wait, 2*time.Millisecond, func() (done bool, _ error) {
+			lag, done = look()
+			return done, nil
+		})
 		_, _ = mc.Close(), rc.Close()
 		at := time.Now()
 		if err := c.Kill(master); err != nil {
@@ -331,13 +328,11 @@ func promote(ctx context.Context, replica string) error {
 	rc := dial(replica, false)
 	defer rc.Close()
 	var err error
-	for range 50 {
-		if err = rc.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err(); err == nil {
-			return nil
-		}
-		if serr := Sleep(ctx, 20*time.Millisecond); serr != nil {
-			return serr
-		}
+	if _, serr := until(ctx, 2*time.Second, 20*time.Millisecond, func() (bool, error) {
+		err = rc.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err()
+		return err == nil, nil
+	}); serr != nil {
+		return serr
 	}
 	return err
 }
