@@ -442,13 +442,19 @@ func downFrom(at time.Time, what, how string) *Event {
 	return &Event{At: at, Healed: healed, Note: fmt.Sprintf("%s (down %s; %s)", what, healed.Sub(at).Round(time.Millisecond), how)}
 }
 
+// unless is nil when ok, else env.ErrUnsupported saying why.
+func unless(ok bool, why string, a ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", env.ErrUnsupported, fmt.Sprintf(why, a...))
+}
+
 // ownRedis is nil when the env's Redis is a redis-server the harness
 // started, which it can do what to.
 func ownRedis(f *Ctx, what string) error {
-	if f.Env.Redis == nil || f.Env.Redis.Kind != devstore.KindRedisServer {
-		return fmt.Errorf("%w: the harness can %s only a redis-server it started (this Redis is %s)", env.ErrUnsupported, what, f.Env.RedisText)
-	}
-	return nil
+	return unless(f.Env.Redis != nil && f.Env.Redis.Kind == devstore.KindRedisServer,
+		"the harness can %s only a redis-server it started (this Redis is %s)", what, f.Env.RedisText)
 }
 
 // CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
@@ -541,10 +547,8 @@ func CrashRedisOnAOF(ctx context.Context, f *Ctx) (_ *Event, err error) {
 
 // RestartMongo restarts the embedded FerretDB on its data directory.
 var RestartMongo = strike(func(f *Ctx) error {
-	if f.Env.Mongo.Kind != devstore.KindFerretDB {
-		return fmt.Errorf("%w: the harness can restart only the embedded FerretDB (this MongoDB is %s)", env.ErrUnsupported, f.Env.Mongo.Kind)
-	}
-	return nil
+	return unless(f.Env.Mongo.Kind == devstore.KindFerretDB,
+		"the harness can restart only the embedded FerretDB (this MongoDB is %s)", f.Env.Mongo.Kind)
 }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	at := time.Now()
 	if err := f.Env.Mongo.Restart(ctx); err != nil {
@@ -556,10 +560,8 @@ var RestartMongo = strike(func(f *Ctx) error {
 // KillEtcdLeader crashes the leader of the three-member etcd cluster; the
 // other two elect a new one. The member is started again after the attack.
 var KillEtcdLeader = strike(func(f *Ctx) error {
-	if f.Env.Etcd.Kind != devstore.KindEmbeddedEtcd || len(f.Env.Etcd.Endpoints) < 3 {
-		return fmt.Errorf("%w: needs the harness's three-member embedded etcd (this etcd is %s with %d members)", env.ErrUnsupported, f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
-	}
-	return nil
+	return unless(f.Env.Etcd.Kind == devstore.KindEmbeddedEtcd && len(f.Env.Etcd.Endpoints) >= 3,
+		"needs the harness's three-member embedded etcd (this etcd is %s with %d members)", f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
 }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	// An election may be under way (on a busy machine): wait for a leader
 	// rather than give up.
@@ -647,10 +649,7 @@ func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
 // under it. The clock goes back to true time after the attack.
 func JumpRedisClock(d time.Duration) Injector {
 	return strike(func(f *Ctx) error {
-		if f.Env.Redis == nil || !f.Env.Redis.HasClock() {
-			return fmt.Errorf("%w: the redis-server was started without the clock shim (needs gcc)", env.ErrUnsupported)
-		}
-		return nil
+		return unless(f.Env.Redis != nil && f.Env.Redis.HasClock(), "the redis-server was started without the clock shim (needs gcc)")
 	}, func(ctx context.Context, f *Ctx, _ int, how string) (ev *Event, err error) {
 		r, at := f.Env.Redis, time.Now()
 		if err := r.SetClockOffset(d); err != nil {

@@ -120,13 +120,11 @@ var FailoverToResyncing = failover(true)
 
 func failover(resyncing bool) Injector {
 	return strike(func(f *Ctx) error {
-		if c := f.Env.Cluster; c == nil || c.Kind != devstore.KindRedisServer {
-			return fmt.Errorf("%w: needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)", env.ErrUnsupported)
+		if err := unless(f.Env.Cluster != nil && f.Env.Cluster.Kind == devstore.KindRedisServer,
+			"needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)"); err != nil || len(f.SKUs) > 0 {
+			return err
 		}
-		if len(f.SKUs) == 0 {
-			return errors.New("redis failover: no sku to find the lock of")
-		}
-		return nil
+		return errors.New("redis failover: no sku to find the lock of")
 	}, func(ctx context.Context, f *Ctx, _ int, how string) (_ *Event, err error) {
 		defer func() {
 			if err != nil {
