@@ -507,8 +507,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer leave()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
-	msgs := backlog // what to write next: the backlog, then each event
-	for {
+	for msgs := backlog; ; { // what to write next: the backlog, then each event
 		for _, m := range msgs {
 			if _, err := w.Write(m); err != nil {
 				return
