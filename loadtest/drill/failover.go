@@ -25,17 +25,12 @@ func RedisLockKey(sku string) string {
 	return redislock.KeyName(redislock.KeyPrefix(env.DB), strategy.LockKey(sku))
 }
 
-// RedisStockKey is the Redis key of sku's redis-stock hash as the env's
-// replicas name it (under env.DB); its hash tag decides the sku's slot.
-func RedisStockKey(sku string) string {
-	return mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), sku)
-}
-
 // hotKey is the key whose master a failover kills: the hot sku's stock
-// under redis-stock, its lock otherwise.
+// hash under redis-stock as the env's replicas name it (under env.DB; its
+// hash tag decides the sku's slot), its lock otherwise.
 func hotKey(name, sku string) string {
 	if name == strategy.RedisStock {
-		return RedisStockKey(sku)
+		return mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), sku)
 	}
 	return RedisLockKey(sku)
 }
