@@ -123,21 +123,21 @@ func (e *Env) canProxy() error {
 // either way, and connections, old and new, hang, as behind a partition
 // that drops packets. Heal ends it.
 func (e *Env) Partition(i int, links ...Link) error {
-	return e.withToxic(i, links, "partition", "timeout", "", `{"timeout":0}`)
+	return e.withToxic(i, links, "partition", "timeout", `{"timeout":0}`, "upstream", "downstream")
 }
 
 // Slow adds latency, with jitter, to everything replica i sends and
 // receives on its links (all when none given), until Heal.
 func (e *Env) Slow(i int, latency, jitter time.Duration, links ...Link) error {
-	return e.withToxic(i, links, "latency", "latency", "downstream",
-		fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+	attrs := fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())
+	return e.withToxic(i, links, "latency", "latency", attrs, "downstream")
 }
 
 // CutAfter closes each of replica i's connections on its links (all when
 // none given) once bytes have come back on it, until Heal: under load,
 // connections die mid-reply at a steady rate.
 func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
-	return e.withToxic(i, links, "cut", "limit_data", "downstream", fmt.Sprintf(`{"bytes":%d}`, bytes))
+	return e.withToxic(i, links, "cut", "limit_data", fmt.Sprintf(`{"bytes":%d}`, bytes), "downstream")
 }
 
 // Heal removes every toxic from replica i's links. Removing a partition
@@ -153,16 +153,11 @@ func (e *Env) Heal(ctx context.Context, i int) error {
 	return err
 }
 
-// withToxic adds a toxic to replica i's links, in both directions unless
-// stream says which.
-func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
+// withToxic adds a toxic to replica i's links, on the streams given.
+func (e *Env) withToxic(i int, links []Link, name, kind, attrs string, streams ...string) error {
 	ps, err := e.proxies(i, links)
 	if err != nil {
 		return err
-	}
-	streams := []string{"upstream", "downstream"}
-	if stream != "" {
-		streams = []string{stream}
 	}
 	for _, p := range ps {
 		for _, s := range streams {
