@@ -1,6 +1,5 @@
 // Package drill is the catalogue of fault drills and their injectors: each
-// fault (a crash, a pause, a store restart, a clock skew, an etcd leader
-// kill) says which strategies it applies to, with which replica flags, and
+// fault says which strategies it applies to, with which replica flags, and
 // how it strikes a running attack through an env.Env. Recovery and Tokens
 // judge what the sales did across a fault.
 package drill

@@ -149,8 +149,7 @@ func failover(resyncing bool) Injector {
 			}
 		}
 		mc, rc := dial(master, false), dial(replica, true)
-		// Wait for the replica to lag (or, in sync, for a holder), for up to
-		// lagFor, looking every 2ms; the note gets the last look.
+		// Wait for the replica to lag (or, in sync, for a holder); the note gets the last look.
 		wait, look := max(lagFor, 2*time.Second), func() (string, bool) { return leaseLag(ctx, f, mc, rc, key, lagFor == 0) }
 		if f.Strategy == strategy.RedisStock {
 			wait, look = lagFor, func() (string, bool) { return stockLag(ctx, mc, rc, key) }
