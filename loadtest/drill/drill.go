@@ -1,6 +1,5 @@
 // Package drill is the catalogue of fault drills and their injectors: each
-// fault (a crash, a pause, a store restart, a clock skew, an etcd leader
-// kill) says which strategies it applies to, with which replica flags, and
+// fault says which strategies it applies to, with which replica flags, and
 // how it strikes a running attack through an env.Env. Recovery and Tokens
 // judge what the sales did across a fault.
 package drill
@@ -36,9 +35,9 @@ const (
 
 // Fault is one entry of the catalogue.
 type Fault struct {
-	Name   string
-	Doc    string         // what it does, in one line
-	Inject Injector       // strikes a running attack; nil when the configuration is the fault (clock skew)
+	Name   string         `json:"name"`
+	Doc    string         `json:"doc"` // what it does, in one line
+	Inject Injector       `json:"-"`   // strikes a running attack; nil when the configuration is the fault (clock skew)
 	drills func() []Drill // over every strategy it applies to
 }
 
@@ -57,7 +56,7 @@ var Catalogue = []Fault{
 	{StorePartition, "cut a replica off from MongoDB for 3s under load, then heal: writes in flight lose their answers (Toxiproxy)", PartitionStore, safeDrills("mongo partition", PartitionStore)},
 	{RedisPartition, "cut a replica off from Redis for 3s under load, then heal: the strategies that keep their stock in Redis (Toxiproxy)", PartitionRedis, only("redis partition", strategy.RedisStock, PartitionRedis)},
 	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, safeDrills("store latency", SlowLinks)},
-	{Resets, "close each of a replica's store connections after every 8 KiB of replies, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
+	{Resets, "close each of a replica's store connections once 1 KiB of replies has passed on it, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 
@@ -343,6 +342,19 @@ func Trigger(d time.Duration) time.Duration {
 	return max(cmp.Or(d, 8*time.Second)/4, 500*time.Millisecond)
 }
 
+// until calls try every interval until it reports done or fails, for up
+// to d (then false), or until ctx ends (its cause); it tries at least once.
+func until(ctx context.Context, d, every time.Duration, try func() (bool, error)) (bool, error) {
+	for end := time.Now().Add(d); ; {
+		if done, err := try(); done || err != nil || !time.Now().Before(end) {
+			return done, err
+		}
+		if err := Sleep(ctx, every); err != nil {
+			return false, err
+		}
+	}
+}
+
 // Sleep waits d or until ctx ends, whichever is first.
 func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -367,18 +379,12 @@ func (f *Ctx) victim(ctx context.Context) (int, string, error) {
 	if !slices.Contains(LockStrategies, f.Strategy) {
 		return f.Repeat % n, "no lease to hold: picked by turn", nil
 	}
-	deadline := time.Now().Add(max(f.Search, time.Second))
-	for time.Now().Before(deadline) {
-		i, err := f.findHolder(ctx)
-		if err != nil {
-			return 0, "", err
-		}
-		if i >= 0 {
-			return i, "holding the " + f.Strategy + " lease at the last poll", nil
-		}
-		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
-			return 0, "", err
-		}
+	i := -1
+	if found, err := until(ctx, max(f.Search, time.Second), 2*time.Millisecond, func() (_ bool, err error) {
+		i, err = f.findHolder(ctx)
+		return i >= 0, err
+	}); found || err != nil {
+		return i, "holding the " + f.Strategy + " lease at the last poll", err
 	}
 	return f.Repeat % n, "no holder seen: picked by turn", nil
 }
@@ -434,19 +440,25 @@ func downFrom(at time.Time, what, how string) *Event {
 	return &Event{At: at, Healed: healed, Note: fmt.Sprintf("%s (down %s; %s)", what, healed.Sub(at).Round(time.Millisecond), how)}
 }
 
+// unless is nil when ok, else env.ErrUnsupported saying why.
+func unless(ok bool, why string, a ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", env.ErrUnsupported, fmt.Sprintf(why, a...))
+}
+
 // ownRedis is nil when the env's Redis is a redis-server the harness
 // started, which it can do what to.
 func ownRedis(f *Ctx, what string) error {
-	if f.Env.Redis == nil || f.Env.Redis.Kind != devstore.KindRedisServer {
-		return fmt.Errorf("%w: the harness can %s only a redis-server it started (this Redis is %s)", env.ErrUnsupported, what, f.Env.RedisText)
-	}
-	return nil
+	return unless(f.Env.Redis != nil && f.Env.Redis.Kind == devstore.KindRedisServer,
+		"the harness can %s only a redis-server it started (this Redis is %s)", what, f.Env.RedisText)
 }
 
 // CrashHolder kills the lock holder with SIGKILL: no release, no shutdown
 // hook, its lease stays until its TTL runs out; it restarts after the attack.
 var CrashHolder = strike(nil, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
-	id, pid, at := f.Env.ID(i), f.Env.Pid(i), time.Now()
+	id, pid, at := f.Env.ID(i), f.Env.Procs()[i].Pid, time.Now()
 	if err := f.Env.Kill(i); err != nil {
 		return nil, fmt.Errorf("kill -9 replica %s (pid %d): %w", id, pid, err)
 	}
@@ -533,10 +545,8 @@ func CrashRedisOnAOF(ctx context.Context, f *Ctx) (_ *Event, err error) {
 
 // RestartMongo restarts the embedded FerretDB on its data directory.
 var RestartMongo = strike(func(f *Ctx) error {
-	if f.Env.Mongo.Kind != devstore.KindFerretDB {
-		return fmt.Errorf("%w: the harness can restart only the embedded FerretDB (this MongoDB is %s)", env.ErrUnsupported, f.Env.Mongo.Kind)
-	}
-	return nil
+	return unless(f.Env.Mongo.Kind == devstore.KindFerretDB,
+		"the harness can restart only the embedded FerretDB (this MongoDB is %s)", f.Env.Mongo.Kind)
 }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	at := time.Now()
 	if err := f.Env.Mongo.Restart(ctx); err != nil {
@@ -548,24 +558,20 @@ var RestartMongo = strike(func(f *Ctx) error {
 // KillEtcdLeader crashes the leader of the three-member etcd cluster; the
 // other two elect a new one. The member is started again after the attack.
 var KillEtcdLeader = strike(func(f *Ctx) error {
-	if f.Env.Etcd.Kind != devstore.KindEmbeddedEtcd || len(f.Env.Etcd.Endpoints) < 3 {
-		return fmt.Errorf("%w: needs the harness's three-member embedded etcd (this etcd is %s with %d members)", env.ErrUnsupported, f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
-	}
-	return nil
+	return unless(f.Env.Etcd.Kind == devstore.KindEmbeddedEtcd && len(f.Env.Etcd.Endpoints) >= 3,
+		"needs the harness's three-member embedded etcd (this etcd is %s with %d members)", f.Env.Etcd.Kind, len(f.Env.Etcd.Endpoints))
 }, func(ctx context.Context, f *Ctx, _ int, how string) (*Event, error) {
 	// An election may be under way (on a busy machine): wait for a leader
 	// rather than give up.
-	leader, err := f.Env.Etcd.Leader()
-	for wait := time.Now().Add(5 * time.Second); err == nil && leader < 0; leader, err = f.Env.Etcd.Leader() {
-		if time.Now().After(wait) {
-			return nil, errors.New("find the etcd leader: no member has known one for 5s")
-		}
-		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
-			return nil, err
-		}
-	}
-	if err != nil {
+	leader := -1
+	switch found, err := until(ctx, 5*time.Second, 20*time.Millisecond, func() (_ bool, err error) {
+		leader, err = f.Env.Etcd.Leader()
+		return leader >= 0, err
+	}); {
+	case err != nil:
 		return nil, fmt.Errorf("find the etcd leader: %w", err)
+	case !found:
+		return nil, errors.New("find the etcd leader: no member has known one for 5s")
 	}
 	at := time.Now()
 	if err := f.Env.Etcd.Kill(leader); err != nil {
@@ -641,10 +647,7 @@ func Tokens(sales []Sale, ev *Event) *verdict.TokenCheck {
 // under it. The clock goes back to true time after the attack.
 func JumpRedisClock(d time.Duration) Injector {
 	return strike(func(f *Ctx) error {
-		if f.Env.Redis == nil || !f.Env.Redis.HasClock() {
-			return fmt.Errorf("%w: the redis-server was started without the clock shim (needs gcc)", env.ErrUnsupported)
-		}
-		return nil
+		return unless(f.Env.Redis != nil && f.Env.Redis.HasClock(), "the redis-server was started without the clock shim (needs gcc)")
 	}, func(ctx context.Context, f *Ctx, _ int, how string) (ev *Event, err error) {
 		r, at := f.Env.Redis, time.Now()
 		if err := r.SetClockOffset(d); err != nil {
@@ -663,23 +666,16 @@ func JumpRedisClock(d time.Duration) Injector {
 // polls that saw two leases of the strategy or more (see doubles).
 func (f *Ctx) countDoubleHeld(ctx context.Context, window time.Duration) (int, error) {
 	var d doubles
-	for end := time.Now().Add(window); time.Now().Before(end); {
+	_, err := until(ctx, window, 2*time.Millisecond, func() (bool, error) {
 		held, err := f.held(ctx)
-		if err != nil {
-			return d.n, err
-		}
-		// Two leases in one replica count too (two of its requests
-		// granted the hot sku's lock at once).
-		n := 0
+		n := 0 // two leases in one replica count too (two of its requests granted the hot sku's lock at once)
 		for _, h := range held {
 			n += h
 		}
 		d.poll(n)
-		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
-			return d.n, err
-		}
-	}
-	return d.n, nil
+		return false, err
+	})
+	return d.n, err
 }
 
 // doubles counts the polls that saw two holders or more. A handoff can

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/stocklock/stocklock/loadtest/env"
@@ -213,8 +214,9 @@ func TestPlanRedisStock(t *testing.T) {
 	}
 	// The failover finds redis-stock's master by its stock's key, the
 	// lock strategies' by their lock's.
-	if hotKey(strategy.RedisStock, "sku-1") != RedisStockKey("sku-1") || !strings.Contains(RedisStockKey("sku-1"), "{sku-1}") {
-		t.Errorf("redis-stock's failover key %q, want its stock hash %q with the hash tag {sku-1}", hotKey(strategy.RedisStock, "sku-1"), RedisStockKey("sku-1"))
+	stockKey := mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), "sku-1")
+	if hotKey(strategy.RedisStock, "sku-1") != stockKey || !strings.Contains(stockKey, "{sku-1}") {
+		t.Errorf("redis-stock's failover key %q, want its stock hash %q with the hash tag {sku-1}", hotKey(strategy.RedisStock, "sku-1"), stockKey)
 	}
 	if hotKey(strategy.RedisLock, "sku-1") != RedisLockKey("sku-1") {
 		t.Errorf("redis-lock's failover key %q, want its lock %q", hotKey(strategy.RedisLock, "sku-1"), RedisLockKey("sku-1"))

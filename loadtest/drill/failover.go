@@ -25,17 +25,12 @@ func RedisLockKey(sku string) string {
 	return redislock.KeyName(redislock.KeyPrefix(env.DB), strategy.LockKey(sku))
 }
 
-// RedisStockKey is the Redis key of sku's redis-stock hash as the env's
-// replicas name it (under env.DB); its hash tag decides the sku's slot.
-func RedisStockKey(sku string) string {
-	return mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), sku)
-}
-
 // hotKey is the key whose master a failover kills: the hot sku's stock
-// under redis-stock, its lock otherwise.
+// hash under redis-stock as the env's replicas name it (under env.DB; its
+// hash tag decides the sku's slot), its lock otherwise.
 func hotKey(name, sku string) string {
 	if name == strategy.RedisStock {
-		return RedisStockKey(sku)
+		return mongostore.RedisStockKey(mongostore.RedisStockKeyPrefix(env.DB), sku)
 	}
 	return RedisLockKey(sku)
 }
@@ -120,13 +115,11 @@ var FailoverToResyncing = failover(true)
 
 func failover(resyncing bool) Injector {
 	return strike(func(f *Ctx) error {
-		if c := f.Env.Cluster; c == nil || c.Kind != devstore.KindRedisServer {
-			return fmt.Errorf("%w: needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)", env.ErrUnsupported)
+		if err := unless(f.Env.Cluster != nil && f.Env.Cluster.Kind == devstore.KindRedisServer,
+			"needs the Redis Cluster the harness starts (--redis-cluster, without REDIS_CLUSTER_ADDRS)"); err != nil || len(f.SKUs) > 0 {
+			return err
 		}
-		if len(f.SKUs) == 0 {
-			return errors.New("redis failover: no sku to find the lock of")
-		}
-		return nil
+		return errors.New("redis failover: no sku to find the lock of")
 	}, func(ctx context.Context, f *Ctx, _ int, how string) (_ *Event, err error) {
 		defer func() {
 			if err != nil {
@@ -156,20 +149,16 @@ func failover(resyncing bool) Injector {
 			}
 		}
 		mc, rc := dial(master, false), dial(replica, true)
-		// Wait for the replica to lag (or, in sync, for a holder), for up to
-		// lagFor, looking every 2ms; the note gets the last look.
+		// Wait for the replica to lag (or, in sync, for a holder); the note gets the last look.
 		wait, look := max(lagFor, 2*time.Second), func() (string, bool) { return leaseLag(ctx, f, mc, rc, key, lagFor == 0) }
 		if f.Strategy == strategy.RedisStock {
 			wait, look = lagFor, func() (string, bool) { return stockLag(ctx, mc, rc, key) }
 		}
 		var lag string
-		for end := time.Now().Add(wait); ; {
-			var done bool
-			if lag, done = look(); done || !time.Now().Before(end) || ctx.Err() != nil {
-				break
-			}
-			_ = Sleep(ctx, 2*time.Millisecond)
-		}
+		_, _ = until(ctx, wait, 2*time.Millisecond, func() (done bool, _ error) {
+			lag, done = look()
+			return done, nil
+		})
 		_, _ = mc.Close(), rc.Close()
 		at := time.Now()
 		if err := c.Kill(master); err != nil {
@@ -331,13 +320,11 @@ func promote(ctx context.Context, replica string) error {
 	rc := dial(replica, false)
 	defer rc.Close()
 	var err error
-	for range 50 {
-		if err = rc.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err(); err == nil {
-			return nil
-		}
-		if serr := Sleep(ctx, 20*time.Millisecond); serr != nil {
-			return serr
-		}
+	if _, serr := until(ctx, 2*time.Second, 20*time.Millisecond, func() (bool, error) {
+		err = rc.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err()
+		return err == nil, nil
+	}); serr != nil {
+		return serr
 	}
 	return err
 }

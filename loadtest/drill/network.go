@@ -66,10 +66,7 @@ func lockPartitionDrills() []Drill {
 // be refreshed and runs out; another replica takes the lock and sells;
 // the cut-off holder must not write after it.
 var PartitionLockStore = strike(func(f *Ctx) error {
-	if lockLink(f.Strategy) == "" {
-		return fmt.Errorf("%w: %s has no lock store behind a proxy", env.ErrUnsupported, f.Strategy)
-	}
-	return nil
+	return unless(lockLink(f.Strategy) != "", "%s has no lock store behind a proxy", f.Strategy)
 }, func(ctx context.Context, f *Ctx, i int, how string) (*Event, error) {
 	return cutOff(ctx, f, i, lockLink(f.Strategy), string(lockLink(f.Strategy)), 2*f.TTL, how)
 })

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -224,17 +225,11 @@ func (s *redlockServers) isolateGrant(ctx context.Context, f *Ctx, sku string, m
 			return "", err
 		}
 		var v string
-		for time.Now().Before(deadline) {
-			if v = s.lease(ctx, 0, sku); v != "" && v != before && len(s.holding(ctx, sku, v, majority)) == 3 {
-				break
-			}
-			v = ""
-			if err := Sleep(ctx, time.Millisecond); err != nil {
-				return "", err
-			}
-		}
-		if v == "" {
-			return "", errors.New("redlock partition: no grant on servers 0, 1, 2 within the search time")
+		if granted, err := until(ctx, time.Until(deadline), time.Millisecond, func() (bool, error) {
+			v = s.lease(ctx, 0, sku)
+			return v != "" && v != before && len(s.holding(ctx, sku, v, majority)) == 3, nil
+		}); err != nil || !granted {
+			return "", cmp.Or(err, errors.New("redlock partition: no grant on servers 0, 1, 2 within the search time"))
 		}
 		mark("A (replica %s) granted %q on servers 0, 1, 2 (3 and 4 stopped; try %d)", ownerReplica(v), v, try)
 		sctx := context.WithoutCancel(ctx)

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+
 	"github.com/stocklock/stocklock/internal/devstore"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
@@ -91,8 +93,8 @@ type Env struct {
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
 	Cluster   *devstore.RedisCluster
-	redlock   *redlockStores // the servers of Options.Redlock; see Redlock
-	net       *network       // the proxies of Options.Network
+	redlock   redlockStores        // the servers of Options.Redlock; see Redlock
+	net       *toxiproxy.ApiServer // the proxies of Options.Network
 	tmpDir    string
 	bin       string
 	mu        sync.Mutex // guards procs against Procs and Close
@@ -490,7 +492,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 		"REDIS_CLUSTER_ADDRS="+cluster,
 		"MONGO_URI="+mongoURI,
 		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
-		"REDLOCK_ADDRS="+strings.Join(e.RedlockAddrs(), ","),
+		"REDLOCK_ADDRS="+strings.Join(e.redlock.addrs, ","),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
 		"HEARTBEAT_TIMEOUT="+HeartbeatTimeout.String(),
@@ -565,7 +567,7 @@ func (e *Env) Close() {
 			e.logf("stopped the replicas")
 		}
 		if e.net != nil {
-			e.net.close()
+			_ = e.net.Collection.Clear()
 		}
 		// close is a method value, of a nil store when not running:
 		// not called then.
@@ -579,7 +581,7 @@ func (e *Env) Close() {
 		stop("etcd", e.Etcd != nil, e.Etcd.Close)
 		stop("Redis", e.Redis != nil, e.Redis.Close)
 		stop("the Redis Cluster", e.Cluster != nil, e.Cluster.Close)
-		stop("the redlock servers", e.redlock != nil, e.redlock.close)
+		stop("the redlock servers", true, e.redlock.close)
 		stop("MongoDB", e.Mongo != nil, e.Mongo.Close)
 		if e.Redis != nil || e.Cluster != nil || e.Mongo != nil || e.Etcd != nil {
 			e.logf("stopped the stores")
@@ -684,9 +686,6 @@ func (e *Env) replace(ctx context.Context, which []int, extra func(int) []string
 	}
 	return e.waitReady(ctx, started)
 }
-
-// Pid is replica i's process id.
-func (e *Env) Pid(i int) int { return e.procs[i].cmd.Process.Pid }
 
 // Kill kills replica i with SIGKILL, as a crash would, and waits until it
 // is gone. It stays down until Restart or Configure.

@@ -32,24 +32,22 @@ const (
 // Links are every link a replica has.
 var Links = []Link{LinkMongo, LinkRedis, LinkEtcd}
 
-// network runs Toxiproxy in this process: with Options.Network, each
+// newNetwork runs Toxiproxy in this process: with Options.Network, each
 // replica reaches MongoDB, Redis and etcd through proxies of its own, so
 // that a drill can cut, slow or reset one replica's links and not the
 // others'. A replica restarted keeps its proxies (and their ports),
 // named <replica id>-<link> in the server's collection.
-type network struct{ server *toxiproxy.ApiServer }
-
-func newNetwork() *network {
-	return &network{toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
+func newNetwork() *toxiproxy.ApiServer {
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 }
 
 // proxy returns the address replica id reaches upstream at through link,
 // starting the proxy the first time.
-func (n *network) proxy(id string, link Link, upstream string) (string, error) {
-	p, err := n.server.Collection.Get(id + "-" + string(link))
+func (e *Env) proxy(id string, link Link, upstream string) (string, error) {
+	p, err := e.net.Collection.Get(id + "-" + string(link))
 	if err != nil {
-		p = toxiproxy.NewProxy(n.server, id+"-"+string(link), "127.0.0.1:0", upstream)
-		if err := n.server.Collection.Add(p, true); err != nil {
+		p = toxiproxy.NewProxy(e.net, id+"-"+string(link), "127.0.0.1:0", upstream)
+		if err := e.net.Collection.Add(p, true); err != nil {
 			return "", fmt.Errorf("toxiproxy %s: %w", p.Name, err)
 		}
 	}
@@ -66,7 +64,7 @@ func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
 	}
 	var out []*toxiproxy.Proxy
 	for _, l := range links {
-		if p, err := e.net.server.Collection.Get(e.procs[i].id + "-" + string(l)); err == nil {
+		if p, err := e.net.Collection.Get(e.procs[i].id + "-" + string(l)); err == nil {
 			out = append(out, p)
 		}
 	}
@@ -76,13 +74,11 @@ func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
 	return out, nil
 }
 
-func (n *network) close() { _ = n.server.Collection.Clear() }
-
 // proxyEnv rewrites the stores' addresses in a replica's environment to
 // its proxies (Start checked that it can: canProxy).
 func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
 	u, _ := url.Parse(e.Mongo.URI)
-	if u.Host, err = e.net.proxy(id, LinkMongo, u.Host); err != nil {
+	if u.Host, err = e.proxy(id, LinkMongo, u.Host); err != nil {
 		return "", "", nil, err
 	}
 	q := u.Query()
@@ -90,12 +86,12 @@ func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, er
 	// the one server there is.
 	q.Set("directConnection", "true")
 	u.RawQuery = q.Encode()
-	if redisAddr, err = e.net.proxy(id, LinkRedis, e.Redis.Addr); err != nil {
+	if redisAddr, err = e.proxy(id, LinkRedis, e.Redis.Addr); err != nil {
 		return "", "", nil, err
 	}
 	for _, ep := range e.Etcd.Endpoints {
 		eu, _ := url.Parse(ep)
-		if eu.Host, err = e.net.proxy(id, LinkEtcd, eu.Host); err != nil {
+		if eu.Host, err = e.proxy(id, LinkEtcd, eu.Host); err != nil {
 			return "", "", nil, err
 		}
 		etcd = append(etcd, eu.String())
@@ -127,21 +123,21 @@ func (e *Env) canProxy() error {
 // either way, and connections, old and new, hang, as behind a partition
 // that drops packets. Heal ends it.
 func (e *Env) Partition(i int, links ...Link) error {
-	return e.withToxic(i, links, "partition", "timeout", "", `{"timeout":0}`)
+	return e.withToxic(i, links, "partition", "timeout", `{"timeout":0}`, "upstream", "downstream")
 }
 
 // Slow adds latency, with jitter, to everything replica i sends and
 // receives on its links (all when none given), until Heal.
 func (e *Env) Slow(i int, latency, jitter time.Duration, links ...Link) error {
-	return e.withToxic(i, links, "latency", "latency", "downstream",
-		fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+	attrs := fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())
+	return e.withToxic(i, links, "latency", "latency", attrs, "downstream")
 }
 
 // CutAfter closes each of replica i's connections on its links (all when
 // none given) once bytes have come back on it, until Heal: under load,
 // connections die mid-reply at a steady rate.
 func (e *Env) CutAfter(i int, bytes int64, links ...Link) error {
-	return e.withToxic(i, links, "cut", "limit_data", "downstream", fmt.Sprintf(`{"bytes":%d}`, bytes))
+	return e.withToxic(i, links, "cut", "limit_data", fmt.Sprintf(`{"bytes":%d}`, bytes), "downstream")
 }
 
 // Heal removes every toxic from replica i's links. Removing a partition
@@ -157,16 +153,11 @@ func (e *Env) Heal(ctx context.Context, i int) error {
 	return err
 }
 
-// withToxic adds a toxic to replica i's links, in both directions unless
-// stream says which.
-func (e *Env) withToxic(i int, links []Link, name, kind, stream, attrs string) error {
+// withToxic adds a toxic to replica i's links, on the streams given.
+func (e *Env) withToxic(i int, links []Link, name, kind, attrs string, streams ...string) error {
 	ps, err := e.proxies(i, links)
 	if err != nil {
 		return err
-	}
-	streams := []string{"upstream", "downstream"}
-	if stream != "" {
-		streams = []string{stream}
 	}
 	for _, p := range ps {
 		for _, s := range streams {

@@ -43,8 +43,8 @@ func roundTrip(c net.Conn, r *bufio.Reader) error {
 // latency's heal leaves the connections open.
 func TestNetworkFaults(t *testing.T) {
 	e := &Env{net: newNetwork(), procs: []*replicaProc{{id: "a"}}}
-	t.Cleanup(e.net.close)
-	addr, err := e.net.proxy("a", LinkRedis, echo(t))
+	t.Cleanup(func() { _ = e.net.Collection.Clear() })
+	addr, err := e.proxy("a", LinkRedis, echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 // tolerates two down).
 const RedlockServers = 5
 
-// redlockStores are the servers of the redlock strategy: real
-// redis-servers (Servers), or in-process stand-ins when redis-server is
-// not on PATH.
+// redlockStores are the servers of the redlock strategy, none without
+// Options.Redlock: real redis-servers, or in-process stand-ins when
+// redis-server is not on PATH.
 type redlockStores struct {
 	servers *devstore.RedisServers
 	mini    []*miniredis.Miniredis
@@ -41,7 +41,6 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 	var text string
 	switch {
 	case errors.Is(err, devstore.ErrNoRedisServer):
-		e.redlock = &redlockStores{}
 		for range RedlockServers {
 			m := miniredis.NewMiniRedis()
 			m.ClockTTL(true) // expire keys in real time
@@ -54,7 +53,7 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 	case err != nil:
 		return fmt.Errorf("start the redlock redis-servers: %w", err)
 	default:
-		e.redlock = &redlockStores{servers: s, addrs: s.Addrs()}
+		e.redlock = redlockStores{servers: s, addrs: s.Addrs()}
 		clock := "clocks movable (clock shim)"
 		if s.NoClock != nil {
 			clock = "clocks fixed: " + s.NoClock.Error()
@@ -66,20 +65,11 @@ func (e *Env) startRedlock(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-// RedlockAddrs are the addresses of the redlock servers, in order; none
-// without Options.Redlock.
-func (e *Env) RedlockAddrs() []string {
-	if e.redlock == nil {
-		return nil
-	}
-	return e.redlock.addrs
-}
-
 // Redlock returns the redlock servers, in order, to stop, start or move
 // the clocks of; it wraps ErrUnsupported when they are not redis-servers
 // the env started.
 func (e *Env) Redlock() ([]*devstore.Redis, error) {
-	if e.redlock == nil || e.redlock.servers == nil {
+	if e.redlock.servers == nil {
 		return nil, fmt.Errorf("%w: needs the %d redis-servers the harness starts for redlock (redis-server on PATH)", ErrUnsupported, RedlockServers)
 	}
 	return e.redlock.servers.Servers, nil

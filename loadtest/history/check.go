@@ -80,7 +80,7 @@ func Check(ops []Op, timeout time.Duration) Result {
 
 func checkSKU(sku string, all []Op, timeout time.Duration) SKUResult {
 	began := time.Now()
-	ops := Operations(sku, all)
+	ops := operations(sku, all, true)
 	s := SKUResult{SKU: sku, Ops: len(ops), model: Model()}
 	defer func() { s.Elapsed = time.Since(began) }()
 	if !slices.ContainsFunc(ops, func(o porcupine.Operation) bool { return o.Input.(Input).Kind == Set }) {
@@ -128,7 +128,7 @@ type Input struct {
 	// Stock is what a set writes.
 	Stock int
 	// Deferred marks a decrement with an unknown outcome encoded as a
-	// pending unit (see Operations): at its call it adds one to the
+	// pending unit (see operations): at its call it adds one to the
 	// state's pending decrements, which later operations may apply.
 	Deferred bool
 }
@@ -264,7 +264,7 @@ func describe(in Input, out Output) string {
 	return fmt.Sprintf("decrement(%d) → ?", in.Qty)
 }
 
-// Operations turns the history of sku into porcupine operations:
+// operations turns the history of sku into porcupine operations:
 // refusals and failed reads are dropped; the attempts of one idempotency
 // key are one operation (a key sells at most once) from the first
 // attempt's call to the answer that settled it (a sale or sold out); an
@@ -274,12 +274,7 @@ func describe(in Input, out Output) string {
 // unit from its call on (see sameQty). With the stock only going down, a
 // sold-out answer is checked at its return (see setsFirst). Two different
 // sales under one key stay two operations: the key was not honoured, and
-// the stock must show both.
-func Operations(sku string, all []Op) []porcupine.Operation {
-	return operations(sku, all, true)
-}
-
-// operations is Operations; with fast false it uses neither the sold-out
+// the stock must show both. With fast false it uses neither the sold-out
 // nor the pending-unit encoding: the plain one, to test them against.
 func operations(sku string, all []Op, fast bool) []porcupine.Operation {
 	var (

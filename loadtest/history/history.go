@@ -188,10 +188,7 @@ func ReadJSONL(r io.Reader) ([]Op, error) {
 			continue
 		}
 		var op Op
-		if err := json.Unmarshal([]byte(line), &op); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		if err := op.validate(); err != nil {
+		if err := cmp.Or(json.Unmarshal([]byte(line), &op), op.validate()); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		ops = append(ops, op)
@@ -202,7 +199,7 @@ func ReadJSONL(r io.Reader) ([]Op, error) {
 	return ops, nil
 }
 
-func (op Op) validate() error {
+func (op *Op) validate() error { // a pointer: ReadJSONL calls it in one expression after Unmarshal fills op
 	switch {
 	case op.SKU == "":
 		return fmt.Errorf("no sku")

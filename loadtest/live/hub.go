@@ -23,11 +23,6 @@ type hub struct {
 
 func newHub() *hub { return &hub{clients: map[chan []byte]bool{}} }
 
-// publishState says whether a run is under way.
-func (h *hub) publishState(running bool) {
-	h.publish("state", map[string]bool{"running": running})
-}
-
 // publish sends one event of the given type with v as its data. A page
 // too slow to keep up is dropped (its browser reconnects).
 func (h *hub) publish(typ string, v any) {

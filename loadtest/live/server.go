@@ -181,11 +181,6 @@ type strategyInfo struct {
 	Holds bool `json:"holds"`
 }
 
-type faultInfo struct {
-	Name string `json:"name"`
-	Doc  string `json:"doc"`
-}
-
 // Form is what the page's form sends to start a run.
 type Form struct {
 	Strategies []string `json:"strategies"`
@@ -216,14 +211,10 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 	for _, in := range strategy.All() {
 		strategies = append(strategies, strategyInfo{Name: in.Name, Safe: in.Safe, Lock: in.Lock, Doc: in.Doc, Holds: in.Holds})
 	}
-	var faults []faultInfo
-	if s.env != nil {
-		for _, name := range pageFaults {
-			if drill.NeedsNetwork([]string{name}) && !s.env.Networked() {
-				continue
-			}
-			f, _ := drill.Lookup(name)
-			faults = append(faults, faultInfo{Name: f.Name, Doc: f.Doc})
+	var faults []drill.Fault
+	for _, name := range pageFaults {
+		if f, _ := drill.Lookup(name); s.env != nil && (s.env.Networked() || !drill.NeedsNetwork([]string{name})) {
+			faults = append(faults, f)
 		}
 	}
 	b, co := s.opt.Base, harness.DefaultCheckout()
@@ -351,7 +342,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 		s.target.holds, s.target.window = true, cfg.Duration-holdsGuard
 	}
 	s.hub.reset()
-	s.hub.publishState(true)
+	s.hub.publish("state", map[string]bool{"running": true})
 	s.hub.publish("strike", s.target.strike())
 	go s.run(ctx, n, h, f, cfg)
 	writeJSON(w, http.StatusAccepted, map[string]int{"run": n})
@@ -370,12 +361,17 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 		if waiting != "" {
 			s.logf("the race ended before any strategy sold again: the fault %s did not strike", waiting)
 		}
-		s.hub.publishState(false)
+		s.hub.publish("state", map[string]bool{"running": false})
 	}()
 	d := &Done{Run: n}
+	defer func() { // the page's last result, published before the state says idle
+		s.mu.Lock()
+		s.last = d
+		s.mu.Unlock()
+		s.hub.publish("done", d)
+	}()
 	if err := s.prepare(ctx, f); err != nil {
 		d.Error = err.Error()
-		s.finish(d)
 		return
 	}
 	rep, err := h.Run(ctx)
@@ -413,7 +409,6 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			}
 		}
 	}
-	s.finish(d)
 }
 
 // prepare brings the replicas the server started to the form's count and
@@ -436,13 +431,6 @@ func (s *Server) prepare(ctx context.Context, f Form) error {
 		return fmt.Errorf("configure the replicas: %w", err)
 	}
 	return nil
-}
-
-func (s *Server) finish(d *Done) {
-	s.mu.Lock()
-	s.last = d
-	s.mu.Unlock()
-	s.hub.publish("done", d)
 }
 
 func (s *Server) stop(w http.ResponseWriter, _ *http.Request) {
@@ -473,30 +461,25 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	h := s.current
-	if h == nil {
-		s.mu.Unlock()
-		fail(w, http.StatusConflict, "not_running", "no race is running")
-		return
+	h, st := s.current, s.target.strike()
+	var err error
+	if h != nil && !st.Now { // nothing sells now: the fault waits for the next strategy that does
+		st, err = s.target.ask(body.Name)
 	}
-	if !s.target.selling {
-		// Nothing sells now: the fault waits for the next strategy that does.
-		st, err := s.target.ask(body.Name)
-		s.mu.Unlock()
-		switch {
-		case errors.Is(err, errNothingLeft):
-			fail(w, http.StatusConflict, "sold_out", "%v", err)
-		case err != nil:
-			fail(w, http.StatusConflict, "busy", "%v", err)
-		default:
-			s.hub.publish("strike", st)
-			writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
-		}
-		return
-	}
-	selling := s.target.current
 	s.mu.Unlock()
-	switch err := h.Inject(body.Name); {
+	if h != nil && st.Now {
+		err = h.Inject(body.Name)
+	}
+	switch {
+	case h == nil:
+		fail(w, http.StatusConflict, "not_running", "no race is running")
+	case errors.Is(err, errNothingLeft):
+		fail(w, http.StatusConflict, "sold_out", "%v", err)
+	case errors.Is(err, errWaiting):
+		fail(w, http.StatusConflict, "busy", "%v", err)
+	case !st.Now:
+		s.hub.publish("strike", st)
+		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
 	case errors.Is(err, harness.ErrBusy):
@@ -504,7 +487,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		fail(w, http.StatusBadRequest, "unknown_fault", "%v", err)
 	default:
-		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "strikes": selling})
+		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "strikes": st.Strategy})
 	}
 }
 
@@ -524,8 +507,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer leave()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
-	msgs := backlog // what to write next: the backlog, then each event
-	for {
+	for msgs := backlog; ; { // what to write next: the backlog, then each event
 		for _, m := range msgs {
 			if _, err := w.Write(m); err != nil {
 				return

@@ -47,7 +47,6 @@ func (t *target) observe(ev harness.Event) bool {
 	switch ev.Type {
 	case harness.EventRunStart:
 		t.begin(ev.Strategy)
-		t.attacked, t.selling = false, false
 	case harness.EventProgress:
 		if ev.Strategy == t.current && ev.Progress != nil {
 			t.attacked = true
@@ -70,12 +69,13 @@ func (t *target) observe(ev harness.Event) bool {
 	return t.strike() != before
 }
 
-// begin makes strategy the current one, and the ones before it done.
+// begin makes strategy the current one, not attacked yet, and the ones
+// before it done.
 func (t *target) begin(strategy string) {
 	if i := slices.Index(t.left, strategy); i >= 0 {
 		t.left = t.left[i+1:]
 	}
-	t.current = strategy
+	t.current, t.attacked, t.selling = strategy, false, false
 }
 
 // strike says what a fault asked for now strikes.
