@@ -163,6 +163,9 @@ func (c Config) Check(bad Problem) {
 	}
 	between(bad, "CheckTimeout", c.CheckTimeout, time.Second, time.Hour)
 	for _, t := range c.Thresholds {
+		if !t.Known() {
+			bad("Thresholds %s: want a metric of report.Metrics and one of < <= > >= == !=", t)
+		}
 		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
 			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
 		}

@@ -20,8 +20,7 @@ type Threshold struct {
 	Metric   string  // one of Metrics
 	Op       string  // <, <=, >, >=, ==, !=
 	Bound    float64 // in the metric's unit: ms for a latency
-	bound    string  // the bound as given
-	metric   metric
+	bound    string  // the bound as given; "" for a Threshold built in code
 }
 
 // metric is a figure of a Run that a threshold can bound; value is NaN
@@ -100,40 +99,66 @@ func ParseThreshold(s string) (Threshold, error) {
 	}
 	// k6 spells percentiles p(99).
 	t.Metric = strings.NewReplacer("(", "", ")", "").Replace(name)
-	j := slices.IndexFunc(metrics, func(m metric) bool { return m.name == t.Metric })
-	if j < 0 {
+	m, ok := lookupMetric(t.Metric)
+	if !ok {
 		var names []string
 		for _, m := range metrics {
 			names = append(names, m.name)
 		}
 		return t, fmt.Errorf("threshold %q: unknown metric %q (known: %s)", s, name, strings.Join(names, ", "))
 	}
-	t.bound, t.metric = value, metrics[j]
+	t.bound = value
 	var err error
-	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && t.metric.ms {
+	if t.Bound, err = strconv.ParseFloat(value, 64); err != nil && m.ms {
 		var d time.Duration
 		if d, err = time.ParseDuration(value); err == nil {
 			t.Bound = float64(d) / float64(time.Millisecond)
 		}
 	}
 	if err != nil {
-		unit := map[bool]string{false: "a number", true: "a duration such as 300ms or 1.5s (a bare number is ms)"}[t.metric.ms]
+		unit := map[bool]string{false: "a number", true: "a duration such as 300ms or 1.5s (a bare number is ms)"}[m.ms]
 		return t, fmt.Errorf("threshold %q: %q is not %s", s, value, unit)
 	}
 	return t, nil
 }
 
+// lookupMetric returns the metric called name.
+func lookupMetric(name string) (metric, bool) {
+	j := slices.IndexFunc(metrics, func(m metric) bool { return m.name == name })
+	if j < 0 {
+		return metric{}, false
+	}
+	return metrics[j], true
+}
+
+// Known reports whether t names a metric of Metrics and a comparison
+// ParseThreshold reads: a Threshold built in code may not.
+func (t Threshold) Known() bool {
+	_, ok := lookupMetric(t.Metric)
+	return ok && slices.Contains(ops, t.Op)
+}
+
+// boundText is the bound as given, or as Bound says for a Threshold built
+// in code.
+func (t Threshold) boundText() string {
+	return cmp.Or(t.bound, strconv.FormatFloat(t.Bound, 'g', -1, 64))
+}
+
 func (t Threshold) String() string {
 	if t.Strategy != "" {
-		return t.Strategy + ":" + t.Metric + t.Op + t.bound
+		return t.Strategy + ":" + t.Metric + t.Op + t.boundText()
 	}
-	return t.Metric + t.Op + t.bound
+	return t.Metric + t.Op + t.boundText()
 }
 
 // Check judges run r against the threshold; false when it does not apply
 // (another strategy's threshold, a figure the run lacks).
 func (t Threshold) Check(r Run) (verdict.Check, bool) {
-	v := t.metric.value(r)
+	m, ok := lookupMetric(t.Metric)
+	if !ok {
+		return verdict.Check{}, false
+	}
+	v := m.value(r)
 	if t.Strategy != "" && t.Strategy != r.Strategy || math.IsNaN(v) {
 		return verdict.Check{}, false
 	}
@@ -142,8 +167,8 @@ func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	switch {
 	case math.IsInf(v, 1):
 		observed = "never"
-	case t.metric.ms:
+	case m.ms:
 		observed = Ms(v)
 	}
-	return verdict.Check{Name: t.Metric, Kind: verdict.Threshold, Observed: observed, Bound: t.Op + " " + t.bound, Pass: pass}, true
+	return verdict.Check{Name: t.Metric, Kind: verdict.Threshold, Observed: observed, Bound: t.Op + " " + t.boundText(), Pass: pass}, true
 }

@@ -68,6 +68,14 @@ func TestThresholdCheck(t *testing.T) {
 			t.Errorf("%s applies to %+v", in, run)
 		}
 	}
+	// A threshold built in code, not parsed, checks the same.
+	built := Threshold{Metric: "p99", Op: "<", Bound: 300}
+	if c, ok := built.Check(run); !ok || c.Pass || c.Bound != "< 300" || built.String() != "p99<300" || !built.Known() {
+		t.Errorf("built in code: %+v, %v, %s", c, ok, built)
+	}
+	if (Threshold{Metric: "p99", Op: "=<"}).Known() || (Threshold{Metric: "p98", Op: "<"}).Known() {
+		t.Error("an unknown op or metric is Known")
+	}
 	// A fault after which sales never resumed breaches any recovery bound.
 	th, _ := ParseThreshold("recovery<1h")
 	if c, ok := th.Check(Run{Strategy: "atomic", Injected: true}); !ok || c.Pass || c.Observed != "never" {
