@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -189,13 +190,19 @@ func BenchmarkGiveUps(b *testing.B) {
 	const sku = "hot"
 	mustPut(b, s, sku, 1)
 	for done := 0; done < b.N; {
-		n := min(100, b.N-done)
+		n, pass := min(100, b.N-done), time.Now()
 		leaveAttempts(b, s, sku, n)
 		got, err := s.RecoverKeys(b.Context())
 		if err != nil || got.Abandoned != n {
 			b.Fatalf("recovery: %+v, %v; want %d given up", got, err, n)
 		}
 		done += n
+		// A long run says how far it got, and whether a pass slows
+		// down as the given-up keys pile up.
+		if b.N >= 10_000 && done%(b.N/10) < n {
+			fmt.Fprintf(os.Stderr, "BenchmarkGiveUps: %d of %d given up, item %d B, last pass %s, %s in\n",
+				done, b.N, itemBytes(b, s, sku), time.Since(pass).Round(time.Millisecond), b.Elapsed().Round(time.Second))
+		}
 	}
 	b.ReportMetric(float64(itemBytes(b, s, sku)), "item-B")
 	b.ReportMetric(float64(len(mustGet(b, s, sku).Aborted)), "aborted-entries")
