@@ -136,6 +136,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--read-every", "-1s"}, nil, "--read-every"},
 		{[]string{"--local-replicas", "0"}, nil, "--local-replicas 0: must be between 1 and 8"},
 		{[]string{"--local-replicas", "9"}, nil, "--local-replicas 9: must be between 1 and 8"},
+		// Whole minutes and hours as bounds read 1m and 1h (the next problem follows each).
+		{[]string{"--warmup", "2m", "--check-timeout", "2h", "--strategies", "atomic", "--threshold", "redis-lock:p99<1s"}, nil,
+			"--warmup 2m0s: must be between 0s and 1m\n--check-timeout 2h0m0s: must be between 1s and 1h\n"},
 		{nil, []string{"LOADTEST_LOCAL_REPLICAS", "12"}, "--local-replicas 12"},
 		{[]string{"--replicas", "http://a:1", "--local-replicas", "3"}, nil, "--local-replicas applies only"},
 		{[]string{"faults", "crash", "--local-replicas", "1"}, nil, "fault drills need at least 2 replicas"},

@@ -252,6 +252,21 @@ func parseList(s, what string, parse func(string) (string, error)) ([]string, er
 // between reports field name's value v unless lo <= v <= hi.
 func between[T cmp.Ordered](bad Problem, name string, v, lo, hi T) {
 	if v < lo || v > hi {
-		bad(name+" %v: must be between %v and %v", v, lo, hi)
+		bad(name+" %v: must be between %v and %v", v, whole(lo), whole(hi))
 	}
+}
+
+// whole writes a bound of whole minutes or hours as 1m or 1h, not 1m0s.
+func whole(v any) any {
+	d, ok := v.(time.Duration)
+	if !ok {
+		return v
+	}
+	s := d.String()
+	for _, unit := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, unit) {
+			s = s[:len(s)-2]
+		}
+	}
+	return s
 }
