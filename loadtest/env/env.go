@@ -292,7 +292,7 @@ func (e *Env) Scale(ctx context.Context, n int) error {
 	if len(e.procs) == n {
 		return nil
 	}
-	ports, err := freePorts(n - len(e.procs))
+	ports, err := e.replicaPorts(len(e.procs), n)
 	if err != nil {
 		return fmt.Errorf("free ports for the replicas: %w", err)
 	}
@@ -455,6 +455,19 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// replicaPorts are free ports for replicas from to n-1, chosen once
+// their proxies listen: freePorts releases its ports, and a proxy that
+// listened on port 0 after it was often handed one of them, which its
+// replica then failed to bind.
+func (e *Env) replicaPorts(from, n int) ([]int, error) {
+	for k := from; e.net != nil && k < n; k++ {
+		if _, _, _, err := e.proxyEnv(ReplicaID(k)); err != nil {
+			return nil, err
+		}
+	}
+	return freePorts(n - from)
 }
 
 // startReplica starts replica id on port with the flags every replica gets

@@ -2,10 +2,13 @@ package env
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/stocklock/stocklock/internal/devstore"
 )
 
 // echo starts a TCP server that sends back what it reads.
@@ -100,4 +103,30 @@ func TestNetworkFaults(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestReplicaPortsAfterProxies: a new replica's proxies listen before its
+// port is chosen, so no proxy can be handed the port its replica is about
+// to bind (freePorts releases the ports it found).
+func TestReplicaPortsAfterProxies(t *testing.T) {
+	up := echo(t)
+	e := &Env{net: newNetwork(), Mongo: &devstore.Mongo{URI: "mongodb://" + up}, Redis: &devstore.Redis{Addr: up},
+		Etcd: &devstore.Etcd{Endpoints: []string{"http://" + up}}}
+	defer e.net.Collection.Clear()
+	ports, err := e.replicaPorts(0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listening := map[string]bool{}
+	for _, p := range e.net.Collection.Proxies() {
+		listening[p.Listen] = true
+	}
+	if len(listening) != 3*len(Links) {
+		t.Fatalf("%d proxies listen once the ports are chosen, want %d (every link of 3 replicas)", len(listening), 3*len(Links))
+	}
+	for _, port := range ports {
+		if listening[fmt.Sprintf("127.0.0.1:%d", port)] {
+			t.Errorf("port %d is a proxy's", port)
+		}
+	}
 }
