@@ -751,10 +751,23 @@ func TestBrowserCheckout(t *testing.T) {
 	if !slices.Contains(got.Disabled, "unsafe") || slices.Contains(got.Disabled, "atomic") {
 		t.Errorf("a checkout disables the strategy boxes %q: want unsafe's (no holds), not atomic's", got.Disabled)
 	}
-	for _, lane := range []string{"held", "confirmed", "expired", "late-refused"} {
+	var rep report.Report
+	if b, err := os.ReadFile(filepath.Join(out, "run-1", "results.json")); err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Checkout) != 1 {
+		t.Fatalf("the report's checkout runs %+v (%v): want atomic's", rep.Checkout, err)
+	}
+	// Held, expired (the abandoned) and late-refused happen whatever the
+	// machine's speed; a confirm in time needs its answer within the TTL,
+	// which a loaded machine may not give any (a CI run had all 43
+	// refused as late): that lane must show what the run counted.
+	for _, lane := range []string{"held", "expired", "late-refused"} {
 		if got.Lanes[lane] == 0 {
 			t.Errorf("the %s lane counted nothing: %v", lane, got.Lanes)
 		}
+	}
+	if confirmed := rep.Checkout[0].Confirmed; got.Lanes["confirmed"] != confirmed {
+		t.Errorf("the confirmed lane counted %d, the run %d confirms answered 200", got.Lanes["confirmed"], confirmed)
+	} else if confirmed == 0 {
+		t.Log("no confirm was answered within the TTL: the confirmed lane was not drawn")
 	}
 	if got.Bars == 0 || got.Bars > 3*100 || got.Lanes["held"] <= got.Bars/3 {
 		t.Errorf("%d bars for %v: want at most one per lane and time slice (100), fewer than the holds", got.Bars, got.Lanes)
@@ -777,10 +790,8 @@ func TestBrowserCheckout(t *testing.T) {
 		t.Errorf("atomic's row says %q, want pass", got.Verdict)
 	}
 	// The pause struck from the page is the scenario's, so the report lists it.
-	var rep report.Report
-	if b, err := os.ReadFile(filepath.Join(out, "run-1", "results.json")); err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Checkout) != 1 ||
-		!slices.ContainsFunc(rep.Checkout[0].FaultNotes, func(n string) bool { return strings.Contains(n, "SIGSTOP") }) {
-		t.Errorf("the report's checkout runs %+v (%v): want the page's pause among its fault notes", rep.Checkout, err)
+	if !slices.ContainsFunc(rep.Checkout[0].FaultNotes, func(n string) bool { return strings.Contains(n, "SIGSTOP") }) {
+		t.Errorf("the report's checkout run %+v: want the page's pause among its fault notes", rep.Checkout[0])
 	}
 	checkNoOverlap(t, bctx, "the checkout")
 }
