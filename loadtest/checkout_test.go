@@ -33,9 +33,10 @@ func TestCheckoutConfig(t *testing.T) {
 
 // TestCheckoutShort runs the checkout scenario on atomic for a few
 // seconds, with replica b stopped past the holds' TTL: every safety check
-// must pass, late confirms must have been refused, and the report must show the sales of both kinds and the expiry probes
-// (a probe that must buy through the stopped replica may not sell within
-// its 5 s, so one is enough).
+// must pass, late confirms must have been refused, and the report must
+// show the sales of both kinds and the expiry probes (a probe that must
+// buy through the stopped replica may not sell within its 5 s, so one is
+// enough).
 func TestCheckoutShort(t *testing.T) {
 	testskip.Long(t, "builds the service and starts the stores and two replica processes")
 	t.Parallel()
