@@ -31,6 +31,17 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
+// histograms are the series of the histogram called name in a Prometheus
+// text exposition that carry a histogram; none when there is no such
+// histogram.
+func histograms(text []byte, name string) []*dto.Metric {
+	f := families(text)[name]
+	if f.GetType() != dto.MetricType_HISTOGRAM {
+		return nil
+	}
+	return slices.DeleteFunc(f.GetMetric(), func(m *dto.Metric) bool { return m.GetHistogram() == nil })
+}
+
 // histSnapshot is one scrape of the lock wait histograms of one replica:
 // by strategy label, the cumulative bucket counts by upper bound (seconds).
 type histSnapshot map[string]map[float64]float64
@@ -38,16 +49,13 @@ type histSnapshot map[string]map[float64]float64
 // parseLockWait reads the replicas' histograms of lock waits, by strategy,
 // from a Prometheus text exposition; nil when there are none.
 func parseLockWait(text []byte) histSnapshot {
-	f := families(text)["stock_lock_wait_seconds"]
-	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+	ms := histograms(text, "stock_lock_wait_seconds")
+	if ms == nil {
 		return nil
 	}
 	s := histSnapshot{}
-	for _, m := range f.GetMetric() {
+	for _, m := range ms {
 		strategy, h := label(m, "strategy"), m.GetHistogram()
-		if h == nil {
-			continue
-		}
 		if s[strategy] == nil {
 			s[strategy] = map[float64]float64{}
 		}
@@ -125,15 +133,14 @@ type stepTotal struct{ sum, count float64 }
 // a sale under a lock (see inventory.StepObserver) from a Prometheus text
 // exposition; nil when there are none.
 func parseSaleSteps(text []byte) stepTotals {
-	f := families(text)["stock_sale_step_seconds"]
-	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+	ms := histograms(text, "stock_sale_step_seconds")
+	if ms == nil {
 		return nil
 	}
 	out := stepTotals{}
-	for _, m := range f.GetMetric() {
-		strategy, step := label(m, "strategy"), label(m, "step")
-		h := m.GetHistogram()
-		if h == nil || strategy == "" || step == "" {
+	for _, m := range ms {
+		strategy, step, h := label(m, "strategy"), label(m, "step"), m.GetHistogram()
+		if strategy == "" || step == "" {
 			continue
 		}
 		if out[strategy] == nil {
