@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/stocklock/stocklock/internal/mongogate"
 	"github.com/stocklock/stocklock/internal/storeproc"
 )
 
@@ -86,13 +87,15 @@ func startFerret(ctx context.Context, backend, dir, pgAddr string, logger *slog.
 	args := []string{"ferretdb", "-dir", dir}
 	if backend == BackendPostgreSQL {
 		// pool_max_conns: pgx's default of 4 connections (on 2 cores)
-		// would queue FerretDB's writers behind each other.
+		// would queue FerretDB's writers behind each other. The gate in
+		// front forwards at most half as many commands at once, because
+		// FerretDB's writes each hold two of them (mongogate.FerretDBPool).
 		_, port, err := net.SplitHostPort(pgAddr)
 		if err != nil {
 			return nil, fmt.Errorf("devstore: PostgreSQL address %q: %w", pgAddr, err)
 		}
 		// The Unix socket in dir: a shorter round trip than loopback TCP.
-		args = []string{"ferretdb", "-postgresql-url", "postgres://postgres@/postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&pool_max_conns=64"}
+		args = []string{"ferretdb", "-postgresql-url", "postgres://postgres@/postgres?host=" + url.QueryEscape(dir) + "&port=" + port + "&pool_max_conns=" + strconv.Itoa(mongogate.FerretDBPool)}
 	}
 	p, addr, err := startOne(ctx, logger, args...)
 	if err != nil {

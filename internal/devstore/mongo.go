@@ -108,7 +108,7 @@ func startFerretDBOn(ctx context.Context, logger *slog.Logger, backend string) (
 		return fail(err)
 	}
 
-	m.gate, err = mongogate.Start(m.ferret.addr, logger)
+	m.gate, err = mongogate.Start(m.ferret.addr, logger, mongogate.Options{})
 	if err != nil {
 		return fail(fmt.Errorf("devstore: %w", err))
 	}
@@ -166,6 +166,15 @@ func (m *Mongo) Restart(ctx context.Context) error {
 
 	m.logger.Info("restarted FerretDB", slog.String("ferretdb", f.addr))
 	return nil
+}
+
+// GateStats reports what the gate in front of the embedded FerretDB has
+// done and holds now; ok is false for other kinds, which have no gate.
+func (m *Mongo) GateStats() (s mongogate.Stats, ok bool) {
+	if m.gate == nil {
+		return mongogate.Stats{}, false
+	}
+	return m.gate.Stats(), true
 }
 
 // Close stops a server started by StartMongo and removes its data. It leaves

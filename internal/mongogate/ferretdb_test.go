@@ -33,8 +33,14 @@ func startFerretDB(t *testing.T) string {
 // startGate runs a gate in front of upstream for one test.
 func startGate(t *testing.T, upstream string) *Gate {
 	t.Helper()
+	return startGateWith(t, upstream, Options{})
+}
 
-	g, err := Start(upstream, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+// startGateWith runs a gate with opts in front of upstream for one test.
+func startGateWith(t *testing.T, upstream string, opts Options) *Gate {
+	t.Helper()
+
+	g, err := Start(upstream, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

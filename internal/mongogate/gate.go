@@ -22,6 +22,21 @@
 //
 // Unacknowledged writes (OP_MSG with moreToCome, i.e. write concern w:0) are
 // forwarded without waiting: the gate cannot know when they finish.
+//
+// The gate also keeps FerretDB from deadlocking itself. FerretDB v1 on
+// PostgreSQL answers an update, a delete or a findAndModify with a query
+// whose rows hold one of its pool's connections while the write begins a
+// transaction on a second. With as many such commands at once as the pool
+// has connections, each holds one and waits for another, and none is ever
+// given back. So the gate forwards at most Options.MaxInFlight requests at
+// a time, across every connection (commands that never touch PostgreSQL,
+// such as hello and ping, excepted): below half the pool, no command can
+// wait for a connection that only another waiting command could free. A
+// request that waits for its turn, or for its documents, and whose client
+// hangs up meanwhile is dropped without being forwarded: it changed nothing.
+// A write whose client hung up after it was forwarded keeps its documents
+// until its reply comes, for at most Options.HungWriteLimit; then the gate
+// closes its upstream connection and frees them (docs/embedded-store.md).
 package mongogate
 
 import (
@@ -38,6 +53,54 @@ import (
 // long enough to ride out an upstream restart.
 const dialTimeout = 5 * time.Second
 
+// FerretDBPool is the PostgreSQL connection pool the embedded FerretDB is
+// started with (its pool_max_conns), and DefaultMaxInFlight the gate's
+// bound for it: each command FerretDB runs holds at most two of the pool's
+// connections at once (a query's rows and a write's transaction), so with
+// at most half the pool's worth of commands, less two for FerretDB's own
+// metadata queries, every command can get what it waits for.
+const (
+	FerretDBPool       = 64
+	DefaultMaxInFlight = FerretDBPool/2 - 2
+)
+
+// DefaultHungWriteLimit is how long a write whose client hung up may go
+// unanswered before the gate closes its upstream connection and frees its
+// documents. With the in-flight bound, a write through the gate takes
+// milliseconds, and seconds on a machine out of CPU; one that is still
+// unanswered after this long is stuck upstream.
+const DefaultHungWriteLimit = 20 * time.Second
+
+// Options tune a gate; the zero value means the defaults.
+type Options struct {
+	// MaxInFlight bounds the requests forwarded upstream and not yet
+	// answered, across every connection (0: DefaultMaxInFlight). A request
+	// past it waits in the gate, in arrival order, before it is forwarded.
+	MaxInFlight int
+
+	// HungWriteLimit bounds how long a forwarded write whose client hung
+	// up keeps its documents (0: DefaultHungWriteLimit). When it passes,
+	// the gate closes the write's upstream connection, logs it and counts
+	// it in Stats.Abandoned. FerretDB v1 runs a connection's commands one
+	// at a time and notices the close only after the write, so a write
+	// that is stuck, rather than slow, may still land after its documents
+	// were freed: the bound trades that for a store that never stays
+	// locked.
+	HungWriteLimit time.Duration
+}
+
+// Stats is what a gate has done and holds now, for tests, logs and a run
+// that wants to say why the store stopped answering.
+type Stats struct {
+	Conns     int   // client connections open
+	InFlight  int   // requests forwarded and not yet answered, of MaxInFlight
+	Documents int   // documents with a write holding or waiting for them
+	Writes    int64 // write commands forwarded with a grant
+	Exclusive int64 // of those, the ones that ran alone
+	Dropped   int64 // requests never forwarded: their client hung up while they waited
+	Abandoned int64 // writes whose upstream connection was closed after HungWriteLimit
+}
+
 // Gate is a running proxy. It is safe for concurrent use.
 type Gate struct {
 	ln     net.Listener
@@ -47,6 +110,11 @@ type Gate struct {
 	// is held from forwarding it until its reply is back from upstream.
 	locks docLocks
 
+	// slots holds a value for each request forwarded and not yet answered
+	// (MaxInFlight); hungLimit is Options.HungWriteLimit.
+	slots     chan struct{}
+	hungLimit time.Duration
+
 	mu       sync.Mutex
 	upstream string
 	conns    map[*proxyConn]struct{}
@@ -54,17 +122,28 @@ type Gate struct {
 
 	wg sync.WaitGroup
 
-	// Counters for tests and debugging.
+	// Counters for Stats.
 	writes    atomic.Int64 // write commands forwarded with a grant
 	exclusive atomic.Int64 // of those, the ones that ran alone
-	dropped   atomic.Int64 // replies to moreToCome requests dropped
+	strays    atomic.Int64 // replies to moreToCome requests dropped
+	dropped   atomic.Int64 // requests never forwarded: their client hung up
+	abandoned atomic.Int64 // writes cut after HungWriteLimit
 }
 
 // Start listens on a free loopback port and forwards every accepted connection
 // to upstream (host:port). A nil logger means slog.Default().
-func Start(upstream string, logger *slog.Logger) (*Gate, error) {
+func Start(upstream string, logger *slog.Logger, opts Options) (*Gate, error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if opts.MaxInFlight < 0 || opts.HungWriteLimit < 0 {
+		return nil, fmt.Errorf("mongogate: MaxInFlight %d and HungWriteLimit %v must not be negative", opts.MaxInFlight, opts.HungWriteLimit)
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.HungWriteLimit == 0 {
+		opts.HungWriteLimit = DefaultHungWriteLimit
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -75,8 +154,10 @@ func Start(upstream string, logger *slog.Logger) (*Gate, error) {
 	g := &Gate{
 		ln:       ln,
 		logger:   logger.With(slog.String("component", "mongogate"), slog.String("addr", ln.Addr().String())),
-		upstream: upstream,
-		conns:    make(map[*proxyConn]struct{}),
+		upstream:  upstream,
+		conns:     make(map[*proxyConn]struct{}),
+		slots:     make(chan struct{}, opts.MaxInFlight),
+		hungLimit: opts.HungWriteLimit,
 	}
 
 	g.wg.Add(1)
@@ -89,6 +170,22 @@ func Start(upstream string, logger *slog.Logger) (*Gate, error) {
 // lifetime of the gate, even when the upstream does.
 func (g *Gate) Addr() string {
 	return g.ln.Addr().String()
+}
+
+// Stats reports what the gate has done and holds now.
+func (g *Gate) Stats() Stats {
+	g.mu.Lock()
+	conns := len(g.conns)
+	g.mu.Unlock()
+	return Stats{
+		Conns:     conns,
+		InFlight:  len(g.slots),
+		Documents: g.locks.waiting(),
+		Writes:    g.writes.Load(),
+		Exclusive: g.exclusive.Load(),
+		Dropped:   g.dropped.Load(),
+		Abandoned: g.abandoned.Load(),
+	}
 }
 
 // SetUpstream makes new client connections go to upstream (host:port).

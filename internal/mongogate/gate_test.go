@@ -250,7 +250,7 @@ func TestMoreToComeRepliesAreDropped(t *testing.T) {
 	if n != 5 {
 		t.Errorf("count = %d, want 5", n)
 	}
-	if d := g.dropped.Load(); d != 5 {
+	if d := g.strays.Load(); d != 5 {
 		t.Errorf("dropped %d replies, want 5", d)
 	}
 }

@@ -10,9 +10,11 @@ import (
 // holds off, every other write.
 //
 // An exclusive write takes all as a writer; a named write takes all as a
-// reader, then each of its documents' mutexes in sorted order, so two
-// writes never wait for each other in a cycle. A document's mutex lives
-// while a write holds it or waits for it.
+// reader, then each of its documents' locks in sorted order, so two
+// writes never wait for each other in a cycle. A document's lock lives
+// while a write holds it or waits for it. A named write's wait for its
+// documents ends early when its client hangs up (lock's gone): it then
+// holds nothing, and nothing was forwarded.
 type docLocks struct {
 	all sync.RWMutex
 
@@ -25,9 +27,9 @@ type docLocks struct {
 }
 
 type docLock struct {
-	sync.Mutex
-	doc  string // its key in docLocks.docs
-	refs int    // writes holding or waiting for it
+	token chan struct{} // holds one value while a write holds the document
+	doc   string        // its key in docLocks.docs
+	refs  int           // writes holding or waiting for it
 }
 
 // grant is what one write holds; release gives it back. Its methods may
@@ -39,8 +41,9 @@ type grant struct {
 }
 
 // lock blocks until the write may run: alone when exclusive, otherwise
-// with no other write on any of docs (sorted, without repeats).
-func (l *docLocks) lock(docs []string, exclusive bool) *grant {
+// with no other write on any of docs (sorted, without repeats). It returns
+// nil, holding nothing, if gone is closed before every document is had.
+func (l *docLocks) lock(docs []string, exclusive bool, gone <-chan struct{}) *grant {
 	if exclusive {
 		l.all.Lock()
 		l.started()
@@ -55,15 +58,20 @@ func (l *docLocks) lock(docs []string, exclusive bool) *grant {
 	for i, d := range docs {
 		dl := l.docs[d]
 		if dl == nil {
-			dl = &docLock{doc: d}
+			dl = &docLock{token: make(chan struct{}, 1), doc: d}
 			l.docs[d] = dl
 		}
 		dl.refs++
 		g.held[i] = dl
 	}
 	l.mu.Unlock()
-	for _, dl := range g.held {
-		dl.Lock()
+	for i, dl := range g.held {
+		select {
+		case dl.token <- struct{}{}:
+		case <-gone:
+			g.drop(i)
+			return nil
+		}
 	}
 	l.started()
 	return g
@@ -82,8 +90,14 @@ func (g *grant) release() {
 		g.l.all.Unlock()
 		return
 	}
-	for _, dl := range g.held {
-		dl.Unlock()
+	g.drop(len(g.held))
+}
+
+// drop gives back the first n documents' locks, which g holds, and its
+// claim on the rest, which it was waiting for.
+func (g *grant) drop(n int) {
+	for _, dl := range g.held[:n] {
+		<-dl.token
 	}
 	g.l.mu.Lock()
 	for _, dl := range g.held {

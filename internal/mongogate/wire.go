@@ -96,6 +96,19 @@ func (i opMsgInfo) isWrite() bool {
 	return i.command != "" && (oneOf(i.command, writeCommands) || oneOf(i.command, schemaCommands))
 }
 
+// freeCommands are the commands FerretDB answers without PostgreSQL: the
+// driver's handshake and monitoring, which must not queue behind the herd
+// of reads and writes (a monitor that times out marks the server unknown
+// and clears the driver's pool).
+var freeCommands = []string{"hello", "isMaster", "ping", "buildInfo", "endSessions", "whatsMyURI", "getParameter", "connectionStatus"}
+
+// needsUpstreamWork reports whether the request may take one of FerretDB's
+// PostgreSQL connections, and so counts against the gate's in-flight
+// bound: every command but the free ones.
+func (i opMsgInfo) needsUpstreamWork() bool {
+	return !i.moreToCome && !oneOf(i.command, freeCommands)
+}
+
 func oneOf(name string, names []string) bool {
 	for _, c := range names {
 		if strings.EqualFold(name, c) {
