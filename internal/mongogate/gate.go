@@ -152,8 +152,8 @@ func Start(upstream string, logger *slog.Logger, opts Options) (*Gate, error) {
 	}
 
 	g := &Gate{
-		ln:       ln,
-		logger:   logger.With(slog.String("component", "mongogate"), slog.String("addr", ln.Addr().String())),
+		ln:        ln,
+		logger:    logger.With(slog.String("component", "mongogate"), slog.String("addr", ln.Addr().String())),
 		upstream:  upstream,
 		conns:     make(map[*proxyConn]struct{}),
 		slots:     make(chan struct{}, opts.MaxInFlight),
