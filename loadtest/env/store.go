@@ -28,7 +28,7 @@ var ErrStoreNotAnswering = errors.New("the store stopped answering")
 // mongo-restart drill's, about 2 s) and far below the harness's own
 // timeouts, which would otherwise end the run much later and say less.
 const (
-	storeWatchEvery  = 2 * time.Second
+	storeWatchEvery  = time.Second
 	storeReadTimeout = 3 * time.Second
 	StoreWatchLimit  = 30 * time.Second
 )
@@ -50,15 +50,31 @@ func (e *Env) WatchStore(ctx context.Context, limit time.Duration, logf func(str
 
 	t := time.NewTicker(storeWatchEvery)
 	defer t.Stop()
-	var since time.Time // of the first unanswered read in a row
+	var (
+		since           time.Time // of the first unanswered read in a row
+		reads, answered int
+		slowest         time.Duration
+	)
+	defer func() {
+		if reads > 0 {
+			logf("  the store answered %d of %d reads made directly, not through a replica, every %s during the run; the slowest in %s",
+				answered, reads, storeWatchEvery, slowest.Round(time.Millisecond))
+		}
+	}()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
+		t0 := time.Now()
 		err := coll.FindOne(rctx, bson.D{{Key: "_id", Value: "watch"}}).Err()
+		took := time.Since(t0)
 		cancel()
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
+		}
+		reads++
+		slowest = max(slowest, took)
+		switch {
 		case err == nil || errors.Is(err, mongo.ErrNoDocuments):
+			answered++
 			if !since.IsZero() {
 				logf("  the store answers again, after %s", time.Since(since).Round(time.Second))
 			}
