@@ -1,0 +1,161 @@
+package mongostore
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// interposer is a command monitor that runs a test's code at exact
+// commands of one client: before(name, cmd) as a command is sent, and
+// after(name, cmd) once it has succeeded, in the goroutine that sent it,
+// which waits for them. With them a test pauses one replica at a chosen
+// command and runs another replica's writes there: the interleaving is
+// forced, not left to timing.
+type interposer struct {
+	before, after func(name string, cmd bson.Raw)
+	sent          sync.Map // request id -> the command, for after
+}
+
+func (p *interposer) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			cmd := bson.Raw(slices.Clone(e.Command))
+			p.sent.Store(e.RequestID, cmd)
+			if p.before != nil {
+				p.before(e.CommandName, cmd)
+			}
+		},
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+			cmd, ok := p.sent.LoadAndDelete(e.RequestID)
+			if ok && p.after != nil {
+				p.after(e.CommandName, cmd.(bson.Raw))
+			}
+		},
+		Failed: func(_ context.Context, e *event.CommandFailedEvent) { p.sent.Delete(e.RequestID) },
+	}
+}
+
+// interposedStore returns another replica's Store on s's database, through
+// a client of its own that p watches.
+func interposedStore(t *testing.T, s *Store, opts StoreOptions, p *interposer) *Store {
+	t.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(mongoURI).SetMonitor(p.monitor()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	r, err := NewStore(c.Database(s.items.Database().Name()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// on reports whether cmd, a command named name, is a command named want
+// on collection coll.
+func on(name string, cmd bson.Raw, want, coll string) bool {
+	c, ok := cmd.Lookup(want).StringValueOK()
+	return name == want && ok && c == coll
+}
+
+// firstAfter returns an after hook that runs fn once, at the first success
+// of a command named want on coll once armed is set.
+func firstAfter(armed *atomic.Bool, want, coll string, fn func()) func(string, bson.Raw) {
+	var once sync.Once
+	return func(name string, cmd bson.Raw) {
+		if armed.Load() && on(name, cmd, want, coll) {
+			once.Do(fn)
+		}
+	}
+}
+
+// splitSKU puts stock units of sku and has st, a buckets strategy, sell
+// one of them, which splits the sku: stock-1 units, all in its buckets.
+func splitSKU(t *testing.T, s *Store, st *Buckets, sku string, stock int64) {
+	t.Helper()
+	mustPut(t, s, sku, stock)
+	if _, err := st.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.read(t.Context(), s.items, sku); err != nil || v.item.Split == nil {
+		t.Fatalf("%q after a buckets sale: %+v, %v; want it split", sku, v, err)
+	}
+}
+
+// TestNoFalseSoldOutAcrossMerge: atomic's conditional update misses on a
+// split sku (the item's own stock is 0); before atomic reads the item to
+// say why, a buckets sale on another replica merges the sku back into the
+// item, which then holds 13 units. The read finds the item not split and
+// holding enough: that is no sold out, and the sale must go through. A
+// hold's create has the same gap, between its read of the item and its
+// look at the split (holdShort).
+func TestNoFalseSoldOutAcrossMerge(t *testing.T) {
+	ctx := t.Context()
+	b := testStore(t)
+	bb := newBuckets(t, b, 4)
+	var armed atomic.Bool
+	p := &interposer{}
+	a := interposedStore(t, b, StoreOptions{Replica: "a"}, p)
+	merge := func(sku string) func() {
+		return func() {
+			// 40 - 1 - 26 = 13: more than any bucket holds, so a merge.
+			if _, err := bb.Decrement(ctx, inventory.Request{SKU: sku, Qty: 26}); err != nil {
+				t.Errorf("the merging sale: %v", err)
+			}
+			if v, err := b.read(ctx, b.items, sku); err != nil || v.item.Split != nil || v.item.Stock != 13 {
+				t.Errorf("after the merge: %+v, %v; want 13 units in the item, not split", v, err)
+			}
+		}
+	}
+
+	t.Run("atomic", func(t *testing.T) {
+		const sku = "fso-atomic"
+		splitSKU(t, b, bb, sku, 40)
+		armed.Store(true)
+		defer armed.Store(false)
+		// Right after atomic's update matched nothing.
+		p.after = firstAfter(&armed, "findAndModify", ItemsCollection, merge(sku))
+		w, err := SplitAware(NewAtomic(a), a, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
+			t.Fatalf("1 unit of a sku holding 13: %v", err)
+		}
+		if it := mustSnapshot(t, b, sku); it.Stock != 12 {
+			t.Errorf("stock %d after the sale; want 12", it.Stock)
+		}
+	})
+
+	t.Run("hold", func(t *testing.T) {
+		const sku = "fso-hold"
+		splitSKU(t, b, bb, sku, 40)
+		armed.Store(true)
+		defer armed.Store(false)
+		// Right after the create's read of the item that found it short
+		// (the split's 0), before it looks at the split.
+		p.after = firstAfter(&armed, "find", ItemsCollection, merge(sku))
+		h, err := NewAtomic(a).Hold(ctx, inventory.HoldRequest{SKU: sku, Qty: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("a hold of 1 unit of a sku holding 13: %v", err)
+		}
+		if h.State != inventory.HoldHeld {
+			t.Errorf("hold %+v; want held", h)
+		}
+	})
+}
