@@ -789,6 +789,18 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 	return s.sold(ctx, o, it.Stock, 1), true, nil
 }
 
+// mergeSplit ends split generation gen of sku with no sale: it freezes
+// every bucket and unsplits the item with the exact total, so that the
+// item holds all of the sku's stock. ok is false when another writer
+// changed the item first: read again.
+func (s *Store) mergeSplit(ctx context.Context, sku string, gen int64) (itemDoc, bool, error) {
+	v, ok, err := s.frozenView(ctx, sku, gen)
+	if err != nil || !ok {
+		return itemDoc{}, false, err
+	}
+	return s.unsplit(ctx, v, v.total(), nil)
+}
+
 // putSplit is Put (or PutIf, with version) of an item that is split: it
 // freezes the buckets and sets the stock in the same write that unsplits
 // the item. ok is false when the item is not split (any more): put the

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -158,4 +159,44 @@ func TestNoFalseSoldOutAcrossMerge(t *testing.T) {
 			t.Errorf("hold %+v; want held", h)
 		}
 	})
+}
+
+// TestRestockOfASplitSKU: a restock judges and answers the sku's stock,
+// its buckets' included, not the item's own (0 once split).
+func TestRestockOfASplitSKU(t *testing.T) {
+	ctx := t.Context()
+	s := testStore(t)
+	bk := newBuckets(t, s, 4)
+
+	splitSKU(t, s, bk, "rs-less", 17) // GET says 16
+	it, _, err := s.Restock(ctx, "rs-less", "minus", -1)
+	if err != nil {
+		t.Fatalf("restock -1 of a sku holding 16: %v", err)
+	}
+	if it.Stock != 15 || mustSnapshot(t, s, "rs-less").Stock != 15 {
+		t.Errorf("restock -1 of 16 answered stock %d (GET %d); want 15", it.Stock, mustSnapshot(t, s, "rs-less").Stock)
+	}
+	if again, replayed, err := s.Restock(ctx, "rs-less", "minus", -1); err != nil || !replayed || again.Stock != 15 {
+		t.Errorf("replay of the restock: stock %d, replayed %v, %v; want 15 replayed", again.Stock, replayed, err)
+	}
+
+	splitSKU(t, s, bk, "rs-more", 17)
+	it, _, err = s.Restock(ctx, "rs-more", "plus", 1)
+	if err != nil {
+		t.Fatalf("restock +1 of a sku holding 16: %v", err)
+	}
+	if it.Stock != 17 {
+		t.Errorf("restock +1 of 16 answered stock %d; want 17", it.Stock)
+	}
+	if got := mustSnapshot(t, s, "rs-more").Stock; got != 17 {
+		t.Errorf("GET after restock +1 of 16: %d; want 17", got)
+	}
+
+	var short *inventory.InsufficientError
+	if _, _, err := s.Restock(ctx, "rs-more", "too-much", -18); !errors.As(err, &short) || short.Stock != 17 {
+		t.Errorf("restock -18 of 17: %v; want *inventory.InsufficientError of stock 17", err)
+	}
+	if n := mustCount(t, s, "rs-more"); n != 1 {
+		t.Errorf("orders %d; want 1", n)
+	}
 }
