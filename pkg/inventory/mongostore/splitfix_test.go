@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -198,5 +199,50 @@ func TestRestockOfASplitSKU(t *testing.T) {
 	}
 	if n := mustCount(t, s, "rs-more"); n != 1 {
 		t.Errorf("orders %d; want 1", n)
+	}
+}
+
+// TestSplitSaleCountsExpiredHolds: on a split sku with 1 unit in its
+// bucket and 1 under a hold that has expired by the store's clock, a sale
+// of 2 units must sell, as it does on an item that is not split, with every
+// strategy that takes holds (atomic, mongo-lease) and with buckets: the
+// merge counts the expired hold's units, and returns them in its write.
+func TestSplitSaleCountsExpiredHolds(t *testing.T) {
+	ctx := t.Context()
+	s := testStore(t)
+	locks := newLockServices(t)
+	lease, err := NewLocked(s, LockedConfig{Name: strategy.MongoLease, Locker: locks[strategy.MongoLease], Fencing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk := newBuckets(t, s, 1)
+	for _, st := range []inventory.Strategy{NewAtomic(s), lease, bk} {
+		t.Run(st.Name(), func(t *testing.T) {
+			sku := "exp-" + st.Name()
+			mustPut(t, s, sku, 3)
+			h := pastHold(t, s, sku, 1) // 2 in stock, 1 held, expired
+			if _, err := s.PutSplit(ctx, sku, 2, 1); err != nil {
+				t.Fatal(err) // the 2 in one bucket
+			}
+			if _, err := bk.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
+				t.Fatal(err) // 1 left in the bucket
+			}
+			if v, err := s.read(ctx, s.items, sku); err != nil || v.item.Split == nil || v.total() != 1 || v.item.Held != 1 {
+				t.Fatalf("before the sale: %+v, %v; want split, 1 unit in the bucket and 1 held", v, err)
+			}
+			w, err := SplitAware(st, s, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Decrement(ctx, inventory.Request{SKU: sku, Qty: 2}); err != nil {
+				t.Fatalf("2 units: 1 in the bucket, 1 under an expired hold: %v", err)
+			}
+			if stock, held, sold := checkUnits(t, s, sku, 3); stock != 0 || held != 0 || sold != 3 {
+				t.Errorf("available %d held %d sold %d; want 0 0 3", stock, held, sold)
+			}
+			if got, err := s.GetHold(ctx, sku, h.ID); err != nil || got.State != inventory.HoldExpired {
+				t.Errorf("the hold after the sale: %v, %v; want expired", got.State, err)
+			}
+		})
 	}
 }
