@@ -172,6 +172,26 @@ func (v *view) givenUp(o inventory.Order) bool {
 	return false
 }
 
+// refuses reports whether every document of v refuses every stock write
+// of o (notAborted): the item, and each of its buckets, every one of which
+// must exist (a bucket written later copies its fences from a read of the
+// item that may be older). A document refuses o from then on: a fence
+// leaves it only in the write that raises its aborted_through over it, and
+// aborted_through never goes down. So no write of o can land anywhere
+// after v, whoever sends it.
+func (v *view) refuses(o inventory.Order) bool {
+	if !gaveUp(v.item.Item, o) {
+		return false
+	}
+	for _, b := range v.buckets {
+		_, fenced := b.Aborted[o.ID]
+		if b.ID == "" || !(fenced || (o.Key != "" && b.AbortedThrough != "" && o.ID <= b.AbortedThrough)) {
+			return false
+		}
+	}
+	return true
+}
+
 // fencedDoc is a document of a sku, the item or a bucket, with the
 // aborted fences it holds.
 type fencedDoc struct {

@@ -246,3 +246,92 @@ func TestSplitSaleCountsExpiredHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyNotSoldTwiceAcrossCompaction: a keyed attempt X of replica a
+// mints its order id, then pauses before it records its attempt (a replica
+// paused there, or whose clock is behind by more than AbandonAfter: its
+// ticket is older than the fences compacted). Meanwhile replica c gives up
+// another attempt F, minted after X, and compacts F's fence: the item's
+// aborted_through rises to F, over X, before the buckets' do. Paused there,
+// a retry of X's key on c must not take the key over on the item's word
+// alone while X can still land in a bucket: X is sold once, by one of them.
+func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
+	ctx := t.Context()
+	base := testStore(t)
+	var armed atomic.Bool
+	pa, pc := &interposer{}, &interposer{}
+	a := interposedStore(t, base, StoreOptions{Replica: "a"}, pa)
+	c := interposedStore(t, base, StoreOptions{Replica: "c", AbandonAfter: time.Millisecond}, pc)
+	ba, bc := newBuckets(t, a, 4), newBuckets(t, c, 4)
+	const sku = "key-compact"
+	splitSKU(t, a, ba, sku, 20) // 19 in 4 buckets; a caches the split
+
+	// a: X's ticket minted, its attempt's insert held.
+	insertReached, insertRelease := make(chan struct{}), make(chan struct{})
+	var insertOnce sync.Once
+	pa.before = func(name string, cmd bson.Raw) {
+		if armed.Load() && on(name, cmd, "insert", AttemptsCollection) {
+			insertOnce.Do(func() { close(insertReached); <-insertRelease })
+		}
+	}
+	// c: compaction held after its write of the item, before the buckets'.
+	compactReached, compactRelease := make(chan struct{}), make(chan struct{})
+	var compactOnce sync.Once
+	pc.before = func(name string, cmd bson.Raw) {
+		if !armed.Load() || !on(name, cmd, "update", ItemsCollection) {
+			return
+		}
+		up := cmd.Lookup("updates", "0")
+		id, _ := up.Document().Lookup("q", "_id").StringValueOK()
+		if _, max := up.Document().Lookup("u").Document().Lookup("$max").DocumentOK(); max && id != sku {
+			compactOnce.Do(func() { close(compactReached); <-compactRelease })
+		}
+	}
+	armed.Store(true)
+
+	req := inventory.Request{SKU: sku, Qty: 1, Key: "K"}
+	h := hold(ba)
+	type result struct {
+		sale inventory.Sale
+		err  error
+	}
+	first := make(chan result, 1)
+	go func() {
+		sale, _, err := a.DecrementOnce(context.Background(), h, req, "")
+		first <- result{sale, err}
+	}()
+	<-insertReached
+	time.Sleep(5 * time.Millisecond)
+	gone := leaveAttempts(t, c, sku, 1)[0] // F, minted after X
+	time.Sleep(5 * time.Millisecond)       // older than c's AbandonAfter
+	recovered := make(chan error, 1)
+	go func() {
+		_, err := c.RecoverKeys(context.Background())
+		recovered <- err
+	}()
+	<-compactReached
+	if it := mustGet(t, base, sku); it.AbortedThrough < gone {
+		t.Fatalf("the item's aborted_through %q; want F's %q: the compaction is held after the item", it.AbortedThrough, gone)
+	}
+	close(insertRelease)
+	<-h.reached // X's attempt recorded and its key reserved, its take not sent
+
+	retry, replayed, err := c.DecrementOnce(ctx, bc, req, "")
+	if err != nil || replayed {
+		t.Fatalf("retry of K on c: %+v, replayed %v, %v", retry, replayed, err)
+	}
+	close(h.release)
+	r := <-first
+	close(compactRelease)
+	if err := <-recovered; err != nil {
+		t.Errorf("c's recovery: %v", err)
+	}
+	if r.err == nil && r.sale.OrderID != retry.OrderID {
+		t.Errorf("K sold twice: %s by a, then %s by c", r.sale.OrderID, retry.OrderID)
+	} else if r.err != nil && !errors.Is(r.err, inventory.ErrAbandoned) {
+		t.Errorf("the first attempt: %v; want a sale or inventory.ErrAbandoned", r.err)
+	}
+	if it, n := mustSnapshot(t, base, sku), mustCount(t, base, sku); it.Stock != 18 || n != 2 {
+		t.Errorf("stock %d, orders %d; want 18 and 2: the first sale, and K once", it.Stock, n)
+	}
+}
