@@ -252,10 +252,18 @@ func TestSplitSaleCountsExpiredHolds(t *testing.T) {
 // paused there, or whose clock is behind by more than AbandonAfter: its
 // ticket is older than the fences compacted). Meanwhile replica c gives up
 // another attempt F, minted after X, and compacts F's fence: the item's
-// aborted_through rises to F, over X, before the buckets' do. Paused there,
+// aborted_through rises to F, over X, but the buckets' do not yet, in two
+// ways: the compaction is held between its write of the item and the
+// buckets' ("item first"), or the sku is split after the compaction read
+// the item, so that it never writes the buckets ("split mid-pass"). Then
 // a retry of X's key on c must not take the key over on the item's word
 // alone while X can still land in a bucket: X is sold once, by one of them.
 func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
+	t.Run("item first", func(t *testing.T) { keyAcrossCompaction(t, false) })
+	t.Run("split mid-pass", func(t *testing.T) { keyAcrossCompaction(t, true) })
+}
+
+func keyAcrossCompaction(t *testing.T, midPass bool) {
 	ctx := t.Context()
 	base := testStore(t)
 	var armed atomic.Bool
@@ -264,7 +272,11 @@ func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
 	c := interposedStore(t, base, StoreOptions{Replica: "c", AbandonAfter: time.Millisecond}, pc)
 	ba, bc := newBuckets(t, a, 4), newBuckets(t, c, 4)
 	const sku = "key-compact"
-	splitSKU(t, a, ba, sku, 20) // 19 in 4 buckets; a caches the split
+	if midPass {
+		mustPut(t, base, sku, 20) // split by a's first sale, below
+	} else {
+		splitSKU(t, a, ba, sku, 20) // 19 in 4 buckets; a caches the split
+	}
 
 	// a: X's ticket minted, its attempt's insert held.
 	insertReached, insertRelease := make(chan struct{}), make(chan struct{})
@@ -274,7 +286,8 @@ func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
 			insertOnce.Do(func() { close(insertReached); <-insertRelease })
 		}
 	}
-	// c: compaction held after its write of the item, before the buckets'.
+	// c: compaction held before its write of the first bucket (item
+	// first) or of the item (split mid-pass).
 	compactReached, compactRelease := make(chan struct{}), make(chan struct{})
 	var compactOnce sync.Once
 	pc.before = func(name string, cmd bson.Raw) {
@@ -283,7 +296,7 @@ func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
 		}
 		up := cmd.Lookup("updates", "0")
 		id, _ := up.Document().Lookup("q", "_id").StringValueOK()
-		if _, max := up.Document().Lookup("u").Document().Lookup("$max").DocumentOK(); max && id != sku {
+		if _, max := up.Document().Lookup("u").Document().Lookup("$max").DocumentOK(); max && (id == sku) == midPass {
 			compactOnce.Do(func() { close(compactReached); <-compactRelease })
 		}
 	}
@@ -310,8 +323,20 @@ func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
 		recovered <- err
 	}()
 	<-compactReached
+	if midPass {
+		// The compaction read the item unsplit. a splits it now (its
+		// buckets copy the item's fences as they are: F's, not yet
+		// compacted), and caches the split.
+		if _, err := ba.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
+			t.Fatal(err)
+		}
+		close(compactRelease)
+		if err := <-recovered; err != nil {
+			t.Errorf("c's recovery: %v", err)
+		}
+	}
 	if it := mustGet(t, base, sku); it.AbortedThrough < gone {
-		t.Fatalf("the item's aborted_through %q; want F's %q: the compaction is held after the item", it.AbortedThrough, gone)
+		t.Fatalf("the item's aborted_through %q; want F's %q: compacted", it.AbortedThrough, gone)
 	}
 	close(insertRelease)
 	<-h.reached // X's attempt recorded and its key reserved, its take not sent
@@ -322,9 +347,11 @@ func TestKeyNotSoldTwiceAcrossCompaction(t *testing.T) {
 	}
 	close(h.release)
 	r := <-first
-	close(compactRelease)
-	if err := <-recovered; err != nil {
-		t.Errorf("c's recovery: %v", err)
+	if !midPass {
+		close(compactRelease)
+		if err := <-recovered; err != nil {
+			t.Errorf("c's recovery: %v", err)
+		}
 	}
 	if r.err == nil && r.sale.OrderID != retry.OrderID {
 		t.Errorf("K sold twice: %s by a, then %s by c", r.sale.OrderID, retry.OrderID)
