@@ -310,11 +310,21 @@ type keyOutcome struct {
 // the two reads. An attempt is given up only while its order is not
 // pending, so an abort seen in the first read with no order in the second
 // means that no sale came of it, nor can.
+//
+// Given up means refused by every document a stock write of the attempt
+// could land on: the item and, once split, each of its buckets (see
+// view.refuses). The item alone is not enough: compactAborted raises the
+// item's aborted_through before the buckets', and an attempt still in
+// flight, with a ticket below it, may yet take from a bucket.
 func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) {
-	it, err := s.getCommitted(ctx, rec.SKU)
+	if err := inventory.CheckSKU(rec.SKU); err != nil {
+		return keyOutcome{}, err
+	}
+	v, err := s.read(ctx, s.committedItems, rec.SKU)
 	if err != nil {
 		return keyOutcome{}, err
 	}
+	it := v.merged()
 	if p, ok := it.Pending[rec.OrderID]; ok {
 		p.ID, p.SKU = rec.OrderID, rec.SKU
 		cctx, cancel := s.commitContext(ctx)
@@ -340,7 +350,7 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 		} else if !errors.Is(err, inventory.ErrHoldNotFound) {
 			return keyOutcome{}, err
 		}
-		return keyOutcome{aborted: gaveUp(it, inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
+		return keyOutcome{aborted: v.refuses(inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
 	}
 	return keyOutcome{}, err
 }
