@@ -140,6 +140,18 @@ var commands = []command{
 				return err
 			})
 		}},
+	{name: "flash", summary: "a flash sale: a herd of buyers, each its own request, most after the last unit, on the hot-sku strategies",
+		scenario: func() harness.Scenario { return harness.DefaultFlash() },
+		flags: func(fs *flag.FlagSet, c *options) {
+			f := c.Scenario.(*harness.Flash)
+			fs.IntVar(&f.Buyers, "buyers", f.Buyers, "buyers per strategy, each one request of its own (an open model: no worker cap)")
+			fs.DurationVar(&f.Over, "over", f.Over, "the buyers arrive over this")
+			fs.StringVar(&f.Shape, "shape", f.Shape, "how they arrive: "+strings.Join(harness.FlashShapes, ", "))
+			fs.DurationVar(&f.Patience, "patience", f.Patience, "how long each buyer waits from its arrival for a final answer")
+			fs.IntVar(&f.Retries, "retries", f.Retries, "times a buyer sends a 503 again, after its Retry-After (or a backoff) with jitter, within its patience")
+			fs.Float64Var(&f.RetryBudget, "retry-budget", f.RetryBudget, "all buyers' retries together, as a share of the buyers")
+			thresholdFlag(fs, c)
+		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
 		scenario: func() harness.Scenario { return harness.DefaultCompare() },
 		flags: func(fs *flag.FlagSet, c *options) {
