@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -255,7 +257,8 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 		}
 	}
 	r.h.emit(Event{Type: EventRunStart, Run: r.run, Strategy: r.strategy, SKUs: r.skus, Initial: out.Units, Replicas: r.h.replicaIDs})
-	before := scrape(ctx, r.h, parseControl)
+	before, logs := scrape(ctx, r.h, parseControl), r.replicaLogs()
+	logged := logSizes(logs)
 	r.began = time.Now()
 	herd := arrivals[len(arrivals)-1] + f.Patience
 	stopProgress := ticking(progressGap, func(final bool) {
@@ -281,6 +284,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 		out.Control.LeasesLost += after[i][1] - before[i][1]
 		out.Control.RecoveredOrders += after[i][2] - before[i][2]
 	}
+	countLogged(logs, logged, &out.Control)
 	r.tally(&out)
 	if _, err := r.h.waitDrained(ctx, r.h.replicas[0], r.skus); err != nil {
 		return out, err
@@ -314,6 +318,45 @@ func parseControl(text []byte) [3]float64 {
 		}
 	}
 	return out
+}
+
+// replicaLogs are the paths of the replicas' logs, when the harness started them.
+func (r *flashRun) replicaLogs() []string {
+	var out []string
+	for i := range r.h.replicas {
+		if r.h.env != nil && i < r.h.env.Len() {
+			out = append(out, filepath.Join(r.h.outDir, "replica-"+r.h.env.ID(i)+".log"))
+		}
+	}
+	return out
+}
+
+// logSizes are the sizes of the files at paths now (0 for one missing).
+func logSizes(paths []string) []int64 {
+	out := make([]int64, len(paths))
+	for i, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			out[i] = st.Size()
+		}
+	}
+	return out
+}
+
+// countLogged counts what the replicas logged past the offsets from
+// that the control plane's troubles are: heartbeats that failed, recovery
+// passes that failed, replicas taken for dead.
+func countLogged(paths []string, from []int64, c *report.FlashControl) {
+	c.Logged = len(paths) > 0
+	for i, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil || int64(len(b)) < from[i] {
+			continue
+		}
+		text := string(b[from[i]:])
+		c.HeartbeatMisses += strings.Count(text, `"msg":"heartbeat failed`)
+		c.RecoveryFailures += strings.Count(text, `"msg":"recovery of `)
+		c.DeadFound += strings.Count(text, `"msg":"found replicas dead`)
+	}
 }
 
 // watch polls, every 100 ms until until, each replica's GET of the first

@@ -45,9 +45,15 @@ type FlashControl struct {
 	AdminMax       float64 `json:"admin_max_ms"`
 	Readyz         int     `json:"readyz"`
 	ReadyzFailures int     `json:"readyz_failures"`
-	// From the replicas' /metrics, summed over them, over the run: the
-	// closest series they export to heartbeat misses and recovery passes
-	// (they export neither as such).
+	// From the logs of the replicas the harness started (Logged), over
+	// the run: heartbeats that failed, recovery passes that failed, and
+	// the times a replica found another dead (its heartbeat stood still).
+	Logged           bool `json:"logged"`
+	HeartbeatMisses  int  `json:"heartbeat_misses"`
+	RecoveryFailures int  `json:"recovery_failures"`
+	DeadFound        int  `json:"dead_found"`
+	// From the replicas' /metrics, summed over them, over the run (they
+	// export no heartbeat or recovery-pass series).
 	RenewalFailures float64 `json:"lock_renewal_failures"`
 	LeasesLost      float64 `json:"leases_lost"`
 	RecoveredOrders float64 `json:"recovered_orders"`
@@ -121,6 +127,7 @@ var flashMetrics = []struct {
 	{metric{name: "shed_p99", doc: "loadtest flash: p99 of the shed answers (503 overloaded)", ms: true}, func(r FlashRun) float64 { return r.Kind(KindShed).Latency.P99 }},
 	{metric{name: "timed_out", doc: "loadtest flash: buyers without an answer within patience", ms: false}, func(r FlashRun) float64 { return float64(r.Kind(KindTimedOut).Buyers) }},
 	{metric{name: "admin_p99", doc: "loadtest flash: p99 of the control plane's GETs of the item during the herd", ms: true}, func(r FlashRun) float64 { return r.Control.AdminP99 }},
+	{metric{name: "heartbeat_misses", doc: "loadtest flash: heartbeats the replicas logged as failed during the run"}, func(r FlashRun) float64 { return float64(r.Control.HeartbeatMisses) }},
 	{metric{name: "readyz_failures", doc: "loadtest flash: /readyz polls that failed during the herd"}, func(r FlashRun) float64 { return float64(r.Control.ReadyzFailures) }},
 	{metric{name: "first_10pct_share", doc: "loadtest flash: share of the units won by the first 10% of arrivals"}, func(r FlashRun) float64 { return r.First10 }},
 }
@@ -186,34 +193,42 @@ func writeFlash(b *strings.Builder, rep Report, md bool) {
 			"Latencies run from a buyer's arrival to its final answer, retries included.\n\n![flash sale](%s)\n\n",
 			r0.Buyers, r0.Over, r0.Shape, r0.Patience, r0.Retries, r0.RetryBudget, r0.Qty, r0.Units, r0.SKUs, len(rep.Replicas), FlashChartFile)
 	}
-	sum := [][]string{{"strategy", "sold", "ledger", "sell-out", "goodput/s", "answered", "first 1%", "first 10%", "attempts", "admin p99", "readyz fail", "verdict"}}
+	sum := [][]string{{"strategy", "sold", "ledger", "sell-out", "goodput/s", "answered", "first 1%", "first 10%", "attempts", "admin p99", "readyz fail", "heartbeat miss", "verdict"}}
 	kinds := [][]string{{"strategy", "answer", "buyers", "p50", "p90", "p99", "max"}}
 	for _, r := range runs {
 		sum = append(sum, []string{r.Strategy, fmt.Sprintf("%d of %d", r.Sold, r.Units), fmt.Sprint(r.LedgerUnits),
 			orDash(r.SellOutSeconds, func(s float64) string { return Ms(1000 * s) }), fmt.Sprintf("%.1f", r.Goodput),
 			fmt.Sprintf("%.1f%%", 100*r.AnsweredShare), pct(r.First1), pct(r.First10), fmt.Sprintf("%d (%d retries)", r.Attempts, r.Retried),
-			Ms(r.Control.AdminP99), fmt.Sprintf("%d of %d", r.Control.ReadyzFailures, r.Control.Readyz), judged(r.Checks, "pass", "FAIL: ")})
+			Ms(r.Control.AdminP99), fmt.Sprintf("%d of %d", r.Control.ReadyzFailures, r.Control.Readyz), logged(r.Control, r.Control.HeartbeatMisses), judged(r.Checks, "pass", "FAIL: ")})
 		for _, k := range r.Kinds {
 			if k.Buyers > 0 {
 				kinds = append(kinds, []string{r.Strategy, k.Kind, fmt.Sprint(k.Buyers), Ms(k.Latency.P50), Ms(k.Latency.P95), Ms(k.Latency.P99), Ms(k.Latency.Max)})
 			}
 		}
 	}
-	table(b, md, sum, func(col int) bool { return col == 0 || col == 11 })
+	table(b, md, sum, func(col int) bool { return col == 0 || col == 12 })
 	b.WriteString("\n")
 	table(b, md, kinds, func(col int) bool { return col < 2 })
 	if !md {
 		return
 	}
 	b.WriteString("\nThe p90 column is each kind's 90th percentile.\n\n### The control plane during the herd\n\n")
-	ctl := [][]string{{"strategy", "item GETs", "failed", "GET p99", "GET max", "readyz", "failed", "lock renewal failures", "leases lost", "recovered orders"}}
+	ctl := [][]string{{"strategy", "item GETs", "failed", "GET p99", "GET max", "readyz", "failed", "heartbeat misses", "recovery passes failed", "taken for dead", "lock renewal failures", "leases lost", "recovered orders"}}
 	for _, r := range runs {
 		c := r.Control
 		ctl = append(ctl, []string{r.Strategy, fmt.Sprint(c.AdminGets), fmt.Sprint(c.AdminFailures), Ms(c.AdminP99), Ms(c.AdminMax), fmt.Sprint(c.Readyz), fmt.Sprint(c.ReadyzFailures),
-			fmt.Sprint(c.RenewalFailures), fmt.Sprint(c.LeasesLost), fmt.Sprint(c.RecoveredOrders)})
+			logged(c, c.HeartbeatMisses), logged(c, c.RecoveryFailures), logged(c, c.DeadFound), fmt.Sprint(c.RenewalFailures), fmt.Sprint(c.LeasesLost), fmt.Sprint(c.RecoveredOrders)})
 	}
 	table(b, md, ctl, func(col int) bool { return col == 0 })
-	b.WriteString("\nThe replicas export no heartbeat-miss or recovery-pass series: the last three columns are the closest they have (`stock_lock_renewal_failures_total`, `stock_leases_lost_total`, `stock_recovered_orders_total`), summed over the replicas over the run.\n")
+	b.WriteString("\nA GET of the item and a `/readyz` of each replica every 100 ms from the first arrival until the last buyer's patience ran out. Heartbeat misses, failed recovery passes and replicas taken for dead are counted in the logs of the replicas the harness started (\"-\" for replicas of your own): the replicas export no such series. The last three columns are from their `/metrics` (`stock_lock_renewal_failures_total`, `stock_leases_lost_total`, `stock_recovered_orders_total`), summed over the replicas over the run.\n")
+}
+
+// logged is n, or "-" when the replicas' logs were not read.
+func logged(c FlashControl, n int) string {
+	if !c.Logged {
+		return "-"
+	}
+	return fmt.Sprint(n)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }

@@ -1,0 +1,73 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stocklock/stocklock/loadtest/report"
+	"github.com/stocklock/stocklock/pkg/stockclient"
+)
+
+// TestArrivals checks each shape's arrivals: n of them, in order, within
+// the window, and spread as the shape says (the share in its first quarter).
+func TestArrivals(t *testing.T) {
+	const n, d = 20_000, 4 * time.Second
+	for shape, quarter := range map[string][2]float64{ShapeBurst: {0.6, 0.7}, ShapeRamp: {0.05, 0.07}, ShapeConstant: {0.24, 0.26}} {
+		at := Arrivals(shape, n, d)
+		if len(at) != n || !slices.IsSorted(at) || at[0] < 0 || at[n-1] >= d {
+			t.Fatalf("%s: %d arrivals from %s to %s, sorted %v; want %d within [0, %s), in order", shape, len(at), at[0], at[n-1], slices.IsSorted(at), n, d)
+		}
+		first := 0
+		for _, a := range at {
+			if a < d/4 {
+				first++
+			}
+		}
+		if share := float64(first) / n; share < quarter[0] || share > quarter[1] {
+			t.Errorf("%s: %.3f of the buyers in the first quarter, want %g to %g", shape, share, quarter[0], quarter[1])
+		}
+	}
+	if at := Arrivals(ShapeBurst, 3, 0); !slices.Equal(at, []time.Duration{0, 0, 0}) {
+		t.Errorf("over 0: %v, want all at once", at)
+	}
+}
+
+// TestFlashKind checks how a buyer's final answer is classified: by the
+// code in the error envelope, not the status alone.
+func TestFlashKind(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		late bool
+		want string
+	}{
+		{nil, false, report.KindSale},
+		{&stockclient.Error{Status: 409, Code: "sold_out"}, false, report.KindSoldOut},
+		{fmt.Errorf("decrement: %w", &stockclient.Error{Status: 503, Code: "overloaded", RetryAfter: time.Second}), false, report.KindShed},
+		{&stockclient.Error{Status: 503, Code: "fenced"}, false, report.KindUnavailable},
+		{&stockclient.Error{Status: 503, Code: "overloaded"}, true, report.KindShed}, // answered, however late
+		{context.DeadlineExceeded, true, report.KindTimedOut},
+		{&stockclient.Error{Status: 500, Code: "internal"}, false, report.KindError},
+		{fmt.Errorf("connection reset"), false, report.KindError},
+	} {
+		if got := flashKind(c.err, c.late); got != c.want {
+			t.Errorf("flashKind(%v, late %v) = %q, want %q", c.err, c.late, got, c.want)
+		}
+	}
+}
+
+// TestRetryWait checks that a retry honours Retry-After, with jitter up
+// to half of it, and backs off otherwise.
+func TestRetryWait(t *testing.T) {
+	ra := &stockclient.Error{Status: 503, Code: "overloaded", RetryAfter: time.Second}
+	for range 100 {
+		if w := retryWait(ra, 0); w < time.Second || w > 1500*time.Millisecond {
+			t.Fatalf("after Retry-After 1s: waits %s, want 1s to 1.5s", w)
+		}
+		if w := retryWait(&stockclient.Error{Status: 503, Code: "fenced"}, 2); w < 100*time.Millisecond || w >= 300*time.Millisecond {
+			t.Fatalf("third try without Retry-After: waits %s, want 100ms to 300ms", w)
+		}
+	}
+}
