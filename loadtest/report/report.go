@@ -374,7 +374,7 @@ func (rep Report) facts() []string {
 			bound += " or " + s.Duration
 		}
 	}
-	if len(rep.Keyed) == 0 {
+	if len(rep.Keyed) == 0 && len(rep.Flash) == 0 { // the keyed drill and the flash sale say their own load
 		out = append(out, fmt.Sprintf("load per strategy: %s for %s, workers %d..%d, timeout %s", load, bound, s.Workers, s.MaxWorkers, s.Timeout),
 			fmt.Sprintf("stock: %d per sku, %d sku(s) (skew %g), qty %d per request", s.Stock, s.SKUs, s.Skew, s.Qty))
 	}
