@@ -95,6 +95,7 @@ var commands = []command{
 			fs.DurationVar(&s.P99, "capacity-p99", s.P99, "a step whose p99 exceeds this is past the limits")
 			fs.Float64Var(&s.Errors, "capacity-errors", s.Errors, "a step whose errors and 503s exceed this share of its requests is past the limits")
 			fs.IntVar(&s.MaxRate, "capacity-max-rate", s.MaxRate, "the highest rate offered")
+			fs.BoolVar(&s.PastKnee, "past-knee", false, "then go on past each strategy's knee (its highest rate within the limits) to 2, 4 and 8 times it (at most 5000 req/s) with the open model of loadtest flash, and draw goodput against offered load (goodput.svg)")
 			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) error {
 				s.Replicas = nil
 				for f := range strings.SplitSeq(v, ",") {

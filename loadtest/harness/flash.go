@@ -117,16 +117,10 @@ func (f Flash) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		return err
 	}
 	arrivals := Arrivals(f.Shape, f.Buyers, f.Over)
-	// A pool the size of the herd: every buyer may hold a connection.
-	tr := &http.Transport{Proxy: nil, MaxIdleConns: f.Buyers, MaxIdleConnsPerHost: f.Buyers}
-	defer tr.CloseIdleConnections()
-	api := stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr}), stockclient.WithTimeout(f.Patience+time.Second))
+	api, done := herdClient(f)
+	defer done()
 	for i, st := range h.cfg.Strategies {
-		h.runNo++
-		r := &flashRun{h: h, f: f, api: api, strategy: st, run: h.runNo, buyers: make([]flashBuyer, f.Buyers), kinds: map[string]int64{}}
-		for k := range h.cfg.SKUs {
-			r.skus = append(r.skus, fmt.Sprintf("%s-fl-%s-%d", h.prefix, st, k))
-		}
+		r := h.newFlashRun(f, api, st, "fl")
 		h.logf("[%d/%d] flash, %s: %d buyers over %s (%s), patience %s, retries %d, %d × %d units",
 			i+1, len(h.cfg.Strategies), st, f.Buyers, f.Over, f.Shape, f.Patience, f.Retries, h.cfg.SKUs, h.cfg.Stock)
 		out, err := r.sale(ctx, arrivals)
@@ -139,6 +133,23 @@ func (f Flash) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		rep.Flash = append(rep.Flash, out)
 	}
 	return nil
+}
+
+// herdClient is the buyers' client: a pool the size of the herd, every
+// buyer may hold a connection; done closes its idle connections.
+func herdClient(f Flash) (api *stockclient.Client, done func()) {
+	tr := &http.Transport{Proxy: nil, MaxIdleConns: f.Buyers, MaxIdleConnsPerHost: f.Buyers}
+	return stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr}), stockclient.WithTimeout(f.Patience+time.Second)), tr.CloseIdleConnections
+}
+
+// newFlashRun is a flash run of strategy on skus of its own, named by tag.
+func (h *Harness) newFlashRun(f Flash, api *stockclient.Client, st, tag string) *flashRun {
+	h.runNo++
+	r := &flashRun{h: h, f: f, api: api, strategy: st, run: h.runNo, buyers: make([]flashBuyer, f.Buyers), kinds: map[string]int64{}}
+	for k := range h.cfg.SKUs {
+		r.skus = append(r.skus, fmt.Sprintf("%s-%s-%s-%d", h.prefix, tag, st, k))
+	}
+	return r
 }
 
 func derefOr(p *float64, v float64) float64 {

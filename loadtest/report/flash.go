@@ -71,6 +71,10 @@ type FlashRun struct {
 	RetryBudget float64 `json:"retry_budget"`
 	Qty         int     `json:"qty"`
 	SKUs        int     `json:"skus"`
+	// A capacity sweep's steps past the knee only (loadtest capacity
+	// --past-knee): the rate offered, on how many replicas.
+	Offered  int `json:"offered_per_s,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
 
 	Units       int `json:"units"`        // the stock, over the skus
 	Sold        int `json:"sold"`         // units of the sales answered 200
@@ -101,6 +105,14 @@ type FlashRun struct {
 
 	Control FlashControl    `json:"control"`
 	Checks  []verdict.Check `json:"checks"`
+}
+
+// Scope names the run in a list of checks.
+func (r FlashRun) Scope() string {
+	if r.Offered > 0 {
+		return fmt.Sprintf("past the knee · %s, %d replicas, %d req/s", r.Strategy, r.Replicas, r.Offered)
+	}
+	return "flash · " + r.Strategy
 }
 
 // Kind is the run's buyers of a kind.

@@ -211,7 +211,7 @@ func (rep Report) Checks() []verdict.Check {
 		add("checkout · "+c.Strategy, c.Checks)
 	}
 	for _, f := range rep.Flash {
-		add("flash · "+f.Strategy, f.Checks)
+		add(f.Scope(), f.Checks)
 	}
 	if rep.Soak != nil {
 		out = append(out, rep.Soak.Checks...) // scoped by replica
