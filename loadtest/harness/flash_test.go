@@ -71,3 +71,26 @@ func TestRetryWait(t *testing.T) {
 		}
 	}
 }
+
+// TestPastKneeRates checks the rates offered past a knee: 2, 4 and 8
+// times it, at most 5000 req/s, and the knee found in a sweep.
+func TestPastKneeRates(t *testing.T) {
+	for knee, want := range map[int][]int{50: {100, 200, 400}, 400: {800, 1600, 3200}, 1000: {2000, 4000, 5000}, 2000: {4000, 5000}, 3000: {5000}} {
+		if got := pastKneeRates(knee); !slices.Equal(got, want) {
+			t.Errorf("past a knee of %d: %v, want %v", knee, got, want)
+		}
+	}
+	runs := []report.Run{
+		{Strategy: "atomic", CapacityStep: 1, ReplicaCount: 2, TargetRate: 50},
+		{Strategy: "atomic", CapacityStep: 2, ReplicaCount: 2, TargetRate: 100},
+		{Strategy: "atomic", CapacityStep: 3, ReplicaCount: 2, TargetRate: 200, Saturated: "p99 over"},
+		{Strategy: "batched", CapacityStep: 1, ReplicaCount: 2, TargetRate: 400},
+		{Strategy: "atomic", CapacityStep: 1, ReplicaCount: 4, TargetRate: 800},
+	}
+	if k := knee(runs, "atomic", 2); k != 100 {
+		t.Errorf("atomic's knee on 2 replicas: %d, want 100", k)
+	}
+	if k := knee(runs, "buckets", 2); k != capacityFirstRate {
+		t.Errorf("a strategy without a step within the limits: knee %d, want the first rate", k)
+	}
+}

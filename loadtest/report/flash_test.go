@@ -44,3 +44,27 @@ func TestFlashThresholds(t *testing.T) {
 		t.Errorf("Metrics lists no goodput:\n%s", Metrics())
 	}
 }
+
+// TestPastKneeSection checks that the steps past the knee are tabled and
+// drawn beside the sweep's, and stay out of the flash sale's table.
+func TestPastKneeSection(t *testing.T) {
+	rep := Report{Sections: []Section{CapacitySection, PastKneeSection}, Runs: []Run{
+		{Strategy: "atomic", CapacityStep: 1, ReplicaCount: 2, TargetRate: 50, SalesPerSec: 49},
+		{Strategy: "atomic", CapacityStep: 2, ReplicaCount: 2, TargetRate: 100, SalesPerSec: 70, Saturated: "behind"},
+	}, Flash: []FlashRun{
+		{Strategy: "atomic", Replicas: 2, Offered: 100, Goodput: 60, Patience: "500ms"},
+		{Strategy: "atomic", Replicas: 2, Offered: 200, Goodput: 20, Patience: "500ms", Checks: []verdict.Check{{Name: "oversold", Pass: true}}},
+	}}
+	var text, svg strings.Builder
+	writePastKnee(&text, rep, false)
+	drawGoodput(&svg, rep)
+	if !strings.Contains(text.String(), "Past the knee") || strings.Count(text.String(), "atomic") != 2 {
+		t.Errorf("past-knee table:\n%s", text.String())
+	}
+	if strings.Count(svg.String(), "<polyline") != 2 || strings.Count(svg.String(), "<circle") != 4 || !strings.Contains(svg.String(), `stroke-dasharray="6,4"`) {
+		t.Errorf("goodput chart: want the sweep solid and past the knee dashed, 4 points:\n%s", svg.String())
+	}
+	if got := rep.Checks(); len(got) != 1 || got[0].Scope != "past the knee · atomic, 2 replicas, 200 req/s" {
+		t.Errorf("checks %+v", got)
+	}
+}
