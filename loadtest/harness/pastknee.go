@@ -48,8 +48,8 @@ func (s Capacity) pastKnee(ctx context.Context, h *Harness, strategy string, rep
 	for _, rate := range pastKneeRates(k) {
 		f := Flash{Buyers: max(1, int(float64(rate)*h.cfg.Duration.Seconds())), Over: h.cfg.Duration, Shape: ShapeConstant, Patience: s.P99}
 		h.cfg.Stock = min(MaxStock, f.Buyers*h.cfg.Qty+10)
-		h.logf("[capacity, past the knee] %s on %d replicas: %d req/s (the knee %d × %d), open model, patience %s, for %s",
-			strategy, len(h.replicas), rate, k, (rate+k-1)/k, f.Patience, h.cfg.Duration)
+		h.logf("[capacity, past the knee] %s on %d replicas: %d req/s (%.3g × the knee, %d), open model, patience %s, for %s",
+			strategy, len(h.replicas), rate, float64(rate)/float64(k), k, f.Patience, h.cfg.Duration)
 		api, done := herdClient(f)
 		r := h.newFlashRun(f, api, strategy, fmt.Sprintf("pk%d", rate))
 		out, err := r.sale(ctx, Arrivals(f.Shape, f.Buyers, f.Over))
