@@ -392,7 +392,7 @@ func sharedFlags(fs *flag.FlagSet, c *options) {
 		c.Replicas, err = harness.ParseReplicas(v)
 		return err
 	})
-	fs.Func("strategies", "comma-separated strategies to run, in order; \"all\" for every one (the default; loadtest checkout: those that take holds)", func(v string) (err error) {
+	fs.Func("strategies", "comma-separated strategies to run, in order; \"all\" for every one (the default; loadtest checkout: those that take holds; loadtest flash: the hot-sku ones, atomic, batched, buckets, redis-stock)", func(v string) (err error) {
 		c.Strategies, err = harness.ParseStrategies(v)
 		return err
 	})
