@@ -438,7 +438,7 @@ func (r *flashRun) tally(out *report.FlashRun) {
 		v := lat[k]
 		slices.Sort(v)
 		out.Kinds = append(out.Kinds, report.FlashKind{Kind: k, Buyers: len(v),
-			Latency: report.Latency{P50: quantile(v, 0.5), P95: quantile(v, 0.9), P99: quantile(v, 0.99), Max: quantile(v, 1)}})
+			Latency: report.FlashLatency{P50: quantile(v, 0.5), P90: quantile(v, 0.9), P99: quantile(v, 0.99), Max: quantile(v, 1)}})
 	}
 	if out.Sold > 0 {
 		s := lastSale.Seconds()

@@ -26,7 +26,7 @@ func TestFairness(t *testing.T) {
 // TestFlashThresholds checks that thresholds on flash metrics parse,
 // judge a flash run, and leave a comparison's runs alone.
 func TestFlashThresholds(t *testing.T) {
-	r := FlashRun{Strategy: "atomic", Sold: 100, Goodput: 80, AnsweredShare: 0.9, Kinds: []FlashKind{{Kind: KindShed, Buyers: 3, Latency: Latency{P99: 40}}}}
+	r := FlashRun{Strategy: "atomic", Sold: 100, Goodput: 80, AnsweredShare: 0.9, Kinds: []FlashKind{{Kind: KindShed, Buyers: 3, Latency: FlashLatency{P99: 40}}}}
 	for text, pass := range map[string]bool{"goodput>=50": true, "answered_share>=0.95": false, "shed_p99<30ms": false, "units_sold==100": true, "atomic:admin_p99<1s": true, "sell_out<5s": false} {
 		th, err := ParseThreshold(text)
 		if err != nil {
