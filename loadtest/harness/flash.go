@@ -127,8 +127,12 @@ func (f Flash) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		if err != nil {
 			return fmt.Errorf("flash, %s: %w", st, err)
 		}
-		h.logf("  → %s: sold %d of %d, sell-out %s, goodput %.1f/s, %.1f%% answered within patience, first 10%% won %.0f%%; %s",
-			st, out.Sold, out.Units, report.Ms(1000*derefOr(out.SellOutSeconds, math.NaN())), out.Goodput, 100*out.AnsweredShare, 100*out.First10,
+		sellOut := "no sale answered"
+		if out.SellOutSeconds != nil {
+			sellOut = "last sale at " + report.Ms(1000**out.SellOutSeconds)
+		}
+		h.logf("  → %s: sold %d of %d, %s, goodput %.1f/s, %.1f%% answered within patience, first 10%% won %.0f%%; %s",
+			st, out.Sold, out.Units, sellOut, out.Goodput, 100*out.AnsweredShare, 100*out.First10,
 			map[bool]string{true: "every check passed", false: fmt.Sprintf("FAILED: %v", verdict.Failures(out.Checks))}[verdict.Judge(out.Checks) == verdict.Passed])
 		rep.Flash = append(rep.Flash, out)
 	}
@@ -150,13 +154,6 @@ func (h *Harness) newFlashRun(f Flash, api *stockclient.Client, st, tag string) 
 		r.skus = append(r.skus, fmt.Sprintf("%s-%s-%s-%d", h.prefix, tag, st, k))
 	}
 	return r
-}
-
-func derefOr(p *float64, v float64) float64 {
-	if p == nil {
-		return v
-	}
-	return *p
 }
 
 // flashBuyer is what became of one buyer.
