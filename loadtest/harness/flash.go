@@ -150,6 +150,7 @@ func herdClient(f Flash) (api *stockclient.Client, done func()) {
 func (h *Harness) newFlashRun(f Flash, api *stockclient.Client, st, tag string) *flashRun {
 	h.runNo++
 	r := &flashRun{h: h, f: f, api: api, strategy: st, run: h.runNo, buyers: make([]flashBuyer, f.Buyers), kinds: map[string]int64{}}
+	r.budget.Store(int64(f.RetryBudget * float64(f.Buyers)))
 	for k := range h.cfg.SKUs {
 		r.skus = append(r.skus, fmt.Sprintf("%s-%s-%s-%d", h.prefix, tag, st, k))
 	}
@@ -176,6 +177,7 @@ type flashRun struct {
 	buyers   []flashBuyer // each written by its own buyer only
 
 	arrived, attempts, retried, sold atomic.Int64
+	budget                           atomic.Int64 // retries left to all buyers
 	mu                               sync.Mutex
 	kinds                            map[string]int64 // final answers so far, as Progress words them
 }
@@ -208,7 +210,6 @@ func (r *flashRun) buy(ctx context.Context, i int) {
 	bctx, cancel := context.WithDeadline(ctx, arrived.Add(r.f.Patience))
 	defer cancel()
 	sku, key := r.skus[i%len(r.skus)], fmt.Sprintf("%s-b%d", r.skus[i%len(r.skus)], i)
-	budget := int64(r.f.RetryBudget * float64(r.f.Buyers))
 	b := &r.buyers[i]
 	for try := 0; ; try++ {
 		base := r.h.replicas[(i+try)%len(r.h.replicas)]
@@ -219,7 +220,8 @@ func (r *flashRun) buy(ctx context.Context, i int) {
 			b.order = verdict.Order{ID: sale.OrderID, SKU: sku, Qty: r.h.cfg.Qty}
 			r.sold.Add(int64(r.h.cfg.Qty))
 		}
-		if b.kind != report.KindShed && b.kind != report.KindUnavailable || try >= r.f.Retries || r.retried.Load() >= budget {
+		// A retry takes one of the budget's, kept even if the buyer then gives up.
+		if b.kind != report.KindShed && b.kind != report.KindUnavailable || try >= r.f.Retries || r.budget.Add(-1) < 0 {
 			break
 		}
 		wait := retryWait(err, try)

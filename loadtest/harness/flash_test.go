@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,5 +95,47 @@ func TestPastKneeRates(t *testing.T) {
 	}
 	if k := knee(runs, "buckets", 2); k != capacityFirstRate {
 		t.Errorf("a strategy without a step within the limits: knee %d, want the first rate", k)
+	}
+}
+
+// TestBuyerRetries runs buyers against a replica that sheds every first
+// request of a key: a buyer with a retry left buys on its retry, and the
+// retry budget stops the others, whose last answer (shed) stands.
+func TestBuyerRetries(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		seen[key]++
+		n := seen[key]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Replica", "a") // the client reads the envelope of the service's answers only
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":"overloaded","message":"shed","replica":"a"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"order_id":"o-%s","sku":"s","qty":1,"remaining":0,"strategy":"atomic","replica":"a"}`, key)
+	}))
+	defer srv.Close()
+	h := &Harness{cfg: Config{Qty: 1, SKUs: 1}, replicas: []string{srv.URL}, prefix: "t"}
+	f := Flash{Buyers: 4, Patience: 5 * time.Second, Retries: 1, RetryBudget: 0.5} // 2 retries for 4 buyers
+	api, done := herdClient(f)
+	defer done()
+	r := h.newFlashRun(f, api, "atomic", "fl")
+	r.began = time.Now()
+	var wg sync.WaitGroup
+	for i := range f.Buyers {
+		wg.Go(func() { r.buy(t.Context(), i) })
+	}
+	wg.Wait()
+	kinds := map[string]int{}
+	for _, b := range r.buyers {
+		kinds[b.kind]++
+	}
+	if kinds[report.KindSale] != 2 || kinds[report.KindShed] != 2 || r.retried.Load() != 2 || r.attempts.Load() != 6 {
+		t.Errorf("final answers %v, %d retries of %d attempts; want 2 sales on their retry and 2 shed, 6 attempts", kinds, r.retried.Load(), r.attempts.Load())
 	}
 }
