@@ -133,7 +133,7 @@ func (f Flash) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 		}
 		h.logf("  → %s: sold %d of %d, %s, goodput %.1f/s, %.1f%% answered within patience, first 10%% won %.0f%%; %s",
 			st, out.Sold, out.Units, sellOut, out.Goodput, 100*out.AnsweredShare, 100*out.First10,
-			map[bool]string{true: "every check passed", false: fmt.Sprintf("FAILED: %v", verdict.Failures(out.Checks))}[verdict.Judge(out.Checks) == verdict.Passed])
+			map[bool]string{true: "every check passed", false: fmt.Sprintf("not met: %s", strings.Join(verdict.Failures(out.Checks), "; "))}[verdict.Judge(out.Checks) == verdict.Passed])
 		rep.Flash = append(rep.Flash, out)
 	}
 	return nil

@@ -219,7 +219,7 @@ func writeFlash(b *strings.Builder, rep Report, md bool) {
 		sum = append(sum, []string{r.Strategy, fmt.Sprintf("%d of %d", r.Sold, r.Units), fmt.Sprint(r.LedgerUnits),
 			orDash(r.SellOutSeconds, func(s float64) string { return Ms(1000 * s) }), fmt.Sprintf("%.1f", r.Goodput),
 			fmt.Sprintf("%.1f%%", 100*r.AnsweredShare), pct(r.First1), pct(r.First10), fmt.Sprintf("%d (%d retries)", r.Attempts, r.Retried),
-			Ms(r.Control.AdminP99), fmt.Sprintf("%d of %d", r.Control.ReadyzFailures, r.Control.Readyz), logged(r.Control, r.Control.HeartbeatMisses), judged(r.Checks, "pass", "FAIL: ")})
+			Ms(r.Control.AdminP99), fmt.Sprintf("%d of %d", r.Control.ReadyzFailures, r.Control.Readyz), logged(r.Control, r.Control.HeartbeatMisses), string(verdict.OutcomeOf(r.Safe, r.Checks))})
 		for _, k := range r.Kinds {
 			if k.Buyers > 0 {
 				kinds = append(kinds, []string{r.Strategy, k.Kind, fmt.Sprint(k.Buyers), Ms(k.Latency.P50), Ms(k.Latency.P90), Ms(k.Latency.P99), Ms(k.Latency.Max)})

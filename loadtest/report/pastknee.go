@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
 // GoodputChartFile is the capacity sweep's goodput against offered load.
@@ -38,7 +40,7 @@ func writePastKnee(b *strings.Builder, rep Report, md bool) {
 	for _, r := range steps {
 		rows = append(rows, []string{r.Strategy, fmt.Sprint(r.Replicas), fmt.Sprint(r.Offered), fmt.Sprintf("%.1f", r.Goodput), pct(r.AnsweredShare),
 			fmt.Sprint(r.Kind(KindSale).Buyers), fmt.Sprint(r.Kind(KindShed).Buyers), fmt.Sprint(r.Kind(KindUnavailable).Buyers), fmt.Sprint(r.Kind(KindTimedOut).Buyers),
-			Ms(r.Kind(KindSale).Latency.P99), Ms(r.Control.AdminP99), judged(r.Checks, "pass", "FAIL: ")})
+			Ms(r.Kind(KindSale).Latency.P99), Ms(r.Control.AdminP99), string(verdict.OutcomeOf(r.Safe, r.Checks))})
 	}
 	table(b, md, rows, func(col int) bool { return col == 0 || col == 11 })
 }
