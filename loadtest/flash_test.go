@@ -33,6 +33,7 @@ func TestFlashConfig(t *testing.T) {
 		"flash --shape wave":              `--shape "wave": want one of burst, ramp, constant`,
 		"flash --threshold p99<300ms":     "--threshold p99<300ms: p99 is not a figure of a flash sale",
 		"flash --buyers 0 --patience 1ms": "--buyers 0: must be between 1 and 200000",
+		"compare --threshold goodput>=1":  "--threshold goodput>=1: goodput is a figure of loadtest flash only",
 	} {
 		if _, err := ParseConfig(strings.Fields(args), noEnv, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", args, err, want)
