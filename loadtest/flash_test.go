@@ -75,8 +75,8 @@ func TestFlashShort(t *testing.T) {
 			t.Errorf("check failed: %s", c)
 		}
 	}
-	if r.Control.Readyz == 0 || r.Control.AdminGets == 0 || len(r.Won) != 100 {
-		t.Errorf("control plane %+v, fairness curve of %d points", r.Control, len(r.Won))
+	if r.Control.Readyz == 0 || r.Control.AdminGets == 0 || len(r.Won) != 100 || r.LedgerUnits > 0 && r.Won[99] != 1 {
+		t.Errorf("control plane %+v, fairness curve %v: want 100 points ending at 1 (every ledger unit's buyer found)", r.Control, r.Won)
 	}
 	for _, want := range []string{"goodput/s", "first 10%", "heartbeat miss"} {
 		if !strings.Contains(stdout, want) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -405,14 +406,13 @@ func (r *flashRun) watch(ctx context.Context, until time.Time) <-chan report.Fla
 	return done
 }
 
-// tally sums the buyers' final answers, their times and who won.
+// tally sums the buyers' final answers and their times.
 func (r *flashRun) tally(out *report.FlashRun) {
 	lat := map[string][]float64{}
-	won := map[int]int{}
 	out.BinSeconds = max(0.05, (r.f.Over+r.f.Patience).Seconds()/80)
 	var lastGood, lastSale time.Duration
 	good := 0
-	for i, b := range r.buyers {
+	for _, b := range r.buyers {
 		kind := b.kind
 		if kind == "" { // never sent: the run was cut short
 			continue
@@ -424,7 +424,6 @@ func (r *flashRun) tally(out *report.FlashRun) {
 		}
 		out.Timeline[bin][slices.Index(report.FlashKinds, kind)]++
 		if kind == report.KindSale {
-			won[i] += b.order.Qty
 			out.Sold += b.order.Qty
 			lastSale = max(lastSale, b.answered)
 			if b.latency <= r.f.Patience {
@@ -447,7 +446,6 @@ func (r *flashRun) tally(out *report.FlashRun) {
 		out.Goodput = float64(good) / lastGood.Seconds()
 	}
 	out.AnsweredShare = 1 - float64(out.Kind(report.KindTimedOut).Buyers)/float64(len(r.buyers))
-	out.First1, out.First10, out.Won = report.Fairness(len(r.buyers), won)
 	out.Attempts, out.Retried = int(r.attempts.Load()), int(r.retried.Load())
 }
 
@@ -475,6 +473,17 @@ func (r *flashRun) books(ctx context.Context, out *report.FlashRun) error {
 		out.LedgerUnits += o.Qty
 	}
 	out.Remaining = b.left
+	// Who won, by the ledger: a unit went to its buyer whether or not
+	// the answer came within patience.
+	won := map[int]int{}
+	for _, o := range b.orders {
+		if k := strings.LastIndex(o.Key, "-b"); k >= 0 {
+			if i, err := strconv.Atoi(o.Key[k+2:]); err == nil && i < len(r.buyers) {
+				won[i] += o.Qty
+			}
+		}
+	}
+	out.First1, out.First10, out.Won = report.Fairness(len(r.buyers), won)
 	double, _ := verdict.DoubleSold(b.orders)
 	finals := 0
 	for _, by := range r.buyers {

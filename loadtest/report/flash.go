@@ -100,8 +100,10 @@ type FlashRun struct {
 	AnsweredShare float64     `json:"answered_share"` // buyers with a final answer within patience
 	Kinds         []FlashKind `json:"kinds"`
 
-	// Fairness: the share of the units sold won by the first 1% and 10%
-	// of the buyers by arrival, and Won[k] by the first k+1 percent.
+	// Fairness, by the ledger (a unit went to its buyer whether or not
+	// the answer came within patience): the share of the units won by the
+	// first 1% and 10% of the buyers by arrival, and Won[k] by the first
+	// k+1 percent.
 	First1  float64   `json:"first_1pct_share"`
 	First10 float64   `json:"first_10pct_share"`
 	Won     []float64 `json:"won_by_arrival_pct"`
@@ -209,7 +211,7 @@ func writeFlash(b *strings.Builder, rep Report, md bool) {
 	if md {
 		fmt.Fprintf(b, "## Flash sale\n\n%d buyers arriving over %s (%s), each waiting %s for an answer, retries %d (budget %g of the buyers), qty %d, for %d units over %d sku(s), through %d replicas. "+
 			"*Sell-out*: from the first arrival to the last sale's answer. *Goodput*: sales answered within patience per second, over the time from the first arrival to the last of them. "+
-			"*Answered*: the buyers who had a final answer within patience. *First 1%%/10%%*: the share of the units sold won by the first 1%%/10%% of the buyers by arrival. "+
+			"*Answered*: the buyers who had a final answer within patience. *First 1%%/10%%*: the share of the ledger's units (answered in time or not) won by the first 1%%/10%% of the buyers by arrival. "+
 			"Latencies run from a buyer's arrival to its final answer, retries included.\n\n![flash sale](%s)\n\n",
 			r0.Buyers, r0.Over, r0.Shape, r0.Patience, r0.Retries, r0.RetryBudget, r0.Qty, r0.Units, r0.SKUs, len(rep.Replicas), FlashChartFile)
 	}
