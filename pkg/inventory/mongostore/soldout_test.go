@@ -50,14 +50,25 @@ func (o *soldOutTally) counts() (byRead, byStrategy, reads int) {
 
 // writeCountedStore returns a Store of its own database through a client
 // that counts every write command it sends (insert, update, delete,
-// findAndModify), on any collection.
+// findAndModify), on any collection, and the finds on the items.
 func writeCountedStore(t *testing.T) (*Store, *atomic.Int64) {
+	s, writes, _ := countingStore(t)
+	return s, writes
+}
+
+// countingStore is writeCountedStore that counts the finds on the items
+// too.
+func countingStore(t *testing.T) (s *Store, writes, finds *atomic.Int64) {
 	t.Helper()
-	writes := new(atomic.Int64)
+	writes, finds = new(atomic.Int64), new(atomic.Int64)
 	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
 		switch e.CommandName {
 		case "insert", "update", "delete", "findAndModify":
 			writes.Add(1)
+		case "find":
+			if coll, ok := e.Command.Lookup("find").StringValueOK(); ok && coll == "items" {
+				finds.Add(1)
+			}
 		}
 	}}
 	c, err := mongo.Connect(options.Client().ApplyURI(mongoURI).SetMonitor(mon))
@@ -65,14 +76,14 @@ func writeCountedStore(t *testing.T) (*Store, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
-	s, err := NewStore(c.Database(testDB(t).Name()), StoreOptions{Replica: "counted", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	s, err = NewStore(c.Database(testDB(t).Name()), StoreOptions{Replica: "counted", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.EnsureIndexes(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return s, writes
+	return s, writes, finds
 }
 
 // shortcutCase is one strategy with the shortcut in front of it, as the
@@ -123,9 +134,9 @@ func waitQuiet(t *testing.T, s *Store, sku string, writes *atomic.Int64, sts ...
 // TestSoldOutHerdWritesNothing: once a sale of a sku answered sold out,
 // a herd of buyers after it sends no write to the store, whatever the
 // strategy; every one of them is answered by a read, and a few reads
-// answer them all.
+// (one find of the item each) answer them all.
 func TestSoldOutHerdWritesNothing(t *testing.T) {
-	s, writes := writeCountedStore(t)
+	s, writes, finds := countingStore(t)
 	ctx := t.Context()
 	const herd = 40
 	for _, c := range shortcutStrategies(t, s, newLockServices(t)) {
@@ -139,7 +150,8 @@ func TestSoldOutHerdWritesNothing(t *testing.T) {
 				t.Fatalf("after the last unit: %v; want sold out", err)
 			}
 			waitQuiet(t, s, sku, writes, c.raw)
-			before := writes.Load()
+			before, findsBefore := writes.Load(), finds.Load()
+			_, _, readsBefore := c.obs.counts()
 			var wg sync.WaitGroup
 			errs := make([]error, herd)
 			for i := range herd {
@@ -154,7 +166,8 @@ func TestSoldOutHerdWritesNothing(t *testing.T) {
 				}
 			}
 			byRead, byStrategy, reads := c.obs.counts()
-			t.Logf("%d buyers: %d writes, %d sold outs by read, %d by the strategy, %d reads", herd, writes.Load()-before, byRead, byStrategy, reads)
+			reads -= readsBefore
+			t.Logf("%d buyers: %d writes, %d finds, %d sold outs by read, %d by the strategy, %d reads", herd, writes.Load()-before, finds.Load()-findsBefore, byRead, byStrategy, reads)
 			if n := writes.Load() - before; n != 0 {
 				t.Errorf("%d buyers after the last unit cost %d store writes; want 0", herd, n)
 			}
@@ -163,6 +176,9 @@ func TestSoldOutHerdWritesNothing(t *testing.T) {
 			}
 			if reads > herd/4 {
 				t.Errorf("%d reads answered %d buyers arriving at once; want at most %d", reads, herd, herd/4)
+			}
+			if n := finds.Load() - findsBefore; n > int64(reads) {
+				t.Errorf("%d buyers cost %d finds of the items; want at most one a read, %d", herd, n, reads)
 			}
 		})
 	}
