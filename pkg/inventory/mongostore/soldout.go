@@ -148,6 +148,10 @@ type soldOutShortcut struct {
 
 	mu   sync.Mutex
 	skus map[string]*soldOutSKU // guarded by mu
+
+	// afterRead, when set (by tests), runs after each read returns and
+	// before its sales hear of it.
+	afterRead func(sku string)
 }
 
 // soldOutSKU is what the shortcut knows of one sku. It leaves the map
@@ -230,6 +234,9 @@ func (w *soldOutShortcut) send(ctx context.Context, sku string, r *sellableRead)
 		rctx, cancel := context.WithTimeout(ctx, w.store.writeTimeout)
 		units, err := w.read(rctx, sku)
 		cancel()
+		if w.afterRead != nil {
+			w.afterRead(sku)
+		}
 		if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 			w.store.logger.WarnContext(ctx, "sold-out shortcut: read failed; its sales answer the error",
 				slog.String("strategy", w.Name()), slog.String("sku", sku), slog.Any("error", err))

@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -353,4 +354,82 @@ func (r *readerStrategy) Sellable(ctx context.Context, sku string) (int64, error
 	r.reads.Add(1)
 	it, err := r.Strategy.(*Atomic).store.Snapshot(ctx, sku)
 	return it.Stock, err
+}
+
+// TestSoldOutNoFalseSoldOut: rounds of a sku sold out and marked, then
+// restocked by k units through another replica, then k buyers at once,
+// all sent after the restock returned: the stock covers every one of them
+// whatever the order, so none may hear sold out (a lock strategy's or
+// optimistic's contention may refuse one otherwise, which sells nothing).
+func TestSoldOutNoFalseSoldOut(t *testing.T) {
+	s := testStore(t)
+	other := replicaStore(t, s, StoreOptions{Replica: "other"})
+	ctx := t.Context()
+	const k, rounds = 8, 3
+	for _, c := range shortcutStrategies(t, s, newLockServices(t)) {
+		t.Run(c.st.Name(), func(t *testing.T) {
+			sku := "race-" + c.st.Name()
+			mustPut(t, s, sku, 1)
+			for round := range rounds {
+				soldOutOnce(t, c, sku)
+				if _, _, err := other.Restock(ctx, sku, fmt.Sprintf("r%d", round), k); err != nil {
+					t.Fatal(err)
+				}
+				errs := make([]error, k)
+				var wg sync.WaitGroup
+				for i := range k {
+					wg.Go(func() {
+						_, errs[i] = c.st.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1})
+					})
+				}
+				wg.Wait()
+				for i, err := range errs {
+					if errors.Is(err, inventory.ErrSoldOut) {
+						t.Errorf("round %d, buyer %d of %d after a restock of %d: %v", round, i, k, k, err)
+					}
+				}
+			}
+			idle(c.raw)
+		})
+	}
+}
+
+// TestSoldOutJoinsNextRead: a sale that arrives while a read of its sku
+// is in flight waits for the next read, sent after it arrived, never
+// for the one in flight, which may have read the store before the sale
+// began: here that read found the sku sold out, then another replica
+// restocked it, then the sale arrived: it sells.
+func TestSoldOutJoinsNextRead(t *testing.T) {
+	s := testStore(t)
+	other := replicaStore(t, s, StoreOptions{Replica: "other"})
+	ctx := t.Context()
+	obs := &soldOutTally{}
+	w := SoldOutShortcut(NewAtomic(s), s, obs).(*soldOutShortcut)
+	const sku = "next-read"
+	mustPut(t, s, sku, 0)
+	if _, err := w.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("%v; want sold out", err)
+	}
+	read, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.afterRead = func(string) {
+		once.Do(func() {
+			close(read)
+			<-release
+		})
+	}
+	first := decrementAsync(ctx, w, inventory.Request{SKU: sku, Qty: 1})
+	<-read // the first read found 0, and is held before its sale hears of it
+	if _, _, err := other.Restock(ctx, sku, "after-the-read", 1); err != nil {
+		t.Fatal(err)
+	}
+	second := decrementAsync(ctx, w, inventory.Request{SKU: sku, Qty: 1})
+	time.Sleep(50 * time.Millisecond) // the second sale joins
+	close(release)
+	if out := <-first; !errors.Is(out.err, inventory.ErrSoldOut) {
+		t.Errorf("the sale whose read found 0: %v; want sold out", out.err)
+	}
+	if out := <-second; out.err != nil {
+		t.Errorf("the sale that arrived after the restock: %v; want sold", out.err)
+	}
 }
