@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -187,7 +188,7 @@ func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) 
 				return inventory.Sale{}, context.Cause(ctx)
 			}
 			if r.err != nil {
-				return inventory.Sale{}, r.err
+				return inventory.Sale{}, fmt.Errorf("%s: sold-out shortcut's read of %q: %w", w.Name(), req.SKU, r.err)
 			}
 			if r.units < req.Qty {
 				w.obs.SoldOutAnswered(w.Name(), SoldOutByRead)
