@@ -81,10 +81,13 @@ const maxSoldOutMarks = 1 << 16
 // Wrap the strategy last, after SplitAware: a sold out it answers is then
 // the whole sku's, buckets included.
 //
-// A request with an order id (Store.DecrementOnce's) always goes to the
-// strategy: its idempotency record costs writes anyway, and the strategy
-// says whether its attempt was given up (ErrAbandoned) before it says
-// sold out. Its sold out still marks the sku.
+// A request with an Idempotency-Key is asked about by Store.DecrementOnce
+// before it reserves the key: on a marked sku, a read that shows too few
+// units answers it sold out with no write, unless the key already names
+// an attempt (a retry of a sale must hear the sale). Once its key is
+// reserved, the request (it has an order id then) goes to the strategy,
+// which says whether its attempt was given up (ErrAbandoned) before it
+// says sold out; its sold out still marks the sku.
 func SoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inventory.Strategy {
 	read := sellableOf(st, s)
 	if read == nil {
@@ -178,23 +181,11 @@ func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) 
 		return inventory.Sale{}, err
 	}
 	if req.OrderID == "" {
-		if r, send := w.join(req.SKU); r != nil {
-			if send {
-				go w.send(context.WithoutCancel(ctx), req.SKU, r)
+		if err := w.readSoldOut(ctx, req); err != nil {
+			if errors.Is(err, inventory.ErrSoldOut) {
+				w.soldOutByRead()
 			}
-			select {
-			case <-r.done:
-			case <-ctx.Done():
-				return inventory.Sale{}, context.Cause(ctx)
-			}
-			if r.err != nil {
-				return inventory.Sale{}, fmt.Errorf("%s: sold-out shortcut's read of %q: %w", w.Name(), req.SKU, r.err)
-			}
-			if r.units < req.Qty {
-				w.obs.SoldOutAnswered(w.Name(), SoldOutByRead)
-				return inventory.Sale{}, soldOut(req.SKU, r.units, req.Qty)
-			}
-			w.unmark(req.SKU)
+			return inventory.Sale{}, err
 		}
 	}
 	sale, err := w.Strategy.Decrement(ctx, req)
@@ -204,6 +195,43 @@ func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) 
 	}
 	return sale, err
 }
+
+// soldOutReader is the sold-out shortcut as Store.DecrementOnce asks it,
+// before it reserves an idempotency key.
+type soldOutReader interface {
+	// readSoldOut returns, when req's sku is marked, the ErrSoldOut that
+	// a coalesced read sent after the call began justifies, or the read's
+	// error; nil when the sku is not marked, or the read showed enough
+	// (then the mark is dropped): the strategy decides.
+	readSoldOut(ctx context.Context, req inventory.Request) error
+	// soldOutByRead counts a sold out of readSoldOut that was answered.
+	soldOutByRead()
+}
+
+func (w *soldOutShortcut) readSoldOut(ctx context.Context, req inventory.Request) error {
+	r, send := w.join(req.SKU)
+	if r == nil {
+		return nil
+	}
+	if send {
+		go w.send(context.WithoutCancel(ctx), req.SKU, r)
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if r.err != nil {
+		return fmt.Errorf("%s: sold-out shortcut's read of %q: %w", w.Name(), req.SKU, r.err)
+	}
+	if r.units < req.Qty {
+		return soldOut(req.SKU, r.units, req.Qty)
+	}
+	w.unmark(req.SKU)
+	return nil
+}
+
+func (w *soldOutShortcut) soldOutByRead() { w.obs.SoldOutAnswered(w.Name(), SoldOutByRead) }
 
 // join returns the read a sale of sku waits on while sku is marked (nil
 // when it is not), and whether the caller sends it: no read of sku was in

@@ -470,3 +470,57 @@ func (w *soldOutShortcut) joined(sku string) int {
 	}
 	return 0
 }
+
+// TestSoldOutKeyed: buyers with an Idempotency-Key each (DecrementOnce)
+// after the last unit cost no write either: the shortcut answers them
+// before their key is reserved. A retry of the sale that took the last
+// unit still hears its sale, and the key of a buyer who heard sold out
+// sells once another replica restocked.
+func TestSoldOutKeyed(t *testing.T) {
+	s, writes, _, written := countingStore(t)
+	other := replicaStore(t, s, StoreOptions{Replica: "other"})
+	ctx := t.Context()
+	const herd = 20
+	for _, c := range shortcutStrategies(t, s, newLockServices(t)) {
+		t.Run(c.st.Name(), func(t *testing.T) {
+			sku := "keyed-" + c.st.Name()
+			once := func(key string) (inventory.Sale, bool, error) {
+				return s.DecrementOnce(ctx, c.st, inventory.Request{SKU: sku, Qty: 1, Key: key}, "")
+			}
+			mustPut(t, s, sku, 1)
+			first, _, err := once("last-unit")
+			if err != nil {
+				t.Fatalf("the last unit: %v", err)
+			}
+			if _, _, err := once("late"); !errors.Is(err, inventory.ErrSoldOut) {
+				t.Fatalf("after the last unit: %v; want sold out", err)
+			}
+			waitQuiet(t, s, sku, writes, c.raw)
+			before := writes.Load()
+			var wg sync.WaitGroup
+			errs := make([]error, herd)
+			for i := range herd {
+				wg.Go(func() { _, _, errs[i] = once(fmt.Sprintf("buyer-%d", i)) })
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if !errors.Is(err, inventory.ErrSoldOut) {
+					t.Errorf("buyer %d: %v; want sold out", i, err)
+				}
+			}
+			if n := writes.Load() - before; n != 0 {
+				t.Errorf("%d keyed buyers after the last unit cost %d store writes; want 0: %v", herd, n, written(before))
+			}
+			if sale, replayed, err := once("last-unit"); err != nil || !replayed || sale.OrderID != first.OrderID {
+				t.Errorf("a retry of the sale of the last unit: %+v, replayed %v, %v; want its sale", sale, replayed, err)
+			}
+			if _, _, err := other.Restock(ctx, sku, "keyed-restock", 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := once("late"); err != nil {
+				t.Errorf("the key that heard sold out, after another replica's restock: %v", err)
+			}
+			idle(c.raw)
+		})
+	}
+}
