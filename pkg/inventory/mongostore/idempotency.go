@@ -123,6 +123,11 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		return inventory.Sale{}, false, fmt.Errorf("%w: DecrementOnce chooses the order id itself", inventory.ErrInvalid)
 	}
 	fp := fingerprint(req, match)
+	if r, ok := st.(soldOutReader); ok {
+		if err := s.soldOutFirst(ctx, r, req, fp); err != nil {
+			return inventory.Sale{}, false, err
+		}
+	}
 	giveUp := time.Now().Add(inProgressWait)
 	poll := 10 * time.Millisecond
 	for {
@@ -172,6 +177,31 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		}
 		poll = min(2*poll, 200*time.Millisecond)
 	}
+}
+
+// soldOutFirst asks the sold-out shortcut (see SoldOutShortcut) about
+// req before its key is reserved: a sold out its read justifies is the
+// answer, with no write, if req's key names no attempt (none, or one
+// freed for this same request): the reservation would be freed again
+// when the strategy said sold out. The key is read after the item, so a
+// reservation of the same key that it misses came after that read. A key
+// that names an attempt (a sale to replay, one in flight, another
+// request) is left to the reservation: nil.
+func (s *Store) soldOutFirst(ctx context.Context, r soldOutReader, req inventory.Request, fp string) error {
+	err := r.readSoldOut(ctx, req)
+	if err == nil || !errors.Is(err, inventory.ErrSoldOut) {
+		return err
+	}
+	var cur keyRecord
+	ferr := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: req.SKU + "/" + req.Key}}).Decode(&cur)
+	switch {
+	case errors.Is(ferr, mongo.ErrNoDocuments), ferr == nil && cur.free() && cur.Request == fp:
+		r.soldOutByRead()
+		return err
+	case ferr != nil:
+		return unreachable("read idempotency key", req.SKU, ferr)
+	}
+	return nil
 }
 
 // newKeyRecord returns a fresh reservation of req's key, with a new order

@@ -38,6 +38,9 @@ type metrics struct {
 	recovered    prometheus.Counter
 	saleSteps    *saleSteps
 
+	soldOut      *prometheus.CounterVec
+	soldOutReads *prometheus.CounterVec
+
 	redisStockReloads *prometheus.CounterVec
 	redisStockHot     *hotSKUs // nil unless redis-stock is offered (watchRedisStock)
 }
@@ -104,13 +107,21 @@ func newMetrics() *metrics {
 			Name: "stock_recovered_orders_total",
 			Help: "Pending orders this replica recorded for sales whose replica had not (it died between the stock write and the ledger write, or its ledger write failed).",
 		}),
+		soldOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_sold_out_total",
+			Help: "Decrements answered sold out, by strategy and path: read (the sold-out shortcut's coalesced read of a sku marked sold out, no write and no lock) or strategy (the strategy's own decrement, which marks the sku). Strategies without the shortcut (unsafe, local) are not counted here.",
+		}, []string{"strategy", "path"}),
+		soldOutReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_sold_out_reads_total",
+			Help: "Reads of the sold-out shortcut, by strategy: each answers every sale of its sku that joined it, so stock_sold_out_total{path=\"read\"} over this is the buyers one read served.",
+		}, []string{"strategy"}),
 		redisStockReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_redis_stock_reloads_total",
 			Help: "Loads of a sku's stock into Redis for a new epoch by redis-stock on this replica, by reason: first_load, redis_lost (Redis had lost the copy: a restart without persistence, a failover), refused (the item refused a batch: a PUT down, another writer), item_ahead (a PUT up or a restock), dead_take (a sale taken in Redis and never written within the recovery grace: its replica died; the reconciliation).",
 		}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
-		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.redisStockReloads,
+		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.soldOut, m.soldOutReads, m.redisStockReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.saleSteps = newSaleSteps(m.registry)
 	// Show every strategy's series from the start, at zero, so that a
@@ -118,6 +129,13 @@ func newMetrics() *metrics {
 	for _, name := range strategy.Names() {
 		m.ledgerFailed.WithLabelValues(name)
 		m.replays.WithLabelValues(name)
+	}
+	for _, in := range strategy.All() {
+		if in.Safe {
+			m.soldOut.WithLabelValues(in.Name, mongostore.SoldOutByRead)
+			m.soldOut.WithLabelValues(in.Name, mongostore.SoldOutByStrategy)
+			m.soldOutReads.WithLabelValues(in.Name)
+		}
 	}
 	for _, reason := range mongostore.RedisStockReloadReasons {
 		m.redisStockReloads.WithLabelValues(reason)
@@ -151,6 +169,16 @@ func (m *metrics) LockWaited(strategy string, waited time.Duration, acquired boo
 // LockHeld implements inventory.LockObserver.
 func (m *metrics) LockHeld(strategy string, delta int) {
 	m.lockHeld.WithLabelValues(strategy).Add(float64(delta))
+}
+
+// SoldOutAnswered implements mongostore.SoldOutObserver.
+func (m *metrics) SoldOutAnswered(strategy, path string) {
+	m.soldOut.WithLabelValues(strategy, path).Inc()
+}
+
+// SoldOutRead implements mongostore.SoldOutObserver.
+func (m *metrics) SoldOutRead(strategy string, _ int) {
+	m.soldOutReads.WithLabelValues(strategy).Inc()
 }
 
 // lockObserver returns the lock.Observer of one strategy's Locker.
