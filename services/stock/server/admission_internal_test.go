@@ -125,3 +125,19 @@ func TestAdmission(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAdmissionShed: the cost of shedding a request when every slot
+// and place in the queue is taken, from many goroutines at once (the
+// herd): no store, no lock, no wait.
+func BenchmarkAdmissionShed(b *testing.B) {
+	a := newAdmission(1, 0, time.Second, func(string) {})
+	held, _ := a.acquire(b.Context())
+	defer held()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r, _ := a.acquire(context.Background()); r != nil {
+				b.Fatal("admitted past the bound")
+			}
+		}
+	})
+}
