@@ -22,6 +22,8 @@ import (
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/mongolock"
+
+	"go.mongodb.org/mongo-driver/v2/event"
 )
 
 // Config is a replica's configuration. ParseConfig fills it from flags and
@@ -74,6 +76,9 @@ type Config struct {
 	// beforeKeysPass, if set, runs before each pass that settles
 	// idempotency keys, for tests that hold a pass.
 	beforeKeysPass func()
+	// monitor, if set, gives each MongoDB client a command monitor, by
+	// the client's role: "sales", "control" or "background".
+	monitor func(role string) *event.CommandMonitor
 	// wrapHandler, if set, wraps the API's and the internal listener's
 	// handlers: the tests check every request and answer against the
 	// OpenAPI document with it.

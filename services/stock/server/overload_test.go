@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,10 +10,12 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
+	"github.com/stocklock/stocklock/services/stock/server"
 )
 
 // TestFloodIsShed: a replica flooded with far more concurrent sales than
@@ -143,5 +146,74 @@ func TestFloodIsShed(t *testing.T) {
 	_, out := call(t, h, http.MethodGet, "/v1/items/herd/orders?limit=1000", "", "")
 	if n := int(out["count"].(float64)); n != sold {
 		t.Errorf("%d orders in the ledger; %d sales answered", n, sold)
+	}
+}
+
+// TestControlTrafficHasItsOwnClients: heartbeats and recovery go through
+// the background client, the admin routes through the control client, and
+// sales through the sales client, each its own connection pool: sales
+// that take every connection of theirs cannot delay the others.
+func TestControlTrafficHasItsOwnClients(t *testing.T) {
+	cfg := testConfig(t, "r1")
+	cfg.DeadAfter, cfg.RecoveryEvery = time.Second, 100*time.Millisecond
+	type sent struct{ role, name, coll, cmd string }
+	var (
+		mu   sync.Mutex
+		seen []sent
+	)
+	server.SetCommandMonitor(&cfg, func(role string) *event.CommandMonitor {
+		return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			coll, _ := e.Command.Index(0).Value().StringValueOK()
+			mu.Lock()
+			seen = append(seen, sent{role, e.CommandName, coll, e.Command.String()})
+			mu.Unlock()
+		}}
+	})
+	h := newServer(t, cfg).Handler()
+	mu.Lock()
+	seen = nil // start-up is done
+	mu.Unlock()
+	putStock(t, h, "ctl-item", 5)
+	_ = stockOf(t, h, "ctl-item")
+	putStock(t, h, "ctl-sale", 5)
+	want(t, "a sale", ask(h, http.MethodPost, "/v1/items/ctl-sale/decrement", `{"qty":1,"strategy":"atomic"}`, "Idempotency-Key", "ctl-k"), http.StatusOK, "")
+
+	count := func(role, coll string) (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range seen {
+			if s.role == role && s.coll == coll {
+				n++
+			}
+		}
+		return n
+	}
+	// Two beats (an update and a find each) and a keys pass (a find of
+	// the attempts) at least.
+	for end := time.Now().Add(time.Minute); (count("background", mongostore.HeartbeatsCollection) < 4 || count("background", mongostore.AttemptsCollection) < 1) && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	beats, passes := count("background", mongostore.HeartbeatsCollection), count("background", mongostore.AttemptsCollection)
+	mu.Lock()
+	defer mu.Unlock()
+	saleOnSales := false
+	for _, s := range seen {
+		switch {
+		case s.coll == mongostore.HeartbeatsCollection && s.role != "background":
+			t.Errorf("a heartbeat command (%s) through the %s client", s.name, s.role)
+		case s.coll == mongostore.AttemptsCollection && s.name == "find" && s.role != "background":
+			t.Errorf("a recovery pass's find of the attempts through the %s client", s.role)
+		case strings.Contains(s.cmd, "ctl-item") && s.role != "control":
+			t.Errorf("an admin request's %s through the %s client", s.name, s.role)
+		case strings.Contains(s.cmd, "ctl-sale") && s.name == "update" && s.coll == mongostore.ItemsCollection:
+			saleOnSales = saleOnSales || s.role == "sales"
+			if s.role != "sales" {
+				t.Errorf("a sale's stock write through the %s client", s.role)
+			}
+		}
+	}
+	if !saleOnSales || beats < 4 || passes < 1 {
+		t.Errorf("sale's write seen on the sales client %v; heartbeat commands on the background client %d, recovery finds %d", saleOnSales, beats, passes)
 	}
 }

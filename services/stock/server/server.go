@@ -122,8 +122,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		client **mongo.Client
 		role   string
 		pool   int
-	}{{&s.mongo, "", cfg.MongoPool}, {&s.control, "-control", cfg.ControlPool}, {&s.background, "-background", backgroundPool}} {
-		*c.client, err = mongo.Connect(options.Client().ApplyURI(cfg.MongoURI).SetAppName("stock-" + cfg.Replica + c.role).SetMaxPoolSize(uint64(c.pool)))
+	}{{&s.mongo, "sales", cfg.MongoPool}, {&s.control, "control", cfg.ControlPool}, {&s.background, "background", backgroundPool}} {
+		opts := options.Client().ApplyURI(cfg.MongoURI).SetMaxPoolSize(uint64(c.pool))
+		opts.SetAppName("stock-" + cfg.Replica)
+		if c.role != "sales" {
+			opts.SetAppName("stock-" + cfg.Replica + "-" + c.role)
+		}
+		if cfg.monitor != nil {
+			opts.SetMonitor(cfg.monitor(c.role))
+		}
+		*c.client, err = mongo.Connect(opts)
 		if err != nil {
 			return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
 		}
