@@ -43,7 +43,7 @@ type admission struct {
 	mu        sync.Mutex
 	working   int
 	waiting   []*waiter // oldest first
-	busySince time.Time // when the queue last went from empty to not empty
+	busySince time.Time // when the queue last went from empty to not empty (set by acquire)
 }
 
 // waiter is a request waiting for a slot. done receives true when the
@@ -126,7 +126,6 @@ func (a *admission) release() {
 			w := a.waiting[n-1]
 			a.waiting = a.waiting[:n-1]
 			w.done <- true
-			a.emptied(now)
 			return
 		}
 	}
@@ -134,18 +133,9 @@ func (a *admission) release() {
 		w := a.waiting[0]
 		a.waiting = a.waiting[1:]
 		w.done <- true
-		a.emptied(now)
 		return
 	}
 	a.working--
-}
-
-// emptied restarts the standing-queue clock when the queue has just been
-// emptied. a.mu must be held.
-func (a *admission) emptied(now time.Time) {
-	if len(a.waiting) == 0 {
-		a.busySince = now
-	}
 }
 
 // remove takes w out of the queue, and reports whether it was there. a.mu
