@@ -95,6 +95,7 @@ var commands = []command{
 			fs.DurationVar(&s.P99, "capacity-p99", s.P99, "a step whose p99 exceeds this is past the limits")
 			fs.Float64Var(&s.Errors, "capacity-errors", s.Errors, "a step whose errors and 503s exceed this share of its requests is past the limits")
 			fs.IntVar(&s.MaxRate, "capacity-max-rate", s.MaxRate, "the highest rate offered")
+			fs.BoolVar(&s.PastKnee, "past-knee", false, "then go on past each strategy's knee (its highest rate within the limits) to 2, 4 and 8 times it (at most 5000 req/s) with the open model of loadtest flash, and draw goodput against offered load (goodput.svg)")
 			fs.Func("capacity-replicas", "comma-separated replica counts to sweep, e.g. 2,4,8 (replicas the harness starts); empty: --local-replicas", func(v string) error {
 				s.Replicas = nil
 				for f := range strings.SplitSeq(v, ",") {
@@ -139,6 +140,18 @@ var commands = []command{
 				co.Faults, err = harness.ParseCheckoutFaults(v)
 				return err
 			})
+		}},
+	{name: "flash", summary: "a flash sale: a herd of buyers, each its own request, most after the last unit, on the hot-sku strategies",
+		scenario: func() harness.Scenario { return harness.DefaultFlash() },
+		flags: func(fs *flag.FlagSet, c *options) {
+			f := c.Scenario.(*harness.Flash)
+			fs.IntVar(&f.Buyers, "buyers", f.Buyers, "buyers per strategy, each one request of its own (an open model: no worker cap)")
+			fs.DurationVar(&f.Over, "over", f.Over, "the buyers arrive over this")
+			fs.StringVar(&f.Shape, "shape", f.Shape, "how they arrive: "+strings.Join(harness.FlashShapes, ", "))
+			fs.DurationVar(&f.Patience, "patience", f.Patience, "how long each buyer waits from its arrival for a final answer")
+			fs.IntVar(&f.Retries, "retries", f.Retries, "times a buyer sends a 503 again, after its Retry-After (or a backoff) with jitter, within its patience")
+			fs.Float64Var(&f.RetryBudget, "retry-budget", f.RetryBudget, "all buyers' retries together, as a share of the buyers")
+			thresholdFlag(fs, c)
 		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,
 		scenario: func() harness.Scenario { return harness.DefaultCompare() },
@@ -379,7 +392,7 @@ func sharedFlags(fs *flag.FlagSet, c *options) {
 		c.Replicas, err = harness.ParseReplicas(v)
 		return err
 	})
-	fs.Func("strategies", "comma-separated strategies to run, in order; \"all\" for every one (the default; loadtest checkout: those that take holds)", func(v string) (err error) {
+	fs.Func("strategies", "comma-separated strategies to run, in order; \"all\" for every one (the default; loadtest checkout: those that take holds; loadtest flash: the hot-sku ones, atomic, batched, buckets, redis-stock)", func(v string) (err error) {
 		c.Strategies, err = harness.ParseStrategies(v)
 		return err
 	})

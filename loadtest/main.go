@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // says where they went and what the verdict is.
 func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, runErr error) {
 	dir := rep.OutDir
-	if len(rep.Runs) == 0 && len(rep.Keyed) == 0 && len(rep.Checkout) == 0 {
+	if len(rep.Runs) == 0 && len(rep.Keyed) == 0 && len(rep.Checkout) == 0 && len(rep.Flash) == 0 {
 		_ = os.Remove(dir) // nothing measured; removes the directory only if empty
 		return
 	}
@@ -138,7 +138,7 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	}
 	word, sentence := rep.Headline()
 	if runErr != nil && len(rep.Keyed) == 0 {
-		sentence += fmt.Sprintf("; %d of %d strategies ran", len(rep.Runs)+len(rep.Checkout), len(cfg.Strategies))
+		sentence += fmt.Sprintf("; %d of %d strategies ran", len(rep.Runs)+len(rep.Checkout)+len(rep.Flash), len(cfg.Strategies))
 	}
 	fmt.Fprintf(stdout, "%s: %s (%.1fs).\n", word, sentence, rep.WallSeconds)
 }

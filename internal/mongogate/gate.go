@@ -16,8 +16,8 @@
 // insert without _id, anything it does not parse) runs alone, as do schema
 // commands (create, drop, createIndexes, ...). Each write is thus atomic
 // with respect to every other write to its document, which is all that
-// MongoDB promises; reads (find, aggregate, getMore, hello, ...) are never
-// blocked. Clients that bypass the gate, or a second gate on the same
+// MongoDB promises; reads (find, aggregate, getMore, ...) never wait for
+// a write. Clients that bypass the gate, or a second gate on the same
 // FerretDB, get no such guarantee.
 //
 // Unacknowledged writes (OP_MSG with moreToCome, i.e. write concern w:0) are

@@ -25,6 +25,7 @@ type Capacity struct {
 	Errors   float64       // a step's limit on errors and 503s, a share of its requests
 	MaxRate  int           // the highest rate offered
 	Replicas []int         // replica counts to sweep; none: LocalReplicas (or Config.Replicas)
+	PastKnee bool          // go on past each strategy's knee with the open model (pastknee.go)
 }
 
 // DefaultCapacity is the sweep with the command line's defaults.
@@ -64,6 +65,9 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 	rep.Settings.CapacityLimit = fmt.Sprintf("p99 at most %s, errors and 503s at most %.0f%% of the requests, sales at least %.0f%% of the offered rate",
 		s.P99, 100*s.Errors, 100*capacityKeep)
 	rep.Sections = append(rep.Sections, report.CapacitySection)
+	if s.PastKnee {
+		rep.Sections = append(rep.Sections, report.PastKneeSection)
+	}
 	counts := s.Replicas
 	if len(counts) == 0 {
 		counts = []int{len(h.replicas)}
@@ -90,6 +94,11 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 				rep.Runs = append(rep.Runs, run)
 				if run.Saturated != "" {
 					break
+				}
+			}
+			if s.PastKnee {
+				if err := s.pastKnee(ctx, h, st, rep); err != nil {
+					return err
 				}
 			}
 		}

@@ -166,6 +166,9 @@ func (c Config) Check(bad Problem) {
 		if !t.Known() {
 			bad("Thresholds %s: want a metric of report.Metrics and one of < <= > >= == !=", t)
 		}
+		if _, flash := c.scenario().(*Flash); report.IsFlashMetric(t.Metric) && !flash {
+			bad("Thresholds %s: %s is a figure of loadtest flash only", t, t.Metric)
+		}
 		if t.Strategy != "" && !slices.Contains(c.Strategies, t.Strategy) {
 			bad("Thresholds %s: %s is not among Strategies (%s)", t, t.Strategy, strings.Join(c.Strategies, ","))
 		}

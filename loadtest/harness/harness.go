@@ -209,7 +209,20 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))
 	h.emit(Event{Type: EventSetup, Replicas: h.replicaIDs, Text: strings.Join(h.replicas, " ")})
 
-	return rep, cfg.scenario().Run(ctx, h, rep)
+	// A store that stops answering ends the run with a named error and its
+	// log (env.ErrStoreNotAnswering), instead of a run that waits out the
+	// timeouts of every request and then fails on an admin call.
+	if h.env != nil && h.env.Mongo != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go h.env.WatchStore(ctx, env.StoreWatchLimit, h.logf, cancel)
+	}
+	err = cfg.scenario().Run(ctx, h, rep)
+	if cause := context.Cause(ctx); errors.Is(cause, env.ErrStoreNotAnswering) {
+		return rep, cause
+	}
+	return rep, err
 }
 
 // use points the harness at the replicas of bases, the i-th called id(i).

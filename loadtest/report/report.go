@@ -175,6 +175,7 @@ type Report struct {
 	Runs     []Run         `json:"runs"`
 	Keyed    []KeyedRun    `json:"keyed,omitempty"`    // the keyed drill's runs (it has no Runs)
 	Checkout []CheckoutRun `json:"checkout,omitempty"` // the checkout scenario's runs (it has no Runs)
+	Flash    []FlashRun    `json:"flash,omitempty"`    // the flash sale's runs (it has no Runs)
 	Soak     *Soak         `json:"soak,omitempty"`     // a soak's samples; its segments are Runs
 	Sections []Section     `json:"-"`                  // the run mode's parts of the report; none is the comparison's
 	OK       bool          `json:"ok"`                 // the run finished and no check failed it
@@ -208,6 +209,9 @@ func (rep Report) Checks() []verdict.Check {
 	}
 	for _, c := range rep.Checkout {
 		add("checkout · "+c.Strategy, c.Checks)
+	}
+	for _, f := range rep.Flash {
+		add(f.Scope(), f.Checks)
 	}
 	if rep.Soak != nil {
 		out = append(out, rep.Soak.Checks...) // scoped by replica
@@ -370,7 +374,7 @@ func (rep Report) facts() []string {
 			bound += " or " + s.Duration
 		}
 	}
-	if len(rep.Keyed) == 0 {
+	if len(rep.Keyed) == 0 && len(rep.Flash) == 0 { // the keyed drill and the flash sale say their own load
 		out = append(out, fmt.Sprintf("load per strategy: %s for %s, workers %d..%d, timeout %s", load, bound, s.Workers, s.MaxWorkers, s.Timeout),
 			fmt.Sprintf("stock: %d per sku, %d sku(s) (skew %g), qty %d per request", s.Stock, s.SKUs, s.Skew, s.Qty))
 	}
@@ -421,6 +425,7 @@ var (
 	KeyedSection    = Section{Write: writeKeyed}
 	SoakSection     = Section{writeSoak, SoakChartFile, drawSoak}
 	CheckoutSection = Section{Write: writeCheckout}
+	FlashSection    = Section{writeFlash, FlashChartFile, drawFlash}
 )
 
 func (rep Report) sections() []Section {

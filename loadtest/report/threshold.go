@@ -66,7 +66,7 @@ var nan, inf = math.NaN(), math.Inf(1)
 // Metrics describes the figures a threshold can bound, one per line.
 func Metrics() string {
 	var b strings.Builder
-	for _, m := range metrics {
+	for _, m := range allMetrics() {
 		fmt.Fprintf(&b, "  %-16s %s\n", m.name, m.doc)
 	}
 	return b.String()
@@ -102,7 +102,7 @@ func ParseThreshold(s string) (Threshold, error) {
 	m, ok := lookupMetric(t.Metric)
 	if !ok {
 		var names []string
-		for _, m := range metrics {
+		for _, m := range allMetrics() {
 			names = append(names, m.name)
 		}
 		return t, fmt.Errorf("threshold %q: unknown metric %q (known: %s)", s, name, strings.Join(names, ", "))
@@ -122,13 +122,23 @@ func ParseThreshold(s string) (Threshold, error) {
 	return t, nil
 }
 
+// allMetrics are metrics, then the flash runs' (flashMetrics).
+func allMetrics() []metric {
+	all := slices.Clone(metrics)
+	for _, m := range flashMetrics {
+		all = append(all, m.metric)
+	}
+	return all
+}
+
 // lookupMetric returns the metric called name.
 func lookupMetric(name string) (metric, bool) {
-	j := slices.IndexFunc(metrics, func(m metric) bool { return m.name == name })
+	all := allMetrics()
+	j := slices.IndexFunc(all, func(m metric) bool { return m.name == name })
 	if j < 0 {
 		return metric{}, false
 	}
-	return metrics[j], true
+	return all[j], true
 }
 
 // Known reports whether t names a metric of Metrics and a comparison
@@ -155,13 +165,18 @@ func (t Threshold) String() string {
 // (another strategy's threshold, a figure the run lacks).
 func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	m, ok := lookupMetric(t.Metric)
-	if !ok {
+	if !ok || m.value == nil {
 		return verdict.Check{}, false
 	}
 	v := m.value(r)
 	if t.Strategy != "" && t.Strategy != r.Strategy || math.IsNaN(v) {
 		return verdict.Check{}, false
 	}
+	return t.judge(m, v), true
+}
+
+// judge is the threshold's check of metric m's value v.
+func (t Threshold) judge(m metric, v float64) verdict.Check {
 	pass := map[string]bool{"<": v < t.Bound, "<=": v <= t.Bound, ">": v > t.Bound, ">=": v >= t.Bound, "==": v == t.Bound, "!=": v != t.Bound}[t.Op]
 	observed := strconv.FormatFloat(v, 'g', 4, 64)
 	switch {
@@ -170,5 +185,5 @@ func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	case m.ms:
 		observed = Ms(v)
 	}
-	return verdict.Check{Name: t.Metric, Kind: verdict.Threshold, Observed: observed, Bound: t.Op + " " + t.boundText(), Pass: pass}, true
+	return verdict.Check{Name: t.Metric, Kind: verdict.Threshold, Observed: observed, Bound: t.Op + " " + t.boundText(), Pass: pass}
 }

@@ -20,6 +20,32 @@ type Strategy interface {
 	Decrement(ctx context.Context, req Request) (Sale, error)
 }
 
+// SellableReader is an optional interface of a Strategy, for the
+// sold-out shortcut (pkg/inventory/mongostore's SoldOutShortcut): once a
+// sale of a sku has answered ErrSoldOut, the sales that follow read what
+// is sellable, coalesced, instead of each paying the strategy's own sold
+// out (a conditional update that misses, a lock round).
+//
+// Sellable returns how many units of sku a Decrement of the strategy
+// could take at one moment between the call and its return, read from the
+// store of record at that moment (never from a cache), with no write and
+// no lock: a Decrement of more units, at that moment, would have answered
+// ErrSoldOut. It counts exactly what the strategy sells: the units of
+// expired holds when it takes them, the buckets of a split sku. Its errors
+// are Decrement's (ErrNotFound, ErrStoreUnavailable, ...).
+//
+// A Strategy that does not implement it, and that SoldOutShortcut cannot
+// read itself (its strategies of pkg/inventory/mongostore it can), gets no
+// shortcut: SoldOutShortcut returns it as it is, every sale goes to its
+// Decrement, and each sale after the last unit costs what that strategy's
+// sold out costs. Nothing else changes: the shortcut only ever answers a
+// sold out that Sellable justified, and sends every other sale to
+// Decrement.
+type SellableReader interface {
+	Strategy
+	Sellable(ctx context.Context, sku string) (int64, error)
+}
+
 // Request is one decrement: what to take, and the identity of the order it
 // becomes.
 type Request struct {

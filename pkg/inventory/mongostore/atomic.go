@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 
@@ -43,16 +44,22 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 	o := a.store.newOrder(req, strategy.Atomic, 0)
 	cctx, cancel := a.store.commitContext(ctx)
 	defer cancel()
-	var it inventory.Item
-	err := a.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o)},
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -req.Qty}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
-		},
-		options.FindOneAndUpdate().SetReturnDocument(options.After),
-	).Decode(&it)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	for range takeAttempts {
+		var it inventory.Item
+		err := a.store.items.FindOneAndUpdate(cctx,
+			bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o)},
+			bson.D{
+				{Key: "$inc", Value: bson.D{{Key: "stock", Value: -req.Qty}, {Key: "version", Value: int64(1)}}},
+				{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
+			},
+			options.FindOneAndUpdate().SetReturnDocument(options.After),
+		).Decode(&it)
+		if err == nil {
+			return a.store.sold(ctx, o, it.Stock, 1), nil
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return inventory.Sale{}, unknownOutcome("atomic decrement", req.SKU, err)
+		}
 		// Nothing changed. Say why: no such item, the attempt given up,
 		// or not enough stock.
 		cur, gerr := a.store.getDoc(ctx, a.store.items, req.SKU)
@@ -61,6 +68,12 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 		}
 		if gaveUp(cur.Item, o) {
 			return inventory.Sale{}, abandoned("atomic decrement", o)
+		}
+		if cur.Split == nil && cur.Stock >= req.Qty {
+			// The item holds enough now: it changed after the update
+			// (a merge of its buckets, a restock). Not a sold out: the
+			// update decides again.
+			continue
 		}
 		// Short: holds expired by the store's clock may cover it, in one
 		// update that returns their units and sells (holds.go).
@@ -72,10 +85,7 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 		}
 		return inventory.Sale{}, soldOutOf(cur, req.Qty)
 	}
-	if err != nil {
-		return inventory.Sale{}, unknownOutcome("atomic decrement", req.SKU, err)
-	}
-	return a.store.sold(ctx, o, it.Stock, 1), nil
+	return inventory.Sale{}, fmt.Errorf("%w: atomic decrement of %q: the item kept changing", inventory.ErrConflict, req.SKU)
 }
 
 var _ = addBuilder(strategy.Atomic, func(d Deps) (inventory.Strategy, error) { return NewAtomic(d.Store), nil })

@@ -172,6 +172,26 @@ func (v *view) givenUp(o inventory.Order) bool {
 	return false
 }
 
+// refuses reports whether every document of v refuses every stock write
+// of o (notAborted): the item, and each of its buckets, every one of which
+// must exist (a bucket written later copies its fences from a read of the
+// item that may be older). A document refuses o from then on: a fence
+// leaves it only in the write that raises its aborted_through over it, and
+// aborted_through never goes down. So no write of o can land anywhere
+// after v, whoever sends it.
+func (v *view) refuses(o inventory.Order) bool {
+	if !gaveUp(v.item.Item, o) {
+		return false
+	}
+	for _, b := range v.buckets {
+		_, fenced := b.Aborted[o.ID]
+		if b.ID == "" || !(fenced || (o.Key != "" && b.AbortedThrough != "" && o.ID <= b.AbortedThrough)) {
+			return false
+		}
+	}
+	return true
+}
+
 // fencedDoc is a document of a sku, the item or a bucket, with the
 // aborted fences it holds.
 type fencedDoc struct {
@@ -732,9 +752,11 @@ func (s *Store) frozenView(ctx context.Context, sku string, gen int64) (*view, b
 // frozen, in one write of the item conditional on its version: the item
 // holds stock from then on, its buckets count nothing, and its version
 // passes every version the view had. With o, the same write takes o's
-// qty and records o as pending. ok is false when the item changed since
+// qty and records o as pending, and returns the units of the holds
+// expired, expired in v by the store's clock (see expiredHolds), as takeStock
+// does: each still as v read it. ok is false when the item changed since
 // v: nothing was written.
-func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order) (itemDoc, bool, error) {
+func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order, expired ...string) (itemDoc, bool, error) {
 	sp := v.item.Split
 	set := bson.D{{Key: "stock", Value: stock}, {Key: "version", Value: v.version() + 1}, {Key: "last_gen", Value: max(v.item.LastGen, sp.Gen+1)}}
 	filter := bson.D{{Key: "_id", Value: v.item.SKU}, {Key: "version", Value: v.item.Version}, {Key: "split.gen", Value: sp.Gen}}
@@ -742,11 +764,21 @@ func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.
 		set = append(set, bson.E{Key: pendingPath(o.ID), Value: *o})
 		filter = append(filter, notAborted(*o))
 	}
+	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "split", Value: ""}}}}
+	if len(expired) > 0 {
+		var back int64
+		for _, id := range expired {
+			back += v.item.Holds[id].Qty
+			set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
+		}
+		filter = append(filter, holdConds(v.item.Item, expired)...)
+		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "held", Value: -back}}})
+	}
+	update = append(update, bson.E{Key: "$set", Value: set})
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	var it itemDoc
-	err := s.items.FindOneAndUpdate(cctx, filter,
-		bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "split", Value: ""}}}},
+	err := s.items.FindOneAndUpdate(cctx, filter, update,
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	switch {
@@ -774,19 +806,43 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 		return inventory.Sale{}, true, abandoned("buckets decrement", o)
 	}
 	total := v.total()
-	if total < o.Qty {
+	// Short, the units of holds expired by the store's clock may cover
+	// it, as they do a sale of the item's own stock (takeStock): the
+	// unsplit returns them in the same write.
+	var expired []string
+	var back int64
+	if total < o.Qty && len(v.item.Holds) > 0 {
+		lower, err := s.storeTime(ctx, false)
+		if err != nil {
+			return inventory.Sale{}, true, unreachable("read the store's clock to merge", o.SKU, err)
+		}
+		expired, back = expiredHolds(v.item.Item, lower)
+	}
+	if total+back < o.Qty {
 		if _, _, err := s.unsplit(ctx, v, total, nil); err != nil {
 			return inventory.Sale{}, true, err
 		}
 		// Exact whether or not the unsplit landed: frozen buckets take no
 		// sale, and the item's own stock was read with them.
-		return inventory.Sale{}, true, soldOut(o.SKU, total, o.Qty)
+		return inventory.Sale{}, true, soldOut(o.SKU, total+back, o.Qty)
 	}
-	it, ok, err := s.unsplit(ctx, v, total-o.Qty, &o)
+	it, ok, err := s.unsplit(ctx, v, total+back-o.Qty, &o, expired...)
 	if err != nil || !ok {
 		return inventory.Sale{}, false, err
 	}
 	return s.sold(ctx, o, it.Stock, 1), true, nil
+}
+
+// mergeSplit ends split generation gen of sku with no sale: it freezes
+// every bucket and unsplits the item with the exact total, so that the
+// item holds all of the sku's stock. ok is false when another writer
+// changed the item first: read again.
+func (s *Store) mergeSplit(ctx context.Context, sku string, gen int64) (itemDoc, bool, error) {
+	v, ok, err := s.frozenView(ctx, sku, gen)
+	if err != nil || !ok {
+		return itemDoc{}, false, err
+	}
+	return s.unsplit(ctx, v, v.total(), nil)
 }
 
 // putSplit is Put (or PutIf, with version) of an item that is split: it

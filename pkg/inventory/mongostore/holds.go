@@ -294,9 +294,15 @@ func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *inventory.Item, mi
 // item's own stock short (short, a sold out): ErrHoldsUnsupported when
 // the buckets strategy has split the item and its buckets cover qty (a
 // hold takes from the item's own stock only, which a split leaves at 0,
-// so "sold out" would be false), short otherwise.
+// so "sold out" would be false), short otherwise. It is nil when the item
+// is not split and its own stock covers qty at this read: the item changed
+// since the caller read it (a merge of its buckets, a restock), and the
+// caller takes again.
 func (s *Store) holdShort(ctx context.Context, sku string, qty int64, short error) error {
 	v, err := s.read(ctx, s.items, sku)
+	if err == nil && v.item.Split == nil && v.item.Stock >= qty {
+		return nil
+	}
 	if err != nil || v.item.Split == nil || v.total() < qty {
 		return short
 	}
@@ -327,12 +333,23 @@ func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strat
 	if err != nil {
 		return inventory.Hold{}, err
 	}
-	it, err := s.takeStock(ctx, s.holdTake(h, cond, read, miss))
-	if errors.Is(err, errHoldExists) {
-		return s.GetHold(ctx, req.SKU, h.ID)
-	}
-	if errors.Is(err, inventory.ErrSoldOut) {
-		return inventory.Hold{}, s.holdShort(ctx, req.SKU, req.Qty, err)
+	var it inventory.Item
+	for attempt := 0; ; attempt++ {
+		it, err = s.takeStock(ctx, s.holdTake(h, cond, read, miss))
+		if errors.Is(err, errHoldExists) {
+			return s.GetHold(ctx, req.SKU, h.ID)
+		}
+		if !errors.Is(err, inventory.ErrSoldOut) {
+			break
+		}
+		if err := s.holdShort(ctx, req.SKU, req.Qty, err); err != nil {
+			return inventory.Hold{}, err
+		}
+		// The item holds enough now. A caller's read (under its lock)
+		// is out of date: it reads again; else take again.
+		if read != nil || attempt+1 == takeAttempts {
+			return inventory.Hold{}, fmt.Errorf("%w: hold %d of %q: the item kept changing", inventory.ErrConflict, req.Qty, req.SKU)
+		}
 	}
 	if err != nil {
 		return inventory.Hold{}, err

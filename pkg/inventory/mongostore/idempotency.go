@@ -123,6 +123,11 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		return inventory.Sale{}, false, fmt.Errorf("%w: DecrementOnce chooses the order id itself", inventory.ErrInvalid)
 	}
 	fp := fingerprint(req, match)
+	if r, ok := st.(soldOutReader); ok {
+		if err := s.soldOutFirst(ctx, r, req, fp); err != nil {
+			return inventory.Sale{}, false, err
+		}
+	}
 	giveUp := time.Now().Add(inProgressWait)
 	poll := 10 * time.Millisecond
 	for {
@@ -172,6 +177,31 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		}
 		poll = min(2*poll, 200*time.Millisecond)
 	}
+}
+
+// soldOutFirst asks the sold-out shortcut (see SoldOutShortcut) about
+// req before its key is reserved: a sold out its read justifies is the
+// answer, with no write, if req's key names no attempt (none, or one
+// freed for this same request): the reservation would be freed again
+// when the strategy said sold out. The key is read after the item, so a
+// reservation of the same key that it misses came after that read. A key
+// that names an attempt (a sale to replay, one in flight, another
+// request) is left to the reservation: nil.
+func (s *Store) soldOutFirst(ctx context.Context, r soldOutReader, req inventory.Request, fp string) error {
+	err := r.readSoldOut(ctx, req)
+	if err == nil || !errors.Is(err, inventory.ErrSoldOut) {
+		return err
+	}
+	var cur keyRecord
+	ferr := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: req.SKU + "/" + req.Key}}).Decode(&cur)
+	switch {
+	case errors.Is(ferr, mongo.ErrNoDocuments), ferr == nil && cur.free() && cur.Request == fp:
+		r.soldOutByRead()
+		return err
+	case ferr != nil:
+		return unreachable("read idempotency key", req.SKU, ferr)
+	}
+	return nil
 }
 
 // newKeyRecord returns a fresh reservation of req's key, with a new order
@@ -310,11 +340,21 @@ type keyOutcome struct {
 // the two reads. An attempt is given up only while its order is not
 // pending, so an abort seen in the first read with no order in the second
 // means that no sale came of it, nor can.
+//
+// Given up means refused by every document a stock write of the attempt
+// could land on: the item and, once split, each of its buckets (see
+// view.refuses). The item alone is not enough: compactAborted raises the
+// item's aborted_through before the buckets', and an attempt still in
+// flight, with a ticket below it, may yet take from a bucket.
 func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) {
-	it, err := s.getCommitted(ctx, rec.SKU)
+	if err := inventory.CheckSKU(rec.SKU); err != nil {
+		return keyOutcome{}, err
+	}
+	v, err := s.read(ctx, s.committedItems, rec.SKU)
 	if err != nil {
 		return keyOutcome{}, err
 	}
+	it := v.merged()
 	if p, ok := it.Pending[rec.OrderID]; ok {
 		p.ID, p.SKU = rec.OrderID, rec.SKU
 		cctx, cancel := s.commitContext(ctx)
@@ -340,7 +380,7 @@ func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) 
 		} else if !errors.Is(err, inventory.ErrHoldNotFound) {
 			return keyOutcome{}, err
 		}
-		return keyOutcome{aborted: gaveUp(it, inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
+		return keyOutcome{aborted: v.refuses(inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
 	}
 	return keyOutcome{}, err
 }

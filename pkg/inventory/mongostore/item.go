@@ -131,7 +131,10 @@ func seeTicket(id string) {
 // can know of a paused replica. The item is written before its buckets,
 // with the highest id moved from any of them, so that its aborted_through
 // is never below a bucket's: a read of the item alone (gaveUp) refuses
-// every order a bucket refuses.
+// every order a bucket refuses. The converse does not hold until the pass
+// has written every bucket (or at all, when a split lands mid-pass), so a
+// retry judges an attempt given up only when every document refuses it
+// (outcome, view.refuses).
 //
 // What the order of the tickets buys is liveness only: an attempt Y still
 // open with an id at or below aborted_through would be refused like a

@@ -80,7 +80,11 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 		if _, ok := it.Holds[req.ID]; ok && req.ID != "" {
 			return l.store.GetHold(ctx, req.SKU, req.ID)
 		}
-		return inventory.Hold{}, l.store.holdShort(ctx, req.SKU, req.Qty, soldOut(req.SKU, it.Stock, req.Qty))
+		if err := l.store.holdShort(ctx, req.SKU, req.Qty, soldOut(req.SKU, it.Stock, req.Qty)); err != nil {
+			return inventory.Hold{}, err
+		}
+		// Not short any more (the item changed since the read): hold
+		// under the lock, from its read.
 	}
 	lease, err := l.acquire(ctx, req.SKU)
 	if err != nil {

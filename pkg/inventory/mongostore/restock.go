@@ -55,10 +55,13 @@ func (s *Store) Restock(ctx context.Context, sku, key string, qty int64) (invent
 	for range restockAttempts {
 		// A committed read: a replay must not answer with a restock a
 		// failover can roll back.
-		cur, err := s.getCommitted(ctx, sku)
+		v, err := s.read(ctx, s.committedItems, sku)
 		if err != nil {
 			return inventory.Item{}, false, err
 		}
+		// The sku's stock, its buckets' included (see Buckets): what a
+		// restock is judged by and answers.
+		cur := v.merged()
 		if r, ok := cur.Restocks[id]; ok {
 			if r.Qty != qty {
 				return inventory.Item{}, false, fmt.Errorf("%w: restock %q: the key was applied with qty %d, this asks %d",
@@ -72,25 +75,41 @@ func (s *Store) Restock(ctx context.Context, sku, key string, qty int64) (invent
 			return inventory.Item{}, false, &inventory.InsufficientError{SKU: sku, Stock: cur.Stock, Qty: qty}
 		case qty > 0 && cur.Stock > math.MaxInt64-qty:
 			return inventory.Item{}, false, fmt.Errorf("%w: restock %q by %d: stock %d would overflow", inventory.ErrInvalid, sku, qty, cur.Stock)
+		case qty < 0 && v.item.Stock < -qty && v.item.Split != nil:
+			// Split: the units are in the buckets. Merge them into the
+			// item (exact: every bucket frozen first), and decide again.
+			if _, _, err := s.mergeSplit(ctx, sku, v.item.Split.Gen); err != nil {
+				return inventory.Item{}, false, err
+			}
+			continue
 		case qty < 0:
 			bound = bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: -qty}}}
 		}
 		update := bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: qty}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: "restocks." + id, Value: inventory.Restock{Qty: qty, Seq: cur.Version}}}},
+			{Key: "$set", Value: bson.D{{Key: "restocks." + id, Value: inventory.Restock{Qty: qty, Seq: v.item.Version}}}},
 		}
 		if old := oldestRestocks(cur.Restocks); len(old) > 0 {
 			update = append(update, bson.E{Key: "$unset", Value: old})
 		}
 		cctx, cancel := s.commitContext(ctx)
-		var it inventory.Item
+		var it itemDoc
 		err = s.items.FindOneAndUpdate(cctx,
 			bson.D{{Key: "_id", Value: sku}, {Key: "restocks." + id, Value: bson.D{{Key: "$exists", Value: false}}}, bound},
 			update, options.FindOneAndUpdate().SetReturnDocument(options.After),
 		).Decode(&it)
 		cancel()
+		if err == nil && it.Split == nil {
+			return it.Item, false, nil
+		}
 		if err == nil {
-			return it, false, nil
+			// Applied. The item's own stock is not the sku's: answer
+			// the sku as it is now, the restock in it.
+			after, err := s.Snapshot(ctx, sku)
+			if err != nil {
+				return inventory.Item{}, false, fmt.Errorf("inventory: restock %q applied; read it back (send it again with the same key): %w", sku, err)
+			}
+			return after, false, nil
 		}
 		if !errors.Is(err, mongo.ErrNoDocuments) {
 			return inventory.Item{}, false, unknownOutcome("restock", sku, err)

@@ -39,6 +39,9 @@ type metrics struct {
 	saleSteps    *saleSteps
 	salesShed    *prometheus.CounterVec
 
+	soldOut      *prometheus.CounterVec
+	soldOutReads *prometheus.CounterVec
+
 	redisStockReloads *prometheus.CounterVec
 	redisStockHot     *hotSKUs // nil unless redis-stock is offered (watchRedisStock)
 }
@@ -109,13 +112,21 @@ func newMetrics() *metrics {
 			Name: "stock_sales_shed_total",
 			Help: "Sale requests (decrements, holds' create, read, confirm and release) answered 503 overloaded before any store or lock work, by reason: queue_full (every slot and place in the queue taken), queue_wait (waited past --sales-queue-wait, or past a tenth of it while the queue stood), client_gone (the client hung up while it waited).",
 		}, []string{"reason"}),
+		soldOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_sold_out_total",
+			Help: "Decrements answered sold out, by strategy and path: read (the sold-out shortcut's coalesced read of a sku marked sold out, no write and no lock) or strategy (the strategy's own decrement, which marks the sku). Strategies without the shortcut (unsafe, local) are not counted here.",
+		}, []string{"strategy", "path"}),
+		soldOutReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_sold_out_reads_total",
+			Help: "Reads of the sold-out shortcut, by strategy: each answers every sale of its sku that joined it, so stock_sold_out_total{path=\"read\"} over this is the buyers one read served.",
+		}, []string{"strategy"}),
 		redisStockReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_redis_stock_reloads_total",
 			Help: "Loads of a sku's stock into Redis for a new epoch by redis-stock on this replica, by reason: first_load, redis_lost (Redis had lost the copy: a restart without persistence, a failover), refused (the item refused a batch: a PUT down, another writer), item_ahead (a PUT up or a restock), dead_take (a sale taken in Redis and never written within the recovery grace: its replica died; the reconciliation).",
 		}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
-		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.redisStockReloads, m.salesShed,
+		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.soldOut, m.soldOutReads, m.redisStockReloads, m.salesShed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.saleSteps = newSaleSteps(m.registry)
 	// Show every strategy's series from the start, at zero, so that a
@@ -126,6 +137,13 @@ func newMetrics() *metrics {
 	}
 	for _, reason := range shedReasons {
 		m.salesShed.WithLabelValues(reason)
+	}
+	for _, in := range strategy.All() {
+		if in.Safe {
+			m.soldOut.WithLabelValues(in.Name, mongostore.SoldOutByRead)
+			m.soldOut.WithLabelValues(in.Name, mongostore.SoldOutByStrategy)
+			m.soldOutReads.WithLabelValues(in.Name)
+		}
 	}
 	for _, reason := range mongostore.RedisStockReloadReasons {
 		m.redisStockReloads.WithLabelValues(reason)
@@ -181,6 +199,16 @@ func (m *metrics) LockWaited(strategy string, waited time.Duration, acquired boo
 // LockHeld implements inventory.LockObserver.
 func (m *metrics) LockHeld(strategy string, delta int) {
 	m.lockHeld.WithLabelValues(strategy).Add(float64(delta))
+}
+
+// SoldOutAnswered implements mongostore.SoldOutObserver.
+func (m *metrics) SoldOutAnswered(strategy, path string) {
+	m.soldOut.WithLabelValues(strategy, path).Inc()
+}
+
+// SoldOutRead implements mongostore.SoldOutObserver.
+func (m *metrics) SoldOutRead(strategy string, _ int) {
+	m.soldOutReads.WithLabelValues(strategy).Inc()
 }
 
 // lockObserver returns the lock.Observer of one strategy's Locker.

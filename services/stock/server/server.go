@@ -66,7 +66,7 @@ type Server struct {
 	bgStore    *mongostore.Store // the same store through s.background
 	strategies map[string]inventory.Strategy
 	// holders are the strategies that take part in holds (the registry's
-	// Holds), as built, before SplitAware wraps them.
+	// Holds), as built, before SplitAware and SoldOutShortcut wrap them.
 	holders    map[string]inventory.Holder
 	locked     []*mongostore.Locked
 	redisStock *mongostore.RedisStock // nil unless built
@@ -292,6 +292,9 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		if st, err = mongostore.SplitAware(st, s.store, cfg.Buckets); err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
+		// Last, so that a sold out it answers is the whole sku's
+		// (docs/hot-sku.md#after-the-last-unit).
+		st = mongostore.SoldOutShortcut(st, s.store, s.metrics)
 		s.strategies[in.Name] = st
 	}
 	return nil
