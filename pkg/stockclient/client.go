@@ -25,16 +25,18 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Client calls one replica of the stock service. It is safe for concurrent
 // use.
 type Client struct {
-	base  string
-	hc    *http.Client
-	token string
-	retry *Retry
+	base   string
+	hc     *http.Client
+	token  string
+	retry  *Retry
+	budget *retryBudget // shared with the clients At makes
 }
 
 // Option configures a Client.
@@ -60,12 +62,50 @@ func WithTimeout(d time.Duration) Option {
 func WithAdminToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // Retry is how a client retries. A request is sent again only when
-// Retryable says it is safe, after the answer's Retry-After or a jittered
-// exponential backoff, whichever is longer, and never past its context.
+// Retryable says it is safe, and the client's retry budget has a retry
+// left, after a jittered exponential backoff or the answer's Retry-After
+// plus up to half of it again at random, whichever is longer, and never
+// past its context. The jitter keeps a herd of clients shed together
+// (503 overloaded, Retry-After: 1) from coming back together.
 type Retry struct {
 	Attempts int           // attempts in all, the first included; at least 1 (default 4)
 	Base     time.Duration // first backoff (default 100ms), doubled each attempt
 	Max      time.Duration // largest backoff (default 2s); Retry-After may exceed it
+	// Ratio and Burst are the retry budget, a token bucket shared by the
+	// client and every client At makes from it: each request adds Ratio
+	// of a retry, each retry takes one, and the bucket holds at most
+	// Burst (it starts full). So retries stay within Ratio of the
+	// requests, plus Burst: an overloaded service gets a tenth more
+	// requests from its clients' retries, not Attempts times as many.
+	// A request that finds no retry left gets its last answer.
+	// Defaults 0.1 and 10.
+	Ratio float64
+	Burst float64
+}
+
+// retryBudget is the token bucket of Retry.Ratio and Retry.Burst.
+type retryBudget struct {
+	mu           sync.Mutex
+	tokens       float64
+	ratio, burst float64
+}
+
+// request earns a request's share of a retry.
+func (b *retryBudget) request() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(b.tokens+b.ratio, b.burst)
+}
+
+// retry takes a retry, if one is left.
+func (b *retryBudget) retry() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // WithRetry makes the client retry what is safe to retry (see Retryable).
@@ -79,7 +119,16 @@ func WithRetry(r Retry) Option {
 	if r.Max <= 0 {
 		r.Max = 2 * time.Second
 	}
-	return func(c *Client) { c.retry = &r }
+	if r.Ratio <= 0 {
+		r.Ratio = 0.1
+	}
+	if r.Burst <= 0 {
+		r.Burst = 10
+	}
+	return func(c *Client) {
+		c.retry = &r
+		c.budget = &retryBudget{tokens: r.Burst, ratio: r.Ratio, burst: r.Burst}
+	}
 }
 
 // New returns a client of the replica at baseURL (such as
@@ -443,15 +492,16 @@ func (c *Client) do(ctx context.Context, call Call, u string, body any, out any,
 	attempts := 1
 	if c.retry != nil {
 		attempts = c.retry.Attempts
+		c.budget.request()
 	}
 	for attempt := 1; ; attempt++ {
 		h, err := c.once(ctx, call, u, payload, out, opts...)
-		if err == nil || attempt >= attempts || ctx.Err() != nil || !Retryable(call, err) {
+		if err == nil || attempt >= attempts || ctx.Err() != nil || !Retryable(call, err) || !c.budget.retry() {
 			return h, err
 		}
 		wait := c.backoff(attempt)
-		if ra, ok := RetryAfter(err); ok && ra > wait {
-			wait = ra
+		if ra, ok := RetryAfter(err); ok {
+			wait = max(wait, ra+rand.N(ra/2+1))
 		}
 		t := time.NewTimer(wait)
 		select {

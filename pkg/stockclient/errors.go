@@ -107,6 +107,7 @@ var (
 	ErrTimeout               = code("timeout")
 	ErrStoreUnavailable      = code("store_unavailable")
 	ErrShuttingDown          = code("shutting_down")
+	ErrOverloaded            = code("overloaded")
 	ErrNotReady              = code("not_ready")
 	ErrOutcomeUnknown        = code("outcome_unknown")
 	ErrInternal              = code("internal")
@@ -192,6 +193,7 @@ var rules = func() map[string]rule {
 		{ErrTimeout, http.StatusServiceUnavailable, Again},
 		{ErrStoreUnavailable, http.StatusServiceUnavailable, Again},
 		{ErrShuttingDown, http.StatusServiceUnavailable, Again},
+		{ErrOverloaded, http.StatusServiceUnavailable, Again},
 		{ErrNotReady, http.StatusServiceUnavailable, Again},
 		{ErrOutcomeUnknown, http.StatusInternalServerError, IfIdempotent},
 		{ErrInternal, http.StatusInternalServerError, IfIdempotent},

@@ -96,7 +96,7 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 // failure the caller's error, which says what failed and leaves the
 // operation's context to the caller.
 func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
-	c := &s.clock
+	c := s.clock
 	c.mu.Lock()
 	now := s.now()
 	stale := c.server.IsZero() || (now.Sub(c.received) >= clockRefresh && !c.refreshing &&

@@ -13,7 +13,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -87,7 +86,7 @@ type Store struct {
 	holds               *mongo.Collection // settled holds (see holdRecord)
 	// withHolds holds the skus this store has seen holds on (see
 	// ReturnExpiredHolds).
-	withHolds skuSet
+	withHolds *skuSet
 	// beforeStamp, when set, runs in ConfirmHold between its look at the
 	// store's clock and the stamp write: a test's stand-in for a pause.
 	beforeStamp func()
@@ -101,7 +100,8 @@ type Store struct {
 	committedItems, committedOrders *mongo.Collection
 	// ttl is set once EnsureIndexes has made the server expire keys
 	// itself; until then RecoverKeys expires them.
-	ttl          atomic.Bool
+	ttl          *atomic.Bool
+	wc           *writeconcern.WriteConcern // of every collection (see bind)
 	replica      string
 	writeTimeout time.Duration
 	keyRetention time.Duration
@@ -110,11 +110,11 @@ type Store struct {
 	// instance names this Store in its heartbeats and attempts; it is
 	// random, so that a restarted replica is a new instance.
 	instance string
-	live     liveness
-	inFlight inFlight
+	live     *liveness
+	inFlight *inFlight
 	// compact holds the skus whose aborted fences RecoverKeys compacts
 	// next (see compactAborted).
-	compact   skuSet
+	compact   *skuSet
 	afterTake func(inventory.Order)
 	logger    *slog.Logger
 	// now is this process's clock. Only the monotonic part of its
@@ -122,7 +122,7 @@ type Store struct {
 	// its wall part to play a replica whose clock is wrong.
 	now func() time.Time
 	// clock estimates the store's clock (see storeTime).
-	clock storeClock
+	clock *storeClock
 	// afterBeatRead, when set, runs in Heartbeat right after the
 	// heartbeats are read: a test's stand-in for a pause (GC, CPU
 	// starvation, SIGSTOP) before the reading is judged.
@@ -161,30 +161,26 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	co := options.Collection().SetWriteConcern(wc)
-	committed := options.Collection().SetWriteConcern(wc)
-	if wc.W == "majority" {
-		committed.SetReadConcern(readconcern.Majority())
+	s := &Store{
+		wc:           wc,
+		replica:      opts.Replica,
+		writeTimeout: opts.WriteTimeout,
+		keyRetention: opts.KeyRetention,
+		abandonAfter: opts.AbandonAfter,
+		deadAfter:    opts.DeadAfter,
+		instance:     newOrderID(),
+		afterTake:    opts.AfterTake,
+		logger:       opts.Logger,
+		now:          time.Now,
+		withHolds:    &skuSet{},
+		ttl:          &atomic.Bool{},
+		live:         &liveness{},
+		inFlight:     &inFlight{},
+		compact:      &skuSet{},
+		clock:        &storeClock{},
 	}
-	return &Store{
-		committedItems:  db.Collection(ItemsCollection, committed),
-		committedOrders: db.Collection(OrdersCollection, committed),
-		items:           db.Collection(ItemsCollection, co),
-		orders:          db.Collection(OrdersCollection, co),
-		keys:            db.Collection(IdempotencyCollection, co),
-		attempts:        db.Collection(AttemptsCollection, co),
-		beats:           db.Collection(HeartbeatsCollection, co),
-		holds:           db.Collection(HoldsCollection, co),
-		replica:         opts.Replica,
-		writeTimeout:    opts.WriteTimeout,
-		keyRetention:    opts.KeyRetention,
-		abandonAfter:    opts.AbandonAfter,
-		deadAfter:       opts.DeadAfter,
-		instance:        newOrderID(),
-		afterTake:       opts.AfterTake,
-		logger:          opts.Logger,
-		now:             time.Now,
-	}, nil
+	s.bind(db)
+	return s, nil
 }
 
 // Replica returns the replica name recorded in this store's orders.

@@ -22,6 +22,8 @@ import (
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
 	"github.com/stocklock/stocklock/pkg/lock/mongolock"
+
+	"go.mongodb.org/mongo-driver/v2/event"
 )
 
 // Config is a replica's configuration. ParseConfig fills it from flags and
@@ -60,6 +62,11 @@ type Config struct {
 	RecoveryGrace   time.Duration // how old a pending order must be before recovery records it
 	DeadAfter       time.Duration // how long another replica's heartbeat must stand still before its keyed requests in flight are given up
 	KeyRetention    time.Duration // how long an Idempotency-Key is remembered
+	SalesLimit      int           // sale requests working at once (the sales admission; docs/overload.md)
+	SalesQueue      int           // sale requests waiting for a slot at most
+	SalesQueueWait  time.Duration // longest a sale request waits for a slot
+	MongoPool       int           // MongoDB connections of the sales' client
+	ControlPool     int           // MongoDB connections of the admin routes' and the readiness probe's client
 	LogFormat       string        // json or text
 	LogLevel        string        // debug, info, warn or error
 
@@ -69,6 +76,9 @@ type Config struct {
 	// beforeKeysPass, if set, runs before each pass that settles
 	// idempotency keys, for tests that hold a pass.
 	beforeKeysPass func()
+	// monitor, if set, gives each MongoDB client a command monitor, by
+	// the client's role: "sales", "control" or "background".
+	monitor func(role string) *event.CommandMonitor
 	// wrapHandler, if set, wraps the API's and the internal listener's
 	// handlers: the tests check every request and answer against the
 	// OpenAPI document with it.
@@ -102,6 +112,11 @@ func DefaultConfig() Config {
 		RecoveryGrace:   5 * time.Second,
 		DeadAfter:       mongostore.DefaultDeadAfter,
 		KeyRetention:    mongostore.DefaultKeyRetention,
+		SalesLimit:      DefaultSalesLimit,
+		SalesQueue:      DefaultSalesQueue,
+		SalesQueueWait:  DefaultSalesQueueWait,
+		MongoPool:       DefaultMongoPool,
+		ControlPool:     DefaultControlPool,
 		LogFormat:       "json",
 		LogLevel:        "info",
 	}
@@ -150,6 +165,11 @@ func (c *Config) settings() []setting {
 		{"recovery-grace", "RECOVERY_GRACE", "how old a pending order must be before recovery records it (younger ones are left to the replica that sold them)", (*durationValue)(&c.RecoveryGrace)},
 		{"heartbeat-timeout", "HEARTBEAT_TIMEOUT", "how long another replica's heartbeat (sent every fifth of this) must stand still before this replica takes it for dead and gives up its Idempotency-Key requests in flight, so that their retries can sell; giving up is fenced, so a replica that was only paused cannot sell them too; every replica must use the same, and one refuses to start beside live replicas that use another", (*durationValue)(&c.DeadAfter)},
 		{"idempotency-retention", "IDEMPOTENCY_RETENTION", "how long an Idempotency-Key is remembered, at least 24h", (*durationValue)(&c.KeyRetention)},
+		{"sales-concurrency", "SALES_CONCURRENCY", "sale requests (decrements, holds' create, read, confirm, release) working at once; more wait in the queue, the rest are answered 503 overloaded before any store or lock work (docs/overload.md); at most --mongo-pool", (*intValue)(&c.SalesLimit)},
+		{"sales-queue", "SALES_QUEUE", "sale requests that may wait for a working slot; 0: none wait", (*intValue)(&c.SalesQueue)},
+		{"sales-queue-wait", "SALES_QUEUE_WAIT", "longest a sale request waits for a working slot before 503 overloaded (a tenth of it once the queue has not emptied for that long)", (*durationValue)(&c.SalesQueueWait)},
+		{"mongo-pool", "MONGO_POOL", "MongoDB connections of the sales' client (its maxPoolSize)", (*intValue)(&c.MongoPool)},
+		{"control-pool", "CONTROL_POOL", "MongoDB connections of the client of the admin routes (GET, PUT, restock of an item, its orders) and /readyz; heartbeats and recovery have a client of their own, of " + strconv.Itoa(backgroundPool), (*intValue)(&c.ControlPool)},
 		{"log-format", "LOG_FORMAT", "log format: json or text", (*stringValue)(&c.LogFormat)},
 		{"log-level", "LOG_LEVEL", "log level: debug, info, warn or error", (*stringValue)(&c.LogLevel)},
 	}
@@ -350,6 +370,21 @@ func (c Config) problems() []error {
 	if c.KeyRetention < mongostore.DefaultKeyRetention {
 		bad("idempotency-retention", "IDEMPOTENCY_RETENTION", "%v: keys must be kept at least %v, so that a client's retries within a day are recognised", c.KeyRetention, mongostore.DefaultKeyRetention)
 	}
+	if c.MongoPool < 1 || c.MongoPool > maxPool {
+		bad("mongo-pool", "MONGO_POOL", "%d: want 1 to %d (default %d)", c.MongoPool, maxPool, DefaultMongoPool)
+	}
+	if c.ControlPool < 1 || c.ControlPool > maxPool {
+		bad("control-pool", "CONTROL_POOL", "%d: want 1 to %d (default %d)", c.ControlPool, maxPool, DefaultControlPool)
+	}
+	if c.SalesLimit < 1 || c.SalesLimit > c.MongoPool {
+		bad("sales-concurrency", "SALES_CONCURRENCY", "%d: want 1 up to --mongo-pool / MONGO_POOL (%d): each working sale holds a connection (default %d)", c.SalesLimit, c.MongoPool, DefaultSalesLimit)
+	}
+	if c.SalesQueue < 0 || c.SalesQueue > maxSalesQueue {
+		bad("sales-queue", "SALES_QUEUE", "%d: want 0 to %d (default %d)", c.SalesQueue, maxSalesQueue, DefaultSalesQueue)
+	}
+	if c.SalesQueueWait < 10*time.Millisecond || c.SalesQueueWait >= c.RequestTimeout {
+		bad("sales-queue-wait", "SALES_QUEUE_WAIT", "%v: want 10ms up to less than --request-timeout (%v); a buyer is long gone after a few seconds (default %v)", c.SalesQueueWait, c.RequestTimeout, DefaultSalesQueueWait)
+	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		bad("log-format", "LOG_FORMAT", "%q: want json or text", c.LogFormat)
 	}
@@ -358,6 +393,34 @@ func (c Config) problems() []error {
 	}
 	return errs
 }
+
+// The defaults of the sales admission and of the MongoDB clients
+// (docs/overload.md says why these).
+const (
+	// DefaultMongoPool is the MongoDB driver's own default maxPoolSize.
+	DefaultMongoPool = 100
+	// DefaultSalesLimit is the sales' pool over the most connections one
+	// sale holds at once: a buckets sale reads its default 8 documents in
+	// parallel (100/8). Every other strategy holds one at a time, so the
+	// pool always has room for their ledger writes and lease renewals. Two
+	// replicas (24 at once) also stay under the embedded store's gate (30).
+	DefaultSalesLimit = DefaultMongoPool / 8
+	// DefaultSalesQueue is about what a replica drains within one
+	// DefaultSalesQueueWait at its measured knee (~105 sales/s a replica
+	// on one hot sku): a longer queue would only hold requests to shed.
+	DefaultSalesQueue = 50
+	// DefaultSalesQueueWait is a quarter of the 2 s a buyer waits, leaving
+	// the rest for the sale itself.
+	DefaultSalesQueueWait = 500 * time.Millisecond
+	// DefaultControlPool serves the admin routes and /readyz.
+	DefaultControlPool = 8
+	// backgroundPool serves the heartbeats and the three recovery loops,
+	// each one operation at a time.
+	backgroundPool = 4
+
+	maxPool       = 1000
+	maxSalesQueue = 100000
+)
 
 // minAdminToken is the shortest admin token accepted.
 const minAdminToken = 16

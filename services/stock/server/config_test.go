@@ -23,7 +23,8 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if c.Addr != ":8080" || c.DB != "stocklock" || c.Strategy != "mongo-lease" || !c.Fencing || c.WriteConcern != "majority" || c.RMWDelay != 0 ||
-		c.LockSkew != 500*time.Millisecond || c.ClockOffset != 0 || c.WriteStall != 0 {
+		c.LockSkew != 500*time.Millisecond || c.ClockOffset != 0 || c.WriteStall != 0 ||
+		c.SalesLimit != 12 || c.SalesQueue != 50 || c.SalesQueueWait != 500*time.Millisecond || c.MongoPool != 100 || c.ControlPool != 8 {
 		t.Errorf("defaults: %+v", c)
 	}
 
@@ -38,6 +39,7 @@ func TestParseConfig(t *testing.T) {
 		"RECOVERY_INTERVAL": "3s", "RECOVERY_GRACE": "1s", "IDEMPOTENCY_RETENTION": "48h", "HEARTBEAT_TIMEOUT": "2s",
 		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
 		"REDIS_STOCK_ACK": "redis", "REDIS_STOCK_FLUSH": "1s", "REDIS_STOCK_WAIT": "250ms",
+		"SALES_CONCURRENCY": "20", "SALES_QUEUE": "0", "SALES_QUEUE_WAIT": "1s", "MONGO_POOL": "40", "CONTROL_POOL": "3",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -54,6 +56,7 @@ func TestParseConfig(t *testing.T) {
 		RecoveryEvery: 3 * time.Second, RecoveryGrace: time.Second, KeyRetention: 48 * time.Hour, DeadAfter: 2 * time.Second,
 		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
 		RedisStockAck: server.RedisStockAckRedis, RedisStockFlush: time.Second, RedisStockWait: 250 * time.Millisecond,
+		SalesLimit: 20, SalesQueue: 0, SalesQueueWait: time.Second, MongoPool: 40, ControlPool: 3,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
@@ -146,6 +149,10 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"--redis-stock-wait / REDIS_STOCK_WAIT: -1ms: want 0 (no WAIT, the default) up to 2s"}},
 		{"redis-stock wait too long", nil, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1", "REDIS_STOCK_WAIT": "5s"},
 			[]string{"--redis-stock-wait / REDIS_STOCK_WAIT: 5s: want 0"}},
+		{"sales admission out of range", []string{"--sales-concurrency=101", "--sales-queue=-1", "--sales-queue-wait=15s", "--control-pool=0"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--sales-concurrency / SALES_CONCURRENCY: 101: want 1 up to --mongo-pool / MONGO_POOL (100)", "--sales-queue / SALES_QUEUE: -1", "--sales-queue-wait / SALES_QUEUE_WAIT: 15s", "--control-pool / CONTROL_POOL: 0"}},
+		{"sales above a smaller pool", []string{"--mongo-pool=8"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{"--sales-concurrency / SALES_CONCURRENCY: 12: want 1 up to --mongo-pool / MONGO_POOL (8)"}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}

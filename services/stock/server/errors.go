@@ -36,6 +36,7 @@ const (
 	codeConflict            = "conflict"
 	codeStaleRead           = "stale_read"
 	codeShuttingDown        = "shutting_down"
+	codeOverloaded          = "overloaded"
 	codeUnauthorized        = "unauthorized"
 	codeStrategyDisabled    = "strategy_disabled"
 	codeInvalidLimit        = "invalid_limit"

@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 
+	"go.mongodb.org/mongo-driver/v2/event"
+
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
@@ -18,6 +20,11 @@ func SetHandlerWrapper(c *Config, f func(http.Handler) http.Handler) { c.wrapHan
 // SetBeforeKeysPass sets a hook that runs before each pass that settles
 // idempotency keys, for tests that hold such a pass.
 func SetBeforeKeysPass(c *Config, f func()) { c.beforeKeysPass = f }
+
+// SetCommandMonitor gives each of the replica's MongoDB clients the
+// command monitor f returns for its role: "sales", "control" or
+// "background".
+func SetCommandMonitor(c *Config, f func(role string) *event.CommandMonitor) { c.monitor = f }
 
 // PrepareAttempts is how many times start-up tries a step that prepares
 // the store before it fails.

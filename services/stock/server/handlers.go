@@ -170,11 +170,11 @@ func (s *Server) putItem(c echo.Context) error {
 	var err error
 	switch {
 	case split:
-		it, err = s.store.PutSplit(c.Request().Context(), sku, stock, s.cfg.Buckets)
+		it, err = s.adminStore.PutSplit(c.Request().Context(), sku, stock, s.cfg.Buckets)
 	case version != nil:
-		it, err = s.store.PutIf(c.Request().Context(), sku, stock, *version)
+		it, err = s.adminStore.PutIf(c.Request().Context(), sku, stock, *version)
 	default:
-		it, err = s.store.Put(c.Request().Context(), sku, stock)
+		it, err = s.adminStore.Put(c.Request().Context(), sku, stock)
 	}
 	if err != nil {
 		return storeError(err, sku)
@@ -212,7 +212,7 @@ func (s *Server) restock(c echo.Context) error {
 		return newError(http.StatusBadRequest, codeInvalidQty,
 			fmt.Sprintf(`"qty" must be from -%d to %d, and not 0, got %d`, inventory.MaxRestockQty, inventory.MaxRestockQty, qty))
 	}
-	it, replayed, err := s.store.Restock(c.Request().Context(), sku, key, qty)
+	it, replayed, err := s.adminStore.Restock(c.Request().Context(), sku, key, qty)
 	var ie *inventory.InsufficientError
 	switch {
 	case errors.As(err, &ie):
@@ -251,7 +251,7 @@ func (s *Server) getItem(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	it, err := s.store.Snapshot(c.Request().Context(), sku)
+	it, err := s.adminStore.Snapshot(c.Request().Context(), sku)
 	if err != nil {
 		return storeError(err, sku)
 	}
@@ -386,10 +386,10 @@ func (s *Server) orders(c echo.Context) error {
 		q.Limit = n
 	}
 	ctx := c.Request().Context()
-	if _, err := s.store.Get(ctx, sku); err != nil {
+	if _, err := s.adminStore.Get(ctx, sku); err != nil {
 		return storeError(err, sku)
 	}
-	page, err := s.store.Orders(ctx, q)
+	page, err := s.adminStore.Orders(ctx, q)
 	if errors.Is(err, inventory.ErrInvalid) {
 		return newError(http.StatusBadRequest, codeInvalidCursor, fmt.Sprintf("after %q: pass the \"next\" of the previous page unchanged", q.After))
 	}

@@ -83,7 +83,7 @@ func (s *Server) readiness(ctx context.Context) map[string]string {
 			mu.Unlock()
 		})
 	}
-	check("mongodb", func(ctx context.Context) error { return s.mongo.Ping(ctx, nil) })
+	check("mongodb", func(ctx context.Context) error { return s.control.Ping(ctx, nil) })
 	check("redis", func(ctx context.Context) error { return s.redis.Ping(ctx).Err() })
 	if s.etcd != nil {
 		check("etcd", func(ctx context.Context) error { return pingEtcd(ctx, s.etcd) })

@@ -237,7 +237,7 @@ func (s *Server) sellOrReturn(ctx context.Context, name, sku string, sell func()
 
 // recoverHolds tidies the holds (see mongostore.Store.RecoverHolds).
 func (s *Server) recoverHolds(ctx context.Context) {
-	if _, err := s.store.RecoverHolds(ctx); err != nil && ctx.Err() == nil {
+	if _, err := s.bgStore.RecoverHolds(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("tidying holds failed; retrying at the next interval (holds are correct without it)", slog.Any("error", err))
 	}
 }

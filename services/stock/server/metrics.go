@@ -37,6 +37,7 @@ type metrics struct {
 	replays      *prometheus.CounterVec
 	recovered    prometheus.Counter
 	saleSteps    *saleSteps
+	salesShed    *prometheus.CounterVec
 
 	soldOut      *prometheus.CounterVec
 	soldOutReads *prometheus.CounterVec
@@ -107,6 +108,10 @@ func newMetrics() *metrics {
 			Name: "stock_recovered_orders_total",
 			Help: "Pending orders this replica recorded for sales whose replica had not (it died between the stock write and the ledger write, or its ledger write failed).",
 		}),
+		salesShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stock_sales_shed_total",
+			Help: "Sale requests (decrements, holds' create, read, confirm and release) answered 503 overloaded before any store or lock work, by reason: queue_full (every slot and place in the queue taken), queue_wait (waited past --sales-queue-wait, or past a tenth of it while the queue stood), client_gone (the client hung up while it waited).",
+		}, []string{"reason"}),
 		soldOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_sold_out_total",
 			Help: "Decrements answered sold out, by strategy and path: read (the sold-out shortcut's coalesced read of a sku marked sold out, no write and no lock) or strategy (the strategy's own decrement, which marks the sku). Strategies without the shortcut (unsafe, local) are not counted here.",
@@ -121,7 +126,7 @@ func newMetrics() *metrics {
 		}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.requests, m.decrements, m.lockWait, m.lockHeld, m.leasesLost, m.fenced, m.ledgerFailed, m.stale, m.replays, m.recovered,
-		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.soldOut, m.soldOutReads, m.redisStockReloads,
+		m.lockHold, m.lockGrants, m.renewFailed, m.leasesEnded, m.soldOut, m.soldOutReads, m.redisStockReloads, m.salesShed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.saleSteps = newSaleSteps(m.registry)
 	// Show every strategy's series from the start, at zero, so that a
@@ -129,6 +134,9 @@ func newMetrics() *metrics {
 	for _, name := range strategy.Names() {
 		m.ledgerFailed.WithLabelValues(name)
 		m.replays.WithLabelValues(name)
+	}
+	for _, reason := range shedReasons {
+		m.salesShed.WithLabelValues(reason)
 	}
 	for _, in := range strategy.All() {
 		if in.Safe {
@@ -160,6 +168,28 @@ func newMetrics() *metrics {
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
+
+// watchAdmission exports the sales admission's state, read at scrape
+// time: the requests working and waiting now, and the bounds.
+func (m *metrics) watchAdmission(a *admission) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stock_sales_in_flight",
+			Help: "Sale requests admitted and working now (at most stock_sales_limit).",
+		}, func() float64 { w, _ := a.counts(); return float64(w) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stock_sales_waiting",
+			Help: "Sale requests waiting for a working slot now (at most --sales-queue).",
+		}, func() float64 { _, q := a.counts(); return float64(q) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stock_sales_limit",
+			Help: "The bound of sale requests working at once (--sales-concurrency).",
+		}, func() float64 { return float64(a.limit) }),
+	)
+}
+
+// shed counts a sale request shed by the admission.
+func (m *metrics) shed(reason string) { m.salesShed.WithLabelValues(reason).Inc() }
 
 // LockWaited implements inventory.LockObserver.
 func (m *metrics) LockWaited(strategy string, waited time.Duration, acquired bool) {

@@ -79,7 +79,7 @@ func (s *Server) startRecovery(ctx context.Context) {
 // beat sends this replica's heartbeat and reports whether it found
 // another replica dead.
 func (s *Server) beat(ctx context.Context) bool {
-	died, err := s.store.Heartbeat(ctx)
+	died, err := s.bgStore.Heartbeat(ctx)
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("heartbeat failed; the other replicas take this one for dead if it goes on failing", slog.Any("error", err))
 	}
@@ -90,7 +90,7 @@ func (s *Server) beat(ctx context.Context) bool {
 }
 
 func (s *Server) recoverPending(ctx context.Context) {
-	n, err := s.store.RecoverPending(ctx, s.cfg.RecoveryGrace)
+	n, err := s.bgStore.RecoverPending(ctx, s.cfg.RecoveryGrace)
 	s.metrics.recovered.Add(float64(n))
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("recovery of pending orders failed; retrying at the next interval", slog.Any("error", err))
@@ -106,7 +106,7 @@ func (s *Server) recoverKeys(ctx context.Context) {
 	if s.cfg.beforeKeysPass != nil {
 		s.cfg.beforeKeysPass()
 	}
-	keys, err := s.store.RecoverKeys(ctx)
+	keys, err := s.bgStore.RecoverKeys(ctx)
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("recovery of idempotency keys failed; retrying at the next interval", slog.Any("error", err))
 	}

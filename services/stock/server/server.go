@@ -50,13 +50,20 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 
-	mongo    *mongo.Client
+	mongo    *mongo.Client           // the sales': decrements, holds, their locks; --mongo-pool connections
 	redis    redis.UniversalClient   // a *redis.ClusterClient with --redis-cluster-addrs
 	etcd     *clientv3.Client        // nil unless --etcd-endpoints is set
 	redlocks []redis.UniversalClient // one per --redlock-addrs server; nil without them
 	backends []lock.Backend          // the lock services' backends, closed before the clients
+	// control serves the admin routes and /readyz, background the
+	// heartbeats and recovery: each a MongoDB client with a pool of its
+	// own, so that sales that take every connection of theirs delay
+	// neither (docs/overload.md).
+	control, background *mongo.Client
 
-	store      *mongostore.Store
+	store      *mongostore.Store // the sales' (s.mongo)
+	adminStore *mongostore.Store // the same store through s.control
+	bgStore    *mongostore.Store // the same store through s.background
 	strategies map[string]inventory.Strategy
 	// holders are the strategies that take part in holds (the registry's
 	// Holds), as built, before SplitAware and SoldOutShortcut wrap them.
@@ -65,6 +72,7 @@ type Server struct {
 	redisStock *mongostore.RedisStock // nil unless built
 
 	metrics      *metrics
+	sales        *admission   // the admission of the sale routes (admitSale)
 	echo         *echo.Echo   // the API, and health and metrics unless InternalAddr is set
 	internal     *echo.Echo   // health and metrics; the same as echo unless InternalAddr is set
 	handler      http.Handler // echo, wrapped by Config.wrapHandler if set
@@ -99,6 +107,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, logger: logger, metrics: newMetrics()}
+	s.sales = newAdmission(cfg.SalesLimit, cfg.SalesQueue, cfg.SalesQueueWait, s.metrics.shed)
+	s.metrics.watchAdmission(s.sales)
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -108,9 +118,23 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	}()
 
 	wc, _ := mongostore.ParseWriteConcern(cfg.WriteConcern) // validated above
-	s.mongo, err = mongo.Connect(options.Client().ApplyURI(cfg.MongoURI).SetAppName("stock-" + cfg.Replica))
-	if err != nil {
-		return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
+	for _, c := range []struct {
+		client **mongo.Client
+		role   string
+		pool   int
+	}{{&s.mongo, "sales", cfg.MongoPool}, {&s.control, "control", cfg.ControlPool}, {&s.background, "background", backgroundPool}} {
+		opts := options.Client().ApplyURI(cfg.MongoURI).SetMaxPoolSize(uint64(c.pool))
+		opts.SetAppName("stock-" + cfg.Replica)
+		if c.role != "sales" {
+			opts.SetAppName("stock-" + cfg.Replica + "-" + c.role)
+		}
+		if cfg.monitor != nil {
+			opts.SetMonitor(cfg.monitor(c.role))
+		}
+		*c.client, err = mongo.Connect(opts)
+		if err != nil {
+			return nil, fmt.Errorf("server: MongoDB client for %s: %w", redactURI(cfg.MongoURI), err)
+		}
 	}
 	redisAt, redisCheck := cfg.RedisAddr, "--redis-addr / REDIS_ADDR"
 	if len(cfg.RedisCluster) > 0 {
@@ -122,8 +146,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	if err := s.mongo.Ping(pctx, nil); err != nil {
-		return nil, fmt.Errorf("server: MongoDB at %s does not answer (check --mongo-uri / MONGO_URI): %w", redactURI(cfg.MongoURI), err)
+	for _, c := range []*mongo.Client{s.mongo, s.control, s.background} {
+		if err := c.Ping(pctx, nil); err != nil {
+			return nil, fmt.Errorf("server: MongoDB at %s does not answer (check --mongo-uri / MONGO_URI): %w", redactURI(cfg.MongoURI), err)
+		}
 	}
 	if err := s.redis.Ping(pctx).Err(); err != nil {
 		return nil, fmt.Errorf("server: Redis at %s does not answer (check %s): %w", redisAt, redisCheck, err)
@@ -161,6 +187,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err != nil {
 		return nil, err
 	}
+	s.adminStore = s.store.Via(s.control.Database(cfg.DB))
+	s.bgStore = s.store.Via(s.background.Database(cfg.DB))
 	// Every collection exists before the first request: one created by a
 	// request's write is created within that request's deadline, and
 	// FerretDB can leave it half made (see mongostore.EnsureCollections).
@@ -176,14 +204,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	// with its name, or live replicas with another heartbeat timeout.
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout+cfg.DeadAfter)
 	defer cancel()
-	if err := s.store.CheckPeers(cctx); err != nil {
+	if err := s.bgStore.CheckPeers(cctx); err != nil {
 		return nil, fmt.Errorf("server: check --replica / REPLICA_ID and --heartbeat-timeout / HEARTBEAT_TIMEOUT: %w", err)
 	}
 	// Beat once before serving: an attempt of this replica is then never
 	// of an instance the others have not seen.
 	hctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	if _, err := s.store.Heartbeat(hctx); err != nil {
+	if _, err := s.bgStore.Heartbeat(hctx); err != nil {
 		return nil, fmt.Errorf("server: first heartbeat: %w", err)
 	}
 	if err := s.buildStrategies(ctx, db, wc); err != nil {
@@ -201,7 +229,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		slog.String("db", cfg.DB), slog.String("redis", redisAt), slog.Any("etcd", cfg.EtcdEndpoints), slog.Any("redlock", cfg.RedlockAddrs), slog.String("default_strategy", cfg.Strategy),
 		slog.Duration("lock_ttl", cfg.LockTTL), slog.Duration("lock_wait", cfg.LockWait),
 		slog.Duration("rmw_delay", cfg.RMWDelay), slog.Bool("fencing", cfg.Fencing), slog.String("write_concern", cfg.WriteConcern),
-		slog.Duration("lock_skew", cfg.LockSkew), slog.Duration("write_stall", cfg.WriteStall))
+		slog.Duration("lock_skew", cfg.LockSkew), slog.Duration("write_stall", cfg.WriteStall),
+		slog.Int("sales_concurrency", cfg.SalesLimit), slog.Int("sales_queue", cfg.SalesQueue), slog.Duration("sales_queue_wait", cfg.SalesQueueWait),
+		slog.Int("mongo_pool", cfg.MongoPool), slog.Int("control_pool", cfg.ControlPool))
 	if cfg.ClockOffset != 0 {
 		logger.Warn("fault drill: this replica's mongo-lease clock is shifted", slog.Duration("clock_offset", cfg.ClockOffset), slog.Duration("lock_skew", cfg.LockSkew))
 	}
@@ -254,7 +284,7 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		}
 		if rs, ok := st.(*mongostore.RedisStock); ok {
 			s.redisStock = rs
-			s.metrics.watchRedisStock(rs, s.store, s.logger)
+			s.metrics.watchRedisStock(rs, s.adminStore, s.logger)
 		}
 		if h, ok := st.(inventory.Holder); ok && in.Holds {
 			s.holders[in.Name] = h
@@ -443,7 +473,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// what it left at once, and a successor of its name need not
 		// watch its heartbeat.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		if err := s.store.Leave(lctx); err != nil {
+		if err := s.bgStore.Leave(lctx); err != nil {
 			s.logger.Warn("could not mark this replica's heartbeat stopped: the others take it for dead after --heartbeat-timeout, and a restart waits two fifths of it", slog.Any("error", err))
 		}
 		cancel()
@@ -518,8 +548,11 @@ func (s *Server) closeClients(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("server: close Redis client: %w", err))
 		}
 	}
-	if s.mongo != nil {
-		if err := s.mongo.Disconnect(ctx); err != nil {
+	for _, c := range []*mongo.Client{s.mongo, s.control, s.background} {
+		if c == nil {
+			continue
+		}
+		if err := c.Disconnect(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("server: disconnect MongoDB: %w", err))
 		}
 	}

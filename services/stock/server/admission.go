@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Why a sale request was shed (the reason label of stock_sales_shed_total).
+const (
+	shedQueueFull  = "queue_full"  // every working slot and every place in the queue was taken
+	shedQueueWait  = "queue_wait"  // it waited past the age limit (or past the standing-queue target)
+	shedClientGone = "client_gone" // its client hung up (its context ended) before it got a slot
+)
+
+// shedReasons lists every shed reason, for the metrics' zero series.
+var shedReasons = []string{shedQueueFull, shedQueueWait, shedClientGone}
+
+// admission bounds the sale requests of a replica that work at once (and
+// so the MongoDB connections and locks they can hold), lets a bounded
+// number more wait a bounded time for a slot, and sheds the rest at once
+// (docs/overload.md). It is the replica's only queue for sales: requests
+// past it do the store work, requests before it have done none.
+//
+// The queue is served oldest first while it drains; once it has not been
+// empty for a whole maxWait (a standing queue: the replica gets more than
+// it can serve), it is served newest first, and a waiter older than
+// standingWait is dropped when a slot frees (Facebook's CoDel with
+// adaptive LIFO): under overload the requests served are the ones whose
+// buyers are still there, and the queue empties quickly instead of
+// holding every request for maxWait.
+type admission struct {
+	limit        int           // requests working at once
+	queue        int           // requests waiting at most
+	maxWait      time.Duration // longest a request waits; also CoDel's interval
+	standingWait time.Duration // longest a request waits, by the time a slot frees, while the queue stands
+	shed         func(reason string)
+	now          func() time.Time
+
+	mu        sync.Mutex
+	working   int
+	waiting   []*waiter // oldest first
+	busySince time.Time // when the queue last went from empty to not empty (set by acquire)
+}
+
+// waiter is a request waiting for a slot. done receives true when the
+// slot is handed to it, false when it is dropped.
+type waiter struct {
+	since time.Time
+	done  chan bool
+}
+
+// newAdmission returns an admission of limit working requests and queue
+// waiting ones, waiting at most maxWait. shed is told of every request
+// shed, with its reason.
+func newAdmission(limit, queue int, maxWait time.Duration, shed func(reason string)) *admission {
+	return &admission{
+		limit: limit, queue: queue, maxWait: maxWait, standingWait: maxWait / 10,
+		shed: shed, now: time.Now,
+	}
+}
+
+// acquire returns a release function when the request may work, to be
+// called once it has answered; or the reason it is shed. A request whose
+// context ends while it waits is shed, never admitted.
+func (a *admission) acquire(ctx context.Context) (release func(), reason string) {
+	if ctx.Err() != nil {
+		return nil, a.drop(shedClientGone)
+	}
+	a.mu.Lock()
+	if a.working < a.limit && len(a.waiting) == 0 {
+		a.working++
+		a.mu.Unlock()
+		return a.release, ""
+	}
+	if len(a.waiting) >= a.queue {
+		a.mu.Unlock()
+		return nil, a.drop(shedQueueFull)
+	}
+	w := &waiter{since: a.now(), done: make(chan bool, 1)}
+	if len(a.waiting) == 0 {
+		a.busySince = w.since
+	}
+	a.waiting = append(a.waiting, w)
+	a.mu.Unlock()
+
+	t := time.NewTimer(a.maxWait)
+	defer t.Stop()
+	select {
+	case ok := <-w.done:
+		if ok {
+			return a.release, ""
+		}
+		return nil, a.drop(shedQueueWait) // dropped by a release: too old for a standing queue
+	case <-ctx.Done():
+		reason = shedClientGone
+	case <-t.C:
+		reason = shedQueueWait
+	}
+	a.mu.Lock()
+	removed := a.remove(w)
+	a.mu.Unlock()
+	if !removed && <-w.done {
+		a.release() // a slot was handed over as the wait ended: pass it on
+	}
+	return nil, a.drop(reason)
+}
+
+// release gives a working slot back: to a waiter if one is due, else to
+// the pool.
+func (a *admission) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	if len(a.waiting) > 0 && now.Sub(a.busySince) >= a.maxWait {
+		// A standing queue: drop the waiters too old to be worth serving,
+		// serve the newest.
+		for len(a.waiting) > 0 && now.Sub(a.waiting[0].since) > a.standingWait {
+			a.waiting[0].done <- false
+			a.waiting = a.waiting[1:]
+		}
+		if n := len(a.waiting); n > 0 {
+			w := a.waiting[n-1]
+			a.waiting = a.waiting[:n-1]
+			w.done <- true
+			return
+		}
+	}
+	if len(a.waiting) > 0 {
+		w := a.waiting[0]
+		a.waiting = a.waiting[1:]
+		w.done <- true
+		return
+	}
+	a.working--
+}
+
+// remove takes w out of the queue, and reports whether it was there. a.mu
+// must be held.
+func (a *admission) remove(w *waiter) bool {
+	for i, x := range a.waiting {
+		if x == w {
+			a.waiting = append(a.waiting[:i], a.waiting[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (a *admission) drop(reason string) string {
+	if a.shed != nil {
+		a.shed(reason)
+	}
+	return reason
+}
+
+// counts returns the requests working and waiting now.
+func (a *admission) counts() (working, waiting int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.working, len(a.waiting)
+}
+
+// admitSale runs next, a sale route's handler, once the sales admission
+// lets it work, and answers 503 overloaded with Retry-After otherwise,
+// having touched no store and no lock.
+func (s *Server) admitSale(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		release, reason := s.sales.acquire(c.Request().Context())
+		if release == nil {
+			return overloaded(reason)
+		}
+		defer release()
+		return next(c)
+	}
+}
+
+// overloaded is the answer to a request shed by the sales admission.
+func overloaded(reason string) *apiError {
+	msg := "this replica is at its bound of sales at once and its queue is full; nothing was changed: retry after Retry-After, here or at another replica"
+	switch reason {
+	case shedQueueWait:
+		msg = "this replica is overloaded: the request waited its longest for a turn; nothing was changed: retry after Retry-After, here or at another replica"
+	case shedClientGone:
+		msg = "the request's client went away before it got a turn; nothing was changed"
+	}
+	return newError(http.StatusServiceUnavailable, codeOverloaded, msg)
+}
