@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/stocklock/stocklock/pkg/stockclient"
 	"io"
 	"slices"
 	"strings"
@@ -45,7 +46,9 @@ const (
 	// changed.
 	SoldOut Outcome = "sold_out"
 	// Refused is an answer that promises nothing changed: a 4xx other than
-	// sold_out, a 503 with one of RefusedCodes, or a connection refused
+	// sold_out, a 503 whose code the contract says changed nothing
+	// (stockclient's Again and Stop: lock_unavailable, overloaded,
+	// strategy_unavailable, ...), or a connection refused
 	// before the request was sent. The checker drops these.
 	Refused Outcome = "refused"
 	// Unknown is an operation whose effect the client cannot know: a
@@ -53,14 +56,6 @@ const (
 	// 5xx. It may take effect at any time after its call, or never.
 	Unknown Outcome = "unknown"
 )
-
-// RefusedCodes are the 503 error codes with which the stock service
-// promises that it wrote nothing.
-var RefusedCodes = []string{
-	"lock_unavailable", "lease_lost", "fenced", "conflict", "stale_read", "timeout",
-	"store_unavailable", "strategy_unavailable", "idempotency_in_progress", "shutting_down",
-	"attempt_abandoned",
-}
 
 // Classify maps an answer to a decrement to its Outcome: status 0 means no
 // HTTP answer arrived, and refusedConn that the connection was refused (the
@@ -77,7 +72,9 @@ func Classify(status int, errCode string, refusedConn bool) Outcome {
 		return SoldOut
 	case status >= 400 && status < 500:
 		return Refused
-	case status == 503 && slices.Contains(RefusedCodes, errCode):
+	case status == 503 && stockclient.RuleOf(&stockclient.Error{Status: status, Code: errCode}) != stockclient.IfIdempotent:
+		// A 503 of the contract leaves the outcome unknown only where its
+		// rule is IfIdempotent; Again and Stop say nothing changed.
 		return Refused
 	default:
 		return Unknown
