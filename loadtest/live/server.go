@@ -200,6 +200,8 @@ type Form struct {
 	Abandon float64 `json:"abandon,omitempty"`
 	Late    float64 `json:"late,omitempty"`
 	HoldTTL string  `json:"hold_ttl,omitempty"`
+	// Kind "flash": the flash sale (docs/flash.md), its FlashForm.
+	FlashForm
 }
 
 // maxWriteStall bounds the form's write stall: a holder stalls this long
@@ -226,7 +228,7 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 		"faults":     faults,
 		"replicas":   s.replicaIDs(),
 		"defaults": Form{Strategies: b.Strategies, Stock: b.Stock, Rate: b.Rate, Duration: b.Duration.String(),
-			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s", Kind: "race", Abandon: co.Abandon, Late: co.Late, HoldTTL: co.HoldTTL.String()},
+			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s", Kind: "race", Abandon: co.Abandon, Late: co.Late, HoldTTL: co.HoldTTL.String(), FlashForm: flashDefaults()},
 		"fixed_replicas": s.env == nil,
 		"last":           s.last,
 		"strike":         s.target.strike(),
@@ -309,8 +311,12 @@ func (s *Server) config(f Form) (harness.Config, error) {
 			return cfg, fmt.Errorf("strategies: %s takes no part in holds (those that do: %s)", strategies[i], strings.Join(holds, ", "))
 		}
 		cfg.Scenario = co
+	case "flash":
+		if cfg.Scenario, err = f.flash(); err != nil {
+			return cfg, err
+		}
 	default:
-		return cfg, fmt.Errorf(`kind %q: "race" or "checkout"`, f.Kind)
+		return cfg, fmt.Errorf(`kind %q: "race", "checkout" or "flash"`, f.Kind)
 	}
 	return cfg, cfg.Validate()
 }
@@ -381,7 +387,7 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			d.Error = "stopped"
 		}
 	}
-	if rep != nil && len(rep.Runs)+len(rep.Checkout) > 0 {
+	if rep != nil && len(rep.Runs)+len(rep.Checkout)+len(rep.Flash) > 0 {
 		d.OK, d.Lines, d.Checks = rep.OK, harness.Summarize(*rep), rep.Checks()
 		var b bytes.Buffer
 		_ = report.WriteText(&b, *rep)
@@ -402,7 +408,7 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			u := fmt.Sprintf("/reports/run-%d/%s", n, name)
 			d.Files = append(d.Files, File{Name: name, URL: u})
 			switch name {
-			case report.ChartFile:
+			case report.ChartFile, report.FlashChartFile:
 				d.Chart = u
 			case report.HTMLFile:
 				d.Report = u
