@@ -33,9 +33,7 @@ const (
 	EventConfirmed   = "confirmed"    // Run, Strategy, SKU, Replica, Hold: its confirm sold
 	EventExpired     = "expired"      // Run, Strategy, SKU, Hold, Text: a read said it expired ("read"), or its unit sold again ("sold again")
 	EventLateRefused = "late-refused" // Run, Strategy, SKU, Replica, Hold, Text: a confirm refused, the hold expired by the store's clock
-	// The flash sale's (loadtest flash), for the live page:
-	EventAnswers = "answers"  // Run, Strategy, Bin: final answers by kind newly counted in one 100 ms bin
-	EventSellOut = "sell-out" // Run, Strategy, Progress: the sale that sold the last unit was answered
+	// The flash sale's, EventAnswers and EventSellOut, are in flash.go.
 )
 
 // Event is one thing that happened during a harness run. Only the fields
@@ -72,8 +70,7 @@ type Event struct {
 	Reason string            `json:"reason,omitempty"`
 	Count  int               `json:"count,omitempty"`
 	Since  time.Time         `json:"since,omitzero"`
-
-	Bin *AnswerBin `json:"bin,omitempty"` // a flash sale's answers in one bin
+	Bin    *AnswerBin        `json:"bin,omitempty"` // a flash sale's answers in one bin (EventAnswers)
 }
 
 // RedisStockSample is what one replica's metrics said about a sku held by

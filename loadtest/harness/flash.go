@@ -184,8 +184,14 @@ type flashRun struct {
 	bins, binsSent                   [][6]int64       // final answers by answerBin and report.FlashKinds; those emitted
 }
 
-// answerBin is the width of the bins of EventAnswers.
-const answerBin = 100 * time.Millisecond
+// The flash sale's events, for the live page, besides a run-start and
+// its progress.
+const (
+	EventAnswers = "answers"  // Run, Strategy, Bin: final answers by kind newly counted in one bin of answerBin
+	EventSellOut = "sell-out" // Run, Strategy, Progress: the sale that sold the last unit was answered
+
+	answerBin = 100 * time.Millisecond
+)
 
 // AnswerBin is what EventAnswers adds to one bin: final answers counted
 // since the bin's previous event, by report.FlashKinds, the bin Start

@@ -31,18 +31,19 @@ func flashDefaults() FlashForm {
 }
 
 // flash is the harness's flash scenario for the form's figures, the rest
-// of loadtest flash's defaults.
+// of loadtest flash's defaults; with an error, loadtest flash's own.
 func (f FlashForm) flash() (*harness.Flash, error) {
 	fl := harness.DefaultFlash()
+	def := harness.DefaultFlash()
 	var err error
 	if fl.Over, err = time.ParseDuration(f.Over); err != nil {
-		return nil, fmt.Errorf("over %q: %w", f.Over, err)
+		return def, fmt.Errorf("over %q: %w", f.Over, err)
 	}
 	if fl.Patience, err = time.ParseDuration(f.Patience); err != nil {
-		return nil, fmt.Errorf("patience %q: %w", f.Patience, err)
+		return def, fmt.Errorf("patience %q: %w", f.Patience, err)
 	}
 	if f.Buyers < 1 || f.Buyers > maxPageBuyers {
-		return nil, fmt.Errorf("buyers %d: between 1 and %d on the page", f.Buyers, maxPageBuyers)
+		return def, fmt.Errorf("buyers %d: between 1 and %d on the page", f.Buyers, maxPageBuyers)
 	}
 	fl.Buyers = f.Buyers
 	return fl, nil

@@ -312,13 +312,11 @@ func (s *Server) config(f Form) (harness.Config, error) {
 		}
 		cfg.Scenario = co
 	case "flash":
-		if cfg.Scenario, err = f.flash(); err != nil {
-			return cfg, err
-		}
+		cfg.Scenario, err = f.flash()
 	default:
 		return cfg, fmt.Errorf(`kind %q: "race", "checkout" or "flash"`, f.Kind)
 	}
-	return cfg, cfg.Validate()
+	return cfg, cmp.Or(err, cfg.Validate())
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
