@@ -56,6 +56,7 @@ const S = {
   starting: false, // our own POST /api/start is under way
   strike: {}, // what a fault button strikes now (the server's strike event)
   brushing: null, // the run whose timeline is being dragged across
+  flash: false, // the race this page started is a flash sale
 };
 
 // ---- small helpers -------------------------------------------------------
@@ -224,6 +225,8 @@ function setKind() {
   const checkout = $('#kind-checkout').checked;
   $('#checkout-knobs').hidden = !checkout;
   $('#flash-knobs').hidden = !$('#kind-flash').checked;
+  // A flash sale's buyers arrive as its own knobs say: no rate, no duration.
+  $('#rate').disabled = $('#duration').disabled = $('#kind-flash').checked;
   for (const i of document.querySelectorAll('#strategies input[name=strategy]')) {
     const off = checkout && !S.strategies.get(i.value)?.holds;
     if (off) i.checked = false;
@@ -290,6 +293,7 @@ async function start(e) {
   S.starting = true;
   $('#start').disabled = true;
   newRace(body.strategies, body.kind === 'flash' ? parseDuration(body.over) + parseDuration(body.patience) : parseDuration(body.duration));
+  S.flash = body.kind === 'flash';
   try {
     const r = await api('POST', '/api/start', body);
     if (r.status === 202) {
@@ -371,6 +375,7 @@ function renderStrike() {
 // newRace forgets the previous race and lays out a waiting row per strategy.
 function newRace(strategies, durationSec) {
   S.runs.clear();
+  S.flash = false;
   S.dirty.clear();
   if (durationSec > 0) S.duration = durationSec;
   $('#live-rows').replaceChildren();
@@ -446,7 +451,8 @@ function renderProgress(r) {
   setCounter(r.strategy, 'oversold', p.oversold);
   if (!r.result) setCounter(r.strategy, 'lost-updates', null);
   renderByReplica(r.strategy, p.by_replica ?? {});
-  const lat = p.latency ?? {};
+  // A flash sale's progress has no latency: its report has each kind's.
+  const lat = r.flash || S.flash ? {} : p.latency ?? {};
   field(r.strategy, 'p50').textContent = ms(lat.p50_ms);
   field(r.strategy, 'p95').textContent = ms(lat.p95_ms);
   field(r.strategy, 'p99').textContent = ms(lat.p99_ms);
