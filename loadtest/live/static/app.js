@@ -363,9 +363,12 @@ function renderStrike() {
   } else if (S.running && st.after) {
     text = `${st.after} sells no more and no strategy follows: nothing is left to strike.`;
   }
+  // The harness takes faults only during a race's attack: a flash sale has none.
+  const flash = S.running && (S.flash || [...S.runs.values()].some((r) => r.flash));
+  if (flash) text = 'A flash sale takes no faults: the page strikes only a race\'s attack or a checkout.';
   p.textContent = text;
   for (const b of document.querySelectorAll('#faults button')) {
-    b.disabled = !S.running || !st.strategy || !!st.pending;
+    b.disabled = !S.running || !st.strategy || !!st.pending || flash;
     b.dataset.waiting = st.pending === b.dataset.fault ? 'true' : 'false';
   }
 }
