@@ -33,7 +33,6 @@ const (
 	EventConfirmed   = "confirmed"    // Run, Strategy, SKU, Replica, Hold: its confirm sold
 	EventExpired     = "expired"      // Run, Strategy, SKU, Hold, Text: a read said it expired ("read"), or its unit sold again ("sold again")
 	EventLateRefused = "late-refused" // Run, Strategy, SKU, Replica, Hold, Text: a confirm refused, the hold expired by the store's clock
-	// The flash sale's, EventAnswers and EventSellOut, are in flash.go.
 )
 
 // Event is one thing that happened during a harness run. Only the fields
@@ -70,7 +69,7 @@ type Event struct {
 	Reason string            `json:"reason,omitempty"`
 	Count  int               `json:"count,omitempty"`
 	Since  time.Time         `json:"since,omitzero"`
-	Bin    *AnswerBin        `json:"bin,omitempty"` // a flash sale's answers in one bin (EventAnswers)
+	Bin    *AnswerBin        `json:"bin,omitempty"` // a flash sale's answers in one bin (EventAnswers, in flash.go)
 }
 
 // RedisStockSample is what one replica's metrics said about a sku held by

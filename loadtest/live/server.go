@@ -193,15 +193,14 @@ type Form struct {
 	// check and before the stock write, so that a pause lands where only
 	// the fence can refuse the late write. "" : none.
 	WriteStall string `json:"write_stall,omitempty"`
-	// Kind is "race" ("" too) or "checkout": the checkout scenario
-	// (docs/holds.md), its buyers' shares Abandon and Late and its holds'
-	// time to live HoldTTL.
-	Kind    string  `json:"kind,omitempty"`
-	Abandon float64 `json:"abandon,omitempty"`
-	Late    float64 `json:"late,omitempty"`
-	HoldTTL string  `json:"hold_ttl,omitempty"`
-	// Kind "flash": the flash sale (docs/flash.md), its FlashForm.
-	FlashForm
+	// Kind is "race" ("" too), "flash" (FlashForm) or "checkout": the
+	// checkout scenario (docs/holds.md), its buyers' shares Abandon and
+	// Late and its holds' time to live HoldTTL.
+	Kind      string  `json:"kind,omitempty"`
+	Abandon   float64 `json:"abandon,omitempty"`
+	Late      float64 `json:"late,omitempty"`
+	HoldTTL   string  `json:"hold_ttl,omitempty"`
+	FlashForm         // Kind "flash": the flash sale (docs/flash.md)
 }
 
 // maxWriteStall bounds the form's write stall: a holder stalls this long
