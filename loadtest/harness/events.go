@@ -69,6 +69,7 @@ type Event struct {
 	Reason string            `json:"reason,omitempty"`
 	Count  int               `json:"count,omitempty"`
 	Since  time.Time         `json:"since,omitzero"`
+	Bin    *AnswerBin        `json:"bin,omitempty"` // a flash sale's answers in one bin (EventAnswers, in flash.go)
 }
 
 // RedisStockSample is what one replica's metrics said about a sku held by

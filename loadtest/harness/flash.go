@@ -181,6 +181,50 @@ type flashRun struct {
 	budget                           atomic.Int64 // retries left to all buyers
 	mu                               sync.Mutex
 	kinds                            map[string]int64 // final answers so far, as Progress words them
+	bins, binsSent                   [][6]int64       // final answers by answerBin and report.FlashKinds; those emitted
+}
+
+// The flash sale's events, for the live page, besides a run-start and
+// its progress.
+const (
+	EventAnswers = "answers"  // Run, Strategy, Bin: final answers by kind newly counted in one bin of answerBin
+	EventSellOut = "sell-out" // Run, Strategy, Progress: the sale that sold the last unit was answered
+
+	answerBin = 100 * time.Millisecond
+)
+
+// AnswerBin is what EventAnswers adds to one bin: final answers counted
+// since the bin's previous event, by report.FlashKinds, the bin Start
+// seconds from the first arrival and Width wide. A bin may have several
+// events (answers counted after its first one): add them up.
+type AnswerBin struct {
+	Start float64          `json:"start"`
+	Width float64          `json:"width"`
+	Kinds map[string]int64 `json:"kinds"`
+}
+
+// emitBins emits the answers counted since the previous call, an event
+// per bin that has any.
+func (r *flashRun) emitBins() {
+	r.mu.Lock()
+	var evs []Event
+	for i := range r.bins {
+		if r.bins[i] == r.binsSent[i] {
+			continue
+		}
+		b := &AnswerBin{Start: float64(i) * answerBin.Seconds(), Width: answerBin.Seconds(), Kinds: map[string]int64{}}
+		for k, n := range r.bins[i] {
+			if d := n - r.binsSent[i][k]; d > 0 {
+				b.Kinds[report.FlashKinds[k]] = d
+			}
+		}
+		r.binsSent[i] = r.bins[i]
+		evs = append(evs, Event{Type: EventAnswers, Run: r.run, Strategy: r.strategy, Bin: b})
+	}
+	r.mu.Unlock()
+	for _, ev := range evs {
+		r.h.emit(ev)
+	}
 }
 
 // flashKind is the kind of an answer (report.FlashKinds); late says
@@ -219,7 +263,10 @@ func (r *flashRun) buy(ctx context.Context, i int) {
 		b.kind = flashKind(err, bctx.Err() != nil)
 		if err == nil {
 			b.order = verdict.Order{ID: sale.OrderID, SKU: sku, Qty: r.h.cfg.Qty}
-			r.sold.Add(int64(r.h.cfg.Qty))
+			q, units := int64(r.h.cfg.Qty), int64(r.h.cfg.Stock*len(r.skus))
+			if n := r.sold.Add(q); n >= units && n-q < units { // this sale sold the last unit
+				r.h.emit(Event{Type: EventSellOut, Run: r.run, Strategy: r.strategy, Progress: r.progress(false)})
+			}
 		}
 		// A retry takes one of the budget's, kept even if the buyer then gives up.
 		if b.kind != report.KindShed && b.kind != report.KindUnavailable || try >= r.f.Retries || r.budget.Add(-1) < 0 {
@@ -232,8 +279,13 @@ func (r *flashRun) buy(ctx context.Context, i int) {
 		r.retried.Add(1)
 	}
 	b.latency, b.answered = time.Since(arrived), time.Since(r.began)
+	bin := int(b.answered / answerBin)
 	r.mu.Lock()
 	r.kinds[progressKind[b.kind]]++
+	for len(r.bins) <= bin {
+		r.bins, r.binsSent = append(r.bins, [6]int64{}), append(r.binsSent, [6]int64{})
+	}
+	r.bins[bin][slices.Index(report.FlashKinds, b.kind)]++
 	r.mu.Unlock()
 }
 
@@ -275,6 +327,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 	stopProgress := ticking(progressGap, func(final bool) {
 		r.h.emit(Event{Type: EventProgress, Run: r.run, Strategy: r.strategy, Progress: r.progress(final)})
 	})
+	stopBins := ticking(answerBin, func(bool) { r.emitBins() })
 	control := r.watch(ctx, r.began.Add(herd))
 	var wg sync.WaitGroup
 	for i, at := range arrivals {
@@ -284,6 +337,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 		wg.Go(func() { r.buy(ctx, i) })
 	}
 	wg.Wait()
+	stopBins() // its final call emits the last answers
 	stopProgress()
 	out.Control = <-control
 	if err := ctx.Err(); err != nil {

@@ -139,3 +139,66 @@ func TestBuyerRetries(t *testing.T) {
 		t.Errorf("final answers %v, %d retries of %d attempts; want 2 sales on their retry and 2 shed, 6 attempts", kinds, r.retried.Load(), r.attempts.Load())
 	}
 }
+
+// TestFlashEvents: the buyers' final answers reach the sink as answer
+// bins that add up to every buyer, by kind, a second emit sends nothing
+// new, and one sell-out event comes when the last unit sold.
+func TestFlashEvents(t *testing.T) {
+	var mu sync.Mutex
+	left := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sell := left > 0
+		left -= map[bool]int{true: 1}[sell]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Replica", "a")
+		if !sell {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"error":"sold_out","message":"sold out","replica":"a"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"order_id":"o-%s","sku":"s","qty":1,"remaining":0,"strategy":"atomic","replica":"a"}`, r.Header.Get("Idempotency-Key"))
+	}))
+	defer srv.Close()
+	var evs []Event
+	sink := func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		evs = append(evs, ev)
+	}
+	h := &Harness{cfg: Config{Qty: 1, SKUs: 1, Stock: 2}, replicas: []string{srv.URL}, prefix: "t", sink: sink}
+	f := Flash{Buyers: 10, Patience: 5 * time.Second}
+	api, done := herdClient(f)
+	defer done()
+	r := h.newFlashRun(f, api, "atomic", "fl")
+	r.began = time.Now()
+	var wg sync.WaitGroup
+	for i := range f.Buyers {
+		wg.Go(func() { r.buy(t.Context(), i) })
+	}
+	wg.Wait()
+	r.emitBins()
+	r.emitBins()
+	kinds, sellOuts := map[string]int64{}, 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case EventAnswers:
+			if ev.Strategy != "atomic" || ev.Bin == nil || ev.Bin.Width != answerBin.Seconds() {
+				t.Errorf("an answers event %+v", ev)
+				continue
+			}
+			for k, n := range ev.Bin.Kinds {
+				kinds[k] += n
+			}
+		case EventSellOut:
+			sellOuts++
+			if ev.Progress == nil || ev.Progress.Sold != 2 {
+				t.Errorf("the sell-out's progress %+v: want 2 sold", ev.Progress)
+			}
+		}
+	}
+	if kinds[report.KindSale] != 2 || kinds[report.KindSoldOut] != 8 || len(kinds) != 2 || sellOuts != 1 {
+		t.Errorf("answers %v, %d sell-outs; want 2 sales, 8 sold out, one sell-out", kinds, sellOuts)
+	}
+}

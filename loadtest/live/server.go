@@ -193,13 +193,14 @@ type Form struct {
 	// check and before the stock write, so that a pause lands where only
 	// the fence can refuse the late write. "" : none.
 	WriteStall string `json:"write_stall,omitempty"`
-	// Kind is "race" ("" too) or "checkout": the checkout scenario
-	// (docs/holds.md), its buyers' shares Abandon and Late and its holds'
-	// time to live HoldTTL.
-	Kind    string  `json:"kind,omitempty"`
-	Abandon float64 `json:"abandon,omitempty"`
-	Late    float64 `json:"late,omitempty"`
-	HoldTTL string  `json:"hold_ttl,omitempty"`
+	// Kind is "race" ("" too), "flash" (FlashForm) or "checkout": the
+	// checkout scenario (docs/holds.md), its buyers' shares Abandon and
+	// Late and its holds' time to live HoldTTL.
+	Kind      string  `json:"kind,omitempty"`
+	Abandon   float64 `json:"abandon,omitempty"`
+	Late      float64 `json:"late,omitempty"`
+	HoldTTL   string  `json:"hold_ttl,omitempty"`
+	FlashForm         // Kind "flash": the flash sale (docs/flash.md)
 }
 
 // maxWriteStall bounds the form's write stall: a holder stalls this long
@@ -226,7 +227,7 @@ func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
 		"faults":     faults,
 		"replicas":   s.replicaIDs(),
 		"defaults": Form{Strategies: b.Strategies, Stock: b.Stock, Rate: b.Rate, Duration: b.Duration.String(),
-			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s", Kind: "race", Abandon: co.Abandon, Late: co.Late, HoldTTL: co.HoldTTL.String()},
+			Replicas: b.ReplicaCount(), Fencing: true, WriteStall: "0s", Kind: "race", Abandon: co.Abandon, Late: co.Late, HoldTTL: co.HoldTTL.String(), FlashForm: flashDefaults()},
 		"fixed_replicas": s.env == nil,
 		"last":           s.last,
 		"strike":         s.target.strike(),
@@ -309,10 +310,12 @@ func (s *Server) config(f Form) (harness.Config, error) {
 			return cfg, fmt.Errorf("strategies: %s takes no part in holds (those that do: %s)", strategies[i], strings.Join(holds, ", "))
 		}
 		cfg.Scenario = co
+	case "flash":
+		cfg.Scenario, err = f.flash()
 	default:
-		return cfg, fmt.Errorf(`kind %q: "race" or "checkout"`, f.Kind)
+		return cfg, fmt.Errorf(`kind %q: "race", "checkout" or "flash"`, f.Kind)
 	}
-	return cfg, cfg.Validate()
+	return cfg, cmp.Or(err, cfg.Validate())
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
@@ -381,7 +384,7 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			d.Error = "stopped"
 		}
 	}
-	if rep != nil && len(rep.Runs)+len(rep.Checkout) > 0 {
+	if rep != nil && len(rep.Runs)+len(rep.Checkout)+len(rep.Flash) > 0 {
 		d.OK, d.Lines, d.Checks = rep.OK, harness.Summarize(*rep), rep.Checks()
 		var b bytes.Buffer
 		_ = report.WriteText(&b, *rep)
@@ -402,7 +405,7 @@ func (s *Server) run(ctx context.Context, n int, h *harness.Harness, f Form, cfg
 			u := fmt.Sprintf("/reports/run-%d/%s", n, name)
 			d.Files = append(d.Files, File{Name: name, URL: u})
 			switch name {
-			case report.ChartFile:
+			case report.ChartFile, report.FlashChartFile:
 				d.Chart = u
 			case report.HTMLFile:
 				d.Report = u

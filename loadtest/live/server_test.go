@@ -82,6 +82,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		{"/api/start", strings.Replace(checkout, `"2s"`, `"500ms"`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(checkout, `"2s"`, `"soon"`, 1), 400, "bad_request"},
 		{"/api/start", strings.Replace(checkout, `"checkout"`, `"auction"`, 1), 400, "bad_request"},
+		{"/api/start", strings.Replace(good, `"fencing":true`, `"fencing":true,"kind":"flash","buyers":0,"over":"2s","patience":"2s"`, 1), 400, "bad_request"},
 		{"/api/fault", `{"name":"meteor"}`, 400, "unknown_fault"},
 		{"/api/fault", `{"name":"crash"}`, 409, "no_env"},
 		{"/api/stop", `{}`, 409, "not_running"},

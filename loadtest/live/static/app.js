@@ -4,6 +4,8 @@
 // timeline per SKU in SVG, and, at the end, the CLI's verdict, table and
 // chart. Plain ES module, no dependencies: it works offline.
 
+import { drawFlash, flashAnswers, flashCaption, flashLegend, flashSellOut } from './flash.js';
+
 const $ = (sel, root = document) => root.querySelector(sel);
 const SVGNS = 'http://www.w3.org/2000/svg';
 
@@ -54,6 +56,7 @@ const S = {
   starting: false, // our own POST /api/start is under way
   strike: {}, // what a fault button strikes now (the server's strike event)
   brushing: null, // the run whose timeline is being dragged across
+  flash: false, // the race this page started is a flash sale
 };
 
 // ---- small helpers -------------------------------------------------------
@@ -184,6 +187,10 @@ function buildForm(st) {
   $('#abandon').value = d.abandon ?? 0.5;
   $('#late').value = d.late ?? 0.1;
   $('#hold-ttl').value = d.hold_ttl ?? '2s';
+  $('#buyers').value = d.buyers ?? 5000;
+  $('#over').value = d.over ?? '2s';
+  $('#patience').value = d.patience ?? '2s';
+  $('#flash-preset').addEventListener('click', () => flashPreset(d));
   for (const k of document.querySelectorAll('input[name=kind]')) k.addEventListener('change', setKind);
   setKind();
   if (st.fixed_replicas) {
@@ -217,11 +224,27 @@ function buildForm(st) {
 function setKind() {
   const checkout = $('#kind-checkout').checked;
   $('#checkout-knobs').hidden = !checkout;
+  $('#flash-knobs').hidden = !$('#kind-flash').checked;
+  // A flash sale's buyers arrive as its own knobs say: no rate, no duration.
+  $('#rate').disabled = $('#duration').disabled = $('#kind-flash').checked;
   for (const i of document.querySelectorAll('#strategies input[name=strategy]')) {
     const off = checkout && !S.strategies.get(i.value)?.holds;
     if (off) i.checked = false;
     i.disabled = off;
   }
+}
+
+// flashPreset chooses a flash sale with the page's defaults (d, the
+// server's): 100 units, its buyers, arrival and patience; the strategies
+// stay as ticked.
+function flashPreset(d) {
+  $('#kind-flash').checked = true;
+  $('#stock').value = 100;
+  $('#buyers').value = d.buyers ?? 5000;
+  $('#over').value = d.over ?? '2s';
+  $('#patience').value = d.patience ?? '2s';
+  setKind();
+  $('#buyers').focus();
 }
 
 function readForm() {
@@ -244,6 +267,12 @@ function readForm() {
     if (!(body.abandon >= 0 && body.late >= 0 && body.abandon + body.late <= 1)) problems.push('the abandon and late shares must be 0 or more, together at most 1');
     if (!(parseDuration(body.hold_ttl) >= 1)) problems.push('the hold TTL must be 1s or more, like 2s');
   }
+  if ($('#kind-flash').checked) {
+    Object.assign(body, { kind: 'flash', buyers: parseInt($('#buyers').value, 10), over: $('#over').value.trim(), patience: $('#patience').value.trim() });
+    if (!(body.buyers >= 1 && body.buyers <= 20000)) problems.push('buyers must be between 1 and 20,000');
+    if (Number.isNaN(parseDuration(body.over))) problems.push('arriving over must look like 2s or 1500ms');
+    if (!(parseDuration(body.patience) > 0)) problems.push('patience must look like 2s or 1500ms');
+  }
   return { body, problems };
 }
 
@@ -263,11 +292,13 @@ async function start(e) {
   formError('');
   S.starting = true;
   $('#start').disabled = true;
-  newRace(body.strategies, parseDuration(body.duration));
+  newRace(body.strategies, body.kind === 'flash' ? parseDuration(body.over) + parseDuration(body.patience) : parseDuration(body.duration));
+  S.flash = body.kind === 'flash';
   try {
     const r = await api('POST', '/api/start', body);
     if (r.status === 202) {
-      log(`started run ${r.data?.run ?? ''}${body.kind ? ', a checkout' : ''}: ${body.strategies.join(', ')}; stock ${body.stock}, ${body.rate} ${body.kind ? 'buyers' : 'req'}/s for ${body.duration}, ${body.replicas} replicas, fencing ${body.fencing ? 'on' : 'off'}`, 'ui');
+      if (body.kind === 'flash') log(`started run ${r.data?.run ?? ''}, a flash sale: ${body.strategies.join(', ')}; ${body.stock} units, ${body.buyers} buyers over ${body.over}, patience ${body.patience}, ${body.replicas} replicas`, 'ui');
+      else log(`started run ${r.data?.run ?? ''}${body.kind ? ', a checkout' : ''}: ${body.strategies.join(', ')}; stock ${body.stock}, ${body.rate} ${body.kind ? 'buyers' : 'req'}/s for ${body.duration}, ${body.replicas} replicas, fencing ${body.fencing ? 'on' : 'off'}`, 'ui');
       setRunning(true);
     } else if (r.status === 409) {
       formError('A race is already running: wait for it to end, or press Stop.');
@@ -332,9 +363,12 @@ function renderStrike() {
   } else if (S.running && st.after) {
     text = `${st.after} sells no more and no strategy follows: nothing is left to strike.`;
   }
+  // The harness takes faults only during a race's attack: a flash sale has none.
+  const flash = S.running && (S.flash || [...S.runs.values()].some((r) => r.flash));
+  if (flash) text = 'A flash sale takes no faults: the page strikes only a race\'s attack or a checkout.';
   p.textContent = text;
   for (const b of document.querySelectorAll('#faults button')) {
-    b.disabled = !S.running || !st.strategy || !!st.pending;
+    b.disabled = !S.running || !st.strategy || !!st.pending || flash;
     b.dataset.waiting = st.pending === b.dataset.fault ? 'true' : 'false';
   }
 }
@@ -344,6 +378,7 @@ function renderStrike() {
 // newRace forgets the previous race and lays out a waiting row per strategy.
 function newRace(strategies, durationSec) {
   S.runs.clear();
+  S.flash = false;
   S.dirty.clear();
   if (durationSec > 0) S.duration = durationSec;
   $('#live-rows').replaceChildren();
@@ -419,7 +454,8 @@ function renderProgress(r) {
   setCounter(r.strategy, 'oversold', p.oversold);
   if (!r.result) setCounter(r.strategy, 'lost-updates', null);
   renderByReplica(r.strategy, p.by_replica ?? {});
-  const lat = p.latency ?? {};
+  // A flash sale's progress has no latency: its report has each kind's.
+  const lat = r.flash || S.flash ? {} : p.latency ?? {};
   field(r.strategy, 'p50').textContent = ms(lat.p50_ms);
   field(r.strategy, 'p95').textContent = ms(lat.p95_ms);
   field(r.strategy, 'p99').textContent = ms(lat.p99_ms);
@@ -589,6 +625,20 @@ const handlers = {
     renderResult(r);
     S.dirty.add(r.strategy);
   },
+  answers(ev) {
+    const r = withRun(ev);
+    if (!r) return;
+    if (!r.flash) setPhase(r, 'running', 'buyers arriving');
+    flashAnswers(r, ev);
+    S.dirty.add(r.strategy);
+  },
+  'sell-out'(ev) {
+    const r = withRun(ev);
+    if (!r) return;
+    flashSellOut(r, ev);
+    log(`${ev.strategy}: the last unit sold, its sale answered ${(ev.progress?.elapsed ?? 0).toFixed(2)} s after the first buyer arrived`, 'ui', ev.at);
+    S.dirty.add(r.strategy);
+  },
   held(ev) { holdEvent('held', ev); },
   confirmed(ev) { holdEvent('confirmed', ev); },
   expired(ev) { holdEvent('expired', ev); },
@@ -756,6 +806,10 @@ function setView(r, v, whole = span(r)) {
 function drawRun(r) {
   const sec = ensureTimeline(r);
   const box = sec.querySelector('.skus');
+  if (r.flash) { // a flash sale: one figure of its answers instead of lanes
+    drawFlashRun(r, sec, box);
+    return;
+  }
   // A checkout's holds, over its sku and its probes', are one figure.
   const real = r.skus.length > 0 && !r.holds;
   const skus = r.holds ? ['holds'] : real ? r.skus : ['(waiting for the first sale)'];
@@ -782,6 +836,21 @@ function drawRun(r) {
     ? `showing ${secs(a, b - a)} to ${secs(b, b - a)} of ${secs(span(r), span(r))}: drag across a timeline to zoom`
     : 'the whole run: drag across a timeline to zoom into a time range';
   sec.dataset.zoomed = r.view ? 'true' : 'false';
+}
+
+// drawFlashRun draws a flash sale's figure: its answers by kind, goodput
+// and sell-out.
+function drawFlashRun(r, sec, box) {
+  let fig = box.querySelector('figure.flash');
+  if (!fig) {
+    box.replaceChildren(fig = el('figure', { class: 'flash', 'data-sku': 'flash' }, el('figcaption'), flashLegend()));
+    sec.querySelector('.zoom').hidden = true;
+    sec.querySelector('h3 .hint').textContent = 'a flash sale: every buyer\'s final answer by kind, per 100 ms from the first arrival';
+  }
+  const old = fig.querySelector('svg');
+  const next = drawFlash(r, S.duration);
+  if (old) old.replaceWith(next); else fig.insertBefore(next, fig.querySelector('.flash-legend'));
+  fig.querySelector('figcaption').textContent = flashCaption(r);
 }
 
 // secs writes a time in seconds with the decimals a range this wide needs.
@@ -1322,7 +1391,7 @@ function renderDone(d) {
   $('#result').dataset.done = 'true';
   for (const r of S.runs.values()) {
     // A checkout's runs have no result: their checks say.
-    const mine = (d.checks ?? []).filter((c) => c.scope === 'checkout · ' + r.strategy);
+    const mine = (d.checks ?? []).filter((c) => c.scope === (r.flash ? 'flash · ' : 'checkout · ') + r.strategy);
     const verdict = r.result?.verdict ?? (mine.length ? (mine.some((c) => !c.pass && c.kind === 'safety') ? 'fail' : 'pass') : 'not run');
     if (r.phase !== 'done') setPhase(r, 'done', verdict);
     if (mine.length) document.querySelector(`#live-rows tr[data-strategy="${CSS.escape(r.strategy)}"]`).dataset.verdict = verdict;
