@@ -293,3 +293,25 @@ func TestStoreFaultAnswers(t *testing.T) {
 	want(t, "a decrement with MongoDB unreachable", ask(h, http.MethodPost, "/v1/items/cut/decrement", `{"qty":1,"strategy":"atomic"}`),
 		http.StatusServiceUnavailable, "store_unavailable")
 }
+
+// TestLockUnavailableAnswer: a redis-lock holder stalls for 3 s before its
+// stock write (--write-stall), holding the sku's lock; a second decrement
+// of the sku waits its lock wait of 300 ms and answers 503
+// lock_unavailable, having changed nothing; the holder then sells.
+func TestLockUnavailableAnswer(t *testing.T) {
+	t.Parallel() // its own database and sku; it mostly waits
+	cfg := testConfig(t, "r1")
+	cfg.Demo, cfg.WriteStall, cfg.LockWait = true, 3*time.Second, 300*time.Millisecond
+	h := newServer(t, cfg).Handler()
+	putStock(t, h, "busy", 5)
+	holder := make(chan answered)
+	go func() {
+		holder <- ask(h, http.MethodPost, "/v1/items/busy/decrement", `{"qty":1,"strategy":"redis-lock"}`)
+	}()
+	time.Sleep(time.Second) // the holder is in its stall
+	want(t, "a decrement while the holder stalls", ask(h, http.MethodPost, "/v1/items/busy/decrement", `{"qty":1,"strategy":"redis-lock"}`), http.StatusServiceUnavailable, "lock_unavailable")
+	want(t, "the holder", <-holder, http.StatusOK, "")
+	if n := stockOf(t, h, "busy"); n != 4 {
+		t.Fatalf("stock %d after one sale of 5; want 4", n)
+	}
+}
