@@ -7,7 +7,9 @@
 #   scripts/test.sh -short    the quick tier: every package's fast tests,
 #                             without the race detector; the drills, soaks,
 #                             sweeps and failover tests skip
-#                             (testskip.Long). Under 90 s warm on 2 cores.
+#                             (testskip.Long). Its target is 90 s warm
+#                             on 2 cores; docs/harness.md says what it
+#                             takes now.
 #
 # Any other arguments go to go test (a -run pattern, -v, one more -p).
 # Both tiers end with a line naming every test that skipped for a missing
