@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,7 +270,12 @@ func load(t *testing.T, reps []string) {
 		// changed nothing, and is sent again after its Retry-After, as the
 		// contract allows (docs/overload.md).
 		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), `"overloaded"`) && tries.Add(1) < 200 {
-			time.Sleep(time.Second)
+			wait, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if err != nil || wait < 1 {
+				t.Errorf("503 overloaded with Retry-After %q: want whole seconds", resp.Header.Get("Retry-After"))
+				return resp.StatusCode
+			}
+			time.Sleep(time.Duration(wait) * time.Second)
 			return do(method, u, body, header...)
 		}
 		return resp.StatusCode

@@ -75,7 +75,7 @@ func TestHerdCannotWedgeTheStore(t *testing.T) {
 			wg               sync.WaitGroup
 			answered, hungUp atomic.Int64
 			failed           atomic.Int64
-			firstErr         atomic.Value
+			firstErr         = make(chan error, 1)
 			start            = make(chan struct{})
 		)
 		for i := range herd {
@@ -100,7 +100,10 @@ func TestHerdCannotWedgeTheStore(t *testing.T) {
 					hungUp.Add(1)
 				default:
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					select { // keep the first
+					case firstErr <- err:
+					default:
+					}
 				}
 			})
 		}
@@ -117,7 +120,7 @@ func TestHerdCannotWedgeTheStore(t *testing.T) {
 			t.Fatalf("herd %d: writes unanswered after 2 minutes: the store is wedged (gate: %+v)", round, st)
 		}
 		if n := failed.Load(); n > 0 {
-			t.Fatalf("herd %d: %d patient writes failed, first: %v", round, n, firstErr.Load())
+			t.Fatalf("herd %d: %d patient writes failed, first: %v", round, n, <-firstErr)
 		}
 
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
