@@ -151,6 +151,7 @@ var commands = []command{
 			fs.DurationVar(&f.Patience, "patience", f.Patience, "how long each buyer waits from its arrival for a final answer")
 			fs.IntVar(&f.Retries, "retries", f.Retries, "times a buyer sends a 503 again, after its Retry-After (or a backoff) with jitter, within its patience")
 			fs.Float64Var(&f.RetryBudget, "retry-budget", f.RetryBudget, "all buyers' retries together, as a share of the buyers")
+			fs.IntVar(&f.Conns, "conns", f.Conns, "connections the buyers share to each replica, as a load balancer's pool (0: a connection per buyer in flight, each dialled afresh)")
 			thresholdFlag(fs, c)
 		}},
 	{name: "serve", summary: "the live page: races run from the browser until Ctrl-C", run: serve,

@@ -40,6 +40,13 @@ type Flash struct {
 	// a share of the buyers.
 	Retries     int
 	RetryBudget float64
+	// Conns bounds the connections the buyers share to each replica, as
+	// a load balancer's pool to its backends does: a request that finds
+	// them all busy waits in the client for one, within its patience
+	// and its latency. 0: none, a connection per buyer in flight, each
+	// dialled afresh (on one machine, the dialling costs the herd's
+	// client and the replicas more than the answers).
+	Conns int
 }
 
 // The arrival shapes.
@@ -58,9 +65,13 @@ var HotSKU = []string{strategy.Atomic, strategy.Batched, strategy.Buckets, strat
 
 const maxFlashBuyers = 200_000
 
+// DefaultFlashConns is Flash.Conns's default: 500 per replica, 1,000 in
+// flight through two.
+const DefaultFlashConns = 500
+
 // DefaultFlash is loadtest flash's defaults.
 func DefaultFlash() *Flash {
-	return &Flash{Buyers: 20_000, Over: 4 * time.Second, Shape: ShapeBurst, Patience: 2 * time.Second, RetryBudget: 0.2}
+	return &Flash{Buyers: 20_000, Over: 4 * time.Second, Shape: ShapeBurst, Patience: 2 * time.Second, RetryBudget: 0.2, Conns: DefaultFlashConns}
 }
 
 // Defaults: 100 units, neither the read-modify-write delay nor reads,
@@ -80,6 +91,7 @@ func (f Flash) Check(c Config, bad Problem) {
 		bad("Shape %q: want one of %s", f.Shape, strings.Join(FlashShapes, ", "))
 	}
 	between(bad, "Retries", f.Retries, 0, 10)
+	between(bad, "Conns", f.Conns, 0, maxFlashBuyers)
 	if f.RetryBudget < 0 || f.RetryBudget > 10 {
 		bad("RetryBudget %g: a share of the buyers, between 0 and 10", f.RetryBudget)
 	}
@@ -122,8 +134,8 @@ func (f Flash) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	defer done()
 	for i, st := range h.cfg.Strategies {
 		r := h.newFlashRun(f, api, st, "fl")
-		h.logf("[%d/%d] flash, %s: %d buyers over %s (%s), patience %s, retries %d, %d × %d units",
-			i+1, len(h.cfg.Strategies), st, f.Buyers, f.Over, f.Shape, f.Patience, f.Retries, h.cfg.SKUs, h.cfg.Stock)
+		h.logf("[%d/%d] flash, %s: %d buyers over %s (%s), patience %s, retries %d, %d × %d units, %s",
+			i+1, len(h.cfg.Strategies), st, f.Buyers, f.Over, f.Shape, f.Patience, f.Retries, h.cfg.SKUs, h.cfg.Stock, report.ConnsText(f.Conns))
 		out, err := r.sale(ctx, arrivals)
 		if err != nil {
 			return fmt.Errorf("flash, %s: %w", st, err)
@@ -140,10 +152,11 @@ func (f Flash) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// herdClient is the buyers' client: a pool the size of the herd, every
-// buyer may hold a connection; done closes its idle connections.
+// herdClient is the buyers' client: at most f.Conns connections to each
+// replica (none: every buyer may hold one); done closes its idle
+// connections.
 func herdClient(f Flash) (api *stockclient.Client, done func()) {
-	tr := &http.Transport{Proxy: nil, MaxIdleConns: f.Buyers, MaxIdleConnsPerHost: f.Buyers}
+	tr := &http.Transport{Proxy: nil, MaxIdleConns: f.Buyers, MaxIdleConnsPerHost: f.Buyers, MaxConnsPerHost: f.Conns}
 	return stockclient.New("", stockclient.WithHTTPClient(&http.Client{Transport: tr}), stockclient.WithTimeout(f.Patience+time.Second)), tr.CloseIdleConnections
 }
 
@@ -163,6 +176,7 @@ type flashBuyer struct {
 	kind     string        // of report.FlashKinds; "" while it waits
 	order    verdict.Order // its sale
 	latency  time.Duration // from its arrival to its final answer
+	lag      time.Duration // from its due arrival to its actual one: the harness's own delay
 	answered time.Duration // its final answer, from the first arrival
 }
 
@@ -246,11 +260,12 @@ func flashKind(err error, late bool) string {
 	return report.KindError
 }
 
-// buy is buyer i, arrived now: one decrement, through the replicas in
+// buy is buyer i, due at due and arrived now: one decrement, through the replicas in
 // turn from its own, sent again while the answer is a 503, the retries
 // and their budget allow, and its patience lasts.
-func (r *flashRun) buy(ctx context.Context, i int) {
+func (r *flashRun) buy(ctx context.Context, i int, due time.Time) {
 	arrived := time.Now()
+	r.buyers[i].lag = arrived.Sub(due)
 	r.arrived.Add(1)
 	bctx, cancel := context.WithDeadline(ctx, arrived.Add(r.f.Patience))
 	defer cancel()
@@ -309,7 +324,7 @@ func retryWait(err error, try int) time.Duration {
 func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.FlashRun, error) {
 	cfg, f := r.h.cfg, r.f
 	out := report.FlashRun{Strategy: r.strategy, Safe: strategy.IsSafe(r.strategy), Shape: f.Shape, Buyers: f.Buyers, Over: f.Over.String(),
-		Patience: f.Patience.String(), Retries: f.Retries, RetryBudget: f.RetryBudget, Qty: cfg.Qty, SKUs: cfg.SKUs, Units: cfg.Stock * cfg.SKUs}
+		Patience: f.Patience.String(), Retries: f.Retries, RetryBudget: f.RetryBudget, Qty: cfg.Qty, SKUs: cfg.SKUs, Units: cfg.Stock * cfg.SKUs, Conns: f.Conns}
 	var opts []stockclient.CallOption
 	if splitsStock([]string{r.strategy}) {
 		opts = append(opts, stockclient.SplitStock())
@@ -321,6 +336,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 	}
 	r.h.emit(Event{Type: EventRunStart, Run: r.run, Strategy: r.strategy, SKUs: r.skus, Initial: out.Units, Replicas: r.h.replicaIDs})
 	before, logs := scrape(ctx, r.h, parseControl), r.replicaLogs()
+	shedBefore := scrape(ctx, r.h, parseShedTimes)
 	logged := logSizes(logs)
 	r.began = time.Now()
 	herd := arrivals[len(arrivals)-1] + f.Patience
@@ -334,7 +350,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 		if drill.Sleep(ctx, time.Until(r.began.Add(at))) != nil {
 			break
 		}
-		wg.Go(func() { r.buy(ctx, i) })
+		wg.Go(func() { r.buy(ctx, i, r.began.Add(at)) })
 	}
 	wg.Wait()
 	stopBins() // its final call emits the last answers
@@ -350,6 +366,9 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 		out.Control.RecoveredOrders += after[i][2] - before[i][2]
 	}
 	countLogged(logs, logged, &out.Control)
+	if p99, ok := p99Ms(shedBefore, scrape(ctx, r.h, parseShedTimes), ""); ok {
+		out.ReplicaShedP99 = &p99
+	}
 	r.tally(&out)
 	if _, err := r.h.waitDrained(ctx, r.h.replicas[0], r.skus); err != nil {
 		return out, err
@@ -463,6 +482,7 @@ func (r *flashRun) watch(ctx context.Context, until time.Time) <-chan report.Fla
 // tally sums the buyers' final answers and their times.
 func (r *flashRun) tally(out *report.FlashRun) {
 	lat := map[string][]float64{}
+	var lags []float64
 	out.BinSeconds = max(0.05, (r.f.Over+r.f.Patience).Seconds()/80)
 	var lastGood, lastSale time.Duration
 	good := 0
@@ -472,6 +492,7 @@ func (r *flashRun) tally(out *report.FlashRun) {
 			continue
 		}
 		lat[kind] = append(lat[kind], float64(b.latency.Microseconds())/1000)
+		lags = append(lags, float64(b.lag.Microseconds())/1000)
 		bin := int(b.answered.Seconds() / out.BinSeconds)
 		for len(out.Timeline) <= bin {
 			out.Timeline = append(out.Timeline, [6]int{})
@@ -499,6 +520,8 @@ func (r *flashRun) tally(out *report.FlashRun) {
 	if good > 0 && lastGood > 0 {
 		out.Goodput = float64(good) / lastGood.Seconds()
 	}
+	slices.Sort(lags)
+	out.DispatchLagP99 = quantile(lags, 0.99)
 	out.AnsweredShare = 1 - float64(out.Kind(report.KindTimedOut).Buyers)/float64(len(r.buyers))
 	out.Attempts, out.Retried = int(r.attempts.Load()), int(r.retried.Load())
 }

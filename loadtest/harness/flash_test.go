@@ -128,7 +128,7 @@ func TestBuyerRetries(t *testing.T) {
 	r.began = time.Now()
 	var wg sync.WaitGroup
 	for i := range f.Buyers {
-		wg.Go(func() { r.buy(t.Context(), i) })
+		wg.Go(func() { r.buy(t.Context(), i, r.began) })
 	}
 	wg.Wait()
 	kinds := map[string]int{}
@@ -175,7 +175,7 @@ func TestFlashEvents(t *testing.T) {
 	r.began = time.Now()
 	var wg sync.WaitGroup
 	for i := range f.Buyers {
-		wg.Go(func() { r.buy(t.Context(), i) })
+		wg.Go(func() { r.buy(t.Context(), i, r.began) })
 	}
 	wg.Wait()
 	r.emitBins()

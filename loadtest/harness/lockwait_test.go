@@ -68,19 +68,19 @@ func TestLockWaitFromMetrics(t *testing.T) {
 	}
 	// Only the 100 observations made during the run count: all in
 	// (10ms, 100ms], so p99 is 99% of the way through that bucket.
-	ms, ok := lockWaitP99([]histSnapshot{before}, []histSnapshot{after}, "redis-lock")
+	ms, ok := p99Ms([]histSnapshot{before}, []histSnapshot{after}, "redis-lock")
 	if !ok || math.Abs(ms-(10+90*0.99)) > 1e-6 {
 		t.Fatalf("p99 = %v ms, %v", ms, ok)
 	}
 	// A strategy with no wait during the run: no value.
-	if _, ok := lockWaitP99([]histSnapshot{after}, []histSnapshot{after}, "mongo-lease"); ok {
+	if _, ok := p99Ms([]histSnapshot{after}, []histSnapshot{after}, "mongo-lease"); ok {
 		t.Fatal("no observations must give no value")
 	}
-	if _, ok := lockWaitP99([]histSnapshot{before}, []histSnapshot{after}, "atomic"); ok {
+	if _, ok := p99Ms([]histSnapshot{before}, []histSnapshot{after}, "atomic"); ok {
 		t.Fatal("a strategy without a lock must give no value")
 	}
 	// Two replicas add up; a replica that could not be scraped is skipped.
-	ms, ok = lockWaitP99([]histSnapshot{before, nil, before}, []histSnapshot{after, nil, after}, "redis-lock")
+	ms, ok = p99Ms([]histSnapshot{before, nil, before}, []histSnapshot{after, nil, after}, "redis-lock")
 	if !ok || math.Abs(ms-(10+90*0.99)) > 1e-6 {
 		t.Fatalf("two replicas: p99 = %v ms, %v", ms, ok)
 	}

@@ -42,42 +42,53 @@ func histograms(text []byte, name string) []*dto.Metric {
 	return slices.DeleteFunc(f.GetMetric(), func(m *dto.Metric) bool { return m.GetHistogram() == nil })
 }
 
-// histSnapshot is one scrape of the lock wait histograms of one replica:
-// by strategy label, the cumulative bucket counts by upper bound (seconds).
+// histSnapshot is one scrape of a histogram of one replica: by the value
+// of a label, the cumulative bucket counts by upper bound (seconds).
 type histSnapshot map[string]map[float64]float64
 
 // parseLockWait reads the replicas' histograms of lock waits, by strategy,
 // from a Prometheus text exposition; nil when there are none.
-func parseLockWait(text []byte) histSnapshot {
-	ms := histograms(text, "stock_lock_wait_seconds")
-	if ms == nil {
-		return nil
+var parseLockWait = histogramsBy("stock_lock_wait_seconds", "strategy")
+
+// parseShedTimes reads the replicas' histogram of the time each shed sale
+// request took in their handlers, under the key "".
+var parseShedTimes = histogramsBy("stock_sales_shed_seconds", "")
+
+// histogramsBy is the parser of the histogram called name, by the value of
+// its label by ("" for all under one key): from a Prometheus text
+// exposition, nil when there is none.
+func histogramsBy(name, by string) func(text []byte) histSnapshot {
+	return func(text []byte) histSnapshot {
+		ms := histograms(text, name)
+		if ms == nil {
+			return nil
+		}
+		s := histSnapshot{}
+		for _, m := range ms {
+			key, h := label(m, by), m.GetHistogram()
+			if s[key] == nil {
+				s[key] = map[float64]float64{}
+			}
+			bs := s[key]
+			// Several series may share a key (other labels such as the
+			// outcome): add them up.
+			hasInf := false
+			for _, b := range h.GetBucket() {
+				bs[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+				hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
+			}
+			if !hasInf {
+				bs[math.Inf(1)] += float64(h.GetSampleCount())
+			}
+		}
+		return s
 	}
-	s := histSnapshot{}
-	for _, m := range ms {
-		strategy, h := label(m, "strategy"), m.GetHistogram()
-		if s[strategy] == nil {
-			s[strategy] = map[float64]float64{}
-		}
-		bs := s[strategy]
-		// Several series may share a strategy (other labels such as the
-		// outcome): add them up.
-		hasInf := false
-		for _, b := range h.GetBucket() {
-			bs[b.GetUpperBound()] += float64(b.GetCumulativeCount())
-			hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
-		}
-		if !hasInf {
-			bs[math.Inf(1)] += float64(h.GetSampleCount())
-		}
-	}
-	return s
 }
 
-// lockWaitP99 estimates strategy's 99th percentile lock wait, in ms, over
-// what the replicas observed between the scrapes; ok is false without any.
-func lockWaitP99(before, after []histSnapshot, strategy string) (ms float64, ok bool) {
-	q, ok := histogramQuantile(0.99, added(before, after, strategy, func(sum, a, b float64) float64 { return sum + (a - b) }))
+// p99Ms estimates the 99th percentile, in ms, of the observations under
+// key that the replicas made between the scrapes; ok is false without any.
+func p99Ms(before, after []histSnapshot, key string) (ms float64, ok bool) {
+	q, ok := histogramQuantile(0.99, added(before, after, key, func(sum, a, b float64) float64 { return sum + (a - b) }))
 	return q * 1000, ok
 }
 

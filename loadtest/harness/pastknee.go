@@ -46,7 +46,7 @@ func (s Capacity) pastKnee(ctx context.Context, h *Harness, strategy string, rep
 	defer func() { h.cfg = saved }()
 	k := knee(rep.Runs, strategy, len(h.replicas))
 	for _, rate := range pastKneeRates(k) {
-		f := Flash{Buyers: max(1, int(float64(rate)*h.cfg.Duration.Seconds())), Over: h.cfg.Duration, Shape: ShapeConstant, Patience: s.P99}
+		f := Flash{Buyers: max(1, int(float64(rate)*h.cfg.Duration.Seconds())), Over: h.cfg.Duration, Shape: ShapeConstant, Patience: s.P99, Conns: DefaultFlashConns}
 		h.cfg.Stock = min(MaxStock, f.Buyers*h.cfg.Qty+10)
 		h.logf("[capacity, past the knee] %s on %d replicas: %d req/s (%.3g × the knee, %d), open model, patience %s, for %s",
 			strategy, len(h.replicas), rate, float64(rate)/float64(k), k, f.Patience, h.cfg.Duration)

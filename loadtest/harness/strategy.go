@@ -120,7 +120,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if err != nil {
 		return run, fmt.Errorf("%s: %w", strategy, err)
 	}
-	if p99, ok := lockWaitP99(before, scrape(ctx, h, parseLockWait), strategy); ok {
+	if p99, ok := p99Ms(before, scrape(ctx, h, parseLockWait), strategy); ok {
 		run.LockWaitP99 = &p99
 	}
 	run.Cuts = atk.Cuts()

@@ -79,6 +79,7 @@ type FlashRun struct {
 	RetryBudget float64 `json:"retry_budget"`
 	Qty         int     `json:"qty"`
 	SKUs        int     `json:"skus"`
+	Conns       int     `json:"conns_per_replica"` // 0: a connection per buyer in flight
 	// A capacity sweep's steps past the knee only (loadtest capacity
 	// --past-knee): the rate offered, on how many replicas.
 	Offered  int `json:"offered_per_s,omitempty"`
@@ -99,6 +100,18 @@ type FlashRun struct {
 	Goodput       float64     `json:"goodput_per_s"`
 	AnsweredShare float64     `json:"answered_share"` // buyers with a final answer within patience
 	Kinds         []FlashKind `json:"kinds"`
+	// ReplicaShedP99 is the p99 of the time the shed requests took in the
+	// replicas' handlers (their stock_sales_shed_seconds over the run);
+	// nil when none was shed or the replicas export no such histogram.
+	// The buyers' shed latency is that plus the client, the kernel and
+	// the waits for a connection and a CPU.
+	ReplicaShedP99 *float64 `json:"replica_shed_p99_ms,omitempty"`
+	// DispatchLagP99 is the p99 of how late the harness sent buyers after
+	// their due arrival: when it is far from 0, the machine could not
+	// both make the herd and serve it, and every latency holds some of
+	// that lag's cause (the buyers' latencies run from their actual
+	// arrival).
+	DispatchLagP99 float64 `json:"dispatch_lag_p99_ms"`
 
 	// Fairness, by the ledger (a unit went to its buyer whether or not
 	// the answer came within patience): the share of the units won by the
@@ -147,6 +160,9 @@ var flashMetrics = []struct {
 	{metric{name: "sale_p99", doc: "loadtest flash: p99 of the sales' answers", ms: true}, func(r FlashRun) float64 { return r.Kind(KindSale).Latency.P99 }},
 	{metric{name: "sold_out_p99", doc: "loadtest flash: p99 of the sold-out answers", ms: true}, func(r FlashRun) float64 { return r.Kind(KindSoldOut).Latency.P99 }},
 	{metric{name: "shed_p99", doc: "loadtest flash: p99 of the shed answers (503 overloaded)", ms: true}, func(r FlashRun) float64 { return r.Kind(KindShed).Latency.P99 }},
+	{metric{name: "replica_shed_p99", doc: "loadtest flash: p99 of the shed requests' time in the replicas' handlers (none: breached)", ms: true}, func(r FlashRun) float64 {
+		return *cmp.Or(r.ReplicaShedP99, &inf)
+	}},
 	{metric{name: "timed_out", doc: "loadtest flash: buyers without an answer within patience", ms: false}, func(r FlashRun) float64 { return float64(r.Kind(KindTimedOut).Buyers) }},
 	{metric{name: "admin_p99", doc: "loadtest flash: p99 of the control plane's GETs of the item during the herd", ms: true}, func(r FlashRun) float64 { return r.Control.AdminP99 }},
 	{metric{name: "heartbeat_misses", doc: "loadtest flash: heartbeats the replicas logged as failed during the run"}, func(r FlashRun) float64 { return float64(r.Control.HeartbeatMisses) }},
@@ -209,26 +225,32 @@ func writeFlash(b *strings.Builder, rep Report, md bool) {
 	}
 	r0 := runs[0]
 	if md {
-		fmt.Fprintf(b, "## Flash sale\n\n%d buyers arriving over %s (%s), each waiting %s for an answer, retries %d (budget %g of the buyers), qty %d, for %d units over %d sku(s), through %d replicas. "+
+		fmt.Fprintf(b, "## Flash sale\n\n%d buyers arriving over %s (%s), each waiting %s for an answer, retries %d (budget %g of the buyers), qty %d, for %d units over %d sku(s), through %d replicas, %s. "+
 			"*Sell-out*: from the first arrival to the last sale's answer. *Goodput*: sales answered within patience per second, over the time from the first arrival to the last of them. "+
 			"*Answered*: the buyers who had a final answer within patience. *First 1%%/10%%*: the share of the ledger's units (answered in time or not) won by the first 1%%/10%% of the buyers by arrival. "+
-			"Latencies run from a buyer's arrival to its final answer, retries included.\n\n![flash sale](%s)\n\n",
-			r0.Buyers, r0.Over, r0.Shape, r0.Patience, r0.Retries, r0.RetryBudget, r0.Qty, r0.Units, r0.SKUs, len(rep.Replicas), FlashChartFile)
+			"Latencies run from a buyer's arrival to its final answer, retries included. *In the replicas*: the shed requests' time in the replicas' handlers (`stock_sales_shed_seconds`), the rest of their latency is the client's, the kernel's and the waits for a connection and a CPU. "+
+			"*Send lag*: how late the harness sent buyers after their due arrival; far from 0, the machine could not both make the herd and serve it.\n\n![flash sale](%s)\n\n",
+			r0.Buyers, r0.Over, r0.Shape, r0.Patience, r0.Retries, r0.RetryBudget, r0.Qty, r0.Units, r0.SKUs, len(rep.Replicas), ConnsText(r0.Conns), FlashChartFile)
 	}
-	sum := [][]string{{"strategy", "sold", "ledger", "sell-out", "goodput/s", "answered", "first 1%", "first 10%", "attempts", "admin p99", "readyz fail", "heartbeat miss", "verdict"}}
-	kinds := [][]string{{"strategy", "answer", "buyers", "p50", "p90", "p99", "max"}}
+	sum := [][]string{{"strategy", "sold", "ledger", "sell-out", "goodput/s", "answered", "first 1%", "first 10%", "attempts", "admin p99", "readyz fail", "heartbeat miss", "send lag p99", "verdict"}}
+	kinds := [][]string{{"strategy", "answer", "buyers", "p50", "p90", "p99", "max", "in the replicas p99"}}
 	for _, r := range runs {
 		sum = append(sum, []string{r.Strategy, fmt.Sprintf("%d of %d", r.Sold, r.Units), fmt.Sprint(r.LedgerUnits),
 			orDash(r.SellOutSeconds, func(s float64) string { return Ms(1000 * s) }), fmt.Sprintf("%.1f", r.Goodput),
 			fmt.Sprintf("%.1f%%", 100*r.AnsweredShare), pct(r.First1), pct(r.First10), fmt.Sprintf("%d (%d retries)", r.Attempts, r.Retried),
-			Ms(r.Control.AdminP99), fmt.Sprintf("%d of %d", r.Control.ReadyzFailures, r.Control.Readyz), logged(r.Control, r.Control.HeartbeatMisses), string(verdict.OutcomeOf(r.Safe, r.Checks))})
+			Ms(r.Control.AdminP99), fmt.Sprintf("%d of %d", r.Control.ReadyzFailures, r.Control.Readyz), logged(r.Control, r.Control.HeartbeatMisses),
+			Ms(r.DispatchLagP99), string(verdict.OutcomeOf(r.Safe, r.Checks))})
 		for _, k := range r.Kinds {
 			if k.Buyers > 0 {
-				kinds = append(kinds, []string{r.Strategy, k.Kind, fmt.Sprint(k.Buyers), Ms(k.Latency.P50), Ms(k.Latency.P90), Ms(k.Latency.P99), Ms(k.Latency.Max)})
+				inReplicas := "-"
+				if k.Kind == KindShed {
+					inReplicas = orDash(r.ReplicaShedP99, Ms)
+				}
+				kinds = append(kinds, []string{r.Strategy, k.Kind, fmt.Sprint(k.Buyers), Ms(k.Latency.P50), Ms(k.Latency.P90), Ms(k.Latency.P99), Ms(k.Latency.Max), inReplicas})
 			}
 		}
 	}
-	table(b, md, sum, func(col int) bool { return col == 0 || col == 12 })
+	table(b, md, sum, func(col int) bool { return col == 0 || col == 13 })
 	b.WriteString("\n")
 	table(b, md, kinds, func(col int) bool { return col < 2 })
 	if !md {
@@ -251,6 +273,14 @@ func logged(c FlashControl, n int) string {
 		return "-"
 	}
 	return fmt.Sprint(n)
+}
+
+// ConnsText words Flash.Conns: the connections the buyers share to each replica.
+func ConnsText(n int) string {
+	if n == 0 {
+		return "a connection per buyer in flight"
+	}
+	return fmt.Sprintf("at most %d connections to each", n)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }

@@ -164,6 +164,10 @@ func (a *admission) counts() (working, waiting int) {
 	return a.working, len(a.waiting)
 }
 
+// receivedKey is the echo.Context key of the time a request reached the
+// replica's handlers (its first middleware).
+const receivedKey = "received"
+
 // admitSale runs next, a sale route's handler, once the sales admission
 // lets it work, and answers 503 overloaded with Retry-After otherwise,
 // having touched no store and no lock.
@@ -171,6 +175,9 @@ func (s *Server) admitSale(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		release, reason := s.sales.acquire(c.Request().Context())
 		if release == nil {
+			if at, ok := c.Get(receivedKey).(time.Time); ok {
+				s.metrics.shedTime.Observe(time.Since(at).Seconds())
+			}
 			return overloaded(reason)
 		}
 		defer release()

@@ -131,6 +131,9 @@ func TestFloodIsShed(t *testing.T) {
 	for _, v := range m["stock_sales_shed_total"] {
 		shedCounted += v
 	}
+	if timed := m["stock_sales_shed_seconds_count"][""]; int(timed) != shed {
+		t.Errorf("stock_sales_shed_seconds timed %v shed answers; want %d", timed, shed)
+	}
 	if int(handled) != len(answers)-shed || int(shedCounted) != shed {
 		t.Errorf("decrements handled %v, shed %v; want %d and %d (of %d answers)", handled, shedCounted, len(answers)-shed, shed, len(answers))
 	}

@@ -47,6 +47,12 @@ func scrape(t *testing.T, h http.Handler) map[string]map[string]float64 {
 				v = m.GetCounter().GetValue()
 			case dto.MetricType_GAUGE:
 				v = m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM: // its count, under name_count
+				if out[name+"_count"] == nil {
+					out[name+"_count"] = map[string]float64{}
+				}
+				out[name+"_count"][labels] = float64(m.GetHistogram().GetSampleCount())
+				continue
 			default:
 				continue
 			}

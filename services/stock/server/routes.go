@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -70,6 +71,7 @@ func (s *Server) router(table []route) *echo.Echo {
 	// become 500s that metrics count.
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			c.Set(receivedKey, time.Now())
 			c.Response().Header().Set("X-Replica", s.cfg.Replica)
 			return next(c)
 		}
