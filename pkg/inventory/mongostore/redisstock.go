@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -48,6 +49,7 @@ import (
 // a Redis restart then sells units twice.
 type RedisStock struct {
 	store     *Store
+	bg        *Store // Recover's
 	rdb       redis.UniversalClient
 	prefix    string
 	ackRedis  bool
@@ -91,6 +93,11 @@ type RedisStockOptions struct {
 	AfterTake func(inventory.Order)
 	// Observer, when set, is told of every reload (for metrics).
 	Observer RedisStockObserver
+	// Background is the store Recover reads and reloads through: the
+	// same database on a connection pool of its own (Store.Via), so that
+	// a herd of sales holding every connection of the sales' pool cannot
+	// starve the recovery. Without it, Recover uses the sales' store.
+	Background *Store
 }
 
 // DefaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
@@ -166,7 +173,7 @@ func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 		opts.Observer = nopRedisStockObserver{}
 	}
 	return &RedisStock{
-		store: store, rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis, wait: opts.Wait,
+		store: store, bg: cmp.Or(opts.Background, store), rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis, wait: opts.Wait,
 		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, obs: opts.Observer, logger: store.logger, groups: map[string]*saleGroup{},
 	}, nil
 }
@@ -226,7 +233,7 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 			if status == takeTwice {
 				reason = ReloadRefused
 			}
-			if err := r.load(ctx, req.SKU, epoch, reason); err != nil {
+			if err := r.load(ctx, r.store, req.SKU, epoch, reason); err != nil {
 				return inventory.Sale{}, err
 			}
 			continue
@@ -284,7 +291,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		case it.Stock < qty:
 			return false, nil
 		case it.Epoch != epoch || it.Stock-inflight >= qty:
-			return true, r.load(ctx, sku, epoch, ReloadItemAhead)
+			return true, r.load(ctx, r.store, sku, epoch, ReloadItemAhead)
 		}
 		if err := pause(ctx, wait); err != nil {
 			return false, err
@@ -300,7 +307,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 			return true, nil
 		}
 		if st.OldestSale >= r.grace {
-			return true, r.load(ctx, sku, epoch, ReloadDeadTake)
+			return true, r.load(ctx, r.store, sku, epoch, ReloadDeadTake)
 		}
 		inflight = st.Inflight
 	}
@@ -325,7 +332,7 @@ func (r *RedisStock) item(ctx context.Context, sku string) (rsItem, error) {
 // epoch is refused from then on, and the stock counts every batch that
 // was not. reason says why, for the observer (ReloadRedisLost becomes
 // ReloadFirst when the item had never been loaded).
-func (r *RedisStock) load(ctx context.Context, sku string, behind int64, reason string) error {
+func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int64, reason string) error {
 	keys := r.keys(sku)
 	loaded := func() bool {
 		cur, err := r.rdb.HGet(ctx, keys[0], "epoch").Int64()
@@ -339,7 +346,7 @@ func (r *RedisStock) load(ctx context.Context, sku string, behind int64, reason 
 	// only spares that work; the epoch alone makes a load safe, so a
 	// claim that cannot be had for loadClaim is loaded without.
 	claim := keys[0] + ":loading"
-	if ok, err := r.rdb.SetNX(ctx, claim, r.store.instance, loadClaim).Result(); err == nil && !ok {
+	if ok, err := r.rdb.SetNX(ctx, claim, st.instance, loadClaim).Result(); err == nil && !ok {
 		for deadline := time.Now().Add(loadClaim); time.Now().Before(deadline); {
 			if err := pause(ctx, 2*time.Millisecond); err != nil {
 				return err
@@ -354,10 +361,10 @@ func (r *RedisStock) load(ctx context.Context, sku string, behind int64, reason 
 			return nil
 		}
 	}
-	cctx, cancel := r.store.commitContext(ctx)
+	cctx, cancel := st.commitContext(ctx)
 	defer cancel()
 	var it rsItem
-	err := r.store.items.FindOneAndUpdate(cctx, bson.D{{Key: "_id", Value: sku}},
+	err := st.items.FindOneAndUpdate(cctx, bson.D{{Key: "_id", Value: sku}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -537,7 +544,7 @@ func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch
 	}
 	// Another epoch, or less stock than Redis held: Redis is behind the
 	// item. Reload it once for the batch, and take every sale again.
-	if err := r.load(ctx, sku, epoch, ReloadRefused); err != nil {
+	if err := r.load(ctx, r.store, sku, epoch, ReloadRefused); err != nil {
 		r.settle(keep, func(p *pendingSale) { p.err = err })
 		return nil
 	}
@@ -613,7 +620,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 	if r.ackRedis {
 		return 0, nil
 	}
-	cur, err := r.store.items.Find(ctx, bson.D{{Key: "epoch", Value: bson.D{{Key: "$exists", Value: true}}}},
+	cur, err := r.bg.items.Find(ctx, bson.D{{Key: "epoch", Value: bson.D{{Key: "$exists", Value: true}}}},
 		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
@@ -635,7 +642,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 		if st.Epoch < 0 || st.OldestSale < r.grace {
 			continue
 		}
-		if err := r.load(ctx, id.SKU, st.Epoch, ReloadDeadTake); err != nil {
+		if err := r.load(ctx, r.bg, id.SKU, st.Epoch, ReloadDeadTake); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -191,10 +191,24 @@ func TestControlTrafficHasItsOwnClients(t *testing.T) {
 		}
 		return n
 	}
-	// Two beats (an update and a find each) and a keys pass (a find of
-	// the attempts) at least.
-	for end := time.Now().Add(time.Minute); (count("background", mongostore.HeartbeatsCollection) < 4 || count("background", mongostore.AttemptsCollection) < 1) && time.Now().Before(end); {
+	// redis-stock's recovery pass: its find of the skus loaded into Redis.
+	redisPasses := func(role string) (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range seen {
+			if s.name == "find" && s.coll == mongostore.ItemsCollection && strings.Contains(s.cmd, `"epoch": {"$exists"`) {
+				n += map[bool]int{true: 1}[s.role == role || role == ""]
+			}
+		}
+		return n
+	}
+	// Two beats (an update and a find each), a keys pass (a find of the
+	// attempts) and a pass of redis-stock's recovery at least.
+	for end := time.Now().Add(time.Minute); (count("background", mongostore.HeartbeatsCollection) < 4 || count("background", mongostore.AttemptsCollection) < 1 || redisPasses("") < 1) && time.Now().Before(end); {
 		time.Sleep(50 * time.Millisecond)
+	}
+	if all, bg := redisPasses(""), redisPasses("background"); all < 1 || bg != all {
+		t.Errorf("redis-stock's recovery finds: %d, %d of them through the background client; want at least one, all there", all, bg)
 	}
 
 	beats, passes := count("background", mongostore.HeartbeatsCollection), count("background", mongostore.AttemptsCollection)

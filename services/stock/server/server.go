@@ -266,7 +266,7 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Wait: cfg.RedisStockWait, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
-			Observer: s.metrics,
+			Observer: s.metrics, Background: s.bgStore,
 		},
 	}
 	s.strategies = map[string]inventory.Strategy{}
