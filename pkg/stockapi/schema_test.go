@@ -43,6 +43,7 @@ type schema struct {
 	Properties           map[string]*schema `json:"properties"`
 	AdditionalProperties json.RawMessage    `json:"additionalProperties"`
 	Items                *schema            `json:"items"`
+	Description          string             `json:"description"`
 }
 
 func (s *schema) types() []string {
@@ -256,4 +257,39 @@ func compareStruct(schemas map[string]*schema, typ reflect.Type, s *schema, path
 		}
 	}
 	return errs
+}
+
+// TestRemainingIsDocumentedOnce: when Sale.remaining is null is stated in
+// one doc comment, stockapi.Sale.Remaining's; the OpenAPI document's
+// description of it is that text (from "The stock", bullets joined).
+func TestRemainingIsDocumentedOnce(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "stockapi.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc string
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Sale" {
+			return true
+		}
+		for _, field := range ts.Type.(*ast.StructType).Fields.List {
+			if len(field.Names) == 1 && field.Names[0].Name == "Remaining" {
+				doc = field.Doc.Text()
+			}
+		}
+		return false
+	})
+	if doc == "" {
+		t.Fatal("stockapi.Sale.Remaining has no doc comment")
+	}
+	var words []string
+	for line := range strings.SplitSeq(doc, "\n") {
+		words = append(words, strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "- "))...)
+	}
+	want := "The" + strings.TrimPrefix(strings.Join(words, " "), "Remaining is the")
+	got := strings.Join(strings.Fields(strings.ReplaceAll(components(t)["Sale"].Properties["remaining"].Description, "`", "")), " ")
+	if got != want {
+		t.Errorf("openapi.json's Sale.remaining says:\n%s\nstockapi.Sale.Remaining's doc says:\n%s\nsay it once: copy the doc comment", got, want)
+	}
 }
