@@ -193,7 +193,7 @@ type Health struct {
 	Status  string `json:"status"` // ok (healthz) or ready (readyz)
 	Replica string `json:"replica"`
 	// LocksHeld is the number of item leases the replica holds now, per
-	// lock strategy.
+	// lock strategy: fault drills read it to find the holder to stall.
 	LocksHeld map[string]int `json:"locks_held"`
 	// Checks is each dependency's state, "ok" or "failing" (readyz).
 	Checks map[string]string `json:"checks,omitempty"`
