@@ -12,10 +12,13 @@ type Order struct {
 	Strategy string    `bson:"strategy" json:"strategy"`
 	Fence    int64     `bson:"fence" json:"fence"` // the lease token the stock write carried; 0 without a lock
 	At       time.Time `bson:"at" json:"at"`
-	// Remaining is the stock the sale left. Every strategy but atomic
-	// knows it before its stock write and stores it in the pending entry;
-	// atomic's $inc learns it from the write's reply, so it is nil for an
-	// atomic sale recorded by anyone but the replica that read that reply.
+	// Remaining is the stock the sale left, nil when unknown. Most
+	// strategies know it before their stock write and store it in the
+	// pending entry; atomic's $inc learns it from the write's reply, so it
+	// is nil for an atomic sale recorded by anyone but the replica that
+	// read that reply. It is nil too for a sale from one bucket of a split
+	// stock (its write does not see the total) and for a hold's confirm
+	// (Hold.Order). stockapi.Sale.Remaining states what the API answers.
 	Remaining *int64 `bson:"remaining,omitempty" json:"remaining,omitempty"`
 	// Attempts counts the compare-and-set attempts of an optimistic sale.
 	Attempts int `bson:"attempts,omitempty" json:"attempts,omitempty"`

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stocklock/stocklock/pkg/stockapi"
 )
 
 // Client calls one replica of the stock service. It is safe for concurrent
@@ -199,85 +201,32 @@ func NewIdempotencyKey() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Item is an item as the service shows it.
-type Item struct {
-	SKU     string `json:"sku"`
-	Stock   int64  `json:"stock"`
-	Version int64  `json:"version"` // also its ETag, for IfMatch
-	// Fences holds, per lock strategy, the highest fencing token that has
-	// read the item.
-	Fences map[string]int64 `json:"fences"`
-	// Pending holds by order id the sales whose stock is taken but whose
-	// order is not yet in the ledger.
-	Pending map[string]Order `json:"pending,omitempty"`
-	// Aborted holds by order id the keyed requests given up before their
-	// stock write, with when.
-	Aborted map[string]time.Time `json:"aborted,omitempty"`
-	// Held counts the units in holds not yet confirmed, released or
-	// returned: Stock + Held + the units of the ledger's orders is the
-	// same at every read.
-	Held    int64  `json:"held"`
-	Replica string `json:"replica"`
-}
-
-// Sale is a successful decrement.
-type Sale struct {
-	OrderID string `json:"order_id"`
-	SKU     string `json:"sku"`
-	Qty     int64  `json:"qty"`
-	// Remaining is the stock the sale left; nil only in the replay of an
-	// atomic sale recorded by someone other than the replica that sold.
-	Remaining *int64    `json:"remaining"`
-	Strategy  string    `json:"strategy"`
-	Replica   string    `json:"replica"`
-	Fence     int64     `json:"fence"`
-	Attempts  int       `json:"attempts"`
-	At        time.Time `json:"at"`
-	// Recorded is false when the order is not in the ledger yet; the sale
-	// stands, and recovery records it.
-	Recorded       bool   `json:"recorded"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// Replayed is true when the answer is an earlier request's sale (same
-	// Idempotency-Key): nothing was sold by this one.
-	Replayed bool `json:"-"`
-}
-
-// Order is one order of the ledger.
-type Order struct {
-	ID        string    `json:"order_id"`
-	SKU       string    `json:"sku"`
-	Qty       int64     `json:"qty"`
-	Replica   string    `json:"replica"`
-	Strategy  string    `json:"strategy"`
-	Fence     int64     `json:"fence"`
-	At        time.Time `json:"at"`
-	Remaining *int64    `json:"remaining,omitempty"`
-	Attempts  int       `json:"attempts,omitempty"`
-	Key       string    `json:"key,omitempty"` // the request's Idempotency-Key
-}
+// The bodies of the API are pkg/stockapi's, which the service's replica
+// writes and reads too; these aliases keep them where the client's users
+// find them.
+type (
+	// Item is an item as the service shows it.
+	Item = stockapi.Item
+	// ItemHold is a hold as its item shows it (Item.Holds).
+	ItemHold = stockapi.ItemHold
+	// Sale is a successful decrement, or a hold's confirm; see
+	// stockapi.Sale for when Remaining is nil.
+	Sale = stockapi.Sale
+	// Order is one order of the ledger.
+	Order = stockapi.Order
+	// OrdersPage is one page of the ledger.
+	OrdersPage = stockapi.OrdersPage
+	// Health is the answer of /healthz and /readyz.
+	Health = stockapi.Health
+	// Hold is a hold as the service shows it (docs/holds.md).
+	Hold = stockapi.Hold
+)
 
 // OrdersQuery selects a page of the ledger. Zero values are left out.
 type OrdersQuery struct {
 	Since time.Time // orders at or after
 	Limit int       // 1 to 1000 (the service's default is 100)
 	After string    // the Next of the previous page
-}
-
-// OrdersPage is one page of the ledger.
-type OrdersPage struct {
-	SKU     string  `json:"sku"`
-	Replica string  `json:"replica"`
-	Count   int     `json:"count"`
-	Orders  []Order `json:"orders"`
-	Next    string  `json:"next,omitempty"` // "" on the last page
-}
-
-// Health is the answer of /healthz and /readyz.
-type Health struct {
-	Status    string            `json:"status"`
-	Replica   string            `json:"replica"`
-	LocksHeld map[string]int    `json:"locks_held"`
-	Checks    map[string]string `json:"checks,omitempty"`
 }
 
 // ItemURL is the URL of sku's item on the replica at base.
@@ -314,10 +263,7 @@ func SKUOfURL(u string) string {
 func (c *Client) PutItem(ctx context.Context, sku string, stock int64, opts ...CallOption) (Item, error) {
 	var it Item
 	o := applyOpts(opts)
-	body := map[string]any{"stock": stock}
-	if o.split {
-		body["split"] = true
-	}
+	body := stockapi.StockChange{Stock: stock, Split: o.split}
 	_, err := c.do(ctx, Call{http.MethodPut, RouteItem, false}, ItemURL(c.base, sku), body, &it, o)
 	return it, err
 }
@@ -336,7 +282,7 @@ func (c *Client) Restock(ctx context.Context, sku string, qty int64, opts ...Cal
 		o.key = NewIdempotencyKey()
 	}
 	var it Item
-	body := map[string]int64{"qty": qty}
+	body := stockapi.Restock{Qty: qty}
 	_, err := c.do(ctx, Call{http.MethodPost, RouteRestock, true}, ItemURL(c.base, sku)+"/restock", body, &it, o)
 	return it, err
 }
@@ -352,10 +298,7 @@ func (c *Client) GetItem(ctx context.Context, sku string) (Item, error) {
 // default). With IdempotencyKey, retries (WithRetry's too) sell at most
 // once.
 func (c *Client) Decrement(ctx context.Context, sku string, qty int64, strategy string, opts ...CallOption) (Sale, error) {
-	body := struct {
-		Qty      int64  `json:"qty"`
-		Strategy string `json:"strategy,omitempty"`
-	}{qty, strategy}
+	body := stockapi.DecrementRequest{Qty: qty, Strategy: strategy}
 	// Keyed, a decrement may be sent twice: the key sells it once.
 	o := applyOpts(opts)
 	var s Sale
@@ -580,16 +523,7 @@ func (c *Client) once(ctx context.Context, call Call, u string, payload []byte, 
 // the service, and must not be taken for its "nothing changed".
 func answerError(method, u string, resp *http.Response, body []byte) *Error {
 	e := &Error{Status: resp.StatusCode, Method: method, URL: u, Replica: resp.Header.Get("X-Replica")}
-	var w struct {
-		Code     string            `json:"error"`
-		Message  string            `json:"message"`
-		Replica  string            `json:"replica"`
-		SKU      string            `json:"sku"`
-		Strategy string            `json:"strategy"`
-		Stock    *int64            `json:"stock"`
-		Qty      *int64            `json:"qty"`
-		Checks   map[string]string `json:"checks"`
-	}
+	var w stockapi.ErrorBody
 	if json.Unmarshal(body, &w) == nil && w.Code != "" && e.Replica != "" && w.Replica == e.Replica {
 		e.Code, e.Message, e.SKU, e.Strategy = w.Code, w.Message, w.SKU, w.Strategy
 		e.Stock, e.Qty, e.Checks = w.Stock, w.Qty, w.Checks

@@ -5,28 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-)
 
-// Hold is a hold as the service shows it (docs/holds.md).
-type Hold struct {
-	ID       string `json:"hold_id"`
-	SKU      string `json:"sku"`
-	Qty      int64  `json:"qty"`
-	State    string `json:"state"` // held, confirmed, released or expired
-	Strategy string `json:"strategy"`
-	Replica  string `json:"replica"`
-	// CreatedAt and ExpiresAt are on the store's clock; a confirm whose
-	// write reaches the store at or after ExpiresAt is refused.
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   time.Time  `json:"expires_at"`
-	ConfirmedAt *time.Time `json:"confirmed_at,omitempty"`
-	OrderID     string     `json:"order_id,omitempty"`
-	Fence       int64      `json:"fence"`
-	Key         string     `json:"idempotency_key,omitempty"`
-	// Replayed is true when the answer is an earlier create's hold (same
-	// Idempotency-Key): nothing was held by this one.
-	Replayed bool `json:"-"`
-}
+	"github.com/stocklock/stocklock/pkg/stockapi"
+)
 
 // HoldURL is the URL of hold id of sku on the replica at base.
 func HoldURL(base, sku, id string) string { return ItemURL(base, sku) + "/holds/" + url.PathEscape(id) }
@@ -38,11 +19,7 @@ func HoldURL(base, sku, id string) string { return ItemURL(base, sku) + "/holds/
 // create's hold; without one, WithRetry sends it again only after an
 // answer that says nothing changed.
 func (c *Client) CreateHold(ctx context.Context, sku string, qty int64, ttl time.Duration, strategy string, opts ...CallOption) (Hold, error) {
-	body := struct {
-		Qty      int64  `json:"qty"`
-		TTL      int64  `json:"ttl_ms"`
-		Strategy string `json:"strategy,omitempty"`
-	}{qty, ttl.Milliseconds(), strategy}
+	body := stockapi.HoldRequest{Qty: qty, TTLMS: ttl.Milliseconds(), Strategy: strategy}
 	o := applyOpts(opts)
 	var h Hold
 	hdr, err := c.do(ctx, Call{http.MethodPost, RouteHolds, o.key != ""}, ItemURL(c.base, sku)+"/holds", body, &h, o)

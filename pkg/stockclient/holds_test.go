@@ -54,6 +54,9 @@ func TestHoldsRetry(t *testing.T) {
 	if err != nil || len(orders) != 1 || orders[0].ID != h.ID {
 		t.Fatalf("ledger: %+v, %v; want the one order %s", orders, err, h.ID)
 	}
+	if s.Remaining != nil || orders[0].Remaining != nil {
+		t.Fatalf("a confirm's sale and order have remaining %v and %v; want nil, as stockapi.Sale.Remaining says", s.Remaining, orders[0].Remaining)
+	}
 	_, err = retrying(base).ReleaseHold(ctx, "h-1", h.ID)
 	if !errors.Is(err, stockclient.ErrHoldConfirmed) || stockclient.Retryable(stockclient.Call{Method: http.MethodPost, Route: stockclient.RouteRelease}, err) {
 		t.Fatalf("release of a confirmed hold: %v; want hold_confirmed, not retried", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/stockapi"
 )
 
 // Error codes: the "error" field of every error response. docs/api.md
@@ -56,19 +57,11 @@ const (
 	codeInternal            = "internal"
 )
 
-// apiError is an error response. Handlers return it; errorHandler writes it.
+// apiError is an error response. Handlers return it; errorHandler writes
+// its body, the wire type stockapi.ErrorBody, with its status.
 type apiError struct {
-	Status   int    `json:"-"`
-	Code     string `json:"error"`
-	Message  string `json:"message"`
-	Replica  string `json:"replica"`
-	SKU      string `json:"sku,omitempty"`
-	Strategy string `json:"strategy,omitempty"`
-	// Stock and Qty explain a sold_out: what was left, what was asked.
-	Stock *int64 `json:"stock,omitempty"`
-	Qty   *int64 `json:"qty,omitempty"`
-	// Checks explains a not_ready: each dependency's state.
-	Checks map[string]string `json:"checks,omitempty"`
+	Status int `json:"-"`
+	stockapi.ErrorBody
 
 	cause error // logged for 5xx, never sent
 }
@@ -76,7 +69,7 @@ type apiError struct {
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
 func newError(status int, code, message string) *apiError {
-	return &apiError{Status: status, Code: code, Message: message}
+	return &apiError{Status: status, ErrorBody: stockapi.ErrorBody{Code: code, Message: message}}
 }
 
 // decrementError maps a strategy's error to its response and the result
@@ -182,5 +175,5 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		_ = c.NoContent(ae.Status)
 		return
 	}
-	_ = c.JSON(ae.Status, ae)
+	_ = c.JSON(ae.Status, ae.ErrorBody)
 }

@@ -13,34 +13,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/stockapi"
 )
-
-// itemResponse is an item as the API shows it.
-type itemResponse struct {
-	inventory.Item
-	Replica string `json:"replica"`
-}
-
-// saleResponse is the answer to a successful decrement.
-type saleResponse struct {
-	OrderID string `json:"order_id"`
-	SKU     string `json:"sku"`
-	Qty     int64  `json:"qty"`
-	// Remaining is null in the replay of an atomic sale whose replica
-	// died before it read the stock its write left (see inventory.Order),
-	// and in a buckets sale from one bucket, which does not see the total.
-	Remaining *int64    `json:"remaining"`
-	Strategy  string    `json:"strategy"`
-	Replica   string    `json:"replica"`
-	Fence     int64     `json:"fence"`
-	Attempts  int       `json:"attempts"`
-	At        time.Time `json:"at"`
-	// Recorded is false when the stock was taken but the order could not
-	// be written to the ledger. The sale stands either way.
-	Recorded bool `json:"recorded"`
-	// Key is the request's Idempotency-Key, if it had one.
-	Key string `json:"idempotency_key,omitempty"`
-}
 
 // Idempotency headers: the request's key, and the marker of a replayed sale.
 const (
@@ -87,16 +61,6 @@ func ifMatch(c echo.Context) (*int64, *apiError) {
 			fmt.Sprintf(`If-Match %q: want the item's ETag, a version in quotes such as "7"`, v))
 	}
 	return &n, nil
-}
-
-type ordersResponse struct {
-	SKU     string            `json:"sku"`
-	Replica string            `json:"replica"`
-	Count   int               `json:"count"` // orders in this page
-	Orders  []inventory.Order `json:"orders"`
-	// Next is the cursor of the next page (pass it as ?after=); absent on
-	// the last page.
-	Next string `json:"next,omitempty"`
 }
 
 // sku returns the path's sku, or a 400 that names the rule.
@@ -148,7 +112,7 @@ func (s *Server) putItem(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	fields, aerr := decodeObject(c, "stock", "split")
+	fields, aerr := decodeObject(c, stockChangeFields...)
 	if aerr != nil {
 		return aerr
 	}
@@ -200,7 +164,7 @@ func (s *Server) restock(c echo.Context) error {
 		return newError(http.StatusBadRequest, codeInvalidKey,
 			"a restock needs an Idempotency-Key (one per intended change, a UUID is a good choice): with it, a retry after a lost answer cannot apply it twice")
 	}
-	fields, aerr := decodeObject(c, "qty")
+	fields, aerr := decodeObject(c, restockFields...)
 	if aerr != nil {
 		return aerr
 	}
@@ -242,7 +206,7 @@ func (s *Server) itemAnswer(c echo.Context, it inventory.Item) error {
 		it.Fences = map[string]int64{}
 	}
 	c.Response().Header().Set("ETag", etag(it.Version))
-	return c.JSON(http.StatusOK, itemResponse{Item: it, Replica: s.cfg.Replica})
+	return c.JSON(http.StatusOK, itemOf(it, s.cfg.Replica))
 }
 
 // getItem returns an item: GET /v1/items/:sku.
@@ -288,7 +252,7 @@ func (s *Server) decrement(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	fields, aerr := decodeObject(c, "qty", "strategy")
+	fields, aerr := decodeObject(c, decrementFields...)
 	if aerr != nil {
 		return aerr
 	}
@@ -349,20 +313,6 @@ func (s *Server) decrement(c echo.Context) error {
 	return c.JSON(http.StatusOK, answerOf(sale))
 }
 
-// answerOf is a sale as the API answers it: remaining null when the sale
-// does not know what it left (a bucket's).
-func answerOf(sale inventory.Sale) saleResponse {
-	var remaining *int64
-	if sale.Remaining >= 0 {
-		remaining = &sale.Remaining
-	}
-	return saleResponse{
-		OrderID: sale.OrderID, SKU: sale.SKU, Qty: sale.Qty, Remaining: remaining,
-		Strategy: sale.Strategy, Replica: sale.Replica, Fence: sale.Fence, Attempts: sale.Attempts,
-		At: sale.At, Recorded: sale.LedgerErr == nil, Key: sale.Key,
-	}
-}
-
 // orders lists a page of an item's ledger:
 // GET /v1/items/:sku/orders[?since=RFC3339][&limit=n][&after=cursor].
 func (s *Server) orders(c echo.Context) error {
@@ -396,5 +346,9 @@ func (s *Server) orders(c echo.Context) error {
 	if err != nil {
 		return storeError(err, sku)
 	}
-	return c.JSON(http.StatusOK, ordersResponse{SKU: sku, Replica: s.cfg.Replica, Count: len(page.Orders), Orders: page.Orders, Next: page.Next})
+	orders := make([]stockapi.Order, len(page.Orders))
+	for i, o := range page.Orders {
+		orders[i] = orderOf(o)
+	}
+	return c.JSON(http.StatusOK, stockapi.OrdersPage{SKU: sku, Replica: s.cfg.Replica, Count: len(orders), Orders: orders, Next: page.Next})
 }

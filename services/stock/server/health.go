@@ -8,24 +8,17 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/stocklock/stocklock/pkg/stockapi"
 )
 
 // readyTimeout bounds each dependency's ping in /readyz.
 const readyTimeout = 2 * time.Second
 
-type healthResponse struct {
-	Status  string `json:"status"`
-	Replica string `json:"replica"`
-	// LocksHeld is the number of item leases this replica holds now, per
-	// lock strategy: fault drills read it to find the holder to stall.
-	LocksHeld map[string]int    `json:"locks_held"`
-	Checks    map[string]string `json:"checks,omitempty"`
-}
-
 // healthz says the process is up and serving: GET /healthz. It checks no
 // dependency, so that a database outage does not get replicas restarted.
 func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, healthResponse{Status: "ok", Replica: s.cfg.Replica, LocksHeld: s.locksHeld()})
+	return c.JSON(http.StatusOK, stockapi.Health{Status: "ok", Replica: s.cfg.Replica, LocksHeld: s.locksHeld()})
 }
 
 // readyTTL is how long a readiness result is reused: probes from every
@@ -53,7 +46,7 @@ func (s *Server) readyz(c echo.Context) error {
 			return e
 		}
 	}
-	return c.JSON(http.StatusOK, healthResponse{Status: "ready", Replica: s.cfg.Replica, LocksHeld: s.locksHeld(), Checks: checks})
+	return c.JSON(http.StatusOK, stockapi.Health{Status: "ready", Replica: s.cfg.Replica, LocksHeld: s.locksHeld(), Checks: checks})
 }
 
 // readiness returns the checks, from the cache when it is fresh. Callers

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/stockapi"
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
@@ -25,30 +26,13 @@ const (
 	codeHoldsUnsupported = "holds_unsupported"
 )
 
-// holdResponse is a hold as the API shows it.
-type holdResponse struct {
-	HoldID    string     `json:"hold_id"`
-	SKU       string     `json:"sku"`
-	Qty       int64      `json:"qty"`
-	State     string     `json:"state"`
-	Strategy  string     `json:"strategy"`
-	Replica   string     `json:"replica"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt time.Time  `json:"expires_at"`
-	Confirmed *time.Time `json:"confirmed_at,omitempty"`
-	// OrderID is the order a confirm recorded; the hold's id.
-	OrderID string `json:"order_id,omitempty"`
-	Fence   int64  `json:"fence"`
-	Key     string `json:"idempotency_key,omitempty"`
-}
-
 func (s *Server) holdAnswer(c echo.Context, status int, h inventory.Hold) error {
-	r := holdResponse{
-		HoldID: h.ID, SKU: h.SKU, Qty: h.Qty, State: h.State, Strategy: h.Strategy, Replica: s.cfg.Replica,
+	r := stockapi.Hold{
+		ID: h.ID, SKU: h.SKU, Qty: h.Qty, State: h.State, Strategy: h.Strategy, Replica: s.cfg.Replica,
 		CreatedAt: h.Created, ExpiresAt: h.Expires, Fence: h.Fence, Key: h.Key,
 	}
 	if h.State == inventory.HoldConfirmed {
-		r.OrderID, r.Confirmed = h.ID, h.ConfirmedAt
+		r.OrderID, r.ConfirmedAt = h.ID, h.ConfirmedAt
 	}
 	return c.JSON(status, r)
 }
@@ -104,7 +88,7 @@ func (s *Server) createHold(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	fields, aerr := decodeObject(c, "qty", "ttl_ms", "strategy")
+	fields, aerr := decodeObject(c, holdRequestFields...)
 	if aerr != nil {
 		return aerr
 	}

@@ -57,6 +57,9 @@ func TestHoldsAPI(t *testing.T) {
 	if rec.Code != http.StatusOK || sale["order_id"] != id || rec.Header().Get("Idempotent-Replayed") != "" {
 		t.Fatalf("confirm: %d %v", rec.Code, sale)
 	}
+	if remaining, ok := sale["remaining"]; !ok || remaining != nil {
+		t.Fatalf("confirm: remaining %v (present %v); want null, as stockapi.Sale.Remaining says", remaining, ok)
+	}
 	rec, again := call(t, h, http.MethodPost, holds+"/"+id+"/confirm", "", "", "Idempotency-Key", "confirm-1")
 	if rec.Code != http.StatusOK || again["order_id"] != id || rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("second confirm: %d %v", rec.Code, again)
