@@ -26,17 +26,19 @@ var shedReasons = []string{shedQueueFull, shedQueueWait, shedClientGone}
 // past it do the store work, requests before it have done none.
 //
 // The queue is served oldest first while it drains; once it has not been
-// empty for a whole maxWait (a standing queue: the replica gets more than
-// it can serve), it is served newest first, and a waiter older than
-// standingWait is dropped when a slot frees (Facebook's CoDel with
-// adaptive LIFO): under overload the requests served are the ones whose
-// buyers are still there, and the queue empties quickly instead of
-// holding every request for maxWait.
+// empty for a whole interval (a standing queue: the replica gets more than
+// it can serve), it is served newest first, a waiter that joins it waits
+// at most target, and a waiter older than target is dropped when a slot
+// frees (Facebook's CoDel with adaptive LIFO, with its interval of 100 ms
+// and target of 5 ms): under overload the requests served are the ones
+// whose buyers are still there, and a request shed after waiting is shed
+// within milliseconds instead of after maxWait.
 type admission struct {
 	limit        int           // requests working at once
 	queue        int           // requests waiting at most
-	maxWait      time.Duration // longest a request waits; also CoDel's interval
-	standingWait time.Duration // longest a request waits, by the time a slot frees, while the queue stands
+	maxWait  time.Duration // longest a request waits while the queue drains
+	interval time.Duration // CoDel's: the queue not empty for this long stands
+	target   time.Duration // CoDel's: longest a request waits while the queue stands
 	shed         func(reason string)
 	now          func() time.Time
 
@@ -45,6 +47,13 @@ type admission struct {
 	waiting   []*waiter // oldest first
 	busySince time.Time // when the queue last went from empty to not empty (set by acquire)
 }
+
+// CoDel's interval and target (Facebook's "Fail at Scale"), each at most
+// the age limit.
+const (
+	codelInterval = 100 * time.Millisecond
+	codelTarget   = 5 * time.Millisecond
+)
 
 // waiter is a request waiting for a slot. done receives true when the
 // slot is handed to it, false when it is dropped.
@@ -58,7 +67,7 @@ type waiter struct {
 // shed, with its reason.
 func newAdmission(limit, queue int, maxWait time.Duration, shed func(reason string)) *admission {
 	return &admission{
-		limit: limit, queue: queue, maxWait: maxWait, standingWait: maxWait / 10,
+		limit: limit, queue: queue, maxWait: maxWait, interval: min(maxWait, codelInterval), target: min(maxWait, codelTarget),
 		shed: shed, now: time.Now,
 	}
 }
@@ -84,10 +93,14 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 	if len(a.waiting) == 0 {
 		a.busySince = w.since
 	}
+	wait := a.maxWait
+	if a.standing(w.since) {
+		wait = a.target
+	}
 	a.waiting = append(a.waiting, w)
 	a.mu.Unlock()
 
-	t := time.NewTimer(a.maxWait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case ok := <-w.done:
@@ -115,10 +128,10 @@ func (a *admission) release() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
-	if len(a.waiting) > 0 && now.Sub(a.busySince) >= a.maxWait {
+	if a.standing(now) {
 		// A standing queue: drop the waiters too old to be worth serving,
 		// serve the newest.
-		for len(a.waiting) > 0 && now.Sub(a.waiting[0].since) > a.standingWait {
+		for len(a.waiting) > 0 && now.Sub(a.waiting[0].since) > a.target {
 			a.waiting[0].done <- false
 			a.waiting = a.waiting[1:]
 		}
@@ -136,6 +149,12 @@ func (a *admission) release() {
 		return
 	}
 	a.working--
+}
+
+// standing reports whether the queue stands at now: it has not been empty
+// for a whole interval. a.mu must be held.
+func (a *admission) standing(now time.Time) bool {
+	return len(a.waiting) > 0 && now.Sub(a.busySince) >= a.interval
 }
 
 // remove takes w out of the queue, and reports whether it was there. a.mu

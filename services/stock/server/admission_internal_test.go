@@ -97,7 +97,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("standing queue: newest first, old waiters dropped", func(t *testing.T) {
 		clock := &fakeClock{t: time.Unix(1e9, 0)}
 		a := newAdmission(1, 3, time.Hour, count) // no timer fires; the fake clock decides
-		a.now = clock.now
+		a.now, a.target = clock.now, time.Minute // the young waiter waits for the release, however slow the machine
 		first, _ := a.acquire(t.Context())
 		old := waitFor(t, a, t.Context(), 1)
 		clock.add(time.Hour) // the queue has not been empty for a whole maxWait
@@ -113,9 +113,37 @@ func TestAdmission(t *testing.T) {
 		r.release()
 	})
 
+	t.Run("standing queue: a new waiter waits the target, not the age limit", func(t *testing.T) {
+		clock := &fakeClock{t: time.Unix(1e9, 0)}
+		a := newAdmission(1, 3, time.Hour, count)
+		a.now, a.target = clock.now, 10*time.Millisecond
+		first, _ := a.acquire(t.Context())
+		old := waitFor(t, a, t.Context(), 1)
+		clock.add(a.interval) // the queue stands
+		young := waitFor(t, a, t.Context(), 2)
+		select {
+		case r := <-young:
+			if r.release != nil || r.reason != shedQueueWait {
+				t.Fatalf("a waiter of a standing queue past the target: admitted %v, reason %q; want %s", r.release != nil, r.reason, shedQueueWait)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a waiter that joined a standing queue still waits after 30 s; want it shed after the target")
+		}
+		select {
+		case r := <-old:
+			t.Fatalf("the waiter that joined before the queue stood left early: %+v", r)
+		default:
+		}
+		clock.add(time.Hour)
+		first()
+		if r := <-old; r.release != nil {
+			t.Fatal("the old waiter of a standing queue was served")
+		}
+	})
+
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait}
+	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait}
 	if len(shed) != len(want) {
 		t.Fatalf("shed counted %v; want %v", shed, want)
 	}

@@ -167,7 +167,7 @@ func (c *Config) settings() []setting {
 		{"idempotency-retention", "IDEMPOTENCY_RETENTION", "how long an Idempotency-Key is remembered, at least 24h", (*durationValue)(&c.KeyRetention)},
 		{"sales-concurrency", "SALES_CONCURRENCY", "sale requests (decrements, holds' create, read, confirm, release) working at once; more wait in the queue, the rest are answered 503 overloaded before any store or lock work (docs/overload.md); at most --mongo-pool", (*intValue)(&c.SalesLimit)},
 		{"sales-queue", "SALES_QUEUE", "sale requests that may wait for a working slot; 0: none wait", (*intValue)(&c.SalesQueue)},
-		{"sales-queue-wait", "SALES_QUEUE_WAIT", "longest a sale request waits for a working slot before 503 overloaded (a tenth of it once the queue has not emptied for that long)", (*durationValue)(&c.SalesQueueWait)},
+		{"sales-queue-wait", "SALES_QUEUE_WAIT", "longest a sale request waits for a working slot before 503 overloaded (5 ms once the queue has not emptied for 100 ms: CoDel)", (*durationValue)(&c.SalesQueueWait)},
 		{"mongo-pool", "MONGO_POOL", "MongoDB connections of the sales' client (its maxPoolSize)", (*intValue)(&c.MongoPool)},
 		{"control-pool", "CONTROL_POOL", "MongoDB connections of the client of the admin routes (GET, PUT, restock of an item, its orders) and /readyz; heartbeats and recovery have a client of their own, of " + strconv.Itoa(backgroundPool), (*intValue)(&c.ControlPool)},
 		{"log-format", "LOG_FORMAT", "log format: json or text", (*stringValue)(&c.LogFormat)},

@@ -111,7 +111,7 @@ func newMetrics() *metrics {
 		}),
 		salesShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stock_sales_shed_total",
-			Help: "Sale requests (decrements, holds' create, read, confirm and release) answered 503 overloaded before any store or lock work, by reason: queue_full (every slot and place in the queue taken), queue_wait (waited past --sales-queue-wait, or past a tenth of it while the queue stood), client_gone (the client hung up while it waited).",
+			Help: "Sale requests (decrements, holds' create, read, confirm and release) answered 503 overloaded before any store or lock work, by reason: queue_full (every slot and place in the queue taken), queue_wait (waited past --sales-queue-wait, or past 5 ms while the queue stood), client_gone (the client hung up while it waited).",
 		}, []string{"reason"}),
 		shedTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "stock_sales_shed_seconds",
