@@ -34,13 +34,13 @@ var shedReasons = []string{shedQueueFull, shedQueueWait, shedClientGone}
 // whose buyers are still there, and a request shed after waiting is shed
 // within milliseconds instead of after maxWait.
 type admission struct {
-	limit        int           // requests working at once
-	queue        int           // requests waiting at most
+	limit    int           // requests working at once
+	queue    int           // requests waiting at most
 	maxWait  time.Duration // longest a request waits while the queue drains
 	interval time.Duration // CoDel's: the queue not empty for this long stands
 	target   time.Duration // CoDel's: longest a request waits while the queue stands
-	shed         func(reason string)
-	now          func() time.Time
+	shed     func(reason string)
+	now      func() time.Time
 
 	mu        sync.Mutex
 	working   int

@@ -97,7 +97,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("standing queue: newest first, old waiters dropped", func(t *testing.T) {
 		clock := &fakeClock{t: time.Unix(1e9, 0)}
 		a := newAdmission(1, 3, time.Hour, count) // no timer fires; the fake clock decides
-		a.now, a.target = clock.now, time.Minute // the young waiter waits for the release, however slow the machine
+		a.now, a.target = clock.now, time.Minute  // the young waiter waits for the release, however slow the machine
 		first, _ := a.acquire(t.Context())
 		old := waitFor(t, a, t.Context(), 1)
 		clock.add(time.Hour) // the queue has not been empty for a whole maxWait
