@@ -35,9 +35,25 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	var code int
+	if os.Getenv(harness.ProbeEnv) != "" {
+		code = runProbe(ctx)
+	} else {
+		harness.ProbeCommand, _ = os.Executable()
+		code = run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
+}
+
+// runProbe is this binary started by a flash sale as its control plane's
+// probe (harness.ProbeEnv): a process of its own, apart from the herd.
+func runProbe(ctx context.Context) int {
+	if err := harness.RunProbe(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		return exitError
+	}
+	return exitOK
 }
 
 // Exit statuses.

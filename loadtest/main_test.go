@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/stocklock/stocklock/loadtest/harness"
 )
 
 // The services/stock binary the drill tests' replicas run is built once
@@ -30,6 +33,10 @@ var (
 const drillParallelism = 4
 
 func TestMain(m *testing.M) {
+	if os.Getenv(harness.ProbeEnv) != "" { // this test binary started as a flash sale's control probe
+		os.Exit(runProbe(context.Background()))
+	}
+	harness.ProbeCommand = os.Args[0]
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })

@@ -443,42 +443,6 @@ func countLogged(paths []string, from []int64, c *report.FlashControl) {
 	}
 }
 
-// watch polls, every 100 ms until until, each replica's GET of the first
-// sku and /readyz, each poll in a goroutine of its own so that a slow
-// answer does not delay the next; the channel gets what it saw.
-func (r *flashRun) watch(ctx context.Context, until time.Time) <-chan report.FlashControl {
-	done := make(chan report.FlashControl, 1)
-	ops := stockclient.New("", stockclient.WithTimeout(5*time.Second), stockclient.WithHTTPClient(&http.Client{Transport: &http.Transport{Proxy: nil}}))
-	go func() {
-		var mu sync.Mutex
-		var c report.FlashControl
-		var lat []float64
-		var wg sync.WaitGroup
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for ; time.Now().Before(until) && ctx.Err() == nil; <-tick.C {
-			for _, base := range r.h.replicas {
-				wg.Go(func() {
-					start := time.Now()
-					_, err := ops.At(base).GetItem(ctx, r.skus[0])
-					ms := float64(time.Since(start).Microseconds()) / 1000
-					_, rerr := ops.At(base).Ready(ctx)
-					mu.Lock()
-					defer mu.Unlock()
-					c.AdminGets, c.Readyz, lat = c.AdminGets+1, c.Readyz+1, append(lat, ms)
-					c.AdminFailures += map[bool]int{true: 1}[err != nil]
-					c.ReadyzFailures += map[bool]int{true: 1}[rerr != nil]
-				})
-			}
-		}
-		wg.Wait()
-		slices.Sort(lat)
-		c.AdminP99, c.AdminMax = quantile(lat, 0.99), quantile(lat, 1)
-		done <- c
-	}()
-	return done
-}
-
 // tally sums the buyers' final answers and their times.
 func (r *flashRun) tally(out *report.FlashRun) {
 	lat := map[string][]float64{}

@@ -53,6 +53,9 @@ type FlashControl struct {
 	AdminMax       float64 `json:"admin_max_ms"`
 	Readyz         int     `json:"readyz"`
 	ReadyzFailures int     `json:"readyz_failures"`
+	// OwnProcess: the polls ran in a process of their own, not beside
+	// the herd's client in the harness's.
+	OwnProcess bool `json:"probe_own_process"`
 	// From the logs of the replicas the harness started (Logged), over
 	// the run: heartbeats that failed, recovery passes that failed, and
 	// the times a replica found another dead (its heartbeat stood still).

@@ -46,6 +46,10 @@ type admission struct {
 	working   int
 	waiting   []*waiter // oldest first
 	busySince time.Time // when the queue last went from empty to not empty (set by acquire)
+	// standsUntil keeps the queue standing for an interval after a
+	// release found it standing: dropping every waiter too old empties
+	// it, and the next waiter must not start a queue that drains.
+	standsUntil time.Time
 }
 
 // CoDel's interval and target (Facebook's "Fail at Scale"), each at most
@@ -93,11 +97,11 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 	if len(a.waiting) == 0 {
 		a.busySince = w.since
 	}
+	a.waiting = append(a.waiting, w)
 	wait := a.maxWait
 	if a.standing(w.since) {
 		wait = a.target
 	}
-	a.waiting = append(a.waiting, w)
 	a.mu.Unlock()
 
 	t := time.NewTimer(wait)
@@ -131,6 +135,7 @@ func (a *admission) release() {
 	if a.standing(now) {
 		// A standing queue: drop the waiters too old to be worth serving,
 		// serve the newest.
+		a.standsUntil = now.Add(a.interval)
 		for len(a.waiting) > 0 && now.Sub(a.waiting[0].since) > a.target {
 			a.waiting[0].done <- false
 			a.waiting = a.waiting[1:]
@@ -152,9 +157,10 @@ func (a *admission) release() {
 }
 
 // standing reports whether the queue stands at now: it has not been empty
-// for a whole interval. a.mu must be held.
+// for a whole interval, or a release found it standing less than an
+// interval ago. a.mu must be held.
 func (a *admission) standing(now time.Time) bool {
-	return len(a.waiting) > 0 && now.Sub(a.busySince) >= a.interval
+	return len(a.waiting) > 0 && (now.Sub(a.busySince) >= a.interval || now.Before(a.standsUntil))
 }
 
 // remove takes w out of the queue, and reports whether it was there. a.mu

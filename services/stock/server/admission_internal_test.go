@@ -139,11 +139,26 @@ func TestAdmission(t *testing.T) {
 		if r := <-old; r.release != nil {
 			t.Fatal("the old waiter of a standing queue was served")
 		}
+
+		// That release emptied the queue by dropping its old waiter: it
+		// still stands for an interval, and the next waiter waits the
+		// target, not the age limit.
+		again, _ := a.acquire(t.Context())
+		defer again()
+		next := waitFor(t, a, t.Context(), 1)
+		select {
+		case r := <-next:
+			if r.release != nil || r.reason != shedQueueWait {
+				t.Fatalf("a waiter of a queue emptied by drops: admitted %v, reason %q; want %s", r.release != nil, r.reason, shedQueueWait)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a waiter of a queue emptied by a standing queue's drops still waits after 30 s; want it shed after the target")
+		}
 	})
 
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait}
+	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait}
 	if len(shed) != len(want) {
 		t.Fatalf("shed counted %v; want %v", shed, want)
 	}
