@@ -47,8 +47,9 @@ type admission struct {
 	waiting   []*waiter // oldest first
 	busySince time.Time // when the queue last went from empty to not empty (set by acquire)
 	// standsUntil keeps the queue standing for an interval after a
-	// release found it standing: dropping every waiter too old empties
-	// it, and the next waiter must not start a queue that drains.
+	// release found it standing or a waiter waited in vain: dropping
+	// every waiter too old empties it, and the next waiter must not
+	// start a queue that drains.
 	standsUntil time.Time
 }
 
@@ -118,6 +119,9 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 		reason = shedQueueWait
 	}
 	a.mu.Lock()
+	if reason == shedQueueWait {
+		a.standsUntil = a.now().Add(a.interval)
+	}
 	removed := a.remove(w)
 	a.mu.Unlock()
 	if !removed && <-w.done {

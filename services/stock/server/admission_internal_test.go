@@ -156,9 +156,30 @@ func TestAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("a waiter that waited in vain keeps the queue standing", func(t *testing.T) {
+		clock := &fakeClock{t: time.Unix(1e9, 0)}
+		a := newAdmission(1, 3, 20*time.Millisecond, count) // an age limit short enough to wait out
+		a.now, a.target = clock.now, 20*time.Millisecond
+		first, _ := a.acquire(t.Context())
+		defer first()
+		if r := <-waitFor(t, a, t.Context(), 1); r.release != nil || r.reason != shedQueueWait {
+			t.Fatalf("a waiter past the age limit: admitted %v, reason %q", r.release != nil, r.reason)
+		}
+		a.maxWait = time.Hour // were the queue to drain, the next waiter would wait an hour
+		next := waitFor(t, a, t.Context(), 1)
+		select {
+		case r := <-next:
+			if r.release != nil || r.reason != shedQueueWait {
+				t.Fatalf("the next waiter: admitted %v, reason %q; want %s", r.release != nil, r.reason, shedQueueWait)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter after one that waited in vain still waits after 30 s; want it shed after the target")
+		}
+	})
+
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait}
+	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait}
 	if len(shed) != len(want) {
 		t.Fatalf("shed counted %v; want %v", shed, want)
 	}
