@@ -78,7 +78,19 @@ func TestFlashShort(t *testing.T) {
 	if r.Control.Readyz == 0 || r.Control.AdminGets == 0 || len(r.Won) != 100 || r.LedgerUnits > 0 && r.Won[99] != 1 {
 		t.Errorf("control plane %+v, fairness curve %v: want 100 points ending at 1 (every ledger unit's buyer found)", r.Control, r.Won)
 	}
-	for _, want := range []string{"goodput/s", "first 10%", "heartbeat miss"} {
+	if !r.Control.OwnProcess {
+		t.Errorf("the control probe ran beside the herd's client, not in a process of its own (TestMain sets harness.ProbeCommand)")
+	}
+	// The replicas saw every shed answer (a buyer's retry may be shed too),
+	// and timed them.
+	shed := 0
+	for _, n := range r.ShedReasons {
+		shed += n
+	}
+	if shed < r.Kind(report.KindShed).Buyers || (shed > 0) != (r.ReplicaShedP99 != nil) {
+		t.Errorf("the replicas shed %d (%v), timed p99 %v; %d buyers' final answer was shed", shed, r.ShedReasons, r.ReplicaShedP99, r.Kind(report.KindShed).Buyers)
+	}
+	for _, want := range []string{"goodput/s", "first 10%", "heartbeat miss", "send lag p99", "in the replicas p99"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}

@@ -336,7 +336,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 	}
 	r.h.emit(Event{Type: EventRunStart, Run: r.run, Strategy: r.strategy, SKUs: r.skus, Initial: out.Units, Replicas: r.h.replicaIDs})
 	before, logs := scrape(ctx, r.h, parseControl), r.replicaLogs()
-	shedBefore := scrape(ctx, r.h, parseShedTimes)
+	shedBefore, reasonsBefore := scrape(ctx, r.h, parseShedTimes), scrape(ctx, r.h, parseShedReasons)
 	logged := logSizes(logs)
 	r.began = time.Now()
 	herd := arrivals[len(arrivals)-1] + f.Patience
@@ -369,6 +369,16 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 	if p99, ok := p99Ms(shedBefore, scrape(ctx, r.h, parseShedTimes), ""); ok {
 		out.ReplicaShedP99 = &p99
 	}
+	for i, after := range scrape(ctx, r.h, parseShedReasons) {
+		for reason, n := range after {
+			if d := int(n - reasonsBefore[i][reason]); d > 0 {
+				if out.ShedReasons == nil {
+					out.ShedReasons = map[string]int{}
+				}
+				out.ShedReasons[reason] += d
+			}
+		}
+	}
 	r.tally(&out)
 	if _, err := r.h.waitDrained(ctx, r.h.replicas[0], r.skus); err != nil {
 		return out, err
@@ -389,6 +399,16 @@ func (r *flashRun) progress(final bool) *Progress {
 	initial := int64(r.h.cfg.Stock * len(r.skus))
 	p.Remaining, p.Oversold = initial-p.Sold, max(0, p.Sold-initial)
 	return p
+}
+
+// parseShedReasons reads the replicas' sale requests shed, by reason
+// (stock_sales_shed_total).
+func parseShedReasons(text []byte) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range families(text)["stock_sales_shed_total"].GetMetric() {
+		out[label(m, "reason")] += m.GetCounter().GetValue()
+	}
+	return out
 }
 
 // parseControl reads the counters the control-plane table shows from a

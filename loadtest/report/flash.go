@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -109,6 +110,10 @@ type FlashRun struct {
 	// The buyers' shed latency is that plus the client, the kernel and
 	// the waits for a connection and a CPU.
 	ReplicaShedP99 *float64 `json:"replica_shed_p99_ms,omitempty"`
+	// ShedReasons counts the replicas' shed requests over the run by
+	// reason (stock_sales_shed_total: queue_full, queue_wait,
+	// client_gone); nil when they export none.
+	ShedReasons map[string]int `json:"shed_reasons,omitempty"`
 	// DispatchLagP99 is the p99 of how late the harness sent buyers after
 	// their due arrival: when it is far from 0, the machine could not
 	// both make the herd and serve it, and every latency holds some of
@@ -259,7 +264,22 @@ func writeFlash(b *strings.Builder, rep Report, md bool) {
 	if !md {
 		return
 	}
-	b.WriteString("\n### The control plane during the herd\n\n")
+	for i, r := range runs {
+		if len(r.ShedReasons) == 0 {
+			continue
+		}
+		if i == 0 || len(runs[i-1].ShedReasons) == 0 {
+			b.WriteString("\nShed by the replicas, by reason (`stock_sales_shed_total`): ")
+		} else {
+			b.WriteString("; ")
+		}
+		var parts []string
+		for _, reason := range slices.Sorted(maps.Keys(r.ShedReasons)) {
+			parts = append(parts, fmt.Sprintf("%s %d", reason, r.ShedReasons[reason]))
+		}
+		fmt.Fprintf(b, "%s: %s", r.Strategy, strings.Join(parts, ", "))
+	}
+	b.WriteString("\n\n### The control plane during the herd\n\n")
 	ctl := [][]string{{"strategy", "item GETs", "failed", "GET p99", "GET max", "readyz", "failed", "heartbeat misses", "recovery passes failed", "taken for dead", "lock renewal failures", "leases lost", "recovered orders"}}
 	for _, r := range runs {
 		c := r.Control
