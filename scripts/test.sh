@@ -8,8 +8,10 @@
 #                             without the race detector; the drills, soaks,
 #                             sweeps and failover tests skip
 #                             (testskip.Long). Its target is 90 s warm
-#                             on 2 cores; docs/harness.md says what it
-#                             takes now.
+#                             on 2 cores, which it meets in about half
+#                             the runs on a machine shared with other
+#                             work (84 to 97 s); docs/harness.md says
+#                             where the time goes.
 #
 # Any other arguments go to go test (a -run pattern, -v, one more -p).
 # Both tiers end with a line naming every test that skipped for a missing

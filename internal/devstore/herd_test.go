@@ -35,6 +35,9 @@ const herd = 2000
 // row: a store struck again and again keeps answering.
 func TestHerdCannotWedgeTheStore(t *testing.T) {
 	t.Parallel()
+	// mongogate's TestInFlightBound and TestHungWriteIsCut keep the bound
+	// and the cut in the quick tier.
+	testskip.Long(t, "sends three herds of 2000 writes into a private FerretDB on PostgreSQL")
 	if !devstore.HavePostgres() {
 		testskip.Missing(t, testskip.PostgreSQL, "no postgres and initdb on PATH or in /usr/lib/postgresql")
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -60,6 +61,9 @@ func itemBytes(t testing.TB, s *Store, sku string) int {
 // next pass compacts them. (AbandonAfter is a millisecond, so that the
 // fences are old enough to move at once; see TestYoungFencesStay.)
 func TestGiveUpsKeepTheItemSmall(t *testing.T) {
+	// TestKeyNotSoldTwiceAcrossCompaction and TestYoungFencesStay keep
+	// compaction in the quick tier.
+	testskip.Long(t, "gives up 300 attempts in six recovery passes and tries each kind of stock write on them")
 	s := replicaStore(t, testStore(t), StoreOptions{Replica: "r", AbandonAfter: time.Millisecond})
 	ctx := t.Context()
 	const sku = "hot"

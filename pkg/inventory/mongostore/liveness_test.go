@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
 
@@ -56,6 +57,9 @@ func TestLivenessJudgesReadings(t *testing.T) {
 // judges them. The other replica beats on meanwhile; the pause must not
 // count as its beat standing still, nor give its keyed request up.
 func TestLateReadingKeepsLiveReplica(t *testing.T) {
+	// TestLivenessJudgesReadings keeps the judging of a late reading in
+	// the quick tier, without the stall.
+	testskip.Long(t, "stalls the observer three seconds, three DeadAfters, while a replica beats")
 	const deadAfter = time.Second
 	base := testStore(t)
 	ctx := t.Context()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,7 +24,19 @@ var mongoURI, redisAddr string
 // every code must be produced by at least one test (the contract check of
 // contract_test.go notes them). A run that leaves tests out (-run, -skip,
 // -short) cannot be expected to see every code and is not judged.
+//
+// In the quick tier (-short), unless -parallel is given, the tests that
+// call t.Parallel run quickParallelism at once.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if testing.Short() && !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(quickParallelism)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	code := devstoretest.Run(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
 		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
 	})
@@ -39,6 +53,14 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// quickParallelism is how many of the tests that call t.Parallel (those
+// that answer 503s and 500s by stalling a write, waiting out a lock wait or
+// a request timeout, or stopping a store) run at once in the quick tier.
+// They compute little and wait most of their time; at go test's default,
+// one per core, they ran two at a time after every other test, the
+// package's longest stretch. There are eight of them.
+const quickParallelism = 8
 
 // testAdminToken is every test replica's admin token.
 const testAdminToken = "test-admin-token-0123456789"
