@@ -14,6 +14,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/stockapi"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -137,7 +138,7 @@ func ledger(t *testing.T, client *http.Client, rep replica, sku string) (stock i
 			t.Fatal(err)
 		}
 	}
-	var item inventory.Item
+	var item stockapi.Item
 	get("/v1/items/"+sku, &item)
 	for after := ""; ; {
 		var page struct {
