@@ -6,56 +6,38 @@ import (
 	"time"
 )
 
-// Item is one sku's stock, as stored.
+// Item is one sku's stock as a user of the API sees it (pkg/stockapi's
+// Item, but for the replica that answers): what a store answers. A store
+// keeps its own document with the fields of its protocols (mongostore's
+// itemDoc) and converts; Fences, Pending, Aborted and AbortedThrough are
+// such fields, here only because the API shows them.
 type Item struct {
-	SKU     string `bson:"_id" json:"sku"`
-	Stock   int64  `bson:"stock" json:"stock"`
-	Version int64  `bson:"version" json:"version"`
+	SKU     string
+	Stock   int64
+	Version int64
 	// Fences maps a lock strategy's name to the highest fencing token that
 	// has read the item under that strategy's lock.
-	Fences map[string]int64 `bson:"fences,omitempty" json:"fences"`
+	Fences map[string]int64
 	// Pending holds, by order id, the orders of sales whose stock is taken
-	// but whose order is not yet in the ledger. The write that takes the
-	// stock adds the entry in the same single-document update, so a unit
-	// taken and its order are one fact; recording the order removes it
-	// (see Store.RecoverPending).
-	Pending map[string]Order `bson:"pending,omitempty" json:"pending,omitempty"`
+	// but whose order is not yet in the ledger (see Store.RecoverPending).
+	Pending map[string]Order
 	// Aborted holds, by order id, the keyed attempts that recovery gave
-	// up before their stock write landed, with when it did. No stock write
-	// for an order id in it is accepted (see Store.RecoverKeys).
-	Aborted map[string]time.Time `bson:"aborted,omitempty" json:"aborted,omitempty"`
-	// Restocks holds the last RestockKeys restocks applied to the item, by
-	// a hash of their idempotency key: a restock whose key is here is not
-	// applied again (see mongostore's Store.Restock). Not shown by the API.
-	Restocks map[string]Restock `bson:"restocks,omitempty" json:"-"`
+	// up before their stock write landed, with when it did (see
+	// Store.RecoverKeys).
+	Aborted map[string]time.Time
 	// AbortedThrough gives up every keyed order id up to it, in byte
-	// order: an entry of Aborted moves into it once no attempt still open
-	// has a lower order id, so that Aborted stays small. No stock write
-	// of a keyed order id at or below it is accepted.
-	AbortedThrough string `bson:"aborted_through,omitempty" json:"aborted_through,omitempty"`
+	// order, as Aborted does for one.
+	AbortedThrough string
 	// Held counts the units of the item's holds stored as held: they are
 	// not in Stock, so that no sale of any strategy can take them. Stock
 	// + Held + the units of the sku's orders (in the ledger or pending)
 	// is the same at every read, whatever the holds do.
-	Held int64 `bson:"held,omitempty" json:"held"`
+	Held int64
 	// Holds holds, by hold id, the item's open holds, and the settled
 	// ones until they are recorded in the holds collection (see
 	// mongostore's Store.CreateHold).
-	Holds map[string]Hold `bson:"holds,omitempty" json:"holds,omitempty"`
+	Holds map[string]Hold
 }
-
-// Restock is one relative stock change, applied once per idempotency key.
-type Restock struct {
-	Qty int64 `bson:"qty"`
-	// Seq orders the item's restocks, oldest first: the item's version
-	// when the restock was decided.
-	Seq int64 `bson:"seq"`
-}
-
-// RestockKeys is how many restock keys an item remembers: a retry of a
-// restock is recognised as long as fewer than this many other restocks of
-// the item were applied after it.
-const RestockKeys = 100
 
 // MaxRestockQty is the largest number of units one restock may add or
 // remove.

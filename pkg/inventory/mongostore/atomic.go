@@ -45,7 +45,7 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 	cctx, cancel := a.store.commitContext(ctx)
 	defer cancel()
 	for range takeAttempts {
-		var it inventory.Item
+		var it itemDoc
 		err := a.store.items.FindOneAndUpdate(cctx,
 			bson.D{{Key: "_id", Value: req.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: req.Qty}}}, notAborted(o)},
 			bson.D{
@@ -66,7 +66,7 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 		if gerr != nil {
 			return inventory.Sale{}, gerr
 		}
-		if gaveUp(cur.Item, o) {
+		if gaveUp(cur, o) {
 			return inventory.Sale{}, abandoned("atomic decrement", o)
 		}
 		if cur.Split == nil && cur.Stock >= req.Qty {
@@ -77,7 +77,7 @@ func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventor
 		}
 		// Short: holds expired by the store's clock may cover it, in one
 		// update that returns their units and sells (holds.go).
-		if it, ok, err := a.store.sellExpired(ctx, cur.Item, o); ok || err != nil {
+		if it, ok, err := a.store.sellExpired(ctx, cur, o); ok || err != nil {
 			if err != nil {
 				return inventory.Sale{}, err
 			}

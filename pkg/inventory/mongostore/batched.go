@@ -299,7 +299,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 		}
 		var next []*batchCall
 		for _, c := range plan {
-			if gaveUp(it.Item, c.order) {
+			if gaveUp(it, c.order) {
 				c.answer(inventory.Sale{}, abandoned("batched decrement", c.order))
 				continue
 			}
@@ -396,7 +396,7 @@ func (b *Batched) write(try []*batchCall, total int64, unpend []string) (after i
 	if len(unpend) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unsetPending(unpend)})
 	}
-	var it inventory.Item
+	var it itemDoc
 	err = b.store.items.FindOneAndUpdate(cctx, filter, update,
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)

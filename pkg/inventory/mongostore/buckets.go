@@ -52,17 +52,6 @@ type split struct {
 	Base int64 `bson:"base"`
 }
 
-// itemDoc is an item document with the fields that only the buckets
-// strategy writes: split, buckets (the bucket count k, fixed at the first
-// spread) and last_gen (the highest generation used, so that a new split
-// never meets a bucket of its own generation left from before).
-type itemDoc struct {
-	inventory.Item `bson:",inline"`
-	Split          *split `bson:"split,omitempty"`
-	Buckets        int    `bson:"buckets,omitempty"`
-	LastGen        int64  `bson:"last_gen,omitempty"`
-}
-
 // bucketDoc is one bucket, a document in the items collection:
 //
 //	{_id: "<sku>#<i>", sku, gen, stock, version, pending: {<order id>: order}, aborted: {<order id>: date}, aborted_through}
@@ -158,7 +147,7 @@ func (v *view) total() int64 {
 // safe; settle then finds no sale, or one that landed before.
 func (v *view) givenUp(o inventory.Order) bool {
 	id := o.ID
-	if gaveUp(v.item.Item, o) {
+	if gaveUp(v.item, o) {
 		return true
 	}
 	for _, b := range v.buckets {
@@ -180,7 +169,7 @@ func (v *view) givenUp(o inventory.Order) bool {
 // aborted_through never goes down. So no write of o can land anywhere
 // after v, whoever sends it.
 func (v *view) refuses(o inventory.Order) bool {
-	if !gaveUp(v.item.Item, o) {
+	if !gaveUp(v.item, o) {
 		return false
 	}
 	for _, b := range v.buckets {
@@ -307,19 +296,25 @@ func findByID(ctx context.Context, items *mongo.Collection, id string, out any) 
 // its buckets (see Buckets), its version the sum of theirs, and the
 // orders pending in any of them. For an item never split it is Get.
 func (s *Store) Snapshot(ctx context.Context, sku string) (inventory.Item, error) {
+	it, err := s.snapshot(ctx, sku)
+	return it.item(), err
+}
+
+// snapshot is Snapshot as the item document.
+func (s *Store) snapshot(ctx context.Context, sku string) (itemDoc, error) {
 	if err := inventory.CheckSKU(sku); err != nil {
-		return inventory.Item{}, err
+		return itemDoc{}, err
 	}
 	v, err := s.read(ctx, s.items, sku)
 	if err != nil {
-		return inventory.Item{}, err
+		return itemDoc{}, err
 	}
 	return v.merged(), nil
 }
 
 // merged is the view as one item.
-func (v *view) merged() inventory.Item {
-	it := v.item.Item
+func (v *view) merged() itemDoc {
+	it := v.item
 	it.Stock, it.Version = v.total(), v.version()
 	for _, b := range v.buckets {
 		for id, o := range b.Pending {
@@ -771,7 +766,7 @@ func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.
 			back += v.item.Holds[id].Qty
 			set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
 		}
-		filter = append(filter, holdConds(v.item.Item, expired)...)
+		filter = append(filter, holdConds(v.item, expired)...)
 		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "held", Value: -back}}})
 	}
 	update = append(update, bson.E{Key: "$set", Value: set})
@@ -802,7 +797,7 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 	if err != nil || !ok {
 		return inventory.Sale{}, false, err
 	}
-	if gaveUp(v.item.Item, o) {
+	if gaveUp(v.item, o) {
 		return inventory.Sale{}, true, abandoned("buckets decrement", o)
 	}
 	total := v.total()
@@ -816,7 +811,7 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 		if err != nil {
 			return inventory.Sale{}, true, unreachable("read the store's clock to merge", o.SKU, err)
 		}
-		expired, back = expiredHolds(v.item.Item, lower)
+		expired, back = expiredHolds(v.item, lower)
 	}
 	if total+back < o.Qty {
 		if _, _, err := s.unsplit(ctx, v, total, nil); err != nil {
@@ -849,34 +844,34 @@ func (s *Store) mergeSplit(ctx context.Context, sku string, gen int64) (itemDoc,
 // freezes the buckets and sets the stock in the same write that unsplits
 // the item. ok is false when the item is not split (any more): put the
 // item itself.
-func (s *Store) putSplit(ctx context.Context, sku string, stock int64, version *int64) (inventory.Item, bool, error) {
+func (s *Store) putSplit(ctx context.Context, sku string, stock int64, version *int64) (itemDoc, bool, error) {
 	for range bucketRounds {
 		v, err := s.read(ctx, s.items, sku)
 		if err != nil {
-			return inventory.Item{}, false, err
+			return itemDoc{}, false, err
 		}
 		if v.item.Split == nil {
-			return inventory.Item{}, false, nil
+			return itemDoc{}, false, nil
 		}
 		fv, ok, err := s.frozenView(ctx, sku, v.item.Split.Gen)
 		if err != nil {
-			return inventory.Item{}, false, err
+			return itemDoc{}, false, err
 		}
 		if !ok {
 			continue
 		}
 		if version != nil && fv.version() != *version {
-			return inventory.Item{}, true, fmt.Errorf("%w: put %q at version %d (version now %d)", inventory.ErrStale, sku, *version, fv.version())
+			return itemDoc{}, true, fmt.Errorf("%w: put %q at version %d (version now %d)", inventory.ErrStale, sku, *version, fv.version())
 		}
 		it, ok, err := s.unsplit(ctx, fv, stock, nil)
 		if err != nil {
-			return inventory.Item{}, true, err
+			return itemDoc{}, true, err
 		}
 		if ok {
-			return it.Item, true, nil
+			return it, true, nil
 		}
 	}
-	return inventory.Item{}, true, fmt.Errorf("%w: put %q: its buckets kept changing", inventory.ErrStoreUnavailable, sku)
+	return itemDoc{}, true, fmt.Errorf("%w: put %q: its buckets kept changing", inventory.ErrStoreUnavailable, sku)
 }
 
 // PutSplit is Put with the stock already split across k buckets (1 to
@@ -951,7 +946,7 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 				// the first sale that picks one writes it.
 				s.logger.WarnContext(ctx, "put split: a bucket not written yet", slog.String("sku", sku), slog.Any("error", err))
 			}
-			return after.merged(), nil
+			return after.merged().item(), nil
 		}
 		if err != nil {
 			return inventory.Item{}, err
@@ -966,7 +961,7 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 // exists by now.
 func (s *Store) insertSplit(ctx context.Context, sku string, stock int64, k int) (*view, error) {
 	it := itemDoc{
-		Item:  inventory.Item{SKU: sku, Version: 1, Fences: map[string]int64{}},
+		SKU: sku, Version: 1, Fences: map[string]int64{},
 		Split: &split{Gen: 1, Base: stock}, Buckets: k, LastGen: 1,
 	}
 	cctx, cancel := s.commitContext(ctx)

@@ -29,8 +29,9 @@
 //
 // # The item document
 //
-// An item is one document in the items collection (its Go form is
-// [inventory.Item], with the buckets fields added):
+// An item is one document in the items collection (its Go form is the
+// store's own itemDoc, document.go; what the package answers is
+// [inventory.Item], the fields the API shows):
 //
 //	{_id: sku, stock: NumberLong, version: NumberLong,
 //	 fences: {<strategy>: NumberLong},
@@ -73,7 +74,7 @@
 //     compaction raises it ($max) as it removes aborted entries, so that
 //     aborted stays small. Every keyed stock write requires its id above
 //     it.
-//   - restocks: the keys of the item's last [inventory.RestockKeys]
+//   - restocks: the keys of the item's last restockKeys (100)
 //     restocks ([Store.Restock]), by a hash of the key (a key may hold "."
 //     or "$"), each {qty, seq}: qty the units added (negative: removed),
 //     seq the item's version when the restock was decided, which orders
@@ -371,6 +372,8 @@
 //     collection.
 //   - order.go: new orders and their pending entries, the ledger
 //     ([Store.Orders]), recording a sale, [Store.RecoverPending].
+//   - document.go: the item document (itemDoc), and its conversion to
+//     [inventory.Item].
 //   - item.go: the not-given-up condition (notAborted), order id tickets,
 //     the compaction of aborted into aborted_through.
 //   - idempotency.go: [Store.DecrementOnce], key reservations and attempts,

@@ -37,11 +37,17 @@ import (
 // The filter uses only $lt, $exists and $or, which both MongoDB and FerretDB
 // v1 execute, so that the fence works on the embedded test store too.
 func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) (inventory.Item, error) {
+	it, err := s.fencedRead(ctx, sku, fence, token)
+	return it.item(), err
+}
+
+// fencedRead is FencedRead as the item document.
+func (s *Store) fencedRead(ctx context.Context, sku, fence string, token int64) (itemDoc, error) {
 	if err := checkFence(sku, fence, token); err != nil {
-		return inventory.Item{}, err
+		return itemDoc{}, err
 	}
 	path := "fences." + fence
-	var it inventory.Item
+	var it itemDoc
 	err := s.items.FindOneAndUpdate(ctx,
 		bson.D{
 			{Key: "_id", Value: sku},
@@ -56,13 +62,13 @@ func (s *Store) FencedRead(ctx context.Context, sku, fence string, token int64) 
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return inventory.Item{}, s.fenceMiss(ctx, "fenced read", sku, fence, token)
+		return itemDoc{}, s.fenceMiss(ctx, "fenced read", sku, fence, token)
 	}
 	if err != nil {
 		// The fenced read writes only the token: whether or not it
 		// landed, no stock was taken, so a cut connection here is
 		// "unavailable", not "outcome unknown".
-		return inventory.Item{}, unreachable("fenced read", sku, err)
+		return itemDoc{}, unreachable("fenced read", sku, err)
 	}
 	return it, nil
 }
@@ -104,7 +110,7 @@ func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, s
 // fenceMiss explains a fenced read that matched no document: the item is
 // gone, or a newer token is registered.
 func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int64) error {
-	it, err := s.Get(ctx, sku)
+	it, err := s.getDoc(ctx, s.items, sku)
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
 		return fmt.Errorf("%w: %s %q", inventory.ErrNotFound, op, sku)
@@ -121,7 +127,7 @@ func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int6
 // another writer changed the item.
 func (s *Store) writeMiss(ctx context.Context, o inventory.Order, fence string, token, version int64) error {
 	sku := o.SKU
-	it, err := s.Get(ctx, sku)
+	it, err := s.getDoc(ctx, s.items, sku)
 	aborted := gaveUp(it, o)
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):

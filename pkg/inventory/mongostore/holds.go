@@ -106,10 +106,10 @@ type take struct {
 	// read, when set, is the item as the caller read it (under its
 	// lock): the take is one write, conditional on what cond says about
 	// that read, returning the holds expired in it if the stock is short.
-	read *inventory.Item
+	read *itemDoc
 	// miss explains a write that matched nothing, from the item read
 	// after it: a non-nil error ends the take with it.
-	miss func(cur inventory.Item) error
+	miss func(cur itemDoc) error
 }
 
 // takeAttempts bounds the writes of one take whose item keeps changing.
@@ -119,7 +119,7 @@ const takeAttempts = 4
 // stock is short and holds of the item have expired by the store's clock,
 // the same update returning their units in the same write (see
 // expiredHolds). It returns the item after the write.
-func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
+func (s *Store) takeStock(ctx context.Context, t take) (itemDoc, error) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	cur := t.read
@@ -131,11 +131,11 @@ func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
 		if cur != nil {
 			lower, err := s.storeTime(ctx, false)
 			if err != nil {
-				return inventory.Item{}, unreachable("read the store's clock to take", t.sku, err)
+				return itemDoc{}, unreachable("read the store's clock to take", t.sku, err)
 			}
 			ids, units := expiredHolds(*cur, lower)
 			if cur.Stock+units < t.qty {
-				return inventory.Item{}, soldOut(t.sku, cur.Stock+units, t.qty)
+				return itemDoc{}, soldOut(t.sku, cur.Stock+units, t.qty)
 			}
 			filter = append(filter, holdConds(*cur, ids)...)
 			need, back = t.qty-units, units
@@ -150,7 +150,7 @@ func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
 		if need > 0 {
 			filter = append(filter, bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: need}}})
 		}
-		var it inventory.Item
+		var it itemDoc
 		err := s.items.FindOneAndUpdate(cctx, filter,
 			bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}},
 			options.FindOneAndUpdate().SetReturnDocument(options.After),
@@ -161,27 +161,27 @@ func (s *Store) takeStock(ctx context.Context, t take) (inventory.Item, error) {
 			return it, nil
 		}
 		if !errors.Is(err, mongo.ErrNoDocuments) {
-			return inventory.Item{}, unknownOutcome("take", t.sku, err)
+			return itemDoc{}, unknownOutcome("take", t.sku, err)
 		}
-		read, err := s.Get(ctx, t.sku)
+		read, err := s.getDoc(ctx, s.items, t.sku)
 		if err != nil {
-			return inventory.Item{}, err
+			return itemDoc{}, err
 		}
 		if t.miss != nil {
 			if err := t.miss(read); err != nil {
-				return inventory.Item{}, err
+				return itemDoc{}, err
 			}
 		}
 		cur = &read
 	}
-	return inventory.Item{}, fmt.Errorf("%w: take %d of %q: the item kept changing", inventory.ErrConflict, t.qty, t.sku)
+	return itemDoc{}, fmt.Errorf("%w: take %d of %q: the item kept changing", inventory.ErrConflict, t.qty, t.sku)
 }
 
 // expiredHolds returns the holds of it stored as held that are expired
 // at lower, a lower estimate of the store's clock (see Hold.Settled):
 // their expiry has passed on the store's clock, or a confirm reached them
 // late. It returns their units too.
-func expiredHolds(it inventory.Item, lower time.Time) (ids []string, units int64) {
+func expiredHolds(it itemDoc, lower time.Time) (ids []string, units int64) {
 	for id, h := range it.Holds {
 		if h.State == inventory.HoldHeld && h.Settled(lower) == inventory.HoldExpired {
 			ids = append(ids, id)
@@ -196,7 +196,7 @@ func expiredHolds(it inventory.Item, lower time.Time) (ids []string, units int64
 // ids as it read them: each still held, its expiry unchanged, and no
 // confirm's first write landed on it since the read (confirming as read).
 // With them, a confirm and the return are decided by one document.
-func holdConds(it inventory.Item, ids []string) bson.D {
+func holdConds(it itemDoc, ids []string) bson.D {
 	var d bson.D
 	for _, id := range ids {
 		h := it.Holds[id]
@@ -214,7 +214,7 @@ func holdConds(it inventory.Item, ids []string) bson.D {
 
 // expiredUnits is what expiredHolds counts in it now, by the store's clock;
 // 0 when the clock cannot be read (a sale then finds the stock short).
-func (s *Store) expiredUnits(ctx context.Context, it inventory.Item) int64 {
+func (s *Store) expiredUnits(ctx context.Context, it itemDoc) int64 {
 	if len(it.Holds) == 0 {
 		return 0
 	}
@@ -230,14 +230,14 @@ func (s *Store) expiredUnits(ctx context.Context, it inventory.Item) int64 {
 // cur, read after the plain update matched nothing, has holds that expired
 // by the store's clock, so the sale of o runs again as one update that
 // returns them and sells.
-func (s *Store) sellExpired(ctx context.Context, cur inventory.Item, o inventory.Order) (inventory.Item, bool, error) {
+func (s *Store) sellExpired(ctx context.Context, cur itemDoc, o inventory.Order) (itemDoc, bool, error) {
 	if s.expiredUnits(ctx, cur) == 0 {
-		return inventory.Item{}, false, nil
+		return itemDoc{}, false, nil
 	}
 	it, err := s.takeStock(ctx, take{
 		sku: o.SKU, qty: o.Qty, set: bson.D{{Key: pendingPath(o.ID), Value: o}},
 		cond: bson.D{notAborted(o)}, read: &cur,
-		miss: func(cur inventory.Item) error {
+		miss: func(cur itemDoc) error {
 			if gaveUp(cur, o) {
 				return abandoned("sale", o)
 			}
@@ -245,7 +245,7 @@ func (s *Store) sellExpired(ctx context.Context, cur inventory.Item, o inventory
 		},
 	})
 	if err != nil {
-		return inventory.Item{}, false, err
+		return itemDoc{}, false, err
 	}
 	return it, true, nil
 }
@@ -268,14 +268,14 @@ func (s *Store) newHold(ctx context.Context, req inventory.HoldRequest, strategy
 
 // holdTake is the take of hold h, under extra conditions cond (a lock's
 // fence and version), from read when the caller read the item.
-func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *inventory.Item, miss func(inventory.Item) error) take {
+func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *itemDoc, miss func(itemDoc) error) take {
 	o := inventory.Order{ID: h.ID, SKU: h.SKU, Key: h.Key}
 	return take{
 		sku: h.SKU, qty: h.Qty, held: h.Qty,
 		set:  bson.D{{Key: holdPath(h.ID), Value: h}},
 		cond: append(bson.D{{Key: holdPath(h.ID), Value: bson.D{{Key: "$exists", Value: false}}}, notAborted(o)}, cond...),
 		read: read,
-		miss: func(cur inventory.Item) error {
+		miss: func(cur itemDoc) error {
 			if _, ok := cur.Holds[h.ID]; ok {
 				return errHoldExists
 			}
@@ -325,7 +325,7 @@ func (s *Store) CreateHold(ctx context.Context, req inventory.HoldRequest, strat
 // createHold is CreateHold under extra conditions cond, from the item read
 // when the caller read it, with miss explaining a write refused by cond
 // (see take).
-func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64, cond bson.D, read *inventory.Item, miss func(inventory.Item) error) (inventory.Hold, error) {
+func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64, cond bson.D, read *itemDoc, miss func(itemDoc) error) (inventory.Hold, error) {
 	if err := req.Validate(); err != nil {
 		return inventory.Hold{}, err
 	}
@@ -333,7 +333,7 @@ func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strat
 	if err != nil {
 		return inventory.Hold{}, err
 	}
-	var it inventory.Item
+	var it itemDoc
 	for attempt := 0; ; attempt++ {
 		it, err = s.takeStock(ctx, s.holdTake(h, cond, read, miss))
 		if errors.Is(err, errHoldExists) {
@@ -418,11 +418,11 @@ func (s *Store) holdRecorded(ctx context.Context, sku, id string) (inventory.Hol
 // findHold reads hold id of sku: in the item (found true, with the item),
 // else in the holds collection, else ErrHoldNotFound (or the item's
 // ErrNotFound).
-func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *inventory.Item, error) {
+func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *itemDoc, error) {
 	if err := checkHold(sku, id); err != nil {
 		return inventory.Hold{}, nil, err
 	}
-	it, err := s.Get(ctx, sku)
+	it, err := s.getDoc(ctx, s.items, sku)
 	if err != nil {
 		return inventory.Hold{}, nil, err
 	}
@@ -750,7 +750,7 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 
 // returnHolds returns the units of it's expired holds, as read in it, in
 // one update conditional on each of them unchanged, and records them.
-func (s *Store) returnHolds(ctx context.Context, it inventory.Item) (int64, error) {
+func (s *Store) returnHolds(ctx context.Context, it itemDoc) (int64, error) {
 	lower, err := s.storeTime(ctx, false)
 	if err != nil {
 		return 0, unreachable("read the store's clock to return the expired holds of", it.SKU, err)
@@ -761,7 +761,7 @@ func (s *Store) returnHolds(ctx context.Context, it inventory.Item) (int64, erro
 // returnHoldsAt is returnHolds with lower, a lower estimate of the store's
 // clock, deciding which holds have expired. It returns 0 when it returned
 // nothing: none expired, or the item changed since it was read.
-func (s *Store) returnHoldsAt(ctx context.Context, it inventory.Item, lower time.Time) (int64, error) {
+func (s *Store) returnHoldsAt(ctx context.Context, it itemDoc, lower time.Time) (int64, error) {
 	ids, units := expiredHolds(it, lower)
 	if len(ids) == 0 {
 		return 0, nil
@@ -806,7 +806,7 @@ func (s *Store) ReturnExpiredHolds(ctx context.Context, sku string) (int64, erro
 	if !s.withHolds.has(sku) {
 		return 0, nil
 	}
-	it, err := s.Get(ctx, sku)
+	it, err := s.getDoc(ctx, s.items, sku)
 	if err != nil {
 		return 0, err
 	}
@@ -828,7 +828,7 @@ func (s *Store) RecoverHolds(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("inventory: find holds: %w", err)
 	}
-	var items []inventory.Item
+	var items []itemDoc
 	if err := cur.All(ctx, &items); err != nil {
 		return 0, fmt.Errorf("inventory: find holds: %w", err)
 	}

@@ -51,7 +51,7 @@ func notAborted(os ...inventory.Order) bson.E {
 // gaveUp reports whether it refuses every stock write of o, the reading of
 // notAborted. It also lets newOrderID learn the item's aborted_through, so
 // that the orders this process mints from now on are above it.
-func gaveUp(it inventory.Item, o inventory.Order) bool {
+func gaveUp(it itemDoc, o inventory.Order) bool {
 	if _, ok := it.Aborted[o.ID]; ok {
 		return true
 	}

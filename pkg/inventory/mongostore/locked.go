@@ -156,7 +156,7 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// to sell is taken only under the lock, in step 2.
 	if it, err := l.store.getDoc(ctx, l.store.items, sku); err != nil {
 		return inventory.Sale{}, err
-	} else if it.Stock < qty && it.Stock+l.store.expiredUnits(ctx, it.Item) < qty {
+	} else if it.Stock < qty && it.Stock+l.store.expiredUnits(ctx, it) < qty {
 		return inventory.Sale{}, soldOutOf(it, qty)
 	}
 
@@ -183,14 +183,14 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// every holder older than us is rejected. It is a write, so it runs to
 	// completion like the stock write (see StoreOptions.WriteTimeout); the
 	// lease is checked right after it.
-	var it inventory.Item
+	var it itemDoc
 	start = time.Now()
 	if l.cfg.Fencing {
 		rctx, rcancel := l.store.commitContext(ctx)
-		it, err = l.store.FencedRead(rctx, sku, l.cfg.Name, fence)
+		it, err = l.store.fencedRead(rctx, sku, l.cfg.Name, fence)
 		rcancel()
 	} else {
-		it, err = l.store.Get(gctx, sku)
+		it, err = l.store.getDoc(gctx, l.store.items, sku)
 	}
 	l.steps.since(strategy.StepRead, start)
 	if err == nil && gctx.Err() != nil {

@@ -25,8 +25,8 @@ func (l *Locked) lockConds(fence, version int64) bson.D {
 
 // lockMiss explains a write of the holder of fence that matched nothing:
 // fenced out, or the item changed since its read (see writeMiss).
-func (l *Locked) lockMiss(fence, version int64) func(inventory.Item) error {
-	return func(cur inventory.Item) error {
+func (l *Locked) lockMiss(fence, version int64) func(itemDoc) error {
+	return func(cur itemDoc) error {
 		if l.cfg.Fencing && cur.Fences[l.cfg.Name] != fence {
 			return fmt.Errorf("%w: %s write %q with token %d (registered: %d)", inventory.ErrFenced, l.cfg.Name, cur.SKU, fence, cur.Fences[l.cfg.Name])
 		}
@@ -41,7 +41,7 @@ func (l *Locked) lockMiss(fence, version int64) func(inventory.Item) error {
 // holds expired by the store's clock that cover it: the write, fenced and
 // conditional on the version read like FencedWrite, returns their units
 // and takes the sale's in one update.
-func (l *Locked) sellExpired(ctx, gctx context.Context, lease *lock.Lease, it inventory.Item, req inventory.Request, fence int64) (inventory.Sale, error) {
+func (l *Locked) sellExpired(ctx, gctx context.Context, lease *lock.Lease, it itemDoc, req inventory.Request, fence int64) (inventory.Sale, error) {
 	if err := l.stillHeld(gctx, lease); err != nil {
 		return inventory.Sale{}, err
 	}
@@ -51,7 +51,7 @@ func (l *Locked) sellExpired(ctx, gctx context.Context, lease *lock.Lease, it in
 	after, err := l.store.takeStock(ctx, take{
 		sku: req.SKU, qty: req.Qty, set: bson.D{{Key: pendingPath(o.ID), Value: o}},
 		cond: append(l.lockConds(fence, it.Version), notAborted(o)), read: &it,
-		miss: func(cur inventory.Item) error {
+		miss: func(cur itemDoc) error {
 			if gaveUp(cur, o) {
 				return abandoned("fenced write", o)
 			}
@@ -74,7 +74,7 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 	if err := req.Validate(); err != nil {
 		return inventory.Hold{}, err
 	}
-	if it, err := l.store.Get(ctx, req.SKU); err != nil {
+	if it, err := l.store.getDoc(ctx, l.store.items, req.SKU); err != nil {
 		return inventory.Hold{}, err
 	} else if it.Stock < req.Qty && it.Stock+l.store.expiredUnits(ctx, it) < req.Qty {
 		if _, ok := it.Holds[req.ID]; ok && req.ID != "" {
@@ -97,13 +97,13 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 	}
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
-	var it inventory.Item
+	var it itemDoc
 	if l.cfg.Fencing {
 		rctx, rcancel := l.store.commitContext(ctx)
-		it, err = l.store.FencedRead(rctx, req.SKU, l.cfg.Name, fence)
+		it, err = l.store.fencedRead(rctx, req.SKU, l.cfg.Name, fence)
 		rcancel()
 	} else {
-		it, err = l.store.Get(gctx, req.SKU)
+		it, err = l.store.getDoc(gctx, l.store.items, req.SKU)
 	}
 	if err == nil && gctx.Err() != nil {
 		err = context.Cause(gctx)

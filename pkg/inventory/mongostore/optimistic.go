@@ -74,7 +74,7 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 		if err != nil {
 			return inventory.Sale{}, err
 		}
-		if given := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it.Item, given) {
+		if given := (inventory.Order{ID: req.OrderID, SKU: req.SKU, Key: req.Key}); req.OrderID != "" && gaveUp(it, given) {
 			return inventory.Sale{}, abandoned("optimistic decrement", given)
 		}
 		if it.Stock < req.Qty {

@@ -230,7 +230,7 @@ func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
 	}
-	var items []inventory.Item
+	var items []itemDoc
 	if err := cur.All(ctx, &items); err != nil {
 		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
 	}

@@ -199,15 +199,6 @@ type saleRecord struct {
 	Key     string `json:"key,omitempty"`
 }
 
-// rsItem is the part of an item redis-stock reads.
-type rsItem struct {
-	Stock   int64                `bson:"stock"`
-	Epoch   int64                `bson:"epoch"`
-	Aborted map[string]time.Time `bson:"aborted,omitempty"`
-	// AbortedThrough is the item's aborted_through (see notAborted).
-	AbortedThrough string `bson:"aborted_through,omitempty"`
-}
-
 // Decrement implements Strategy.
 func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
 	if err := req.Validate(); err != nil {
@@ -314,14 +305,14 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 }
 
 // item reads the part of sku's item that redis-stock needs.
-func (r *RedisStock) item(ctx context.Context, sku string) (rsItem, error) {
-	var it rsItem
+func (r *RedisStock) item(ctx context.Context, sku string) (itemDoc, error) {
+	var it itemDoc
 	err := r.store.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return rsItem{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
+		return itemDoc{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
 	}
 	if err != nil {
-		return rsItem{}, unreachable("get", sku, err)
+		return itemDoc{}, unreachable("get", sku, err)
 	}
 	return it, nil
 }
@@ -363,7 +354,7 @@ func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int
 	}
 	cctx, cancel := st.commitContext(ctx)
 	defer cancel()
-	var it rsItem
+	var it itemDoc
 	err := st.items.FindOneAndUpdate(cctx, bson.D{{Key: "_id", Value: sku}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&it)
@@ -453,7 +444,7 @@ func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 	ctx, cancel := r.store.commitContext(context.Background())
 	defer cancel()
-	var after rsItem
+	var after itemDoc
 	for {
 		var sum int64
 		filter := bson.D{{Key: "_id", Value: sku}}
@@ -525,7 +516,7 @@ func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch
 	}
 	var abandonedSales, keep []*pendingSale
 	for _, p := range batch {
-		if gaveUp(inventory.Item{Aborted: it.Aborted, AbortedThrough: it.AbortedThrough}, p.o) {
+		if gaveUp(it, p.o) {
 			abandonedSales = append(abandonedSales, p)
 		} else {
 			keep = append(keep, p)

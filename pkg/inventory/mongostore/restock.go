@@ -32,7 +32,7 @@ func restockID(key string) string {
 
 // Restock adds qty units (removes -qty when qty is negative) to sku's
 // stock, once per key: the item remembers the keys of its last
-// inventory.RestockKeys restocks, and a restock whose key it remembers
+// restockKeys restocks, and a restock whose key it remembers
 // changes nothing. The key is recorded and the stock changed by one
 // conditional single-document update, so a restock whose answer was lost
 // can be sent again, to any replica, and applies at most once; and it
@@ -67,7 +67,7 @@ func (s *Store) Restock(ctx context.Context, sku, key string, qty int64) (invent
 				return inventory.Item{}, false, fmt.Errorf("%w: restock %q: the key was applied with qty %d, this asks %d",
 					inventory.ErrKeyReused, sku, r.Qty, qty)
 			}
-			return cur, true, nil
+			return cur.item(), true, nil
 		}
 		bound := bson.E{Key: "stock", Value: bson.D{{Key: "$lte", Value: math.MaxInt64 - qty}}}
 		switch {
@@ -87,7 +87,7 @@ func (s *Store) Restock(ctx context.Context, sku, key string, qty int64) (invent
 		}
 		update := bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "stock", Value: qty}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: "restocks." + id, Value: inventory.Restock{Qty: qty, Seq: v.item.Version}}}},
+			{Key: "$set", Value: bson.D{{Key: "restocks." + id, Value: restock{Qty: qty, Seq: v.item.Version}}}},
 		}
 		if old := oldestRestocks(cur.Restocks); len(old) > 0 {
 			update = append(update, bson.E{Key: "$unset", Value: old})
@@ -100,7 +100,7 @@ func (s *Store) Restock(ctx context.Context, sku, key string, qty int64) (invent
 		).Decode(&it)
 		cancel()
 		if err == nil && it.Split == nil {
-			return it.Item, false, nil
+			return it.item(), false, nil
 		}
 		if err == nil {
 			// Applied. The item's own stock is not the sku's: answer
@@ -121,11 +121,11 @@ func (s *Store) Restock(ctx context.Context, sku, key string, qty int64) (invent
 }
 
 // oldestRestocks returns the fields to unset so that, with the restock
-// being added, the item keeps at most inventory.RestockKeys of them: the
+// being added, the item keeps at most restockKeys of them: the
 // oldest of those it had. Restocks added by others since the read are not
 // seen, so an item may briefly hold a few more; the next restock trims it.
-func oldestRestocks(rs map[string]inventory.Restock) bson.D {
-	n := len(rs) - (inventory.RestockKeys - 1)
+func oldestRestocks(rs map[string]restock) bson.D {
+	n := len(rs) - (restockKeys - 1)
 	if n <= 0 {
 		return nil
 	}

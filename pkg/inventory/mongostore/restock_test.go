@@ -51,22 +51,25 @@ func TestRestock(t *testing.T) {
 	}
 
 	// The item remembers the last RestockKeys keys, and no more.
-	for i := range inventory.RestockKeys + 5 {
+	for i := range restockKeys + 5 {
 		if _, _, err := s.Restock(ctx, "r", fmt.Sprintf("bulk-%d", i), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := mustGet(t, s, "r")
-	if len(got.Restocks) != inventory.RestockKeys || got.Stock != inventory.RestockKeys+5 {
+	got, err := s.getDoc(ctx, s.items, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Restocks) != restockKeys || got.Stock != restockKeys+5 {
 		t.Fatalf("after %d restocks: %d keys kept, stock %d; want %d and %d",
-			inventory.RestockKeys+5, len(got.Restocks), got.Stock, inventory.RestockKeys, inventory.RestockKeys+5)
+			restockKeys+5, len(got.Restocks), got.Stock, restockKeys, restockKeys+5)
 	}
 	// The newest are kept: the last one replays; the first ones are forgotten.
-	if _, replayed, err := s.Restock(ctx, "r", fmt.Sprintf("bulk-%d", inventory.RestockKeys+4), 1); err != nil || !replayed {
+	if _, replayed, err := s.Restock(ctx, "r", fmt.Sprintf("bulk-%d", restockKeys+4), 1); err != nil || !replayed {
 		t.Fatalf("the newest key again: replayed %v, %v", replayed, err)
 	}
 	if _, replayed, err := s.Restock(ctx, "r", "bulk-0", 1); err != nil || replayed {
-		t.Fatalf("the oldest key again, after %d newer: replayed %v, %v; want it applied as new", inventory.RestockKeys+4, replayed, err)
+		t.Fatalf("the oldest key again, after %d newer: replayed %v, %v; want it applied as new", restockKeys+4, replayed, err)
 	}
 }
 

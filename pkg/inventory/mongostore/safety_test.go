@@ -505,7 +505,10 @@ func TestRecoverKeys(t *testing.T) {
 	}
 	// The two given up are fenced out of the item, below aborted_through;
 	// the young attempt still open is above them.
-	it := mustGet(t, a, "keys")
+	it, err := a.getDoc(ctx, a.items, "keys")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{abandoned.OrderID, never} {
 		if !gaveUp(it, inventory.Order{ID: id, Key: "k"}) {
 			t.Fatalf("item %+v: %s not given up", it, id)

@@ -132,7 +132,7 @@ func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (
 // units of holds expired by a lower estimate of the store's clock, which a
 // strategy that takes part in holds sells in its own update.
 func (s *Store) sellable(ctx context.Context, sku string, holds bool) (int64, error) {
-	it, err := s.Snapshot(ctx, sku)
+	it, err := s.snapshot(ctx, sku)
 	if err != nil {
 		return 0, err
 	}

@@ -321,7 +321,7 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 	// the caller learns whether the stock was set.
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	var it inventory.Item
+	var it itemDoc
 	err := s.items.FindOneAndUpdate(cctx, filter,
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}}},
@@ -332,14 +332,14 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 	).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) || mongo.IsDuplicateKeyError(err) {
 		if sit, ok, serr := s.putSplit(ctx, sku, stock, version); ok || serr != nil {
-			return sit, serr
+			return sit.item(), serr
 		}
 		if version == nil {
 			return s.put(ctx, sku, stock, nil) // unsplit meanwhile: put the item itself
 		}
 	}
 	if version != nil && errors.Is(err, mongo.ErrNoDocuments) {
-		cur, gerr := s.Get(ctx, sku)
+		cur, gerr := s.getDoc(ctx, s.items, sku)
 		if gerr != nil {
 			return inventory.Item{}, gerr
 		}
@@ -352,38 +352,34 @@ func (s *Store) put(ctx context.Context, sku string, stock int64, version *int64
 		// set would erase: the caller must read the item to find out.
 		return inventory.Item{}, unknownOutcome("put", sku, err)
 	}
-	return it, nil
+	return it.item(), nil
 }
 
 // Get returns the item, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, sku string) (inventory.Item, error) {
-	return s.get(ctx, s.items, sku)
+	it, err := s.getDoc(ctx, s.items, sku)
+	return it.item(), err
 }
 
 // getCommitted is Get with majority read concern (see committedItems).
 // Its Pending holds the orders pending in the item's buckets too (see
 // Buckets): its callers look for an order wherever a sale may have put it.
-func (s *Store) getCommitted(ctx context.Context, sku string) (inventory.Item, error) {
+func (s *Store) getCommitted(ctx context.Context, sku string) (itemDoc, error) {
 	if err := inventory.CheckSKU(sku); err != nil {
-		return inventory.Item{}, err
+		return itemDoc{}, err
 	}
 	v, err := s.read(ctx, s.committedItems, sku)
 	if err != nil {
-		return inventory.Item{}, err
+		return itemDoc{}, err
 	}
 	it := v.merged()
 	it.Stock, it.Version = v.item.Stock, v.item.Version
 	return it, nil
 }
 
-func (s *Store) get(ctx context.Context, items *mongo.Collection, sku string) (inventory.Item, error) {
-	it, err := s.getDoc(ctx, items, sku)
-	return it.Item, err
-}
-
-// getDoc is get with the fields of a split (see Buckets): a strategy that
-// reads the item to answer sold out tells SplitAware by them whether the
-// item held all of the sku's stock (see soldOutOf).
+// getDoc is Get as the item document, read through items: a strategy
+// that reads the item to answer sold out tells SplitAware by its split
+// whether the item held all of the sku's stock (see soldOutOf).
 func (s *Store) getDoc(ctx context.Context, items *mongo.Collection, sku string) (itemDoc, error) {
 	if err := inventory.CheckSKU(sku); err != nil {
 		return itemDoc{}, err
@@ -419,7 +415,7 @@ func (s *Store) setStock(ctx context.Context, stock int64, o inventory.Order) er
 		return unknownOutcome("write", o.SKU, err)
 	}
 	if res.MatchedCount == 0 {
-		if it, err := s.Get(ctx, o.SKU); err == nil {
+		if it, err := s.getDoc(ctx, s.items, o.SKU); err == nil {
 			if gaveUp(it, o) {
 				return abandoned("write", o)
 			}

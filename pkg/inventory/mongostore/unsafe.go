@@ -33,7 +33,7 @@ func (u *Unsafe) Decrement(ctx context.Context, req inventory.Request) (inventor
 	if err := req.Validate(); err != nil {
 		return inventory.Sale{}, err
 	}
-	it, err := u.store.Get(ctx, req.SKU)
+	it, err := u.store.getDoc(ctx, u.store.items, req.SKU)
 	if err != nil {
 		return inventory.Sale{}, err
 	}

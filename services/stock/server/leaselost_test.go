@@ -25,6 +25,7 @@ import (
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock/etcdlock"
 	"github.com/stocklock/stocklock/pkg/lock/redislock"
+	"github.com/stocklock/stocklock/pkg/stockapi"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -211,7 +212,7 @@ func TestLeaseLost(t *testing.T) {
 					LocksHeld map[string]int `json:"locks_held"`
 				}
 				getJSON(t, client, rep.url+"/healthz", &hz)
-				var item inventory.Item
+				var item stockapi.Item
 				getJSON(t, client, rep.url+"/v1/items/"+sku, &item)
 				if hz.LocksHeld[tc.strategy] == 1 && item.Fences[tc.strategy] > 0 {
 					break
@@ -243,7 +244,7 @@ func TestLeaseLost(t *testing.T) {
 			}
 
 			// Nothing written: same stock, same version, no order.
-			var item inventory.Item
+			var item stockapi.Item
 			getJSON(t, client, rep.url+"/v1/items/"+sku, &item)
 			if item.Stock != initial || item.Version != 1 {
 				t.Errorf("after lease_lost the item is stock %d version %d, want stock %d version 1 (untouched)", item.Stock, item.Version, initial)

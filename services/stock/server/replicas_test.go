@@ -15,6 +15,7 @@ import (
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/stockapi"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -138,7 +139,7 @@ func ledger(t *testing.T, client *http.Client, rep replica, sku string) (stock i
 			t.Fatal(err)
 		}
 	}
-	var item inventory.Item
+	var item stockapi.Item
 	get("/v1/items/"+sku, &item)
 	for after := ""; ; {
 		var page struct {
