@@ -33,6 +33,13 @@ var shedReasons = []string{shedQueueFull, shedQueueWait, shedClientGone}
 // and target of 5 ms): under overload the requests served are the ones
 // whose buyers are still there, and a request shed after waiting is shed
 // within milliseconds instead of after maxWait.
+//
+// The queue is no longer than the slots can serve within the wait it
+// allows (maxWait, or target while it stands), by the mean time a request
+// has held a slot lately: a request that could not be served in time is
+// shed at once, not after waiting for nothing. On one hot sku, where each
+// sale holds its slot for hundreds of milliseconds under a herd, that is a
+// queue of a few, and nearly every shed answer takes microseconds.
 type admission struct {
 	limit    int           // requests working at once
 	queue    int           // requests waiting at most
@@ -44,8 +51,9 @@ type admission struct {
 
 	mu        sync.Mutex
 	working   int
-	waiting   []*waiter // oldest first
-	busySince time.Time // when the queue last went from empty to not empty (set by acquire)
+	waiting   []*waiter     // oldest first
+	hold      time.Duration // a moving mean of how long admitted requests held their slot; 0 before the first release
+	busySince time.Time     // when the queue last went from empty to not empty (set by acquire)
 	// standsUntil keeps the queue standing for an interval after a
 	// release found it standing or a waiter waited in vain: dropping
 	// every waiter too old empties it, and the next waiter must not
@@ -85,16 +93,17 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 		return nil, a.drop(shedClientGone)
 	}
 	a.mu.Lock()
+	now := a.now()
 	if a.working < a.limit && len(a.waiting) == 0 {
 		a.working++
 		a.mu.Unlock()
-		return a.release, ""
+		return a.releaser(now), ""
 	}
-	if len(a.waiting) >= a.queue {
+	if len(a.waiting) >= a.room(now) {
 		a.mu.Unlock()
 		return nil, a.drop(shedQueueFull)
 	}
-	w := &waiter{since: a.now(), done: make(chan bool, 1)}
+	w := &waiter{since: now, done: make(chan bool, 1)}
 	if len(a.waiting) == 0 {
 		a.busySince = w.since
 	}
@@ -110,7 +119,7 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 	select {
 	case ok := <-w.done:
 		if ok {
-			return a.release, ""
+			return a.releaser(a.now()), ""
 		}
 		return nil, a.drop(shedQueueWait) // dropped by a release: too old for a standing queue
 	case <-ctx.Done():
@@ -125,18 +134,47 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 	removed := a.remove(w)
 	a.mu.Unlock()
 	if !removed && <-w.done {
-		a.release() // a slot was handed over as the wait ended: pass it on
+		a.release(0) // a slot was handed over as the wait ended: pass it on
 	}
 	return nil, a.drop(reason)
 }
 
-// release gives a working slot back: to a waiter if one is due, else to
-// the pool.
-func (a *admission) release() {
+// holdWeight is the weight of the latest hold in the moving mean.
+const holdWeight = 0.2
+
+// room is how many may wait now: the queue's bound, or fewer, as many as
+// the slots can serve, by the mean hold, within the wait a newcomer may
+// wait (at least one). a.mu must be held.
+func (a *admission) room(now time.Time) int {
+	if a.hold <= 0 {
+		return a.queue
+	}
+	wait := a.maxWait
+	if a.standing(now) {
+		wait = a.target
+	}
+	return min(a.queue, max(1, int(float64(wait)*float64(a.limit)/float64(a.hold))))
+}
+
+// releaser is the release of a slot taken at since.
+func (a *admission) releaser(since time.Time) func() {
+	return func() { a.release(a.now().Sub(since)) }
+}
+
+// release gives back a working slot held for held (0: not counted in the
+// mean): to a waiter if one is due, else to the pool.
+func (a *admission) release(held time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if held > 0 {
+		if a.hold == 0 {
+			a.hold = held
+		} else {
+			a.hold += time.Duration(holdWeight * float64(held-a.hold))
+		}
+	}
 	now := a.now()
-	if a.standing(now) {
+	if len(a.waiting) > 0 && a.standing(now) {
 		// A standing queue: drop the waiters too old to be worth serving,
 		// serve the newest.
 		a.standsUntil = now.Add(a.interval)
@@ -161,10 +199,10 @@ func (a *admission) release() {
 }
 
 // standing reports whether the queue stands at now: it has not been empty
-// for a whole interval, or a release found it standing less than an
-// interval ago. a.mu must be held.
+// for a whole interval, or less than an interval ago a release found it
+// standing or a waiter waited in vain. a.mu must be held.
 func (a *admission) standing(now time.Time) bool {
-	return len(a.waiting) > 0 && (now.Sub(a.busySince) >= a.interval || now.Before(a.standsUntil))
+	return len(a.waiting) > 0 && now.Sub(a.busySince) >= a.interval || now.Before(a.standsUntil)
 }
 
 // remove takes w out of the queue, and reports whether it was there. a.mu

@@ -177,6 +177,26 @@ func TestAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("no longer a queue than the slots serve within the wait", func(t *testing.T) {
+		clock := &fakeClock{t: time.Unix(1e9, 0)}
+		a := newAdmission(1, 10, 2*time.Hour, nil) // room for 10 waiters, each waiting up to 2 h
+		a.now = clock.now
+		first, _ := a.acquire(t.Context())
+		clock.add(time.Hour)
+		first() // a slot is held an hour: two waiters are all it serves within 2 h
+		held, _ := a.acquire(t.Context())
+		defer held()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		waitFor(t, a, ctx, 1)
+		waitFor(t, a, ctx, 2)
+		third, stop := context.WithTimeout(t.Context(), 5*time.Second) // queued, it would wait 2 h
+		defer stop()
+		if r, reason := a.acquire(third); r != nil || reason != shedQueueFull {
+			t.Fatalf("a third waiter for a slot held an hour, waiting at most 2 h: admitted %v, reason %q; want %s at once", r != nil, reason, shedQueueFull)
+		}
+	})
+
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{shedQueueFull, shedClientGone, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait, shedQueueWait}
