@@ -47,6 +47,11 @@ type Flash struct {
 	// dialled afresh (on one machine, the dialling costs the herd's
 	// client and the replicas more than the answers).
 	Conns int
+	// Keyless sends each decrement without an Idempotency-Key, as the
+	// capacity sweep's closed model does: its steps past the knee are
+	// compared with the sweep's (a keyed sale is more round trips to the
+	// store). Who won can then not be told from the ledger.
+	Keyless bool
 }
 
 // The arrival shapes.
@@ -269,12 +274,16 @@ func (r *flashRun) buy(ctx context.Context, i int, due time.Time) {
 	r.arrived.Add(1)
 	bctx, cancel := context.WithDeadline(ctx, arrived.Add(r.f.Patience))
 	defer cancel()
-	sku, key := r.skus[i%len(r.skus)], fmt.Sprintf("%s-b%d", r.skus[i%len(r.skus)], i)
+	sku := r.skus[i%len(r.skus)]
+	var opts []stockclient.CallOption
+	if !r.f.Keyless {
+		opts = append(opts, stockclient.IdempotencyKey(fmt.Sprintf("%s-b%d", sku, i)))
+	}
 	b := &r.buyers[i]
 	for try := 0; ; try++ {
 		base := r.h.replicas[(i+try)%len(r.h.replicas)]
 		r.attempts.Add(1)
-		sale, err := r.api.At(base).Decrement(bctx, sku, int64(r.h.cfg.Qty), r.strategy, stockclient.IdempotencyKey(key))
+		sale, err := r.api.At(base).Decrement(bctx, sku, int64(r.h.cfg.Qty), r.strategy, opts...)
 		b.kind = flashKind(err, bctx.Err() != nil)
 		if err == nil {
 			b.order = verdict.Order{ID: sale.OrderID, SKU: sku, Qty: r.h.cfg.Qty}

@@ -40,13 +40,14 @@ func knee(runs []report.Run, strategy string, n int) int {
 // pastKnee offers strategy the rates past its knee with the flash sale's
 // open model: buyers at one constant rate for Duration, each its own
 // request with its own deadline (the sweep's p99 limit), on stock that
-// never runs out. Each step is a flash run with the rate it was offered.
+// never runs out, without an Idempotency-Key, as the sweep's own requests
+// (Flash.Keyless). Each step is a flash run with the rate it was offered.
 func (s Capacity) pastKnee(ctx context.Context, h *Harness, strategy string, rep *report.Report) error {
 	saved := h.cfg
 	defer func() { h.cfg = saved }()
 	k := knee(rep.Runs, strategy, len(h.replicas))
 	for _, rate := range pastKneeRates(k) {
-		f := Flash{Buyers: max(1, int(float64(rate)*h.cfg.Duration.Seconds())), Over: h.cfg.Duration, Shape: ShapeConstant, Patience: s.P99, Conns: DefaultFlashConns}
+		f := Flash{Buyers: max(1, int(float64(rate)*h.cfg.Duration.Seconds())), Over: h.cfg.Duration, Shape: ShapeConstant, Patience: s.P99, Conns: DefaultFlashConns, Keyless: true}
 		h.cfg.Stock = min(MaxStock, f.Buyers*h.cfg.Qty+10)
 		h.logf("[capacity, past the knee] %s on %d replicas: %d req/s (%.3g × the knee, %d), open model, patience %s, for %s",
 			strategy, len(h.replicas), rate, float64(rate)/float64(k), k, f.Patience, h.cfg.Duration)
