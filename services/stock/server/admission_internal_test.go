@@ -42,6 +42,21 @@ func waitFor(t *testing.T, a *admission, ctx context.Context, queued int) <-chan
 	}
 }
 
+// wantShedAfterTarget fails t unless the waiter of got, described by
+// what, is shed for its wait (a timer of the target's, not the age
+// limit's hour) within 30 s.
+func wantShedAfterTarget(t *testing.T, got <-chan result, what string) {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.release != nil || r.reason != shedQueueWait {
+			t.Fatalf("%s: admitted %v, reason %q; want %s", what, r.release != nil, r.reason, shedQueueWait)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still waits after 30 s; want it shed after the target", what)
+	}
+}
+
 // TestAdmission: a bound of working requests, a bounded queue, and every
 // way out of it: a slot handed over, a full queue, a client gone, the age
 // limit, and a standing queue served newest first with its old waiters
@@ -121,14 +136,7 @@ func TestAdmission(t *testing.T) {
 		old := waitFor(t, a, t.Context(), 1)
 		clock.add(a.interval) // the queue stands
 		young := waitFor(t, a, t.Context(), 2)
-		select {
-		case r := <-young:
-			if r.release != nil || r.reason != shedQueueWait {
-				t.Fatalf("a waiter of a standing queue past the target: admitted %v, reason %q; want %s", r.release != nil, r.reason, shedQueueWait)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("a waiter that joined a standing queue still waits after 30 s; want it shed after the target")
-		}
+		wantShedAfterTarget(t, young, "a waiter that joined a standing queue")
 		select {
 		case r := <-old:
 			t.Fatalf("the waiter that joined before the queue stood left early: %+v", r)
@@ -146,14 +154,7 @@ func TestAdmission(t *testing.T) {
 		again, _ := a.acquire(t.Context())
 		defer again()
 		next := waitFor(t, a, t.Context(), 1)
-		select {
-		case r := <-next:
-			if r.release != nil || r.reason != shedQueueWait {
-				t.Fatalf("a waiter of a queue emptied by drops: admitted %v, reason %q; want %s", r.release != nil, r.reason, shedQueueWait)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("a waiter of a queue emptied by a standing queue's drops still waits after 30 s; want it shed after the target")
-		}
+		wantShedAfterTarget(t, next, "a waiter of a queue emptied by a standing queue's drops")
 	})
 
 	t.Run("a waiter that waited in vain keeps the queue standing", func(t *testing.T) {
@@ -167,14 +168,7 @@ func TestAdmission(t *testing.T) {
 		}
 		a.maxWait = time.Hour // were the queue to drain, the next waiter would wait an hour
 		next := waitFor(t, a, t.Context(), 1)
-		select {
-		case r := <-next:
-			if r.release != nil || r.reason != shedQueueWait {
-				t.Fatalf("the next waiter: admitted %v, reason %q; want %s", r.release != nil, r.reason, shedQueueWait)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the waiter after one that waited in vain still waits after 30 s; want it shed after the target")
-		}
+		wantShedAfterTarget(t, next, "the waiter after one that waited in vain")
 	})
 
 	t.Run("no longer a queue than the slots serve within the wait", func(t *testing.T) {
