@@ -35,12 +35,6 @@ func (a *Atomic) Name() string { return strategy.Atomic }
 
 // Decrement implements Strategy.
 func (a *Atomic) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return inventory.Sale{}, context.Cause(ctx)
-	}
 	o := a.store.newOrder(req, strategy.Atomic, 0)
 	cctx, cancel := a.store.commitContext(ctx)
 	defer cancel()

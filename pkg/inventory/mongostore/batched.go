@@ -129,12 +129,6 @@ func (b *Batched) Name() string { return strategy.Batched }
 
 // Decrement implements Strategy.
 func (b *Batched) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return inventory.Sale{}, context.Cause(ctx)
-	}
 	c := &batchCall{ctx: ctx, order: b.store.newOrder(req, strategy.Batched, 0), done: make(chan batchAnswer, 1)}
 	b.mu.Lock()
 	q := b.queues[req.SKU]

@@ -407,12 +407,6 @@ func (b *Buckets) remember(sku string, v *view) {
 
 // Decrement implements Strategy.
 func (b *Buckets) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return inventory.Sale{}, context.Cause(ctx)
-	}
 	return b.decrement(ctx, req, strategy.Buckets)
 }
 
@@ -1048,8 +1042,15 @@ type splitAware struct {
 // SplitAware returns st made to sell from the buckets of an item the
 // buckets strategy has split (see Buckets), with k as that strategy's
 // bucket count. The buckets strategy itself, and one that is not safe, is
-// returned as it is.
+// returned as it is. A checked st (see checked) stays checked outermost.
 func SplitAware(st inventory.Strategy, s *Store, k int) (inventory.Strategy, error) {
+	if inner, ok := unchecked(st); ok {
+		w, err := SplitAware(inner, s, k)
+		if err != nil {
+			return nil, err
+		}
+		return check(w), nil
+	}
 	if in, ok := strategy.Lookup(st.Name()); st.Name() == strategy.Buckets || (ok && !in.Safe) {
 		return st, nil
 	}

@@ -141,9 +141,6 @@ func (l *Locked) Fencing() bool { return l.cfg.Fencing }
 
 // Decrement implements Strategy.
 func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
 	sku, qty := req.SKU, req.Qty
 
 	// Step 0, before the four steps: a plain read that answers sold_out (or

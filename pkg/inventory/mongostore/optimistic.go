@@ -61,9 +61,6 @@ func (o *Optimistic) Name() string { return strategy.Optimistic }
 
 // Decrement implements Strategy.
 func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
 	for n := 0; n < o.attempts; n++ {
 		if n > 0 {
 			if err := pause(ctx, casBackoff(n-1)); err != nil {

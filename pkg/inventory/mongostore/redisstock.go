@@ -201,12 +201,6 @@ type saleRecord struct {
 
 // Decrement implements Strategy.
 func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return inventory.Sale{}, context.Cause(ctx)
-	}
 	o := r.store.newOrder(req, strategy.RedisStock, 0)
 	rec, _ := json.Marshal(saleRecord{Replica: o.Replica, Key: o.Key})
 	for range redisStockAttempts {

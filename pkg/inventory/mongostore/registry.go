@@ -46,13 +46,20 @@ func addBuilder(name string, build func(Deps) (inventory.Strategy, error)) bool 
 }
 
 // Build makes the strategy in describes (an entry of the registry in
-// pkg/strategy) from what a replica has.
+// pkg/strategy) from what a replica has, checked (see checked): its
+// Decrement validates the request and checks the context before anything
+// else.
 func Build(in strategy.Info, d Deps) (inventory.Strategy, error) {
-	if build := builders[in.Name]; build != nil {
-		return build(d)
+	build := builders[in.Name]
+	if build == nil && in.Locks() {
+		build = func(d Deps) (inventory.Strategy, error) { return buildLocked(in, d) }
 	}
-	if in.Locks() {
-		return buildLocked(in, d)
+	if build != nil {
+		st, err := build(d)
+		if err != nil {
+			return nil, err
+		}
+		return check(st), nil
 	}
 	return nil, fmt.Errorf("%w: strategy %s takes no lock and has no constructor in pkg/inventory/mongostore", inventory.ErrInvalid, in.Name)
 }

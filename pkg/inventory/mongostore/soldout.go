@@ -76,7 +76,8 @@ const maxSoldOutMarks = 1 << 16
 // the units of holds expired by the store's clock for a strategy that
 // takes them (the registry's Holds). Any other strategy, and an unsafe
 // one, is returned as it is (see inventory.SellableReader). A nil obs
-// means none.
+// means none. A checked st (see checked) stays checked outermost: a
+// request that is not valid, or whose context is done, costs no read.
 //
 // Wrap the strategy last, after SplitAware: a sold out it answers is then
 // the whole sku's, buckets included.
@@ -89,6 +90,9 @@ const maxSoldOutMarks = 1 << 16
 // which says whether its attempt was given up (ErrAbandoned) before it
 // says sold out; its sold out still marks the sku.
 func SoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inventory.Strategy {
+	if inner, ok := unchecked(st); ok {
+		return check(SoldOutShortcut(inner, s, obs))
+	}
 	read := sellableOf(st, s)
 	if read == nil {
 		return st
@@ -177,9 +181,6 @@ type sellableRead struct {
 
 // Decrement implements inventory.Strategy.
 func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
 	if req.OrderID == "" {
 		if err := w.readSoldOut(ctx, req); err != nil {
 			if errors.Is(err, inventory.ErrSoldOut) {

@@ -30,9 +30,6 @@ func (u *Unsafe) Name() string { return strategy.Unsafe }
 
 // Decrement implements Strategy, incorrectly under concurrency.
 func (u *Unsafe) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
-	if err := req.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
 	it, err := u.store.getDoc(ctx, u.store.items, req.SKU)
 	if err != nil {
 		return inventory.Sale{}, err

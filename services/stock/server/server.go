@@ -279,10 +279,10 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
-		if l, ok := st.(*mongostore.Locked); ok {
+		if l, ok := mongostore.Unchecked(st).(*mongostore.Locked); ok {
 			s.locked = append(s.locked, l)
 		}
-		if rs, ok := st.(*mongostore.RedisStock); ok {
+		if rs, ok := mongostore.Unchecked(st).(*mongostore.RedisStock); ok {
 			s.redisStock = rs
 			s.metrics.watchRedisStock(rs, s.adminStore, s.logger)
 		}

@@ -1,0 +1,75 @@
+package mongostore
+
+import (
+	"context"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+)
+
+// checked is every strategy Build returns: it validates the request and
+// checks the context once, before any other wrapper or any store work,
+// and answers as the strategies used to each on their own: Validate's
+// error (it wraps inventory.ErrInvalid) for a request that is not valid,
+// context.Cause for a context already done.
+//
+// A strategy of this package may therefore assume, as a database/sql/driver
+// may of what database/sql hands it, that its Decrement is called with a
+// request that passed Validate and a context that was live when it was
+// called; it checks neither again. Called directly (NewAtomic(s).Decrement),
+// it is trusted to be called so.
+//
+// The check stays outermost: SplitAware and SoldOutShortcut wrap the
+// strategy a checked one checks and check the result, so a request that
+// does not pass costs no read. Unchecked returns the strategy checked, for
+// a caller that asserts its type (*Locked, *RedisStock). A strategy that is
+// an inventory.Holder stays one (checkedHolder); its Hold is its own and
+// validates its request itself (Store.createHold, Locked.Hold).
+type checked struct{ inventory.Strategy }
+
+// checkedHolder is checked for a strategy that takes part in holds.
+type checkedHolder struct{ checked }
+
+// Hold implements inventory.Holder.
+func (c checkedHolder) Hold(ctx context.Context, req inventory.HoldRequest) (inventory.Hold, error) {
+	return c.Strategy.(inventory.Holder).Hold(ctx, req)
+}
+
+// check returns st checked (see checked); st as it is when it is already.
+func check(st inventory.Strategy) inventory.Strategy {
+	switch st.(type) {
+	case checked, checkedHolder:
+		return st
+	case inventory.Holder:
+		return checkedHolder{checked{st}}
+	}
+	return checked{st}
+}
+
+// Unchecked returns the strategy st checks when st is one Build returned
+// (see checked), else st.
+func Unchecked(st inventory.Strategy) inventory.Strategy {
+	inner, _ := unchecked(st)
+	return inner
+}
+
+// unchecked is Unchecked, saying whether st was checked.
+func unchecked(st inventory.Strategy) (inventory.Strategy, bool) {
+	switch c := st.(type) {
+	case checked:
+		return c.Strategy, true
+	case checkedHolder:
+		return c.Strategy, true
+	}
+	return st, false
+}
+
+// Decrement implements inventory.Strategy: the check, then the strategy.
+func (c checked) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	if err := req.Validate(); err != nil {
+		return inventory.Sale{}, err
+	}
+	if ctx.Err() != nil {
+		return inventory.Sale{}, context.Cause(ctx)
+	}
+	return c.Strategy.Decrement(ctx, req)
+}
