@@ -359,10 +359,14 @@
 //     per-sku queue in front of the lock service.
 //   - fence.go: [Store.FencedRead] and [Store.FencedWrite].
 //   - batched.go: batched, and the ledger's batch insert.
-//   - buckets.go: buckets: the bucket documents, the sale path
-//     (Buckets.Decrement, round, take), spread, merge and unsplit, PUT of a
-//     split item ([Store.PutSplit]), fencing of given-up attempts in
-//     buckets.
+//   - buckets.go: the buckets strategy ([Buckets]) and its sale path
+//     (Buckets.Decrement, round, take, takeItem), and its cache of splits.
+//   - split.go: the mechanics of a split sku: the bucket documents, the
+//     view of an item and its buckets (read, the total, [Store.Snapshot]),
+//     spread, merge, freeze and unsplit across generations, PUT of a split
+//     item ([Store.PutSplit]), fencing of given-up attempts in buckets.
+//   - splitaware.go: [SplitAware], which lets the other strategies sell a
+//     split sku through the buckets strategy, and their item sold out.
 //   - redisstock.go, redisstock_take.go, redisstock_observe.go,
 //     redisstock_*.lua: redis-stock: loading, the take, the batch write,
 //     [RedisStock.Recover].
