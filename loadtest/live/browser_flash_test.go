@@ -2,14 +2,12 @@ package live_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/loadtest/env/envtest"
 	"github.com/stocklock/stocklock/loadtest/live"
 )
@@ -48,24 +46,14 @@ const flashJS = `(() => {
 // buyer, a sale per unit; the goodput line is drawn; the sell-out is
 // marked; atomic's row says pass.
 func TestBrowserFlash(t *testing.T) {
-	testskip.Long(t, "drives a flash sale on the live page in headless Chromium")
-	browser := findBrowser()
-	if browser == "" {
-		testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")
-	}
+	browser := needBrowser(t, "drives a flash sale on the live page in headless Chromium")
 	const buyers, stock = 300, 10
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cfg := browserConfig(t)
 	cfg.Replicas = envtest.Replicas(t, cfg.AdminToken, 0)
 	cfg.Settle, cfg.ReadyWait, cfg.CheckTimeout = 100*time.Millisecond, 30*time.Second, 20*time.Second
-	srv, err := live.Start(ctx, live.Options{Base: cfg, OutDir: t.TempDir(), Log: testLog{t}})
-	if err != nil {
-		t.Fatalf("live.Start: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
-	defer srv.Close()
+	ts := servePage(t, ctx, live.Options{Base: cfg, OutDir: t.TempDir(), Log: testLog{t}})
 	bctx, step, poll, stop := drive(t, ctx, browser, "flash-failed")
 	defer stop()
 	step("open the page", chromedp.Navigate(ts.URL), chromedp.WaitVisible(chromedp.CSS(`#strategies input[value="atomic"]`)))

@@ -30,14 +30,33 @@ import (
 // browsers are the names a Chromium build goes by on PATH.
 var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"}
 
-// findBrowser returns the path of a Chromium on PATH, or "".
-func findBrowser() string {
+// needBrowser skips t in the quick tier (testskip.Long: it does what),
+// and when no Chromium is on PATH; otherwise it returns the Chromium's path.
+func needBrowser(t *testing.T, what string) string {
+	t.Helper()
+	testskip.Long(t, what)
 	for _, name := range browsers {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
+	testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")
 	return ""
+}
+
+// servePage starts the live page on opts and an HTTP server for it, both
+// closed when t ends, the page first: the server's Close waits for the
+// event streams, which the page's Close ends.
+func servePage(t *testing.T, ctx context.Context, opts live.Options) *httptest.Server {
+	t.Helper()
+	srv, err := live.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("live.Start: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close)
+	return ts
 }
 
 // browserConfig is the race of the issue that made the timeline legible
@@ -201,25 +220,14 @@ const overlapsJS = `(() => {
 // fencing token of that second; the table is the server's, which is the
 // command line's.
 func TestBrowserRace(t *testing.T) {
-	testskip.Long(t, "drives a race on the live page in headless Chromium")
-	browser := findBrowser()
-	if browser == "" {
-		testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")
-	}
+	browser := needBrowser(t, "drives a race on the live page in headless Chromium")
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	srv, err := live.Start(ctx, live.Options{
+	ts := servePage(t, ctx, live.Options{
 		Base: browserConfig(t), OutDir: t.TempDir(), Log: testLog{t}, DocsDir: filepath.Join("..", "..", "docs"),
 	})
-	if err != nil {
-		t.Fatalf("live.Start: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
-	// Before ts.Close, which waits for the event streams: Close ends them.
-	defer srv.Close()
 	t.Logf("stores and replicas up in %s", time.Since(began).Round(time.Millisecond))
 
 	bctx, step, poll, stop := drive(t, ctx, browser, "failed")
@@ -690,21 +698,11 @@ const holdsJS = `(() => {
 // verdict panel lists the checkout's checks, passed; no text prints over
 // text.
 func TestBrowserCheckout(t *testing.T) {
-	testskip.Long(t, "drives a checkout on the live page in headless Chromium")
-	browser := findBrowser()
-	if browser == "" {
-		testskip.Missing(t, testskip.Chromium, "no Chromium to drive: none of "+strings.Join(browsers, ", ")+" is on PATH")
-	}
+	browser := needBrowser(t, "drives a checkout on the live page in headless Chromium")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	out := t.TempDir()
-	srv, err := live.Start(ctx, live.Options{Base: browserConfig(t), OutDir: out, Log: testLog{t}})
-	if err != nil {
-		t.Fatalf("live.Start: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
-	defer srv.Close()
+	ts := servePage(t, ctx, live.Options{Base: browserConfig(t), OutDir: out, Log: testLog{t}})
 	bctx, step, poll, stop := drive(t, ctx, browser, "checkout-failed")
 	defer stop()
 	step("open the page", chromedp.Navigate(ts.URL), chromedp.WaitVisible(chromedp.CSS(`#strategies input[value="atomic"]`)))
