@@ -121,16 +121,7 @@ func TestBuyerRetries(t *testing.T) {
 	}))
 	defer srv.Close()
 	h := &Harness{cfg: Config{Qty: 1, SKUs: 1}, replicas: []string{srv.URL}, prefix: "t"}
-	f := Flash{Buyers: 4, Patience: 5 * time.Second, Retries: 1, RetryBudget: 0.5} // 2 retries for 4 buyers
-	api, done := herdClient(f)
-	defer done()
-	r := h.newFlashRun(f, api, "atomic", "fl")
-	r.began = time.Now()
-	var wg sync.WaitGroup
-	for i := range f.Buyers {
-		wg.Go(func() { r.buy(t.Context(), i, r.began) })
-	}
-	wg.Wait()
+	r := buyAll(t, h, Flash{Buyers: 4, Patience: 5 * time.Second, Retries: 1, RetryBudget: 0.5}) // 2 retries for 4 buyers
 	kinds := map[string]int{}
 	for _, b := range r.buyers {
 		kinds[b.kind]++
@@ -138,6 +129,22 @@ func TestBuyerRetries(t *testing.T) {
 	if kinds[report.KindSale] != 2 || kinds[report.KindShed] != 2 || r.retried.Load() != 2 || r.attempts.Load() != 6 {
 		t.Errorf("final answers %v, %d retries of %d attempts; want 2 sales on their retry and 2 shed, 6 attempts", kinds, r.retried.Load(), r.attempts.Load())
 	}
+}
+
+// buyAll runs a flash run of atomic with f's buyers through h, all of
+// them at once, and returns it once each has its final answer.
+func buyAll(t *testing.T, h *Harness, f Flash) *flashRun {
+	t.Helper()
+	api, done := herdClient(f)
+	t.Cleanup(done)
+	r := h.newFlashRun(f, api, "atomic", "fl")
+	r.began = time.Now()
+	var wg sync.WaitGroup
+	for i := range f.Buyers {
+		wg.Go(func() { r.buy(t.Context(), i, r.began) })
+	}
+	wg.Wait()
+	return r
 }
 
 // TestFlashEvents: the buyers' final answers reach the sink as answer
@@ -168,16 +175,7 @@ func TestFlashEvents(t *testing.T) {
 		evs = append(evs, ev)
 	}
 	h := &Harness{cfg: Config{Qty: 1, SKUs: 1, Stock: 2}, replicas: []string{srv.URL}, prefix: "t", sink: sink}
-	f := Flash{Buyers: 10, Patience: 5 * time.Second}
-	api, done := herdClient(f)
-	defer done()
-	r := h.newFlashRun(f, api, "atomic", "fl")
-	r.began = time.Now()
-	var wg sync.WaitGroup
-	for i := range f.Buyers {
-		wg.Go(func() { r.buy(t.Context(), i, r.began) })
-	}
-	wg.Wait()
+	r := buyAll(t, h, Flash{Buyers: 10, Patience: 5 * time.Second})
 	r.emitBins()
 	r.emitBins()
 	kinds, sellOuts := map[string]int64{}, 0
