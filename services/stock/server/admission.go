@@ -108,10 +108,7 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 		a.busySince = w.since
 	}
 	a.waiting = append(a.waiting, w)
-	wait := a.maxWait
-	if a.standing(w.since) {
-		wait = a.target
-	}
+	wait := a.patience(w.since)
 	a.mu.Unlock()
 
 	t := time.NewTimer(wait)
@@ -143,17 +140,23 @@ func (a *admission) acquire(ctx context.Context) (release func(), reason string)
 const holdWeight = 0.2
 
 // room is how many may wait now: the queue's bound, or fewer, as many as
-// the slots can serve, by the mean hold, within the wait a newcomer may
-// wait (at least one). a.mu must be held.
+// the slots can serve, by the mean hold, within the patience of a
+// newcomer (at least one). a.mu must be held.
 func (a *admission) room(now time.Time) int {
 	if a.hold <= 0 {
 		return a.queue
 	}
-	wait := a.maxWait
+	return min(a.queue, max(1, int(float64(a.patience(now))*float64(a.limit)/float64(a.hold))))
+}
+
+// patience is how long a request that joins the queue at now may wait:
+// the target while the queue stands, else the age limit. a.mu must be
+// held.
+func (a *admission) patience(now time.Time) time.Duration {
 	if a.standing(now) {
-		wait = a.target
+		return a.target
 	}
-	return min(a.queue, max(1, int(float64(wait)*float64(a.limit)/float64(a.hold))))
+	return a.maxWait
 }
 
 // releaser is the release of a slot taken at since.
