@@ -344,8 +344,7 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 		}
 	}
 	r.h.emit(Event{Type: EventRunStart, Run: r.run, Strategy: r.strategy, SKUs: r.skus, Initial: out.Units, Replicas: r.h.replicaIDs})
-	before, logs := scrape(ctx, r.h, parseControl), r.replicaLogs()
-	shedBefore, reasonsBefore := scrape(ctx, r.h, parseShedTimes), scrape(ctx, r.h, parseShedReasons)
+	before, logs := scrape(ctx, r.h, parseFlashMetrics), r.replicaLogs()
 	logged := logSizes(logs)
 	r.began = time.Now()
 	herd := arrivals[len(arrivals)-1] + f.Patience
@@ -368,25 +367,25 @@ func (r *flashRun) sale(ctx context.Context, arrivals []time.Duration) (report.F
 	if err := ctx.Err(); err != nil {
 		return out, context.Cause(ctx)
 	}
-	after := scrape(ctx, r.h, parseControl)
+	after := scrape(ctx, r.h, parseFlashMetrics)
+	shedBefore, shedAfter := make([]histSnapshot, len(before)), make([]histSnapshot, len(after))
 	for i := range after {
-		out.Control.RenewalFailures += after[i][0] - before[i][0]
-		out.Control.LeasesLost += after[i][1] - before[i][1]
-		out.Control.RecoveredOrders += after[i][2] - before[i][2]
-	}
-	countLogged(logs, logged, &out.Control)
-	if p99, ok := p99Ms(shedBefore, scrape(ctx, r.h, parseShedTimes), ""); ok {
-		out.ReplicaShedP99 = &p99
-	}
-	for i, after := range scrape(ctx, r.h, parseShedReasons) {
-		for reason, n := range after {
-			if d := int(n - reasonsBefore[i][reason]); d > 0 {
+		out.Control.RenewalFailures += after[i].control[0] - before[i].control[0]
+		out.Control.LeasesLost += after[i].control[1] - before[i].control[1]
+		out.Control.RecoveredOrders += after[i].control[2] - before[i].control[2]
+		shedBefore[i], shedAfter[i] = before[i].shedTimes, after[i].shedTimes
+		for reason, n := range after[i].shedReasons {
+			if d := int(n - before[i].shedReasons[reason]); d > 0 {
 				if out.ShedReasons == nil {
 					out.ShedReasons = map[string]int{}
 				}
 				out.ShedReasons[reason] += d
 			}
 		}
+	}
+	countLogged(logs, logged, &out.Control)
+	if p99, ok := p99Ms(shedBefore, shedAfter, ""); ok {
+		out.ReplicaShedP99 = &p99
 	}
 	r.tally(&out)
 	if _, err := r.h.waitDrained(ctx, r.h.replicas[0], r.skus); err != nil {
@@ -410,25 +409,25 @@ func (r *flashRun) progress(final bool) *Progress {
 	return p
 }
 
-// parseShedReasons reads the replicas' sale requests shed, by reason
-// (stock_sales_shed_total).
-func parseShedReasons(text []byte) map[string]float64 {
-	out := map[string]float64{}
-	for _, m := range families(text)["stock_sales_shed_total"].GetMetric() {
-		out[label(m, "reason")] += m.GetCounter().GetValue()
-	}
-	return out
+// flashMetrics is what a flash run reads from one replica's /metrics,
+// before the herd and after it.
+type flashMetrics struct {
+	control     [3]float64         // lock renewal failures, leases lost, recovered orders
+	shedTimes   histSnapshot       // stock_sales_shed_seconds, under ""
+	shedReasons map[string]float64 // stock_sales_shed_total, by reason
 }
 
-// parseControl reads the counters the control-plane table shows from a
-// replica's /metrics: lock renewal failures, leases lost, recovered orders.
-func parseControl(text []byte) [3]float64 {
+// parseFlashMetrics reads a replica's /metrics for a flash run.
+func parseFlashMetrics(text []byte) flashMetrics {
 	fams := families(text)
-	var out [3]float64
+	out := flashMetrics{shedTimes: parseShedTimes(text), shedReasons: map[string]float64{}}
 	for i, name := range []string{"stock_lock_renewal_failures_total", "stock_leases_lost_total", "stock_recovered_orders_total"} {
 		for _, m := range fams[name].GetMetric() {
-			out[i] += m.GetCounter().GetValue()
+			out.control[i] += m.GetCounter().GetValue()
 		}
+	}
+	for _, m := range fams["stock_sales_shed_total"].GetMetric() {
+		out.shedReasons[label(m, "reason")] += m.GetCounter().GetValue()
 	}
 	return out
 }
