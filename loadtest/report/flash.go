@@ -264,22 +264,20 @@ func writeFlash(b *strings.Builder, rep Report, md bool) {
 	if !md {
 		return
 	}
-	for i, r := range runs {
-		if len(r.ShedReasons) == 0 {
-			continue
-		}
-		if i == 0 || len(runs[i-1].ShedReasons) == 0 {
-			b.WriteString("\nShed by the replicas, by reason (`stock_sales_shed_total`): ")
-		} else {
-			b.WriteString("; ")
-		}
+	var shed []string
+	for _, r := range runs {
 		var parts []string
 		for _, reason := range slices.Sorted(maps.Keys(r.ShedReasons)) {
 			parts = append(parts, fmt.Sprintf("%s %d", reason, r.ShedReasons[reason]))
 		}
-		fmt.Fprintf(b, "%s: %s", r.Strategy, strings.Join(parts, ", "))
+		if len(parts) > 0 {
+			shed = append(shed, r.Strategy+": "+strings.Join(parts, ", "))
+		}
 	}
-	b.WriteString("\n\n### The control plane during the herd\n\n")
+	if len(shed) > 0 {
+		fmt.Fprintf(b, "\nShed by the replicas, by reason (`stock_sales_shed_total`): %s.\n", strings.Join(shed, "; "))
+	}
+	b.WriteString("\n### The control plane during the herd\n\n")
 	ctl := [][]string{{"strategy", "item GETs", "failed", "GET p99", "GET max", "readyz", "failed", "heartbeat misses", "recovery passes failed", "taken for dead", "lock renewal failures", "leases lost", "recovered orders"}}
 	for _, r := range runs {
 		c := r.Control

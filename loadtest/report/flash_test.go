@@ -68,3 +68,19 @@ func TestPastKneeSection(t *testing.T) {
 		t.Errorf("checks %+v", got)
 	}
 }
+
+// TestFlashShedReasons: results.md names the replicas' shed requests by
+// reason, once, for the runs that have them.
+func TestFlashShedReasons(t *testing.T) {
+	rep := Report{Flash: []FlashRun{
+		{Strategy: "atomic", ShedReasons: map[string]int{"queue_wait": 2, "queue_full": 7}},
+		{Strategy: "batched"},
+		{Strategy: "redis-stock", ShedReasons: map[string]int{"queue_full": 3}},
+	}}
+	var md strings.Builder
+	writeFlash(&md, rep, true)
+	want := "Shed by the replicas, by reason (`stock_sales_shed_total`): atomic: queue_full 7, queue_wait 2; redis-stock: queue_full 3.\n"
+	if strings.Count(md.String(), "Shed by the replicas") != 1 || !strings.Contains(md.String(), want) {
+		t.Errorf("results.md lacks %q once:\n%s", want, md.String())
+	}
+}
