@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/internal/freeport"
 	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -213,12 +213,10 @@ func startPrometheus(t *testing.T, prom string, reps []string) string {
 	if err := os.WriteFile(file, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	var logs bytes.Buffer
 	cmd := exec.Command(prom, "--config.file="+file, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stocklock/stocklock/internal/freeport"
 )
 
 // Redis is a running Redis server, or a stand-in for one.
@@ -365,15 +367,14 @@ func pingRedis(ctx context.Context, addr string) error {
 	return nil
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// freeAddr returns a loopback address with a port that was free a moment
+// ago, outside the range port-0 listeners and clients are handed.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
-		return "", fmt.Errorf("devstore: find a free port: %w", err)
+		return "", fmt.Errorf("devstore: %w", err)
 	}
-	defer ln.Close()
-
-	return ln.Addr().String(), nil
+	return addr, nil
 }
 
 // lastLine returns the last non-empty line of a log file, for error messages.

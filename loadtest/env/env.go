@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 
 	"github.com/stocklock/stocklock/internal/devstore"
+	"github.com/stocklock/stocklock/internal/freeport"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 )
 
@@ -440,34 +440,18 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return root, nil
 }
 
-// freePorts asks the kernel for n distinct free loopback ports, holding
-// them all until it has them all (a port released at once is often handed
-// out again at once). Another process could still take one before its
-// replica binds it; the replica then fails fast and the harness says so.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // replicaPorts are free ports for replicas from to n-1, chosen once
-// their proxies listen: freePorts releases its ports, and a proxy that
-// listened on port 0 after it was often handed one of them, which its
-// replica then failed to bind.
+// their proxies listen. The ports are released before the replicas bind
+// them; freeport picks them outside the range a proxy or client on port 0
+// is handed, so only a process that names its port can take one meanwhile,
+// and waitReady then says whose answer it got.
 func (e *Env) replicaPorts(from, n int) ([]int, error) {
 	for k := from; e.net != nil && k < n; k++ {
 		if _, _, _, err := e.proxyEnv(ReplicaID(k)); err != nil {
 			return nil, err
 		}
 	}
-	return freePorts(n - from)
+	return freeport.Ports(n - from)
 }
 
 // startReplica starts replica id on port with the flags every replica gets

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/internal/freeport"
 	"github.com/stocklock/stocklock/internal/testskip"
 	"github.com/stocklock/stocklock/pkg/inventory"
 )
@@ -42,12 +42,10 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	mg, rd := devstoretest.Mongo(t), devstoretest.Redis(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	const token = "sigterm-test-admin-token"
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--demo", "--rmw-delay", "300ms", "--log-format", "text", "--shutdown-timeout", "1ms")

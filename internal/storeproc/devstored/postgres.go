@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stocklock/stocklock/internal/freeport"
 )
 
 // pgReady is the line PostgreSQL logs once it accepts connections.
@@ -223,12 +225,12 @@ func pgCredential(dir string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, outside
+// the range port-0 listeners and clients are handed.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
