@@ -372,33 +372,15 @@ func fit(plan []*batchCall, stock int64) (fits []bool, total int64) {
 // happens to the members' contexts, and an error is ErrOutcomeUnknown (or
 // ErrStoreUnavailable if it was never sent).
 func (b *Batched) write(try []*batchCall, total int64, unpend []string) (after int64, matched bool, err error) {
-	sku := try[0].order.SKU
-	filter := bson.D{{Key: "_id", Value: sku}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: total}}}}
-	pending := make(bson.D, 0, len(try))
-	orders := make([]inventory.Order, 0, len(try))
-	for _, c := range try {
-		orders = append(orders, c.order)
-		pending = append(pending, bson.E{Key: pendingPath(c.order.ID), Value: c.order})
-	}
-	filter = append(filter, notAborted(orders...))
 	cctx, cancel := b.store.commitContext(try[0].ctx)
 	defer cancel()
-	update := bson.D{
-		{Key: "$inc", Value: bson.D{{Key: "stock", Value: -total}, {Key: "version", Value: int64(1)}}},
-		{Key: "$set", Value: pending},
-	}
-	if len(unpend) > 0 {
-		update = append(update, bson.E{Key: "$unset", Value: unsetPending(unpend)})
-	}
-	var it itemDoc
-	err = b.store.items.FindOneAndUpdate(cctx, filter, update,
-		options.FindOneAndUpdate().SetReturnDocument(options.After),
-	).Decode(&it)
+	it, err := b.store.write(cctx, sale{op: fmt.Sprintf("batched decrement of %d orders of", len(try)), sku: try[0].order.SKU,
+		orders: ordersOf(try), qty: total, unpend: unpend}, nil, nil)
 	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
+	case errors.Is(err, errMissed):
 		return 0, false, nil
 	case err != nil:
-		return 0, false, unknownOutcome(fmt.Sprintf("batched decrement of %d orders of", len(try)), sku, err)
+		return 0, false, err
 	}
 	return it.Stock, true, nil
 }

@@ -8,12 +8,7 @@ import (
 	"sync"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
 	"github.com/stocklock/stocklock/pkg/strategy"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // This file is the buckets strategy and its sale path, top to bottom:
@@ -200,17 +195,13 @@ func (b *Buckets) kOf(v *view) int {
 func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen int64) (inventory.Sale, bool, error) {
 	cctx, cancel := b.store.commitContext(ctx)
 	defer cancel()
-	res, err := b.store.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: id}, {Key: "gen", Value: gen}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o)},
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
-		})
-	if err != nil {
-		return inventory.Sale{}, false, unknownOutcome("buckets decrement", o.SKU, err)
-	}
-	if res.MatchedCount == 0 {
+	_, err := b.store.write(cctx, sale{op: "buckets decrement", sku: o.SKU, doc: id, orders: []inventory.Order{o}, qty: o.Qty,
+		conds: []cond{genIs(gen)}, blind: true}, nil, nil)
+	if errors.Is(err, errMissed) {
 		return inventory.Sale{}, false, nil
+	}
+	if err != nil {
+		return inventory.Sale{}, false, err
 	}
 	// The bucket's remaining stock is not the sku's: the total it left is
 	// not known at the write, so the sale reports none.
@@ -224,20 +215,12 @@ func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen in
 func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sale, bool, error) {
 	cctx, cancel := b.store.commitContext(ctx)
 	defer cancel()
-	var it itemDoc
-	err := b.store.items.FindOneAndUpdate(cctx,
-		bson.D{{Key: "_id", Value: o.SKU}, {Key: "stock", Value: bson.D{{Key: "$gte", Value: o.Qty}}}, notAborted(o)},
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -o.Qty}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: pendingPath(o.ID), Value: o}}},
-		},
-		options.FindOneAndUpdate().SetReturnDocument(options.After),
-	).Decode(&it)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	it, err := b.store.write(cctx, sale{op: "buckets decrement", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty}, nil, nil)
+	if errors.Is(err, errMissed) {
 		return inventory.Sale{}, false, nil
 	}
 	if err != nil {
-		return inventory.Sale{}, false, unknownOutcome("buckets decrement", o.SKU, err)
+		return inventory.Sale{}, false, err
 	}
 	remaining := int64(-1)
 	if it.Split == nil {

@@ -75,7 +75,7 @@ func TestBucketGiveUpsKeepTheBucketsSmall(t *testing.T) {
 	}
 
 	// Late writes of given-up orders, the first and the last.
-	aware, err := SplitAware(NewAtomic(s), s, k)
+	aware, err := newSplitAware(NewAtomic(s), s, k)
 	if err != nil {
 		t.Fatal(err)
 	}

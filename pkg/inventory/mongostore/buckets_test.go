@@ -264,7 +264,7 @@ func TestBucketsMixedWritersOneSKU(t *testing.T) {
 	for _, s := range []*Store{a, b} {
 		sts = append(sts, newBuckets(t, s, 4))
 		for _, st := range safeStrategies(t, s, locks) {
-			w, err := SplitAware(st, s, 4)
+			w, err := newSplitAware(st, s, 4)
 			if err != nil {
 				t.Fatal(err)
 			}

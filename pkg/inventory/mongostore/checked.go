@@ -18,12 +18,10 @@ import (
 // called; it checks neither again. Called directly (NewAtomic(s).Decrement),
 // it is trusted to be called so.
 //
-// The check stays outermost: SplitAware and SoldOutShortcut wrap the
-// strategy a checked one checks and check the result, so a request that
-// does not pass costs no read. Unchecked returns the strategy checked, for
-// a caller that asserts its type (*Locked, *RedisStock). A strategy that is
-// an inventory.Holder stays one (checkedHolder); its Hold is its own and
-// validates its request itself (Store.createHold, Locked.Hold).
+// Build puts it outermost (see Built), so a request that does not pass
+// costs no read. A strategy that is an inventory.Holder stays one
+// (checkedHolder); its Hold is its own and validates its request itself
+// (Store.createHold, Locked.Hold).
 type checked struct{ inventory.Strategy }
 
 // checkedHolder is checked for a strategy that takes part in holds.
@@ -45,20 +43,32 @@ func check(st inventory.Strategy) inventory.Strategy {
 	return checked{st}
 }
 
-// Unchecked returns the strategy st checks when st is one Build returned
-// (see checked), else st.
-func Unchecked(st inventory.Strategy) inventory.Strategy {
-	inner, _ := unchecked(st)
-	return inner
+// unwrap returns the strategy Build wrapped in st (see Built): st
+// itself when it is not wrapped.
+func unwrap(st inventory.Strategy) inventory.Strategy {
+	for {
+		inner, ok := wrappedIn(st)
+		if !ok {
+			return st
+		}
+		st = inner
+	}
 }
 
-// unchecked is Unchecked, saying whether st was checked.
-func unchecked(st inventory.Strategy) (inventory.Strategy, bool) {
-	switch c := st.(type) {
+// wrappedIn returns the strategy the layer st wraps, if st is one of
+// Build's layers.
+func wrappedIn(st inventory.Strategy) (inventory.Strategy, bool) {
+	switch w := st.(type) {
 	case checked:
-		return c.Strategy, true
+		return w.Strategy, true
 	case checkedHolder:
-		return c.Strategy, true
+		return w.Strategy, true
+	case *soldOutShortcut:
+		return w.Strategy, true
+	case returning:
+		return w.Strategy, true
+	case *splitAware:
+		return w.Strategy, true
 	}
 	return st, false
 }

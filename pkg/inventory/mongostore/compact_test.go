@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,25 +22,34 @@ import (
 // ids.
 func leaveAttempts(t testing.TB, s *Store, sku string, n int) []string {
 	t.Helper()
+	ids, err := leftAttempts(t.Context(), s, sku, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// leftAttempts is leaveAttempts for a goroutine of a test.
+func leftAttempts(ctx context.Context, s *Store, sku string, n int) ([]string, error) {
 	ids := make([]string, n)
 	atts, keys := make([]any, n), make([]any, n)
 	for i := range n {
 		req := inventory.Request{SKU: sku, Qty: 1, Key: fmt.Sprintf("gone-%s", newOrderID())}
-		rec, err := s.newKeyRecord(t.Context(), req, fingerprint(req, ""))
+		rec, err := s.newKeyRecord(ctx, req, fingerprint(req, ""))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		ids[i] = rec.OrderID
 		atts[i] = attempt{OrderID: rec.OrderID, KeyID: rec.ID, At: rec.At, Instance: s.instance}
 		keys[i] = rec
 	}
-	if _, err := s.attempts.InsertMany(t.Context(), atts); err != nil {
-		t.Fatal(err)
+	if _, err := s.attempts.InsertMany(ctx, atts); err != nil {
+		return nil, err
 	}
-	if _, err := s.keys.InsertMany(t.Context(), keys); err != nil {
-		t.Fatal(err)
+	if _, err := s.keys.InsertMany(ctx, keys); err != nil {
+		return nil, err
 	}
-	return ids
+	return ids, nil
 }
 
 // itemBytes returns the size of sku's item document, as stored.

@@ -91,20 +91,12 @@ func (s *Store) fencedRead(ctx context.Context, sku, fence string, token int64) 
 // It returns ErrFenced or ErrStale, having changed nothing, when a
 // condition fails.
 func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, stock int64, o inventory.Order) error {
-	sku := o.SKU
-	if err := checkFence(sku, fence, token); err != nil {
+	if err := checkFence(o.SKU, fence, token); err != nil {
 		return err
 	}
-	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: "fences." + fence, Value: token}, {Key: "version", Value: version}, notAborted(o)},
-		takeUpdate(stock, o))
-	if err != nil {
-		return unknownOutcome("fenced write", sku, err)
-	}
-	if res.MatchedCount == 0 {
-		return s.writeMiss(ctx, o, fence, token, version)
-	}
-	return nil
+	_, err := s.sell(ctx, sale{op: "fenced write", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty, stock: &stock, blind: true,
+		conds: []cond{fenceIs("fenced write", fence, token), versionIs("fenced write", version)}})
+	return err
 }
 
 // fenceMiss explains a fenced read that matched no document: the item is
@@ -120,28 +112,6 @@ func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int6
 		return fmt.Errorf("%w: %s %q with token %d (and the item could not be read: %v)", inventory.ErrFenced, op, sku, token, err)
 	}
 	return fmt.Errorf("%w: %s %q with %s token %d (registered: %d)", inventory.ErrFenced, op, sku, fence, token, it.Fences[fence])
-}
-
-// writeMiss explains a fenced write of o that matched no document: the
-// item is gone, the attempt was given up, a newer token is registered, or
-// another writer changed the item.
-func (s *Store) writeMiss(ctx context.Context, o inventory.Order, fence string, token, version int64) error {
-	sku := o.SKU
-	it, err := s.getDoc(ctx, s.items, sku)
-	aborted := gaveUp(it, o)
-	switch {
-	case errors.Is(err, inventory.ErrNotFound):
-		return fmt.Errorf("%w: fenced write %q", inventory.ErrNotFound, sku)
-	case err != nil:
-		// Either condition may have failed; ErrFenced is the one that says
-		// "a newer holder exists", the conservative reading.
-		return fmt.Errorf("%w: fenced write %q with token %d (and the item could not be read: %v)", inventory.ErrFenced, sku, token, err)
-	case aborted:
-		return abandoned("fenced write", o)
-	case it.Fences[fence] != token:
-		return fmt.Errorf("%w: fenced write %q with %s token %d (registered: %d)", inventory.ErrFenced, sku, fence, token, it.Fences[fence])
-	}
-	return fmt.Errorf("%w: fenced write %q read at version %d (version now %d)", inventory.ErrStale, sku, version, it.Version)
 }
 
 func checkFence(sku, fence string, token int64) error {

@@ -94,89 +94,6 @@ type holdRecord struct {
 	inventory.Hold `bson:",inline"`
 }
 
-// take is one conditional update that takes qty units of sku's stock: for
-// a sale (set holds its pending order) or a hold (set holds the hold, and
-// held its qty).
-type take struct {
-	sku  string
-	qty  int64
-	held int64
-	set  bson.D
-	cond bson.D
-	// read, when set, is the item as the caller read it (under its
-	// lock): the take is one write, conditional on what cond says about
-	// that read, returning the holds expired in it if the stock is short.
-	read *itemDoc
-	// miss explains a write that matched nothing, from the item read
-	// after it: a non-nil error ends the take with it.
-	miss func(cur itemDoc) error
-}
-
-// takeAttempts bounds the writes of one take whose item keeps changing.
-const takeAttempts = 4
-
-// takeStock runs t: first the plain update (stock >= qty), then, if the
-// stock is short and holds of the item have expired by the store's clock,
-// the same update returning their units in the same write (see
-// expiredHolds). It returns the item after the write.
-func (s *Store) takeStock(ctx context.Context, t take) (itemDoc, error) {
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	cur := t.read
-	for attempt := 0; attempt < takeAttempts; attempt++ {
-		filter := bson.D{{Key: "_id", Value: t.sku}}
-		filter = append(filter, t.cond...)
-		set := slices.Clone(t.set)
-		need, back := t.qty, int64(0) // back: the units of expired holds returned
-		if cur != nil {
-			lower, err := s.storeTime(ctx, false)
-			if err != nil {
-				return itemDoc{}, unreachable("read the store's clock to take", t.sku, err)
-			}
-			ids, units := expiredHolds(*cur, lower)
-			if cur.Stock+units < t.qty {
-				return itemDoc{}, soldOut(t.sku, cur.Stock+units, t.qty)
-			}
-			filter = append(filter, holdConds(*cur, ids)...)
-			need, back = t.qty-units, units
-			for _, id := range ids {
-				set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
-			}
-		}
-		inc := bson.D{{Key: "stock", Value: back - t.qty}, {Key: "version", Value: int64(1)}}
-		if t.held-back != 0 {
-			inc = append(inc, bson.E{Key: "held", Value: t.held - back})
-		}
-		if need > 0 {
-			filter = append(filter, bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: need}}})
-		}
-		var it itemDoc
-		err := s.items.FindOneAndUpdate(cctx, filter,
-			bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}},
-			options.FindOneAndUpdate().SetReturnDocument(options.After),
-		).Decode(&it)
-		if err == nil {
-			// The holds returned stay in the item, as expired, until
-			// RecoverHolds records them: the sale does not wait for it.
-			return it, nil
-		}
-		if !errors.Is(err, mongo.ErrNoDocuments) {
-			return itemDoc{}, unknownOutcome("take", t.sku, err)
-		}
-		read, err := s.getDoc(ctx, s.items, t.sku)
-		if err != nil {
-			return itemDoc{}, err
-		}
-		if t.miss != nil {
-			if err := t.miss(read); err != nil {
-				return itemDoc{}, err
-			}
-		}
-		cur = &read
-	}
-	return itemDoc{}, fmt.Errorf("%w: take %d of %q: the item kept changing", inventory.ErrConflict, t.qty, t.sku)
-}
-
 // expiredHolds returns the holds of it stored as held that are expired
 // at lower, a lower estimate of the store's clock (see Hold.Settled):
 // their expiry has passed on the store's clock, or a confirm reached them
@@ -226,30 +143,6 @@ func (s *Store) expiredUnits(ctx context.Context, it itemDoc) int64 {
 	return units
 }
 
-// sellExpired is the sold-out path of a sale that takes no lock: the item
-// cur, read after the plain update matched nothing, has holds that expired
-// by the store's clock, so the sale of o runs again as one update that
-// returns them and sells.
-func (s *Store) sellExpired(ctx context.Context, cur itemDoc, o inventory.Order) (itemDoc, bool, error) {
-	if s.expiredUnits(ctx, cur) == 0 {
-		return itemDoc{}, false, nil
-	}
-	it, err := s.takeStock(ctx, take{
-		sku: o.SKU, qty: o.Qty, set: bson.D{{Key: pendingPath(o.ID), Value: o}},
-		cond: bson.D{notAborted(o)}, read: &cur,
-		miss: func(cur itemDoc) error {
-			if gaveUp(cur, o) {
-				return abandoned("sale", o)
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		return itemDoc{}, false, err
-	}
-	return it, true, nil
-}
-
 // newHold returns the hold req asks for, stamped by the store's clock.
 func (s *Store) newHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64) (inventory.Hold, error) {
 	created, err := s.storeTime(ctx, true)
@@ -264,30 +157,6 @@ func (s *Store) newHold(ctx context.Context, req inventory.HoldRequest, strategy
 		ID: id, SKU: req.SKU, Qty: req.Qty, Strategy: strategy, Replica: s.replica,
 		Created: created, Expires: created.Add(req.TTL), State: inventory.HoldHeld, Key: req.Key, Fence: fence,
 	}, nil
-}
-
-// holdTake is the take of hold h, under extra conditions cond (a lock's
-// fence and version), from read when the caller read the item.
-func (s *Store) holdTake(h inventory.Hold, cond bson.D, read *itemDoc, miss func(itemDoc) error) take {
-	o := inventory.Order{ID: h.ID, SKU: h.SKU, Key: h.Key}
-	return take{
-		sku: h.SKU, qty: h.Qty, held: h.Qty,
-		set:  bson.D{{Key: holdPath(h.ID), Value: h}},
-		cond: append(bson.D{{Key: holdPath(h.ID), Value: bson.D{{Key: "$exists", Value: false}}}, notAborted(o)}, cond...),
-		read: read,
-		miss: func(cur itemDoc) error {
-			if _, ok := cur.Holds[h.ID]; ok {
-				return errHoldExists
-			}
-			if gaveUp(cur, o) {
-				return abandoned("hold", o)
-			}
-			if miss != nil {
-				return miss(cur)
-			}
-			return nil
-		},
-	}
 }
 
 // holdShort is the error of a hold of qty units of sku that found the
@@ -309,23 +178,18 @@ func (s *Store) holdShort(ctx context.Context, sku string, qty int64, short erro
 	return fmt.Errorf("%w: %q: its stock is split across the buckets strategy's documents, and a hold takes from the item's own stock only", inventory.ErrHoldsUnsupported, sku)
 }
 
-// errHoldExists is the miss of a hold whose id the item already holds: a
-// retry of a create whose first write landed.
-var errHoldExists = errors.New("mongostore: hold exists")
-
 // CreateHold takes req.Qty units of req.SKU into a new hold that expires
 // req.TTL from now by the store's clock, as the lock-free strategy does:
 // one conditional update (see Holds above). It answers ErrSoldOut when the
 // stock, with the units of expired holds, is short; ErrInvalid for a bad
 // request, before any I/O.
 func (s *Store) CreateHold(ctx context.Context, req inventory.HoldRequest, strategy string) (inventory.Hold, error) {
-	return s.createHold(ctx, req, strategy, 0, nil, nil, nil)
+	return s.createHold(ctx, req, strategy, 0, nil, nil)
 }
 
-// createHold is CreateHold under extra conditions cond, from the item read
-// when the caller read it, with miss explaining a write refused by cond
-// (see take).
-func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64, cond bson.D, read *itemDoc, miss func(itemDoc) error) (inventory.Hold, error) {
+// createHold is CreateHold under a lock strategy's conds, from the item it
+// read under its lock.
+func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strategy string, fence int64, conds []cond, read *itemDoc) (inventory.Hold, error) {
 	if err := req.Validate(); err != nil {
 		return inventory.Hold{}, err
 	}
@@ -335,7 +199,7 @@ func (s *Store) createHold(ctx context.Context, req inventory.HoldRequest, strat
 	}
 	var it itemDoc
 	for attempt := 0; ; attempt++ {
-		it, err = s.takeStock(ctx, s.holdTake(h, cond, read, miss))
+		it, err = s.sell(ctx, sale{op: "hold", sku: h.SKU, hold: &h, qty: h.Qty, conds: conds, read: read})
 		if errors.Is(err, errHoldExists) {
 			return s.GetHold(ctx, req.SKU, h.ID)
 		}
@@ -811,6 +675,28 @@ func (s *Store) ReturnExpiredHolds(ctx context.Context, sku string) (int64, erro
 		return 0, err
 	}
 	return s.returnHolds(ctx, it)
+}
+
+// returning is a strategy that takes no part in holds (not a Holder),
+// made to sell the units of holds expired by the store's clock: when it
+// answers sold out and the item has such holds, ReturnExpiredHolds
+// returns their units to the stock and it sells once more. Without it
+// such a strategy answers sold out until recovery returns them.
+type returning struct {
+	inventory.Strategy
+	store *Store
+}
+
+// Decrement implements inventory.Strategy.
+func (r returning) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	sale, err := r.Strategy.Decrement(ctx, req)
+	if !errors.Is(err, inventory.ErrSoldOut) {
+		return sale, err
+	}
+	if n, rerr := r.store.ReturnExpiredHolds(ctx, req.SKU); rerr != nil || n == 0 {
+		return sale, err
+	}
+	return r.Strategy.Decrement(ctx, req)
 }
 
 // RecoverHolds tidies the holds of every item that has any: it finishes

@@ -37,7 +37,7 @@ func pastHold(t testing.TB, s *Store, sku string, qty int64) inventory.Hold {
 		t.Fatal(err)
 	}
 	h.Expires = h.Created.Add(-time.Second)
-	if _, err := s.takeStock(t.Context(), s.holdTake(h, nil, nil, nil)); err != nil {
+	if _, err := s.sell(t.Context(), sale{op: "hold", sku: sku, hold: &h, qty: qty}); err != nil {
 		t.Fatalf("past hold of %q: %v", sku, err)
 	}
 	s.withHolds.add(sku) // as createHold does

@@ -196,13 +196,8 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	if err != nil {
 		return inventory.Sale{}, l.interrupted(gctx, lease, err)
 	}
-	if it.Stock < qty {
-		if l.store.expiredUnits(ctx, it) == 0 {
-			return inventory.Sale{}, soldOut(sku, it.Stock, qty)
-		}
-		// Holds expired by the store's clock cover it: one fenced update
-		// returns their units and sells (locked_holds.go).
-		return l.sellExpired(ctx, gctx, lease, it, req, fence)
+	if it.Stock < qty && l.store.expiredUnits(ctx, it) == 0 {
+		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
 	}
 
 	// Step 3: modify and write.
@@ -218,23 +213,16 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	if l.cfg.Stall > 0 {
 		time.Sleep(l.cfg.Stall) // deliberately deaf to the lease: see LockedConfig.Stall
 	}
-	remaining := it.Stock - qty
 	o := l.store.newOrder(req, l.cfg.Name, fence)
-	o.Remaining = &remaining
-	cctx, ccancel := l.store.commitContext(ctx)
-	defer ccancel()
+	sl := l.saleOf(it, &o)
 	start = time.Now()
-	if l.cfg.Fencing {
-		err = l.store.FencedWrite(cctx, l.cfg.Name, fence, it.Version, remaining, o)
-	} else {
-		err = l.store.setStock(cctx, remaining, o)
-	}
+	after, err := l.store.sell(ctx, sl)
 	l.steps.since(strategy.StepWrite, start)
 	if err != nil {
 		return inventory.Sale{}, err
 	}
 	l.release(ctx, lease)
-	return l.store.soldTimed(ctx, o, remaining, 1, l.steps), nil
+	return l.store.soldTimed(ctx, o, after.Stock, 1, l.steps), nil
 }
 
 // stillHeld is the last check before the stock write: the lease has not

@@ -2,68 +2,40 @@ package mongostore
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-	"github.com/stocklock/stocklock/pkg/lock"
-	"github.com/stocklock/stocklock/pkg/strategy"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// lockConds are the conditions of a lock holder's write that is not an
-// absolute stock write: the item still at the version it read and, with
-// fencing, still registered with its token (see FencedWrite).
-func (l *Locked) lockConds(fence, version int64) bson.D {
-	d := bson.D{{Key: "version", Value: version}}
-	if l.cfg.Fencing {
-		d = append(d, bson.E{Key: "fences." + l.cfg.Name, Value: fence})
+// lockConds are a lock holder's conditions on its write: the item still
+// at the version it read and, with fencing, still registered with its
+// token (see FencedWrite).
+func (l *Locked) lockConds(fence, version int64) []cond {
+	op := l.cfg.Name + " write"
+	if !l.cfg.Fencing {
+		return []cond{versionIs(op, version)}
 	}
-	return d
+	// The fence first: a holder that is both fenced out and stale was
+	// superseded, which is what ErrFenced says.
+	return []cond{fenceIs(op, l.cfg.Name, fence), versionIs(op, version)}
 }
 
-// lockMiss explains a write of the holder of fence that matched nothing:
-// fenced out, or the item changed since its read (see writeMiss).
-func (l *Locked) lockMiss(fence, version int64) func(itemDoc) error {
-	return func(cur itemDoc) error {
-		if l.cfg.Fencing && cur.Fences[l.cfg.Name] != fence {
-			return fmt.Errorf("%w: %s write %q with token %d (registered: %d)", inventory.ErrFenced, l.cfg.Name, cur.SKU, fence, cur.Fences[l.cfg.Name])
+// saleOf is step 3's write of o, from the item it as read under the lock.
+// With enough stock read it is the read-modify-write the strategy
+// teaches: the absolute stock left, fenced and conditional on the version
+// read (FencedWrite's), or, with fencing off, trusting the lock alone.
+// With the stock short it takes o's units in one update that returns the
+// holds expired by the store's clock, under the same conditions.
+func (l *Locked) saleOf(it itemDoc, o *inventory.Order) sale {
+	sl := sale{op: l.cfg.Name + " write", sku: it.SKU, qty: o.Qty, read: &it, conds: l.lockConds(o.Fence, it.Version)}
+	if it.Stock >= o.Qty {
+		remaining := it.Stock - o.Qty
+		o.Remaining, sl.stock, sl.blind = &remaining, &remaining, true
+		if !l.cfg.Fencing {
+			sl.conds = nil
 		}
-		if cur.Version != version {
-			return fmt.Errorf("%w: %s write %q read at version %d (version now %d)", inventory.ErrStale, l.cfg.Name, cur.SKU, version, cur.Version)
-		}
-		return nil
 	}
-}
-
-// sellExpired is step 3 of a sale whose read found the stock short and
-// holds expired by the store's clock that cover it: the write, fenced and
-// conditional on the version read like FencedWrite, returns their units
-// and takes the sale's in one update.
-func (l *Locked) sellExpired(ctx, gctx context.Context, lease *lock.Lease, it itemDoc, req inventory.Request, fence int64) (inventory.Sale, error) {
-	if err := l.stillHeld(gctx, lease); err != nil {
-		return inventory.Sale{}, err
-	}
-	o := l.store.newOrder(req, l.cfg.Name, fence)
-	start := time.Now()
-	miss := l.lockMiss(fence, it.Version)
-	after, err := l.store.takeStock(ctx, take{
-		sku: req.SKU, qty: req.Qty, set: bson.D{{Key: pendingPath(o.ID), Value: o}},
-		cond: append(l.lockConds(fence, it.Version), notAborted(o)), read: &it,
-		miss: func(cur itemDoc) error {
-			if gaveUp(cur, o) {
-				return abandoned("fenced write", o)
-			}
-			return miss(cur)
-		},
-	})
-	l.steps.since(strategy.StepWrite, start)
-	if err != nil {
-		return inventory.Sale{}, err
-	}
-	l.release(ctx, lease)
-	return l.store.soldTimed(ctx, o, after.Stock, 1, l.steps), nil
+	sl.orders = []inventory.Order{*o}
+	return sl
 }
 
 // Hold implements inventory.Holder for a lock strategy: the hold is taken
@@ -114,5 +86,5 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 	if err := l.stillHeld(gctx, lease); err != nil {
 		return inventory.Hold{}, err
 	}
-	return l.store.createHold(ctx, req, l.cfg.Name, fence, l.lockConds(fence, it.Version), &it, l.lockMiss(fence, it.Version))
+	return l.store.createHold(ctx, req, l.cfg.Name, fence, l.lockConds(fence, it.Version), &it)
 }

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -9,8 +10,6 @@ import (
 	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/strategy"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // DefaultCASAttempts is the optimistic strategy's default number of
@@ -98,17 +97,18 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 }
 
 // compareAndSet writes stock and records order as pending if the item's
-// version is still version.
+// version is still version: one sale write, sent once. A write that
+// matched nothing is not explained here: the next attempt reads again.
 func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, order inventory.Order) (bool, error) {
 	cctx, cancel := o.store.commitContext(ctx)
 	defer cancel()
-	res, err := o.store.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: order.SKU}, {Key: "version", Value: version}, notAborted(order)},
-		takeUpdate(stock, order))
-	if err != nil {
-		return false, unknownOutcome(fmt.Sprintf("compare-and-set at version %d of", version), order.SKU, err)
+	op := fmt.Sprintf("compare-and-set at version %d of", version)
+	_, err := o.store.write(cctx, sale{op: op, sku: order.SKU, orders: []inventory.Order{order}, qty: order.Qty,
+		stock: &stock, conds: []cond{versionIs(op, version)}, blind: true}, nil, nil)
+	if errors.Is(err, errMissed) {
+		return false, nil
 	}
-	return res.MatchedCount == 1, nil
+	return err == nil, err
 }
 
 // casBackoff returns the sleep before retry n (from 0): uniform in

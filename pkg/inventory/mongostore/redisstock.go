@@ -441,35 +441,22 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 	var after itemDoc
 	for {
 		var sum int64
-		filter := bson.D{{Key: "_id", Value: sku}}
-		if !r.ackRedis {
-			filter = append(filter, bson.E{Key: "epoch", Value: epoch})
-		}
-		set := bson.D{}
 		orders := make([]inventory.Order, 0, len(batch))
 		for _, p := range batch {
 			sum += p.o.Qty
-			set = append(set, bson.E{Key: pendingPath(p.o.ID), Value: p.o})
 			orders = append(orders, p.o)
 		}
-		if !r.ackRedis {
-			filter = append(filter, notAborted(orders...))
-		}
-		if !r.ackRedis {
-			filter = append(filter, bson.E{Key: "stock", Value: bson.D{{Key: "$gte", Value: sum}}})
-		}
-		err := r.store.items.FindOneAndUpdate(ctx, filter, bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: -sum}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: set},
-		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+		var err error
+		after, err = r.store.write(ctx, sale{op: "redis-stock batch write", sku: sku, orders: orders, qty: sum,
+			conds: []cond{epochIs(epoch)}, recorded: r.ackRedis}, nil, nil)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, mongo.ErrNoDocuments) {
+		if !errors.Is(err, errMissed) {
 			// It may have landed: then its orders are pending in the item
 			// and RecoverPending records them; if not, Recover reloads
 			// the sku once their sales in Redis are past the grace.
-			r.settle(batch, func(p *pendingSale) { p.err = unknownOutcome("redis-stock batch write", sku, err) })
+			r.settle(batch, func(p *pendingSale) { p.err = err })
 			return
 		}
 		if batch = r.refused(ctx, sku, epoch, batch); len(batch) == 0 {

@@ -29,7 +29,9 @@ type Deps struct {
 	// sku's stock across (0: DefaultBuckets).
 	Buckets  int
 	Observer inventory.LockObserver
-	Logger   *slog.Logger
+	// SoldOut hears the sold-out shortcut's answers; nil: no one.
+	SoldOut SoldOutObserver
+	Logger  *slog.Logger
 	// RedisStock is what the redis-stock strategy needs: its Redis.
 	RedisStock RedisStockOptions
 }
@@ -45,23 +47,66 @@ func addBuilder(name string, build func(Deps) (inventory.Strategy, error)) bool 
 	return true
 }
 
+// A Built is a strategy as Build makes it.
+type Built struct {
+	// Strategy is the strategy as a replica sells through it, wrapped
+	// once here, outermost first; what each layer does for a strategy
+	// that could not do it alone:
+	//
+	//   - checked: the request is validated and the context checked
+	//     before any store work; a strategy of this package may assume
+	//     both (see checked).
+	//   - soldOutShortcut: after a sold out, a sku's sales read what is
+	//     sellable, coalesced per sku, instead of each paying the
+	//     strategy's sold out (see SoldOutObserver); a strategy it cannot
+	//     read for (unsafe, local) pays its own.
+	//   - returning: a strategy that takes no part in holds (not a
+	//     Holder) and finds the stock short while holds expired by the
+	//     store's clock has their units returned and sells once more; a
+	//     Holder returns them in its own sale write (sale.go).
+	//   - splitAware: a strategy that sells from the item alone sells a
+	//     sku the buckets strategy split from its buckets; without it,
+	//     it would answer sold out while the buckets hold the stock.
+	inventory.Strategy
+	// Holder is its part in holds; nil for one that takes none (the
+	// registry's Holds).
+	Holder inventory.Holder
+	// Locked and RedisStock are the strategy itself when it is one, for
+	// what a replica runs beside its sales (leases held, recovery).
+	Locked     *Locked
+	RedisStock *RedisStock
+}
+
 // Build makes the strategy in describes (an entry of the registry in
-// pkg/strategy) from what a replica has, checked (see checked): its
-// Decrement validates the request and checks the context before anything
-// else.
-func Build(in strategy.Info, d Deps) (inventory.Strategy, error) {
+// pkg/strategy) from what a replica has (see Built).
+func Build(in strategy.Info, d Deps) (Built, error) {
 	build := builders[in.Name]
 	if build == nil && in.Locks() {
 		build = func(d Deps) (inventory.Strategy, error) { return buildLocked(in, d) }
 	}
-	if build != nil {
-		st, err := build(d)
-		if err != nil {
-			return nil, err
-		}
-		return check(st), nil
+	if build == nil {
+		return Built{}, fmt.Errorf("%w: strategy %s takes no lock and has no constructor in pkg/inventory/mongostore", inventory.ErrInvalid, in.Name)
 	}
-	return nil, fmt.Errorf("%w: strategy %s takes no lock and has no constructor in pkg/inventory/mongostore", inventory.ErrInvalid, in.Name)
+	st, err := build(d)
+	if err != nil {
+		return Built{}, err
+	}
+	b := Built{}
+	b.Locked, _ = st.(*Locked)
+	b.RedisStock, _ = st.(*RedisStock)
+	holder, isHolder := st.(inventory.Holder)
+	if isHolder && in.Holds {
+		b.Holder = check(holder).(inventory.Holder)
+	}
+	wrapped := st
+	if wrapped, err = newSplitAware(wrapped, d.Store, d.Buckets); err != nil {
+		return Built{}, err
+	}
+	if b.Holder == nil {
+		wrapped = returning{Strategy: wrapped, store: d.Store}
+	}
+	b.Strategy = check(newSoldOutShortcut(wrapped, d.Store, d.SoldOut))
+	return b, nil
 }
 
 // locker returns the Locker of in's lock service, or an error naming it.

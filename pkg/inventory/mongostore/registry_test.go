@@ -16,9 +16,10 @@ var errGone = errors.New("gone")
 // TestRegistry: every strategy of the registry (pkg/strategy, whose own
 // TestRegistry checks names and docs pages) builds from a replica's
 // dependencies into what its Info says, and a lock strategy refuses to
-// build without its lock. What Build returns is checked: a request that
-// is not valid, or whose context is done, is refused before the strategy,
-// and stays so under SplitAware and SoldOutShortcut.
+// build without its lock. What Build returns is checked outermost: a
+// request that is not valid, or whose context is done, is refused before
+// any other layer; a Holder is one, and a strategy that is not has its
+// expired holds returned (returning).
 func TestRegistry(t *testing.T) {
 	s := testStore(t)
 	lockers := map[string]*lock.Locker{}
@@ -39,19 +40,24 @@ func TestRegistry(t *testing.T) {
 		if _, err := st.Decrement(ctx, inventory.Request{SKU: "x", Qty: 1}); err != errGone {
 			t.Errorf("%s: Decrement with a canceled context: %v, want its cause", in.Name, err)
 		}
-		w, err := SplitAware(st, s, 0)
-		if err != nil {
-			t.Fatal(err)
+		switch st.Strategy.(type) {
+		case checked, checkedHolder:
+		default:
+			t.Errorf("%s: the outermost layer is a %T, not the check", in.Name, st.Strategy)
 		}
-		if _, ok := unchecked(SoldOutShortcut(w, s, nil)); !ok {
-			t.Errorf("%s: SplitAware and SoldOutShortcut hid the check", in.Name)
+		l, locked := st.Locked, st.Locked != nil
+		if locked != (in.Lock != strategy.LockNone) || (locked && unwrap(st.Strategy) != inventory.Strategy(l)) {
+			t.Errorf("%s: lock service %q, but built a %T (Locked %v)", in.Name, in.Lock, unwrap(st.Strategy), l)
 		}
-		l, locked := Unchecked(st).(*Locked)
-		if locked != (in.Lock != strategy.LockNone) {
-			t.Errorf("%s: lock service %q, but built a %T", in.Name, in.Lock, st)
+		if (st.RedisStock != nil) != (in.Name == strategy.RedisStock) {
+			t.Errorf("%s: RedisStock %v", in.Name, st.RedisStock)
 		}
-		if _, holds := st.(inventory.Holder); in.Holds && !holds {
-			t.Errorf("%s: the registry says it takes part in holds, but built a %T, no inventory.Holder", in.Name, st)
+		if (st.Holder != nil) != in.Holds {
+			t.Errorf("%s: the registry says Holds %v, but Build's Holder is %v", in.Name, in.Holds, st.Holder)
+		}
+		_, returns := returningIn(st.Strategy)
+		if returns == in.Holds {
+			t.Errorf("%s: Holds %v, and its expired holds returned by a layer: %v", in.Name, in.Holds, returns)
 		}
 		if locked && l.Fencing() != in.Fenced {
 			t.Errorf("%s: fencing %v, want %v", in.Name, l.Fencing(), in.Fenced)
@@ -66,6 +72,19 @@ func TestRegistry(t *testing.T) {
 			if _, err := Build(in, missing); err == nil {
 				t.Errorf("%s: built without its %s lock", in.Name, in.Lock)
 			}
+		}
+	}
+}
+
+// returningIn finds the returning layer among st's.
+func returningIn(st inventory.Strategy) (returning, bool) {
+	for {
+		if r, ok := st.(returning); ok {
+			return r, true
+		}
+		var wrapped bool
+		if st, wrapped = wrappedIn(st); !wrapped {
+			return returning{}, false
 		}
 	}
 }

@@ -89,10 +89,7 @@ const maxSoldOutMarks = 1 << 16
 // reserved, the request (it has an order id then) goes to the strategy,
 // which says whether its attempt was given up (ErrAbandoned) before it
 // says sold out; its sold out still marks the sku.
-func SoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inventory.Strategy {
-	if inner, ok := unchecked(st); ok {
-		return check(SoldOutShortcut(inner, s, obs))
-	}
+func newSoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inventory.Strategy {
 	read := sellableOf(st, s)
 	if read == nil {
 		return st
@@ -101,6 +98,20 @@ func SoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inven
 		obs = nopSoldOutObserver{}
 	}
 	return &soldOutShortcut{Strategy: st, store: s, read: read, obs: obs, skus: map[string]*soldOutSKU{}}
+}
+
+// shortcutOf returns the sold-out shortcut among st's layers, if Build
+// put one there.
+func shortcutOf(st inventory.Strategy) (soldOutReader, bool) {
+	for {
+		if r, ok := st.(soldOutReader); ok {
+			return r, true
+		}
+		var wrapped bool
+		if st, wrapped = wrappedIn(st); !wrapped {
+			return nil, false
+		}
+	}
 }
 
 // sellableOf returns how SoldOutShortcut reads what st could sell, nil
@@ -113,11 +124,7 @@ func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (
 	if !ok || !in.Safe {
 		return nil
 	}
-	inner := st
-	if w, ok := st.(*splitAware); ok {
-		inner = w.Strategy
-	}
-	switch inner.(type) {
+	switch unwrap(st).(type) {
 	case *Atomic, *Locked, *Optimistic, *Batched, *Buckets:
 	case *RedisStock:
 		// The item is redis-stock's truth, not Redis: a batch lands only
@@ -128,26 +135,23 @@ func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (
 	default:
 		return nil
 	}
-	return func(ctx context.Context, sku string) (int64, error) { return s.sellable(ctx, sku, in.Holds) }
+	return func(ctx context.Context, sku string) (int64, error) { return s.sellable(ctx, sku) }
 }
 
 // sellable is what a sale of sku can take now, as a GET shows it: the
-// item's stock and its buckets' (Snapshot), with, when holds is set, the
-// units of holds expired by a lower estimate of the store's clock, which a
-// strategy that takes part in holds sells in its own update.
-func (s *Store) sellable(ctx context.Context, sku string, holds bool) (int64, error) {
+// item's stock and its buckets' (Snapshot), with the units of holds
+// expired by a lower estimate of the store's clock, which every strategy
+// Build makes sells: a Holder in its own update, another once returning
+// has returned them.
+func (s *Store) sellable(ctx context.Context, sku string) (int64, error) {
 	it, err := s.snapshot(ctx, sku)
 	if err != nil {
 		return 0, err
 	}
-	units := it.Stock
-	if holds {
-		units += s.expiredUnits(ctx, it)
-	}
-	return units, nil
+	return it.Stock + s.expiredUnits(ctx, it), nil
 }
 
-// soldOutShortcut is SoldOutShortcut's strategy.
+// soldOutShortcut is newSoldOutShortcut's strategy.
 type soldOutShortcut struct {
 	inventory.Strategy
 	store *Store

@@ -117,12 +117,12 @@ func shortcutStrategies(t *testing.T, s *Store, locks lockServices) []shortcutCa
 	raw := append(safeStrategies(t, s, locks), NewBatched(s, 0), newBuckets(t, s, 4), redisStockOn(t, s, testRedis(t), RedisStockOptions{}))
 	var out []shortcutCase
 	for _, r := range raw {
-		sa, err := SplitAware(r, s, 4)
+		sa, err := newSplitAware(r, s, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		obs := &soldOutTally{}
-		w := SoldOutShortcut(sa, s, obs)
+		w := newSoldOutShortcut(sa, s, obs)
 		if w == sa {
 			t.Fatalf("%s: SoldOutShortcut returned it as it is", r.Name())
 		}
@@ -342,15 +342,15 @@ func TestSoldOutSplitSKU(t *testing.T) {
 // reads itself (inventory.SellableReader) gets it.
 func TestSoldOutShortcutFallback(t *testing.T) {
 	s := testStore(t)
-	if st := NewUnsafe(s, 0); SoldOutShortcut(st, s, nil) != inventory.Strategy(st) {
+	if st := NewUnsafe(s, 0); newSoldOutShortcut(st, s, nil) != inventory.Strategy(st) {
 		t.Error("unsafe got the shortcut")
 	}
 	foreign := foreignStrategy{NewAtomic(s)}
-	if SoldOutShortcut(foreign, s, nil) != inventory.Strategy(foreign) {
+	if newSoldOutShortcut(foreign, s, nil) != inventory.Strategy(foreign) {
 		t.Error("a strategy of another package, with no Sellable, got the shortcut")
 	}
 	reader := &readerStrategy{foreignStrategy: foreign}
-	w := SoldOutShortcut(reader, s, nil)
+	w := newSoldOutShortcut(reader, s, nil)
 	if w == inventory.Strategy(reader) {
 		t.Fatal("a SellableReader got no shortcut")
 	}
@@ -430,7 +430,7 @@ func TestSoldOutJoinsNextRead(t *testing.T) {
 	other := replicaStore(t, s, StoreOptions{Replica: "other"})
 	ctx := t.Context()
 	obs := &soldOutTally{}
-	w := SoldOutShortcut(NewAtomic(s), s, obs).(*soldOutShortcut)
+	w := newSoldOutShortcut(NewAtomic(s), s, obs).(*soldOutShortcut)
 	const sku = "next-read"
 	mustPut(t, s, sku, 0)
 	if _, err := w.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, inventory.ErrSoldOut) {

@@ -699,38 +699,20 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 // v: nothing was written.
 func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order, expired ...string) (itemDoc, bool, error) {
 	sp := v.item.Split
-	set := bson.D{{Key: "stock", Value: stock}, {Key: "version", Value: v.version() + 1}, {Key: "last_gen", Value: max(v.item.LastGen, sp.Gen+1)}}
-	filter := bson.D{{Key: "_id", Value: v.item.SKU}, {Key: "version", Value: v.item.Version}, {Key: "split.gen", Value: sp.Gen}}
+	sl := sale{op: "buckets merge", sku: v.item.SKU, stock: &stock,
+		conds: []cond{versionIs("buckets merge", v.item.Version), splitIs(sp.Gen)},
+		also:  bson.D{{Key: "version", Value: v.version() + 1}, {Key: "last_gen", Value: max(v.item.LastGen, sp.Gen+1)}},
+		drop:  []string{"split"}}
 	if o != nil {
-		set = append(set, bson.E{Key: pendingPath(o.ID), Value: *o})
-		filter = append(filter, notAborted(*o))
+		sl.orders, sl.qty = []inventory.Order{*o}, o.Qty
 	}
-	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "split", Value: ""}}}}
-	if len(expired) > 0 {
-		var back int64
-		for _, id := range expired {
-			back += v.item.Holds[id].Qty
-			set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
-		}
-		filter = append(filter, holdConds(v.item, expired)...)
-		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "held", Value: -back}}})
-	}
-	update = append(update, bson.E{Key: "$set", Value: set})
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	var it itemDoc
-	err := s.items.FindOneAndUpdate(cctx, filter, update,
-		options.FindOneAndUpdate().SetReturnDocument(options.After),
-	).Decode(&it)
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
+	it, err := s.write(cctx, sl, &v.item, expired)
+	if errors.Is(err, errMissed) {
 		return itemDoc{}, false, nil
-	case err != nil && o != nil:
-		return itemDoc{}, false, unknownOutcome("buckets merge", v.item.SKU, err)
-	case err != nil:
-		return itemDoc{}, false, unreachable("merge buckets of", v.item.SKU, err)
 	}
-	return it, true, nil
+	return it, err == nil, err
 }
 
 // fenceBuckets gives order id up in every bucket of sku, before settle

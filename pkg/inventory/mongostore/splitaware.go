@@ -39,18 +39,11 @@ type splitAware struct {
 	buckets *Buckets
 }
 
-// SplitAware returns st made to sell from the buckets of an item the
+// newSplitAware returns st made to sell from the buckets of an item the
 // buckets strategy has split (see Buckets), with k as that strategy's
 // bucket count. The buckets strategy itself, and one that is not safe, is
-// returned as it is. A checked st (see checked) stays checked outermost.
-func SplitAware(st inventory.Strategy, s *Store, k int) (inventory.Strategy, error) {
-	if inner, ok := unchecked(st); ok {
-		w, err := SplitAware(inner, s, k)
-		if err != nil {
-			return nil, err
-		}
-		return check(w), nil
-	}
+// returned as it is.
+func newSplitAware(st inventory.Strategy, s *Store, k int) (inventory.Strategy, error) {
 	if in, ok := strategy.Lookup(st.Name()); st.Name() == strategy.Buckets || (ok && !in.Safe) {
 		return st, nil
 	}

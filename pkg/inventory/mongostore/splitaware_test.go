@@ -51,7 +51,7 @@ func TestSplitAwareSoldOutReadsOnce(t *testing.T) {
 	const sku = "sa-short"
 	mustPut(t, s, sku, 1)
 	for _, st := range sts {
-		w, err := SplitAware(st, s, 4)
+		w, err := newSplitAware(st, s, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestSplitAwareSoldOutReadsOnce(t *testing.T) {
 	}
 	var sales []inventory.Sale
 	for _, st := range sts {
-		w, err := SplitAware(st, s, 4)
+		w, err := newSplitAware(st, s, 4)
 		if err != nil {
 			t.Fatal(err)
 		}

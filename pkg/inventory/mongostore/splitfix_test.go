@@ -132,7 +132,7 @@ func TestNoFalseSoldOutAcrossMerge(t *testing.T) {
 		defer armed.Store(false)
 		// Right after atomic's update matched nothing.
 		p.after = firstAfter(&armed, "findAndModify", ItemsCollection, merge(sku))
-		w, err := SplitAware(NewAtomic(a), a, 4)
+		w, err := newSplitAware(NewAtomic(a), a, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestSplitSaleCountsExpiredHolds(t *testing.T) {
 			if v, err := s.read(ctx, s.items, sku); err != nil || v.item.Split == nil || v.total() != 1 || v.item.Held != 1 {
 				t.Fatalf("before the sale: %+v, %v; want split, 1 unit in the bucket and 1 held", v, err)
 			}
-			w, err := SplitAware(st, s, 1)
+			w, err := newSplitAware(st, s, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -395,34 +395,13 @@ func (s *Store) getDoc(ctx context.Context, items *mongo.Collection, sku string)
 	return it, nil
 }
 
-// takeUpdate is the update of a stock write that sets the stock: it bumps
-// the version, so that every other writer's compare-and-set sees it, and
-// records o as pending in the same single-document update.
-func takeUpdate(stock int64, o inventory.Order) bson.D {
-	return bson.D{
-		{Key: "$set", Value: bson.D{{Key: "stock", Value: stock}, {Key: pendingPath(o.ID), Value: o}}},
-		{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
-	}
-}
-
 // setStock writes stock unconditionally: the write of the unsafe strategy,
 // and of a lock strategy whose fencing is off, which trusts the lock alone.
-// It is kept as naive as the code it teaches, but bumps the version and
-// records the pending order like every stock write.
+// It is kept as naive as the code it teaches, but is a sale write like
+// every other: it bumps the version and records the pending order.
 func (s *Store) setStock(ctx context.Context, stock int64, o inventory.Order) error {
-	res, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: o.SKU}, notAborted(o)}, takeUpdate(stock, o))
-	if err != nil {
-		return unknownOutcome("write", o.SKU, err)
-	}
-	if res.MatchedCount == 0 {
-		if it, err := s.getDoc(ctx, s.items, o.SKU); err == nil {
-			if gaveUp(it, o) {
-				return abandoned("write", o)
-			}
-		}
-		return fmt.Errorf("%w: write %q", inventory.ErrNotFound, o.SKU)
-	}
-	return nil
+	_, err := s.sell(ctx, sale{op: "write", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty, stock: &stock, blind: true})
+	return err
 }
 
 // abandoned is the error of a stock write of o refused because recovery

@@ -282,22 +282,21 @@ func (s *Server) decrement(c echo.Context) error {
 	if name == strategy.RedisStock {
 		s.metrics.redisStockSold(sku)
 	}
+	ctx := c.Request().Context()
 	var (
 		sale     inventory.Sale
 		replayed bool
 		err      error
 	)
-	sale, replayed, err = s.sellOrReturn(c.Request().Context(), name, sku, func() (inventory.Sale, bool, error) {
-		if key != "" {
-			// The strategy as sent, not as defaulted, identifies the
-			// request: a retry that reaches a replica with another
-			// default is the same request.
-			sent, _, _ := stringField(fields, "strategy")
-			return s.store.DecrementOnce(c.Request().Context(), st, req, sent)
-		}
-		sale, err := st.Decrement(c.Request().Context(), req)
-		return sale, false, err
-	})
+	if key != "" {
+		// The strategy as sent, not as defaulted, identifies the request:
+		// a retry that reaches a replica with another default is the
+		// same request.
+		sent, _, _ := stringField(fields, "strategy")
+		sale, replayed, err = s.store.DecrementOnce(ctx, st, req, sent)
+	} else {
+		sale, err = st.Decrement(ctx, req)
+	}
 	if err != nil {
 		e, result := decrementError(err)
 		s.metrics.decrement(name, result, false)

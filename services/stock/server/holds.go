@@ -204,21 +204,6 @@ func (s *Server) releaseHold(c echo.Context) error {
 	return s.holdAnswer(c, http.StatusOK, h)
 }
 
-// sellOrReturn runs sell and, when a strategy that takes no part in holds
-// finds the stock short while holds of the item have expired by the
-// store's clock, returns their units (one conditional update) and sells
-// once more. A Holder returns them in its own update.
-func (s *Server) sellOrReturn(ctx context.Context, name, sku string, sell func() (inventory.Sale, bool, error)) (inventory.Sale, bool, error) {
-	sale, replayed, err := sell()
-	if _, holder := s.holders[name]; holder || !errors.Is(err, inventory.ErrSoldOut) {
-		return sale, replayed, err
-	}
-	if n, rerr := s.store.ReturnExpiredHolds(ctx, sku); rerr != nil || n == 0 {
-		return sale, replayed, err
-	}
-	return sell()
-}
-
 // recoverHolds tidies the holds (see mongostore.Store.RecoverHolds).
 func (s *Server) recoverHolds(ctx context.Context) {
 	if _, err := s.bgStore.RecoverHolds(ctx); err != nil && ctx.Err() == nil {

@@ -262,7 +262,7 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 	deps := mongostore.Deps{
 		Store: s.store, Lockers: lockers, Fencing: cfg.Fencing, LockWait: cfg.LockWait,
 		Delay: cfg.RMWDelay, Stall: cfg.WriteStall, CASAttempts: cfg.CASAttempts,
-		Buckets: cfg.Buckets, Observer: s.metrics, Logger: s.logger,
+		Buckets: cfg.Buckets, Observer: s.metrics, SoldOut: s.metrics, Logger: s.logger,
 		RedisStock: mongostore.RedisStockOptions{
 			Client: s.redis, KeyPrefix: mongostore.RedisStockKeyPrefix(cfg.DB),
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Wait: cfg.RedisStockWait, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
@@ -275,27 +275,21 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		if (!in.Safe && !cfg.Demo) || (in.Locks() && lockers[in.Lock] == nil) {
 			continue
 		}
-		st, err := mongostore.Build(in, deps)
+		b, err := mongostore.Build(in, deps)
 		if err != nil {
 			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
 		}
-		if l, ok := mongostore.Unchecked(st).(*mongostore.Locked); ok {
-			s.locked = append(s.locked, l)
+		if b.Locked != nil {
+			s.locked = append(s.locked, b.Locked)
 		}
-		if rs, ok := mongostore.Unchecked(st).(*mongostore.RedisStock); ok {
-			s.redisStock = rs
-			s.metrics.watchRedisStock(rs, s.adminStore, s.logger)
+		if b.RedisStock != nil {
+			s.redisStock = b.RedisStock
+			s.metrics.watchRedisStock(b.RedisStock, s.adminStore, s.logger)
 		}
-		if h, ok := st.(inventory.Holder); ok && in.Holds {
-			s.holders[in.Name] = h
+		if b.Holder != nil {
+			s.holders[in.Name] = b.Holder
 		}
-		if st, err = mongostore.SplitAware(st, s.store, cfg.Buckets); err != nil {
-			return fmt.Errorf("server: strategy %s: %w", in.Name, err)
-		}
-		// Last, so that a sold out it answers is the whole sku's
-		// (docs/hot-sku.md#after-the-last-unit).
-		st = mongostore.SoldOutShortcut(st, s.store, s.metrics)
-		s.strategies[in.Name] = st
+		s.strategies[in.Name] = b.Strategy
 	}
 	return nil
 }
