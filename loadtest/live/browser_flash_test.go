@@ -90,11 +90,22 @@ func TestBrowserFlash(t *testing.T) {
 	for _, n := range got.Kinds {
 		all += n
 	}
-	if all != buyers || got.Kinds["sale"] != stock || got.Bins == 0 {
-		t.Errorf("the bars count %v (%d in all) in %d bins: want each of the %d buyers once, %d sales", got.Kinds, all, got.Bins, buyers, stock)
+	// Each unit sold is a sale in time or a buyer who timed out waiting
+	// for it: how many sold in time is the machine's speed (a loaded CI
+	// machine answered all ten after the buyers' patience), the run's
+	// verdict says whether the ledger holds every unit once.
+	sales, late := got.Kinds["sale"], got.Kinds["timed out"]
+	if all != buyers || sales > stock || sales+late < stock || got.Bins == 0 {
+		t.Errorf("the bars count %v (%d in all) in %d bins: want each of the %d buyers once, at most %d sales, and the sales and the buyers timed out at least %d",
+			got.Kinds, all, got.Bins, buyers, stock, stock)
 	}
-	if !got.Goodput || got.SellOut <= 0 || !strings.Contains(got.Caption, "sold out at") {
-		t.Errorf("goodput line %v, sell-out marker at %v, caption %q: want both drawn", got.Goodput, got.SellOut, got.Caption)
+	switch {
+	case sales == stock && (!got.Goodput || got.SellOut <= 0 || !strings.Contains(got.Caption, "sold out at")):
+		t.Errorf("every unit sold in time, and goodput line %v, sell-out marker at %v, caption %q: want both drawn", got.Goodput, got.SellOut, got.Caption)
+	case sales < stock && !strings.Contains(got.Caption, "not sold out yet"):
+		t.Errorf("%d of %d units sold in time, and the caption says %q: want not sold out yet", sales, stock, got.Caption)
+	case sales < stock:
+		t.Logf("%d of %d units sold within the buyers' patience on this machine", sales, stock)
 	}
 	if got.Verdict != "pass" {
 		t.Errorf("atomic's row says %q, want pass", got.Verdict)
