@@ -20,11 +20,12 @@ type Strategy interface {
 	Decrement(ctx context.Context, req Request) (Sale, error)
 }
 
-// SellableReader is an optional interface of a Strategy, for the
-// sold-out shortcut (pkg/inventory/mongostore's SoldOutShortcut): once a
-// sale of a sku has answered ErrSoldOut, the sales that follow read what
-// is sellable, coalesced, instead of each paying the strategy's own sold
-// out (a conditional update that misses, a lock round).
+// SellableReader is an optional interface of a Strategy, for the sold-out
+// shortcut that pkg/inventory/mongostore's Build puts in front of the
+// strategies it makes: once a sale of a sku has answered ErrSoldOut, the
+// sales that follow read what is sellable, coalesced, instead of each
+// paying the strategy's own sold out (a conditional update that misses, a
+// lock round).
 //
 // Sellable returns how many units of sku a Decrement of the strategy
 // could take at one moment between the call and its return, read from the
@@ -34,9 +35,9 @@ type Strategy interface {
 // expired holds when it takes them, the buckets of a split sku. Its errors
 // are Decrement's (ErrNotFound, ErrStoreUnavailable, ...).
 //
-// A Strategy that does not implement it, and that SoldOutShortcut cannot
+// A Strategy that does not implement it, and that the shortcut cannot
 // read itself (its strategies of pkg/inventory/mongostore it can), gets no
-// shortcut: SoldOutShortcut returns it as it is, every sale goes to its
+// shortcut: every sale goes to its
 // Decrement, and each sale after the last unit costs what that strategy's
 // sold out costs. Nothing else changes: the shortcut only ever answers a
 // sold out that Sellable justified, and sends every other sale to

@@ -14,7 +14,7 @@ import (
 // This file is the buckets strategy and its sale path, top to bottom:
 // Decrement, round, take, takeItem. The mechanics of a split sku (the
 // bucket documents, reading them and the total, spread, merge and unsplit,
-// generations, PutSplit) are in split.go; SplitAware, which lets the other
+// generations, PutSplit) are in split.go; splitAware, which lets the other
 // strategies sell a split sku, is in splitaware.go.
 
 // Bucket counts.

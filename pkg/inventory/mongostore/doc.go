@@ -240,7 +240,7 @@
 // but not yet written to the item), a hash of the sales taken from it at
 // that key + ":sales" (by order id: replica, key, epoch, qty, at), and a
 // claim at that key + ":loading" that spares concurrent loads;
-// see docs/redis-stock.md. The sold-out shortcut ([SoldOutShortcut]) keeps
+// see docs/redis-stock.md. The sold-out shortcut (soldout.go) keeps
 // its "probably sold out" marks in the replica's memory and writes nothing.
 // The lock strategies' leases are kept by their lock packages (pkg/lock/...),
 // not by this one.
@@ -304,9 +304,26 @@
 //     conditional on the epoch and on stock >= their sum, then recorded
 //     and, by default, only then acknowledged.
 //
-// [SoldOutShortcut] (soldout.go) can stand in front of any of them: after a
-// sold out, a sku's sales read what is sellable first, one coalesced read
-// for many sales, and go on to the strategy only if it shows enough.
+// [Build] makes each of them as a replica sells through it ([Built]), with
+// what every strategy needs added in one place, each layer stating what a
+// strategy without it would do: the request checked first; the sold-out
+// shortcut (soldout.go: after a sold out, a sku's sales read what is
+// sellable first, one coalesced read for many sales, and go on to the
+// strategy only if it shows enough); the units of expired holds returned
+// for a strategy that takes no part in holds; and a split sku sold from its
+// buckets for a strategy that sells from the item alone.
+//
+// # One sale write
+//
+// Every write that takes stock is a sale value built in sale.go: the
+// strategy says what it decided (its orders or hold, the units or an
+// absolute stock, and its own conditions as values: the version it read,
+// its fencing token, redis-stock's epoch, the split's generation), and
+// sale.go adds what every such write carries (the orders not given up,
+// their pending entries, the stock condition, the version, the expired
+// holds a short stock needs) and explains a write that matched nothing
+// once: gone, given up, fenced, stale, sold out (split or not), or changed
+// since.
 //
 // # Fencing
 //
@@ -350,9 +367,13 @@
 // # Files
 //
 //   - store.go: [Store], [StoreOptions], the collection names, Put and
-//     PutIf, the indexes, the plain stock write (takeUpdate).
-//   - registry.go: [Build] and [Deps], from a pkg/strategy entry to a
-//     strategy.
+//     PutIf, the indexes.
+//   - sale.go: the one sale write: the sale value, its conditions, the
+//     write and the explanation of a miss.
+//   - registry.go: [Build], [Built] and [Deps], from a pkg/strategy entry
+//     to a strategy as a replica sells through it.
+//   - checked.go: the check in front of every strategy, and the unwrapping
+//     of Build's layers.
 //   - unsafe.go, atomic.go, optimistic.go: those strategies, one each.
 //   - locked.go, locked_holds.go, queue.go: the lock strategies (local,
 //     mongo-lease, redis-lock, etcd-lock, redlock), their holds, and the
@@ -365,15 +386,15 @@
 //     view of an item and its buckets (read, the total, [Store.Snapshot]),
 //     spread, merge, freeze and unsplit across generations, PUT of a split
 //     item ([Store.PutSplit]), fencing of given-up attempts in buckets.
-//   - splitaware.go: [SplitAware], which lets the other strategies sell a
+//   - splitaware.go: the layer that lets the other strategies sell a
 //     split sku through the buckets strategy, and their item sold out.
 //   - redisstock.go, redisstock_take.go, redisstock_observe.go,
 //     redisstock_*.lua: redis-stock: loading, the take, the batch write,
 //     [RedisStock.Recover].
-//   - soldout.go: the sold-out shortcut ([SoldOutShortcut]).
+//   - soldout.go: the sold-out shortcut.
 //   - holds.go: holds: create, confirm in two writes, release, the return
-//     of expired holds inside a sale, [Store.RecoverHolds], the holds
-//     collection.
+//     of expired holds to a strategy that is not a Holder (returning),
+//     [Store.RecoverHolds], the holds collection.
 //   - order.go: new orders and their pending entries, the ledger
 //     ([Store.Orders]), recording a sale, [Store.RecoverPending].
 //   - document.go: the item document (itemDoc), and its conversion to

@@ -179,7 +179,7 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 	}
 }
 
-// soldOutFirst asks the sold-out shortcut (see SoldOutShortcut) about
+// soldOutFirst asks the sold-out shortcut (see soldout.go) about
 // req before its key is reserved: a sold out its read justifies is the
 // answer, with no write, if req's key names no attempt (none, or one
 // freed for this same request): the reservation would be freed again

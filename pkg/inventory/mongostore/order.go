@@ -166,15 +166,10 @@ func (s *Store) record(ctx context.Context, o inventory.Order) error {
 	return err
 }
 
-// recordTimed is record, reporting its two steps to steps. mine is false
-// when the ledger already held the order at this call's first try, so
-// that another caller recorded it (see retryInsert).
-func (s *Store) recordTimed(ctx context.Context, o inventory.Order, steps stepTimer) (mine bool, err error) {
-	return s.recordIn(ctx, o.SKU, o, steps)
-}
-
-// recordIn is recordTimed of an order pending in document doc of the items
-// collection: the item, or one of its buckets.
+// recordIn is record of an order pending in document doc of the items
+// collection (the item, or one of its buckets), reporting its two steps
+// to steps. mine is false when the ledger already held the order at this
+// call's first try, so that another caller recorded it (see retryInsert).
 func (s *Store) recordIn(ctx context.Context, doc string, o inventory.Order, steps stepTimer) (mine bool, err error) {
 	start := time.Now()
 	mine, err = s.insertOrder(ctx, o)

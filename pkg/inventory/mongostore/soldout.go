@@ -17,7 +17,7 @@ import (
 // each of them costs the strategy's own sold out: atomic's conditional
 // update that misses and the read that says why, a lock strategy's read
 // before its lock, optimistic's read, redis-stock's take in Redis and its
-// read of the item. SoldOutShortcut puts one thing in front of a strategy
+// read of the item. The sold-out shortcut puts one thing in front of a strategy
 // instead: after a sale of a sku answered ErrSoldOut, the sku is marked
 // "probably sold out" on this replica, and while it is marked a sale
 // reads what is sellable instead of deciding itself. Reads are coalesced
@@ -68,19 +68,17 @@ func (nopSoldOutObserver) SoldOutRead(string, int)        {}
 // it a sku is not marked, and its sales go to the strategy as before.
 const maxSoldOutMarks = 1 << 16
 
-// SoldOutShortcut returns st with the sold-out shortcut in front of it
+// newSoldOutShortcut returns st with the sold-out shortcut in front of it
 // (see above), reading what is sellable with st's Sellable when st is an
 // inventory.SellableReader, else, for a safe strategy this package
-// builds (SplitAware's wrapping included), with the read a GET of the
-// item makes (Store.Snapshot: the item's stock and its buckets'), plus
-// the units of holds expired by the store's clock for a strategy that
-// takes them (the registry's Holds). Any other strategy, and an unsafe
-// one, is returned as it is (see inventory.SellableReader). A nil obs
-// means none. A checked st (see checked) stays checked outermost: a
-// request that is not valid, or whose context is done, costs no read.
+// builds (Build's other layers included), with the read a GET of the item
+// makes (Store.Snapshot: the item's stock and its buckets'), plus the
+// units of holds expired by the store's clock, which every strategy Build
+// makes sells. Any other strategy, and an unsafe one, is returned as it
+// is (see inventory.SellableReader). A nil obs means none.
 //
-// Wrap the strategy last, after SplitAware: a sold out it answers is then
-// the whole sku's, buckets included.
+// Build puts it in front of the split-aware layer: a sold out it answers
+// is then the whole sku's, buckets included.
 //
 // A request with an Idempotency-Key is asked about by Store.DecrementOnce
 // before it reserves the key: on a marked sku, a read that shows too few
@@ -114,7 +112,7 @@ func shortcutOf(st inventory.Strategy) (soldOutReader, bool) {
 	}
 }
 
-// sellableOf returns how SoldOutShortcut reads what st could sell, nil
+// sellableOf returns how the shortcut reads what st could sell, nil
 // when it cannot.
 func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (int64, error) {
 	if r, ok := st.(inventory.SellableReader); ok {

@@ -559,7 +559,7 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 	}
 	total := v.total()
 	// Short, the units of holds expired by the store's clock may cover
-	// it, as they do a sale of the item's own stock (takeStock): the
+	// it, as they do a sale of the item's own stock (sale.go): the
 	// unsplit returns them in the same write.
 	var expired []string
 	var back int64
@@ -694,7 +694,7 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 // holds stock from then on, its buckets count nothing, and its version
 // passes every version the view had. With o, the same write takes o's
 // qty and records o as pending, and returns the units of the holds
-// expired, expired in v by the store's clock (see expiredHolds), as takeStock
+// expired, expired in v by the store's clock (see expiredHolds), as a sale
 // does: each still as v read it. ok is false when the item changed since
 // v: nothing was written.
 func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order, expired ...string) (itemDoc, bool, error) {

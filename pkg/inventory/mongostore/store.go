@@ -378,7 +378,7 @@ func (s *Store) getCommitted(ctx context.Context, sku string) (itemDoc, error) {
 }
 
 // getDoc is Get as the item document, read through items: a strategy
-// that reads the item to answer sold out tells SplitAware by its split
+// that reads the item to answer sold out tells splitAware by its split
 // whether the item held all of the sku's stock (see soldOutOf).
 func (s *Store) getDoc(ctx context.Context, items *mongo.Collection, sku string) (itemDoc, error) {
 	if err := inventory.CheckSKU(sku); err != nil {

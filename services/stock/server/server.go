@@ -66,7 +66,7 @@ type Server struct {
 	bgStore    *mongostore.Store // the same store through s.background
 	strategies map[string]inventory.Strategy
 	// holders are the strategies that take part in holds (the registry's
-	// Holds), as built, before SplitAware and SoldOutShortcut wrap them.
+	// Holds): mongostore.Built's Holder.
 	holders    map[string]inventory.Holder
 	locked     []*mongostore.Locked
 	redisStock *mongostore.RedisStock // nil unless built
