@@ -392,14 +392,15 @@
 //     redisstock_*.lua: redis-stock: loading, the take, the batch write,
 //     [RedisStock.Recover].
 //   - soldout.go: the sold-out shortcut.
-//   - holds.go: holds: create, confirm in two writes, release, the return
-//     of expired holds to a strategy that is not a Holder (returning),
-//     [Store.RecoverHolds], the holds collection.
+//   - holds.go: holds: create, read, release, the return of expired holds
+//     to a strategy that is not a Holder (returning), [Store.RecoverHolds],
+//     the holds collection.
+//   - confirm.go: a confirm in two writes ([Store.ConfirmHold]).
 //   - order.go: new orders and their pending entries, the ledger
 //     ([Store.Orders]), recording a sale, [Store.RecoverPending].
 //   - document.go: the item document (itemDoc), and its conversion to
 //     [inventory.Item].
-//   - item.go: the not-given-up condition (notAborted), order id tickets,
+//   - attempts.go: the not-given-up condition (notAborted), order id tickets,
 //     the compaction of aborted into aborted_through.
 //   - idempotency.go: [Store.DecrementOnce], key reservations and attempts,
 //     [Store.RecoverKeys].
