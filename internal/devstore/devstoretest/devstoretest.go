@@ -61,6 +61,13 @@ func Redis(t testing.TB) *devstore.Redis {
 	return started(t, "Redis", devstore.StartRedis)
 }
 
+// NATS starts a NATS server with JetStream (see devstore.StartNATS),
+// closed at cleanup.
+func NATS(t testing.TB) *devstore.NATS {
+	t.Helper()
+	return started(t, "NATS", devstore.StartNATS)
+}
+
 // Mongo returns a MongoDB for one test: the one at MONGO_URI, shared with
 // other tests, or a private one that is closed in t.Cleanup. It fails the
 // test if none can be started.

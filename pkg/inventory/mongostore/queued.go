@@ -1,0 +1,493 @@
+package mongostore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/lock"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Queued serializes the sales of a sku through a durable log, NATS
+// JetStream, and applies them in order:
+//
+//	buyer:    publish {order} to <prefix>.sales.<partition of sku>, message id = order id
+//	          wait on its own inbox for the answer
+//	consumer: (one per partition, across replicas: the holder of the
+//	          partition's lease)
+//	          fetch a batch, per sku in log order:
+//	            fit the orders to the stock, in order
+//	            one sale write of those that fit, fenced by the lease's token
+//	            record them, answer each buyer, ack their messages
+//
+// The truth is still the item document: the log orders the sales, the
+// sale write decides them. What each gap costs:
+//
+//   - a publish whose acknowledgement is lost is sent again with the same
+//     message id, and the stream keeps one (its duplicate window);
+//   - a consumer that dies after its write and before its ack: the
+//     messages come back (redelivered), and a redelivered order already
+//     pending in the item or in the ledger is answered sold, not applied
+//     again;
+//   - a consumer that lost its lease while it wrote: its write carries its
+//     token, which the next owner registered on the item at its first
+//     read (FencedRead), so the late write is refused;
+//   - a buyer who waits longer than Wait gets ErrOutcomeUnknown: the
+//     order is in the log, and is applied or refused later; a keyed
+//     buyer's retry gives the attempt up first (notAborted), so it is
+//     never both.
+type Queued struct {
+	store  *Store
+	cfg    QueuedOptions
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	logger *slog.Logger
+
+	// afterWrite, when set (by tests), runs after a consumer's sale write
+	// landed and before it records, answers or acks: returning false stops
+	// the consumer there, as a crash would.
+	afterWrite func(sku string) bool
+}
+
+// QueuedOptions configures Queued.
+type QueuedOptions struct {
+	Conn *nats.Conn // required
+	// Prefix names the stream (upper-cased) and its subjects; a
+	// database's own (QueuedPrefix) keeps two databases apart on one
+	// server.
+	Prefix string
+	// Locker grants the lease on a partition: its holder is the one
+	// consumer of the partition's sales. Required.
+	Locker *lock.Locker
+	// Wait bounds a buyer's wait for the answer (default 10 s); AckWait is
+	// how long a fetched sale may go unacknowledged before the log hands
+	// it out again (default 5 s).
+	Wait, AckWait time.Duration
+	// Memory keeps the stream in memory instead of files: faster, and a
+	// broker restart loses what was not applied yet.
+	Memory bool
+	Logger *slog.Logger
+}
+
+// QueuedName is the strategy's name.
+const QueuedName = "queued"
+
+// queuedPartitions is how many partitions the skus hash to: each has one
+// consumer at a time. Fixed: a sku must hash to the same partition on
+// every replica, and a partition's lease token is compared only with
+// tokens of the same partition (the item's fence "queued-p<n>").
+const queuedPartitions = 8
+
+// queuedBatch is the most sales one fetch takes.
+const queuedBatch = 64
+
+// queuedReplyHeader carries the buyer's inbox.
+const queuedReplyHeader = "Stocklock-Reply"
+
+// QueuedPrefix is the stream prefix for database db.
+func QueuedPrefix(db string) string {
+	return "stocklock_" + notSubject.ReplaceAllString(db, "_")
+}
+
+var notSubject = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// NewQueued returns the queued strategy, creating (or updating) its
+// stream: file storage (Memory aside), a duplicate window of two minutes,
+// work-queue retention (a sale leaves the log once acknowledged).
+func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, error) {
+	if cfg.Conn == nil || cfg.Locker == nil {
+		return nil, fmt.Errorf("%w: queued needs a NATS connection and a lock for its partitions", inventory.ErrInvalid)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "stocklock"
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 10 * time.Second
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 5 * time.Second
+	}
+	q := &Queued{store: store, cfg: cfg, logger: cmpLogger(cfg.Logger, store)}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: queued: %w", err)
+	}
+	storage := jetstream.FileStorage
+	if cfg.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	q.js = js
+	q.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: queuedStream(cfg.Prefix), Subjects: []string{cfg.Prefix + ".sales.*"},
+		Storage: storage, Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: queued: stream: %w", err)
+	}
+	return q, nil
+}
+
+func queuedStream(prefix string) string { return "SALES_" + prefix }
+
+func cmpLogger(l *slog.Logger, s *Store) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return s.logger
+}
+
+// Name returns QueuedName.
+func (q *Queued) Name() string { return QueuedName }
+
+// partition is the partition of sku.
+func partition(sku string) int {
+	h := fnv.New32a()
+	h.Write([]byte(sku))
+	return int(h.Sum32() % queuedPartitions)
+}
+
+func (q *Queued) subject(p int) string { return q.cfg.Prefix + ".sales." + strconv.Itoa(p) }
+
+// queuedAnswer is a consumer's answer to one buyer.
+type queuedAnswer struct {
+	Remaining int64  `json:"remaining"`       // sold
+	Code      string `json:"code,omitempty"`  // not sold: sold_out, abandoned, not_found
+	Stock     int64  `json:"stock,omitempty"` // sold out: the stock it found
+	Split     bool   `json:"split,omitempty"` // sold out of an item the buckets strategy split
+}
+
+// Decrement implements inventory.Strategy: publish, then wait for the
+// consumer's answer.
+func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
+	o := q.store.newOrder(req, QueuedName, 0)
+	nc := q.cfg.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: subscribe: %w", inventory.ErrStoreUnavailable, req.SKU, err)
+	}
+	// The subscription goes to the server before the publish, on the
+	// same connection: it is in place before any answer can come.
+	defer func() { _ = sub.Unsubscribe() }()
+	data, err := json.Marshal(o)
+	if err != nil {
+		return inventory.Sale{}, err
+	}
+	msg := nats.NewMsg(q.subject(partition(req.SKU)))
+	msg.Data = data
+	msg.Header.Set(queuedReplyHeader, inbox)
+	if err := q.publish(ctx, msg, o); err != nil {
+		return inventory.Sale{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
+	defer cancel()
+	m, err := sub.NextMsgWithContext(wctx)
+	if err != nil {
+		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: order %s is in the log, and no answer came within %v: %w",
+			inventory.ErrOutcomeUnknown, req.SKU, o.ID, q.cfg.Wait, err)
+	}
+	var a queuedAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q: %w", inventory.ErrOutcomeUnknown, req.SKU, m.Data, err)
+	}
+	switch a.Code {
+	case "":
+		o.Remaining = &a.Remaining
+		return o.Sale(), nil
+	case "sold_out":
+		return inventory.Sale{}, &itemSoldOut{SoldOutError: &inventory.SoldOutError{SKU: req.SKU, Stock: a.Stock, Qty: req.Qty}, split: a.Split}
+	case "abandoned":
+		return inventory.Sale{}, abandoned("queued decrement", o)
+	case "not_found":
+		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q", inventory.ErrNotFound, req.SKU)
+	}
+	return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q", inventory.ErrOutcomeUnknown, req.SKU, a.Code)
+}
+
+// publish sends msg with o's id as its message id, again while the
+// acknowledgement does not come (the stream keeps one of them).
+func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order) error {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 && ctx.Err() != nil {
+			break
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(o.ID))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+			if attempt == 0 {
+				// No stream took it: nothing is in the log.
+				return fmt.Errorf("%w: queued decrement %q: publish: %w", inventory.ErrStoreUnavailable, o.SKU, err)
+			}
+		}
+	}
+	return fmt.Errorf("%w: queued decrement %q: order %s published, not acknowledged: %w", inventory.ErrOutcomeUnknown, o.SKU, o.ID, err)
+}
+
+// Run consumes the partitions this replica gets the lease of until ctx
+// ends: each partition has a goroutine that waits for its lease, then
+// applies its sales in order until the lease is lost.
+func (q *Queued) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for p := range queuedPartitions {
+		wg.Go(func() { q.own(ctx, p) })
+	}
+	wg.Wait()
+}
+
+// own holds partition p's lease and consumes under it, again and again.
+func (q *Queued) own(ctx context.Context, p int) {
+	key := fmt.Sprintf("queued-%s-p%d", q.cfg.Prefix, p)
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		lease, err := q.cfg.Locker.Acquire(actx, key)
+		cancel()
+		if err != nil {
+			continue // another replica consumes it: wait again
+		}
+		gctx, gcancel := lease.Guard(ctx)
+		err = q.consume(gctx, p, int64(lease.Token()))
+		gcancel()
+		_ = lease.Release(context.WithoutCancel(ctx))
+		if err != nil && ctx.Err() == nil {
+			q.logger.Warn("queued: a partition's consumer stopped; its lease is free for any replica", slog.Int("partition", p), slog.Any("error", err))
+			_ = pause(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// fetched is one message of the log, decoded.
+type fetched struct {
+	msg   jetstream.Msg
+	order inventory.Order
+	again bool // delivered before: it may have been applied
+}
+
+// consume applies partition p's sales under the lease of token until ctx
+// ends or the item refuses the token.
+func (q *Queued) consume(ctx context.Context, p int, token int64) error {
+	cons, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: fmt.Sprintf("p%d", p), FilterSubject: q.subject(p),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: q.cfg.AckWait,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer of partition %d: %w", p, err)
+	}
+	fence := fmt.Sprintf("queued-p%d", p)
+	seen := map[string]*itemDoc{} // skus whose item holds token, as last written
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(queuedBatch, jetstream.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("fetch from partition %d: %w", p, err)
+		}
+		var bySKU = map[string][]fetched{}
+		var skus []string
+		for m := range batch.Messages() {
+			var o inventory.Order
+			if err := json.Unmarshal(m.Data(), &o); err != nil || o.SKU == "" || o.ID == "" {
+				q.logger.Error("queued: a message that is no order; dropped", slog.Int("partition", p), slog.Any("error", err))
+				_ = m.Term()
+				continue
+			}
+			f := fetched{msg: m, order: o}
+			if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+				f.again = true
+			}
+			if _, ok := bySKU[o.SKU]; !ok {
+				skus = append(skus, o.SKU)
+			}
+			bySKU[o.SKU] = append(bySKU[o.SKU], f)
+		}
+		for _, sku := range skus {
+			if err := q.apply(ctx, fence, token, seen, bySKU[sku]); err != nil {
+				return err
+			}
+		}
+	}
+	return context.Cause(ctx)
+}
+
+// apply decides and writes the sales fs of one sku, in log order.
+func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[string]*itemDoc, fs []fetched) error {
+	s := q.store
+	sku := fs[0].order.SKU
+	wctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	it, fresh := seen[sku], false
+	if it == nil {
+		fresh = true
+		read, err := s.fencedRead(wctx, sku, fence, token)
+		switch {
+		case errors.Is(err, inventory.ErrNotFound):
+			for _, f := range fs {
+				q.answer(f, queuedAnswer{Code: "not_found"})
+			}
+			return nil
+		case err != nil:
+			return err // fenced: another owner; or unreachable: again later
+		}
+		it = &read
+	}
+	var plan []fetched
+	ids := map[string]bool{}
+	for _, f := range fs {
+		if ids[f.order.ID] {
+			_ = f.msg.Ack() // the same order twice in one batch: once
+			continue
+		}
+		ids[f.order.ID] = true
+		if f.again {
+			if done, err := q.applied(wctx, sku, f.order.ID); err != nil {
+				return err
+			} else if done {
+				q.answer(f, queuedAnswer{Remaining: -1})
+				continue
+			}
+		}
+		plan = append(plan, f)
+	}
+	for range takeAttempts {
+		if !fresh && short(*it, plan) {
+			// A sold out is decided from a read made now, never from the
+			// item as this consumer last wrote it (a restock since).
+			read, err := s.getDoc(wctx, s.items, sku)
+			if err != nil {
+				return err
+			}
+			it, fresh = &read, true
+		}
+		var fits []fetched
+		var orders []inventory.Order
+		total := int64(0)
+		for _, f := range plan {
+			switch {
+			case gaveUp(*it, f.order):
+				q.answer(f, queuedAnswer{Code: "abandoned"})
+			case f.order.Qty > it.Stock-total:
+				q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
+			default:
+				fits = append(fits, f)
+				orders = append(orders, f.order)
+				total += f.order.Qty
+			}
+		}
+		if total == 0 {
+			seen[sku] = it
+			return nil
+		}
+		after, err := s.write(wctx, sale{op: "queued write", sku: sku, orders: orders, qty: total,
+			conds: []cond{fenceIs("queued write", fence, token)}}, nil, nil)
+		if errors.Is(err, errMissed) {
+			read, err := s.getDoc(wctx, s.items, sku)
+			if err != nil {
+				return err
+			}
+			if err := fenceIs("queued write", fence, token).refused(read); err != nil {
+				delete(seen, sku)
+				return err // another replica owns the partition now
+			}
+			it, fresh, plan = &read, true, fits // an attempt given up, or less stock: decide again
+			continue
+		}
+		if err != nil {
+			delete(seen, sku)
+			return err // unknown: the messages come back, and are checked
+		}
+		seen[sku] = &after
+		if q.afterWrite != nil && !q.afterWrite(sku) {
+			return errors.New("stopped after the write (test)")
+		}
+		q.record(wctx, after, fits)
+		return nil
+	}
+	return fmt.Errorf("%w: queued write of %q: the item kept changing", inventory.ErrConflict, sku)
+}
+
+// short reports whether it cannot cover every order of plan.
+func short(it itemDoc, plan []fetched) bool {
+	total := int64(0)
+	for _, f := range plan {
+		total += f.order.Qty
+	}
+	return total > it.Stock
+}
+
+// applied reports whether order id of sku is already in the ledger or
+// pending in the item: a message delivered again after a write landed.
+// A pending one is recorded here, as its first consumer would have.
+func (q *Queued) applied(ctx context.Context, sku, id string) (bool, error) {
+	s := q.store
+	n, err := s.orders.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+	if err != nil {
+		return false, unreachable("find order "+id+" of", sku, err)
+	}
+	if n > 0 {
+		return true, nil
+	}
+	it, err := s.getDoc(ctx, s.items, sku)
+	if err != nil {
+		return false, err
+	}
+	o, ok := it.Pending[id]
+	if ok {
+		if _, err := s.recordIn(ctx, sku, o, stepTimer{}); err != nil {
+			q.logger.Debug("queued: a redelivered order left pending for recovery", slog.String("order_id", id), slog.Any("error", err))
+		}
+	}
+	return ok, nil
+}
+
+// record puts the orders of sold, whose stock one write took leaving
+// after, into the ledger, answers each buyer with the stock left as if
+// sold one by one in log order, and acks their messages.
+func (q *Queued) record(ctx context.Context, after itemDoc, sold []fetched) {
+	s := q.store
+	orders := make([]inventory.Order, len(sold))
+	left := after.Stock
+	for i := len(sold) - 1; i >= 0; i-- {
+		o := sold[i].order
+		remaining := left
+		o.Remaining = &remaining
+		left += o.Qty
+		orders[i] = o
+	}
+	errs := s.insertOrders(ctx, orders)
+	var recorded []string
+	for i, f := range sold {
+		if errs[i] == nil {
+			recorded = append(recorded, orders[i].ID)
+		}
+		q.answer(f, queuedAnswer{Remaining: *orders[i].Remaining})
+	}
+	if len(recorded) > 0 {
+		if _, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: after.SKU}}, bson.D{{Key: "$unset", Value: unsetPending(recorded)}}); err != nil {
+			q.logger.Debug("queued: pending entries left for recovery", slog.String("sku", after.SKU), slog.Any("error", err))
+		}
+	}
+}
+
+// answer tells f's buyer a, and acks f's message: the sale is decided.
+func (q *Queued) answer(f fetched, a queuedAnswer) {
+	if inbox := f.msg.Headers().Get(queuedReplyHeader); inbox != "" {
+		data, _ := json.Marshal(a)
+		_ = q.cfg.Conn.Publish(inbox, data)
+	}
+	_ = f.msg.Ack()
+}

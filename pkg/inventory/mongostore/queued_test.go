@@ -1,0 +1,142 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/pkg/inventory"
+	"github.com/stocklock/stocklock/pkg/lock"
+)
+
+// testQueued returns queued on s through a NATS connection of its own, as
+// a replica has, with its consumers running until the test ends; locks
+// grants the partitions' leases (one lock service for every replica of
+// the test).
+func testQueued(t *testing.T, s *Store, url string, locks *lock.Locker, opts QueuedOptions) *Queued {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	opts.Conn, opts.Locker = nc, locks
+	opts.Prefix = QueuedPrefix(s.items.Database().Name())
+	q, err := NewQueued(t.Context(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// run starts q's consumers until the test ends.
+func (q *Queued) runFor(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestQueuedSellsEachUnitOnce: two replicas, each publishing its buyers'
+// sales and consuming the partitions whose lease it holds, sell three
+// skus' stock exactly: every unit once, every buyer after the last unit
+// told sold out, the ledger and the items agreeing.
+func TestQueuedSellsEachUnitOnce(t *testing.T) {
+	n := devstoretest.NATS(t)
+	base := testStore(t)
+	locks := localLocker(t)
+	a := testQueued(t, replicaStore(t, base, StoreOptions{Replica: "a"}), n.URL, locks, QueuedOptions{})
+	b := testQueued(t, replicaStore(t, base, StoreOptions{Replica: "b"}), n.URL, locks, QueuedOptions{})
+	a.runFor(t)
+	b.runFor(t)
+	skus := []string{"q-one", "q-two", "q-three"}
+	const stock, buyers = 20, 30
+	for _, sku := range skus {
+		mustPut(t, base, sku, stock)
+	}
+	var sold, soldOut atomic.Int64
+	var wg sync.WaitGroup
+	for i := range buyers * len(skus) {
+		wg.Go(func() {
+			q := a
+			if i%2 == 1 {
+				q = b
+			}
+			_, err := q.Decrement(t.Context(), inventory.Request{SKU: skus[i%len(skus)], Qty: 1})
+			switch {
+			case err == nil:
+				sold.Add(1)
+			case errors.Is(err, inventory.ErrSoldOut):
+				soldOut.Add(1)
+			default:
+				t.Errorf("buyer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if sold.Load() != stock*int64(len(skus)) || soldOut.Load() != (buyers-stock)*int64(len(skus)) {
+		t.Errorf("sold %d, sold out %d; want %d and %d", sold.Load(), soldOut.Load(), stock*len(skus), (buyers-stock)*len(skus))
+	}
+	for _, sku := range skus {
+		if _, _, got, err := unitsAddUp(t.Context(), base, sku, stock); err != nil || got != stock {
+			t.Errorf("%s: sold %d (%v); want %d", sku, got, err, stock)
+		}
+		if n := mustCount(t, base, sku); n != stock {
+			t.Errorf("%s: %d orders in the ledger, want %d", sku, n, stock)
+		}
+	}
+}
+
+// TestQueuedRedeliveredAfterACrash: a consumer stops after its sale write
+// landed and before it recorded, answered or acknowledged (a crash). The
+// log hands the sale out again; the next consumer finds the order pending
+// in the item, records it and answers the buyer sold, without taking the
+// units twice.
+func TestQueuedRedeliveredAfterACrash(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{AckWait: time.Second})
+	var crashed atomic.Bool
+	q.afterWrite = func(string) bool { return !crashed.CompareAndSwap(false, true) }
+	q.runFor(t)
+	mustPut(t, s, "q-crash", 5)
+	sale, err := q.Decrement(t.Context(), inventory.Request{SKU: "q-crash", Qty: 2})
+	if err != nil || !crashed.Load() {
+		t.Fatalf("the sale whose consumer crashed after its write: %+v, %v (crashed %v); want sold", sale, err, crashed.Load())
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, "q-crash", 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("after the crash and the redelivery: stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
+	}
+	if n := mustCount(t, s, "q-crash"); n != 1 {
+		t.Fatalf("%d orders in the ledger, want 1", n)
+	}
+}
+
+// TestQueuedFencedOut: a consumer whose partition another replica has
+// taken since (a higher token registered on the item by that replica's
+// read) writes nothing; its buyer hears no answer within its wait and is
+// told the outcome is unknown, and the stock is untouched.
+func TestQueuedFencedOut(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{Wait: 2 * time.Second, AckWait: time.Second})
+	q.runFor(t)
+	const sku = "q-fenced"
+	mustPut(t, s, sku, 5)
+	if _, err := s.fencedRead(t.Context(), sku, fmt.Sprintf("queued-p%d", partition(sku)), 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	if sale, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, inventory.ErrOutcomeUnknown) {
+		t.Fatalf("a sale whose consumer is fenced out: %+v, %v; want the outcome unknown", sale, err)
+	}
+	if it := mustSnapshot(t, s, sku); it.Stock != 5 || len(it.Pending) != 0 {
+		t.Fatalf("stock %d, pending %v after the fenced consumer; want 5 and none", it.Stock, it.Pending)
+	}
+}
