@@ -286,7 +286,7 @@ func TestComposeDefaultScenario(t *testing.T) {
 	p := loadCompose(t)
 	// `docker compose up` starts exactly the two-server scenario and the
 	// live page that races them.
-	want := []string{"etcd", "live", "mongo", "redis", "stock-a", "stock-b"}
+	want := []string{"etcd", "live", "mongo", "nats", "redis", "stock-a", "stock-b"}
 	got := p.ServiceNames()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -382,6 +382,14 @@ func TestComposeReplicas(t *testing.T) {
 					checkServiceAddr(t, all, name, "ETCD_ENDPOINTS", u.Host, "2379")
 				}
 				checkDependsOn(t, s, "etcd", types.ServiceConditionHealthy)
+
+				// NATS with JetStream for the queued strategy.
+				if u, err := url.Parse(env(t, s, "NATS_URL")); err != nil || u.Scheme != "nats" {
+					t.Errorf("%s: NATS_URL %q: want nats://<service>:4222", name, env(t, s, "NATS_URL"))
+				} else {
+					checkServiceAddr(t, all, name, "NATS_URL", u.Host, "4222")
+				}
+				checkDependsOn(t, s, "nats", types.ServiceConditionHealthy)
 			}
 			a, b := service(t, all, sc.replicas[0]), service(t, all, sc.replicas[1])
 			if a.Environment["MONGO_URI"] == nil || b.Environment["MONGO_URI"] == nil ||

@@ -90,6 +90,8 @@ type Env struct {
 	Mongo *devstore.Mongo
 	Redis *devstore.Redis
 	Etcd  *devstore.Etcd
+	// NATS is the queued strategy's broker (NATS_URL, else embedded).
+	NATS *devstore.NATS
 	// Cluster is the Redis Cluster the replicas use instead of Redis
 	// (Options.RedisCluster; Redis is nil then).
 	Cluster   *devstore.RedisCluster
@@ -171,6 +173,12 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	if err := e.startRedlock(ctx, logger); err != nil {
 		return nil, err
 	}
+	e.logf("starting NATS (NATS_URL, else an embedded nats-server with JetStream)...")
+	t0 = time.Now()
+	if e.NATS, err = devstore.StartNATS(ctx, logger); err != nil {
+		return nil, fmt.Errorf("start NATS: %w", err)
+	}
+	e.logf("  NATS: %s at %s [%s]", e.NATS.Kind, e.NATS.URL, time.Since(t0).Round(time.Millisecond))
 
 	if opt.Network || opt.NetworkIfPossible {
 		switch err := e.canProxy(); {
@@ -490,6 +498,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 		"MONGO_URI="+mongoURI,
 		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
 		"REDLOCK_ADDRS="+strings.Join(e.redlock.addrs, ","),
+		"NATS_URL="+e.natsURL(),
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
 		"HEARTBEAT_TIMEOUT="+HeartbeatTimeout.String(),
@@ -521,6 +530,14 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 	}
 	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(e.bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
 	return p, nil
+}
+
+// natsURL is the NATS the replicas use, "" when none runs.
+func (e *Env) natsURL() string {
+	if e.NATS == nil {
+		return ""
+	}
+	return e.NATS.URL
 }
 
 // done reports whether the replica's process has exited.
@@ -576,6 +593,7 @@ func (e *Env) Close() {
 			}
 		}
 		stop("etcd", e.Etcd != nil, e.Etcd.Close)
+		stop("NATS", e.NATS != nil, e.NATS.Close)
 		stop("Redis", e.Redis != nil, e.Redis.Close)
 		stop("the Redis Cluster", e.Cluster != nil, e.Cluster.Close)
 		stop("the redlock servers", true, e.redlock.close)

@@ -28,6 +28,7 @@ const (
 	Batched    = "batched"
 	RedisStock = "redis-stock"
 	Buckets    = "buckets"
+	Queued     = "queued"
 )
 
 // Names of the lock services a strategy can take its leases from.
@@ -98,6 +99,7 @@ var registry = []Info{
 	{Name: Batched, Safe: true, Doc: "batched.md"},
 	{Name: RedisStock, Safe: true, Doc: "redis-stock.md"},
 	{Name: Buckets, Safe: true, SplitsStock: true, Doc: "buckets.md"},
+	{Name: Queued, Safe: true, Doc: "queued.md"},
 }
 
 // lockServices lists every lock service, in the order of the strategies

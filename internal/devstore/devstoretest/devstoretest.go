@@ -169,12 +169,14 @@ type Stores uint8
 const (
 	SharedMongo Stores = 1 << iota
 	SharedRedis
+	SharedNATS
 )
 
 // Shared are the servers Main started; a field is empty unless asked for.
 type Shared struct {
 	MongoURI  string
 	RedisAddr string
+	NATSURL   string
 }
 
 // Main is a TestMain for a package whose tests share one MongoDB and, with
@@ -212,6 +214,15 @@ func Run(m *testing.M, stores Stores, use func(Shared)) int {
 		}
 		defer rd.Close()
 		sh.RedisAddr = rd.Addr
+	}
+	if stores&SharedNATS != 0 {
+		n, err := devstore.StartNATS(ctx, logger)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "start NATS:", err)
+			return 1
+		}
+		defer n.Close()
+		sh.NATSURL = n.URL
 	}
 	use(sh)
 	return m.Run()

@@ -41,10 +41,13 @@ func TestSplitSKUInterleavings(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			s := replicaStore(t, base, StoreOptions{Replica: "r-" + in.Name, AbandonAfter: time.Millisecond})
-			built, err := Build(in, Deps{Store: s, Lockers: lockers, Fencing: true, Buckets: 4,
+			built, err := Build(in, Deps{Store: s, Lockers: lockers, Fencing: true, Buckets: 4, NATS: testNATS(t),
 				RedisStock: RedisStockOptions{Client: testRedis(t), KeyPrefix: RedisStockKeyPrefix(s.items.Database().Name())}})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if built.Queued != nil {
+				built.Queued.runFor(t)
 			}
 			st := built.Strategy
 			sku := "ilv-" + in.Name + "-" + newOrderID()[:16]
@@ -201,13 +204,16 @@ func TestBuiltSellsExpiredHolds(t *testing.T) {
 	for _, svc := range strategy.LockServices() {
 		lockers[svc.Name] = localLocker(t)
 	}
-	deps := Deps{Store: s, Lockers: lockers, Fencing: true,
+	deps := Deps{Store: s, Lockers: lockers, Fencing: true, NATS: testNATS(t),
 		RedisStock: RedisStockOptions{Client: testRedis(t), KeyPrefix: RedisStockKeyPrefix(s.items.Database().Name())}}
 	for _, in := range strategy.All() {
 		t.Run(in.Name, func(t *testing.T) {
 			built, err := Build(in, deps)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if built.Queued != nil {
+				built.Queued.runFor(t)
 			}
 			sku := "expired-" + in.Name + "-" + newOrderID()[:16]
 			mustPut(t, s, sku, 2)

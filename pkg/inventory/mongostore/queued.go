@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -37,7 +39,8 @@ import (
 // sale write decides them. What each gap costs:
 //
 //   - a publish whose acknowledgement is lost is sent again with the same
-//     message id, and the stream keeps one (its duplicate window);
+//     message id (the order's and the call's), and the stream keeps one
+//     (its duplicate window);
 //   - a consumer that dies after its write and before its ack: the
 //     messages come back (redelivered), and a redelivered order already
 //     pending in the item or in the ledger is answered sold, not applied
@@ -83,7 +86,27 @@ type QueuedOptions struct {
 }
 
 // QueuedName is the strategy's name.
-const QueuedName = "queued"
+const QueuedName = strategy.Queued
+
+// ErrNoNATS is the error of building queued without a NATS connection.
+var ErrNoNATS = errors.New("mongostore: queued needs a NATS connection (NATS_URL)")
+
+var _ = addBuilder(strategy.Queued, func(d Deps) (inventory.Strategy, error) {
+	if d.NATS == nil {
+		return nil, ErrNoNATS
+	}
+	// The partitions' leases come from the MongoDB lease service, which
+	// every replica has.
+	locker, err := d.locker(strategy.Info{Name: strategy.Queued, Lock: strategy.LockMongo})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return NewQueued(ctx, d.Store, QueuedOptions{
+		Conn: d.NATS, Locker: locker, Prefix: QueuedPrefix(d.Store.items.Database().Name()), Logger: d.Logger,
+	})
+})
 
 // queuedPartitions is how many partitions the skus hash to: each has one
 // consumer at a time. Fixed: a sku must hash to the same partition on
@@ -108,8 +131,11 @@ var notSubject = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // stream: file storage (Memory aside), a duplicate window of two minutes,
 // work-queue retention (a sale leaves the log once acknowledged).
 func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, error) {
-	if cfg.Conn == nil || cfg.Locker == nil {
-		return nil, fmt.Errorf("%w: queued needs a NATS connection and a lock for its partitions", inventory.ErrInvalid)
+	if cfg.Conn == nil {
+		return nil, ErrNoNATS
+	}
+	if cfg.Locker == nil {
+		return nil, fmt.Errorf("%w: queued needs a lock for its partitions", inventory.ErrInvalid)
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "stocklock"
@@ -189,7 +215,11 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	msg := nats.NewMsg(q.subject(partition(req.SKU)))
 	msg.Data = data
 	msg.Header.Set(queuedReplyHeader, inbox)
-	if err := q.publish(ctx, msg, o); err != nil {
+	// The message id is the order's and this call's: a publish sent again
+	// because its acknowledgement was lost is a duplicate the stream
+	// drops, and a new call for the same order (after a sold out: the
+	// returning layer's second try) is a new message.
+	if err := q.publish(ctx, msg, o, o.ID+"."+strconv.FormatUint(rand.Uint64(), 36)); err != nil {
 		return inventory.Sale{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
@@ -217,16 +247,16 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q", inventory.ErrOutcomeUnknown, req.SKU, a.Code)
 }
 
-// publish sends msg with o's id as its message id, again while the
+// publish sends msg, order o's, with message id id, again while the
 // acknowledgement does not come (the stream keeps one of them).
-func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order) error {
+func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order, id string) error {
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 && ctx.Err() != nil {
 			break
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(o.ID))
+		_, err = q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id))
 		cancel()
 		if err == nil {
 			return nil
@@ -293,13 +323,13 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 	fence := fmt.Sprintf("queued-p%d", p)
 	seen := map[string]*itemDoc{} // skus whose item holds token, as last written
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(queuedBatch, jetstream.FetchMaxWait(200*time.Millisecond))
+		msgs, err := fetch(cons)
 		if err != nil {
 			return fmt.Errorf("fetch from partition %d: %w", p, err)
 		}
 		var bySKU = map[string][]fetched{}
 		var skus []string
-		for m := range batch.Messages() {
+		for _, m := range msgs {
 			var o inventory.Order
 			if err := json.Unmarshal(m.Data(), &o); err != nil || o.SKU == "" || o.ID == "" {
 				q.logger.Error("queued: a message that is no order; dropped", slog.Int("partition", p), slog.Any("error", err))
@@ -322,6 +352,31 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 		}
 	}
 	return context.Cause(ctx)
+}
+
+// fetch waits up to 200 ms for the next sale of cons, then takes what
+// else is there at once, up to queuedBatch in all: a sale waits for no
+// batch to fill.
+func fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	var msgs []jetstream.Msg
+	first, err := cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	for m := range first.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	rest, err := cons.FetchNoWait(queuedBatch - 1)
+	if err != nil {
+		return msgs, nil
+	}
+	for m := range rest.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
 }
 
 // apply decides and writes the sales fs of one sku, in log order.

@@ -36,7 +36,19 @@ func testQueued(t *testing.T, s *Store, url string, locks *lock.Locker, opts Que
 	return q
 }
 
-// run starts q's consumers until the test ends.
+// testNATS returns a connection to a NATS server with JetStream of the
+// test's own, closed at its end.
+func testNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(devstoretest.NATS(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// runFor starts q's consumers until the test ends.
 func (q *Queued) runFor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/stocklock/stocklock/pkg/inventory"
 
 	"github.com/stocklock/stocklock/pkg/lock"
@@ -34,6 +36,9 @@ type Deps struct {
 	Logger  *slog.Logger
 	// RedisStock is what the redis-stock strategy needs: its Redis.
 	RedisStock RedisStockOptions
+	// NATS is the queued strategy's connection to NATS JetStream; nil:
+	// queued cannot be built (ErrNoNATS).
+	NATS *nats.Conn
 }
 
 // builders holds the constructors of the strategies that take no lease,
@@ -71,10 +76,12 @@ type Built struct {
 	// Holder is its part in holds; nil for one that takes none (the
 	// registry's Holds).
 	Holder inventory.Holder
-	// Locked and RedisStock are the strategy itself when it is one, for
-	// what a replica runs beside its sales (leases held, recovery).
+	// Locked, RedisStock and Queued are the strategy itself when it is
+	// one, for what a replica runs beside its sales (leases held,
+	// recovery, the consumers of the log: Queued.Run).
 	Locked     *Locked
 	RedisStock *RedisStock
+	Queued     *Queued
 }
 
 // Build makes the strategy in describes (an entry of the registry in
@@ -94,6 +101,7 @@ func Build(in strategy.Info, d Deps) (Built, error) {
 	b := Built{}
 	b.Locked, _ = st.(*Locked)
 	b.RedisStock, _ = st.(*RedisStock)
+	b.Queued, _ = st.(*Queued)
 	holder, isHolder := st.(inventory.Holder)
 	if isHolder && in.Holds {
 		b.Holder = check(holder).(inventory.Holder)

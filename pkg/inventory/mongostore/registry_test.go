@@ -26,7 +26,7 @@ func TestRegistry(t *testing.T) {
 	for _, svc := range strategy.LockServices() {
 		lockers[svc.Name] = localLocker(t)
 	}
-	deps := Deps{Store: s, Lockers: lockers, Fencing: true, RedisStock: RedisStockOptions{Client: testRedis(t)}}
+	deps := Deps{Store: s, Lockers: lockers, Fencing: true, RedisStock: RedisStockOptions{Client: testRedis(t)}, NATS: testNATS(t)}
 	for _, in := range strategy.All() {
 		st, err := Build(in, deps)
 		if err != nil || st.Name() != in.Name {
@@ -65,6 +65,14 @@ func TestRegistry(t *testing.T) {
 		if in.Name == strategy.RedisStock {
 			if _, err := Build(in, Deps{Store: s}); !errors.Is(err, ErrNoRedis) {
 				t.Errorf("%s: built without Redis: %v", in.Name, err)
+			}
+		}
+		if (st.Queued != nil) != (in.Name == strategy.Queued) {
+			t.Errorf("%s: Queued %v", in.Name, st.Queued)
+		}
+		if in.Name == strategy.Queued {
+			if _, err := Build(in, Deps{Store: s, Lockers: lockers}); !errors.Is(err, ErrNoNATS) {
+				t.Errorf("%s: built without NATS: %v", in.Name, err)
 			}
 		}
 		if in.Lock != strategy.LockNone {

@@ -40,6 +40,7 @@ type Config struct {
 	RedisCluster    []string      // host:port of nodes of a Redis Cluster that holds the redis-lock leases, instead of RedisAddr
 	EtcdEndpoints   []string      // etcd client URLs of the etcd-lock strategy; none: etcd-lock is unavailable
 	RedlockAddrs    []string      // host:port of the independent redis-servers of the redlock strategy; none: redlock is unavailable
+	NATSURL         string        // NATS server with JetStream of the queued strategy; empty: queued is unavailable
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
 	LockWait        time.Duration // how long a decrement waits for its lock
@@ -142,6 +143,7 @@ func (c *Config) settings() []setting {
 		{"redis-cluster-addrs", "REDIS_CLUSTER_ADDRS", "comma-separated host:port of nodes of a Redis Cluster for the redis-lock strategy, instead of --redis-addr (exactly one of the two is required)", (*listValue)(&c.RedisCluster)},
 		{"redis-password", "REDIS_PASSWORD", "Redis password (AUTH); prefer the variable to the flag, which other users can see in the process list", (*stringValue)(&c.RedisPassword)},
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
+		{"nats-url", "NATS_URL", "URL of a NATS server with JetStream for the queued strategy (nats://127.0.0.1:4222; several comma-separated for a cluster); empty: queued answers 503 strategy_unavailable", (*stringValue)(&c.NATSURL)},
 		{"redlock-addrs", "REDLOCK_ADDRS", "comma-separated host:port of the independent redis-servers (no replication between them, an odd number of at least 3, for example 5) of the redlock strategy; empty: redlock answers 503 strategy_unavailable", (*listValue)(&c.RedlockAddrs)},
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners; one process per name: a replica refuses to start while a heartbeat of its name still advances", (*stringValue)(&c.Replica)},
 		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
@@ -302,6 +304,14 @@ func (c Config) problems() []error {
 		}
 	}
 	c.checkRedlock(bad)
+	for u := range strings.SplitSeq(c.NATSURL, ",") {
+		if c.NATSURL == "" {
+			break
+		}
+		if p, err := url.Parse(strings.TrimSpace(u)); err != nil || (p.Scheme != "nats" && p.Scheme != "tls") || p.Host == "" {
+			bad("nats-url", "NATS_URL", "%q: want nats://host:port or tls://host:port", u)
+		}
+	}
 	if !replicaPattern.MatchString(c.Replica) {
 		bad("replica", "REPLICA_ID", "%q: want 1 to 64 of [A-Za-z0-9._-]", c.Replica)
 	}
@@ -321,6 +331,8 @@ func (c Config) problems() []error {
 		bad("strategy", "STRATEGY", "%q is not one of %s", c.Strategy, strings.Join(strategy.Names(), ", "))
 	} else if in.Locks() && !configured(c, in.Lock) {
 		bad("strategy", "STRATEGY", "%s needs its %s lock service: set %s, or pick another strategy", c.Strategy, in.Lock, lockServices[in.Lock].Needs)
+	} else if in.Name == strategy.Queued && c.NATSURL == "" {
+		bad("strategy", "STRATEGY", "%s needs NATS: set %s, or pick another strategy", c.Strategy, natsNeeds)
 	}
 	if c.RMWDelay < 0 || c.RMWDelay > time.Minute {
 		bad("rmw-delay", "RMW_DELAY", "%v: want 0 (the default) up to 1m", c.RMWDelay)
@@ -469,6 +481,9 @@ const (
 	RedisStockAckMongo = "mongo" // after the item write and the ledger: safe
 	RedisStockAckRedis = "redis" // after the Lua take alone: demo
 )
+
+// natsNeeds is what the queued strategy needs configured.
+const natsNeeds = "--nats-url / NATS_URL"
 
 // checkRedlock checks the redlock servers: each a host:port, each once (a
 // server listed twice would count twice towards the majority), and an odd

@@ -232,8 +232,12 @@ func strategyNotOffered(info strategy.Info) error {
 		e = newError(http.StatusForbidden, codeStrategyDisabled,
 			fmt.Sprintf("strategy %q oversells across replicas and is offered only by replicas started with --demo / DEMO=true; nothing was changed", info.Name))
 	} else {
+		needs := lockServices[info.Lock].Needs
+		if info.Name == strategy.Queued {
+			needs = natsNeeds
+		}
 		e = newError(http.StatusServiceUnavailable, codeStrategyUnavailable,
-			fmt.Sprintf("strategy %q is not configured on this replica (it needs %s); nothing was changed", info.Name, lockServices[info.Lock].Needs))
+			fmt.Sprintf("strategy %q is not configured on this replica (it needs %s); nothing was changed", info.Name, needs))
 	}
 	e.Strategy = info.Name
 	return e

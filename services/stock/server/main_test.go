@@ -17,7 +17,7 @@ import (
 
 // One MongoDB and one Redis for the whole package: starting the embedded
 // FerretDB costs seconds. Tests keep apart by database name and sku.
-var mongoURI, redisAddr string
+var mongoURI, redisAddr, natsURL string
 
 // TestMain runs the tests on the shared servers, then, after a whole run,
 // fails it if an error code that openapi.json documents was never answered:
@@ -37,8 +37,8 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
-	code := devstoretest.Run(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
-		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
+	code := devstoretest.Run(m, devstoretest.SharedMongo|devstoretest.SharedRedis|devstoretest.SharedNATS, func(s devstoretest.Shared) {
+		mongoURI, redisAddr, natsURL = s.MongoURI, s.RedisAddr, s.NATSURL
 	})
 	if code == 0 && !partialRun() && !testing.Short() {
 		missing, err := codesNotAnswered()
@@ -75,6 +75,7 @@ func testConfig(t testing.TB, replica string) server.Config {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.MongoURI = mongoURI
 	cfg.RedisAddr = redisAddr
+	cfg.NATSURL = natsURL
 	cfg.DB = "stock_test_" + hex.EncodeToString(b[:])
 	cfg.Replica = replica
 	cfg.LockTTL = 5 * time.Second

@@ -32,6 +32,11 @@ func (s *Server) startRecovery(ctx context.Context) {
 		}
 	}
 	var loops sync.WaitGroup
+	if s.queued != nil {
+		// The queued strategy's consumers: each partition whose lease this
+		// replica gets, until shutdown.
+		loops.Go(func() { s.queued.Run(ctx) })
+	}
 	loops.Go(func() {
 		t := time.NewTicker(s.cfg.RecoveryEvery)
 		defer t.Stop()

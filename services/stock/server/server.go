@@ -22,6 +22,7 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -54,6 +55,7 @@ type Server struct {
 	redis    redis.UniversalClient   // a *redis.ClusterClient with --redis-cluster-addrs
 	etcd     *clientv3.Client        // nil unless --etcd-endpoints is set
 	redlocks []redis.UniversalClient // one per --redlock-addrs server; nil without them
+	nats     *nats.Conn              // the queued strategy's; nil without --nats-url
 	backends []lock.Backend          // the lock services' backends, closed before the clients
 	// control serves the admin routes and /readyz, background the
 	// heartbeats and recovery: each a MongoDB client with a pool of its
@@ -70,6 +72,7 @@ type Server struct {
 	holders    map[string]inventory.Holder
 	locked     []*mongostore.Locked
 	redisStock *mongostore.RedisStock // nil unless built
+	queued     *mongostore.Queued     // nil unless built: its consumers run with the recovery
 
 	metrics      *metrics
 	sales        *admission   // the admission of the sale routes (admitSale)
@@ -174,6 +177,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if err := s.connectRedlock(pctx); err != nil {
 		return nil, err
 	}
+	if cfg.NATSURL != "" {
+		s.nats, err = nats.Connect(cfg.NATSURL, nats.Name("stock-"+cfg.Replica), nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, fmt.Errorf("server: NATS at %s does not answer (check --nats-url / NATS_URL): %w", cfg.NATSURL, err)
+		}
+	}
 
 	db := s.mongo.Database(cfg.DB)
 	s.store, err = mongostore.NewStore(db, mongostore.StoreOptions{
@@ -238,6 +247,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 	if !cfg.Fencing {
 		logger.Warn("fencing is OFF: a lock holder that stalls past its TTL can overwrite a newer holder's write (teaching mode)")
 	}
+	if s.nats == nil {
+		logger.Info("NATS not configured: the queued strategy answers 503 strategy_unavailable", slog.String("needs", natsNeeds))
+	}
 	for _, svc := range strategy.LockServices() {
 		if !configured(cfg, svc.Name) {
 			logger.Info("lock service not configured: its strategies answer 503 strategy_unavailable",
@@ -268,11 +280,12 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Wait: cfg.RedisStockWait, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
 			Observer: s.metrics, Background: s.bgStore,
 		},
+		NATS: s.nats,
 	}
 	s.strategies = map[string]inventory.Strategy{}
 	s.holders = map[string]inventory.Holder{}
 	for _, in := range strategy.All() {
-		if (!in.Safe && !cfg.Demo) || (in.Locks() && lockers[in.Lock] == nil) {
+		if (!in.Safe && !cfg.Demo) || (in.Locks() && lockers[in.Lock] == nil) || (in.Name == strategy.Queued && s.nats == nil) {
 			continue
 		}
 		b, err := mongostore.Build(in, deps)
@@ -288,6 +301,9 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		}
 		if b.Holder != nil {
 			s.holders[in.Name] = b.Holder
+		}
+		if b.Queued != nil {
+			s.queued = b.Queued
 		}
 		s.strategies[in.Name] = b.Strategy
 	}
@@ -536,6 +552,9 @@ func (s *Server) closeClients(ctx context.Context) error {
 		if err := s.etcd.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("server: close etcd client: %w", err))
 		}
+	}
+	if s.nats != nil {
+		s.nats.Close()
 	}
 	if s.redis != nil {
 		if err := s.redis.Close(); err != nil {
