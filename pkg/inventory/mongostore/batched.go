@@ -403,14 +403,12 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 		}
 	}()
 	orders := make([]inventory.Order, len(sold))
-	left := after
-	for i := len(sold) - 1; i >= 0; i-- {
-		o := sold[i].order
-		remaining := left
-		o.Remaining = &remaining
-		left += o.Qty
-		orders[i] = o
+	ptrs := make([]*inventory.Order, len(sold))
+	for i, c := range sold {
+		orders[i] = c.order
+		ptrs[i] = &orders[i]
 	}
+	remainings(ptrs, after)
 	if s.afterTake != nil {
 		for _, o := range orders {
 			s.afterTake(o)

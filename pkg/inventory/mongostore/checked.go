@@ -55,6 +55,21 @@ func unwrap(st inventory.Strategy) inventory.Strategy {
 	}
 }
 
+// layerOf returns the layer of st (st itself, or one that st wraps, see
+// Built) that is a T, if there is one.
+func layerOf[T any](st inventory.Strategy) (T, bool) {
+	for {
+		if l, ok := st.(T); ok {
+			return l, true
+		}
+		var wrapped bool
+		if st, wrapped = wrappedIn(st); !wrapped {
+			var none T
+			return none, false
+		}
+	}
+}
+
 // wrappedIn returns the strategy the layer st wraps, if st is one of
 // Build's layers.
 func wrappedIn(st inventory.Strategy) (inventory.Strategy, bool) {

@@ -123,7 +123,7 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		return inventory.Sale{}, false, fmt.Errorf("%w: DecrementOnce chooses the order id itself", inventory.ErrInvalid)
 	}
 	fp := fingerprint(req, match)
-	if r, ok := shortcutOf(st); ok {
+	if r, ok := layerOf[soldOutReader](st); ok {
 		if err := s.soldOutFirst(ctx, r, req, fp); err != nil {
 			return inventory.Sale{}, false, err
 		}

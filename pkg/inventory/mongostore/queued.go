@@ -515,14 +515,12 @@ func (q *Queued) applied(ctx context.Context, sku, id string) (bool, error) {
 func (q *Queued) record(ctx context.Context, after itemDoc, sold []fetched) {
 	s := q.store
 	orders := make([]inventory.Order, len(sold))
-	left := after.Stock
-	for i := len(sold) - 1; i >= 0; i-- {
-		o := sold[i].order
-		remaining := left
-		o.Remaining = &remaining
-		left += o.Qty
-		orders[i] = o
+	ptrs := make([]*inventory.Order, len(sold))
+	for i, f := range sold {
+		orders[i] = f.order
+		ptrs[i] = &orders[i]
 	}
+	remainings(ptrs, after.Stock)
 	errs := s.insertOrders(ctx, orders)
 	var recorded []string
 	for i, f := range sold {

@@ -465,12 +465,11 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 	}
 	// Each sale's remaining stock, in the order of the batch: the last
 	// leaves what the item now holds.
-	left := after.Stock
-	for i := len(batch) - 1; i >= 0; i-- {
-		remaining := left
-		batch[i].o.Remaining = &remaining
-		left += batch[i].o.Qty
+	ptrs := make([]*inventory.Order, len(batch))
+	for i, p := range batch {
+		ptrs[i] = &p.o
 	}
+	remainings(ptrs, after.Stock)
 	// Clearing the sales from Redis and recording them in the ledger are
 	// independent: run them side by side, and answer once both are done.
 	var cleared sync.WaitGroup

@@ -55,7 +55,7 @@ func TestRegistry(t *testing.T) {
 		if (st.Holder != nil) != in.Holds {
 			t.Errorf("%s: the registry says Holds %v, but Build's Holder is %v", in.Name, in.Holds, st.Holder)
 		}
-		_, returns := returningIn(st.Strategy)
+		_, returns := layerOf[returning](st.Strategy)
 		if returns == in.Holds {
 			t.Errorf("%s: Holds %v, and its expired holds returned by a layer: %v", in.Name, in.Holds, returns)
 		}
@@ -80,19 +80,6 @@ func TestRegistry(t *testing.T) {
 			if _, err := Build(in, missing); err == nil {
 				t.Errorf("%s: built without its %s lock", in.Name, in.Lock)
 			}
-		}
-	}
-}
-
-// returningIn finds the returning layer among st's.
-func returningIn(st inventory.Strategy) (returning, bool) {
-	for {
-		if r, ok := st.(returning); ok {
-			return r, true
-		}
-		var wrapped bool
-		if st, wrapped = wrappedIn(st); !wrapped {
-			return returning{}, false
 		}
 	}
 }

@@ -347,6 +347,18 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	return it, nil
 }
 
+// remainings sets the Remaining of each order of one sale write that left
+// after: each as if the orders had been sold one by one in their order,
+// the last leaving after.
+func remainings(orders []*inventory.Order, after int64) {
+	left := after
+	for i := len(orders) - 1; i >= 0; i-- {
+		remaining := left
+		orders[i].Remaining = &remaining
+		left += orders[i].Qty
+	}
+}
+
 // expiredOf returns the holds of it expired by the store's clock, and
 // their units (see expiredHolds).
 func (s *Store) expiredOf(ctx context.Context, it itemDoc) ([]string, int64, error) {

@@ -98,20 +98,6 @@ func newSoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) in
 	return &soldOutShortcut{Strategy: st, store: s, read: read, obs: obs, skus: map[string]*soldOutSKU{}}
 }
 
-// shortcutOf returns the sold-out shortcut among st's layers, if Build
-// put one there.
-func shortcutOf(st inventory.Strategy) (soldOutReader, bool) {
-	for {
-		if r, ok := st.(soldOutReader); ok {
-			return r, true
-		}
-		var wrapped bool
-		if st, wrapped = wrappedIn(st); !wrapped {
-			return nil, false
-		}
-	}
-}
-
 // sellableOf returns how the shortcut reads what st could sell, nil
 // when it cannot.
 func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (int64, error) {
