@@ -7,28 +7,30 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/stocklock/stocklock/internal/storeproc"
 )
 
 // KindEmbeddedNATS is the Kind of a NATS server with JetStream that
-// devstore runs in this process (github.com/nats-io/nats-server/v2).
+// devstore runs in a devstored process (github.com/nats-io/nats-server/v2).
 const KindEmbeddedNATS = "embedded-nats"
 
 // NATS is a running NATS server with JetStream: the one at NATS_URL, or a
-// real nats-server embedded in this process on a loopback port.
+// real nats-server in a devstored process (internal/storeproc) on a
+// loopback port.
 type NATS struct {
 	URL  string // such as nats://127.0.0.1:4222
 	Kind string // KindExternal or KindEmbeddedNATS
 
-	srv *server.Server // embedded only
-	dir string         // embedded only: JetStream's file storage
+	proc *storeproc.Proc // embedded only
+	dir  string          // embedded only: JetStream's file storage
 }
 
 // StartNATS returns the NATS server at NATS_URL if that is set and answers
-// with JetStream enabled; otherwise a nats-server embedded in this
-// process, JetStream on, its streams in files under a temporary directory
+// with JetStream enabled; otherwise a nats-server in a devstored process,
+// JetStream on, its streams in files under a temporary directory
 // (file storage, as production wants: a restart keeps them), listening on
 // a port of its own choosing on 127.0.0.1. The caller must Close it. ctx
 // bounds only the start-up. A nil logger means slog.Default().
@@ -47,25 +49,21 @@ func StartNATS(ctx context.Context, logger *slog.Logger) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devstore: nats: %w", err)
 	}
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: dir,
-		NoLog: true, NoSigs: true,
-	})
+	p, err := storeproc.Start(ctx, logger, "nats", "-dir", dir)
 	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("devstore: start nats: %w", err)
+	}
+	addrs, err := p.Ready(ctx)
+	if err == nil && len(addrs) != 1 {
+		err = fmt.Errorf("reported %q, want its client address", addrs)
+	}
+	if err != nil {
+		p.Kill()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("devstore: nats: %w", err)
 	}
-	go srv.Start()
-	wait := 10 * time.Second
-	if d, ok := ctx.Deadline(); ok {
-		wait = time.Until(d)
-	}
-	if !srv.ReadyForConnections(wait) {
-		srv.Shutdown()
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("devstore: embedded nats-server not ready within %v", wait)
-	}
-	n := &NATS{URL: srv.ClientURL(), Kind: KindEmbeddedNATS, srv: srv, dir: dir}
+	n := &NATS{URL: "nats://" + addrs[0], Kind: KindEmbeddedNATS, proc: p, dir: dir}
 	logger.Info("started embedded NATS with JetStream", slog.String("url", n.URL))
 	return n, nil
 }
@@ -73,11 +71,10 @@ func StartNATS(ctx context.Context, logger *slog.Logger) (*NATS, error) {
 // Close stops an embedded server and removes its storage; it leaves an
 // external one alone.
 func (n *NATS) Close() error {
-	if n.srv == nil {
+	if n.proc == nil {
 		return nil
 	}
-	n.srv.Shutdown()
-	n.srv.WaitForShutdown()
+	n.proc.Stop()
 	return os.RemoveAll(n.dir)
 }
 

@@ -1,17 +1,19 @@
 // Command devstored runs one embedded store for internal/devstore, in a
 // process of its own: FerretDB v1 on SQLite or on PostgreSQL, a private
-// PostgreSQL server for it, or one etcd member. It is started by
-// internal/storeproc, not by hand.
+// PostgreSQL server for it, one etcd member, or a NATS server with
+// JetStream. It is started by internal/storeproc, not by hand.
 //
 //	devstored ferretdb -dir DIR
 //	devstored ferretdb -postgresql-url URL
 //	devstored postgres -dir DIR
 //	devstored etcd -name NAME -dir DIR -client-url URL -peer-url URL \
 //	    -initial-cluster NAME=URL,... -state new|existing
+//	devstored nats -dir DIR
 //
 // Once the store serves, devstored prints one line on stdout: "ready"
-// followed by FerretDB's or PostgreSQL's host:port, or the member's client and peer
-// host:port (the kernel's choice where a URL asks for port 0). It stops
+// followed by FerretDB's or PostgreSQL's host:port, the member's client and peer
+// host:port (the kernel's choice where a URL asks for port 0), or the NATS
+// server's client host:port. It stops
 // cleanly when its stdin closes or on SIGTERM or SIGINT; SIGKILL is a crash.
 //
 // DEVSTORED_PPROF=host:port serves net/http/pprof there, to profile the
@@ -40,6 +42,7 @@ import (
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -53,7 +56,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: devstored ferretdb|postgres|etcd [flags]")
+		return errors.New("usage: devstored ferretdb|postgres|etcd|nats [flags]")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -79,8 +82,10 @@ func run(args []string) error {
 		return runPostgres(ctx, args[1:])
 	case "etcd":
 		return runEtcd(ctx, args[1:])
+	case "nats":
+		return runNATS(ctx, args[1:])
 	default:
-		return fmt.Errorf("unknown subcommand %q: want ferretdb, postgres or etcd", args[0])
+		return fmt.Errorf("unknown subcommand %q: want ferretdb, postgres, etcd or nats", args[0])
 	}
 }
 
@@ -138,6 +143,36 @@ func runFerretDB(ctx context.Context, args []string) error {
 	if err := <-done; err != nil && ctx.Err() == nil {
 		return fmt.Errorf("FerretDB: %w", err)
 	}
+	return nil
+}
+
+// runNATS runs a nats-server with JetStream, its streams in files under
+// -dir, on a loopback port of its own choosing.
+func runNATS(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("nats", flag.ContinueOnError)
+	dir := fs.String("dir", "", "JetStream's storage directory (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("nats: -dir is required")
+	}
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true, StoreDir: *dir, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	go srv.Start()
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		return errors.New("nats: not ready within 30s")
+	}
+	fmt.Println("ready", srv.Addr().String())
+	<-ctx.Done()
 	return nil
 }
 
