@@ -75,7 +75,6 @@ func testConfig(t testing.TB, replica string) server.Config {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.MongoURI = mongoURI
 	cfg.RedisAddr = redisAddr
-	cfg.NATSURL = natsURL
 	cfg.DB = "stock_test_" + hex.EncodeToString(b[:])
 	cfg.Replica = replica
 	cfg.LockTTL = 5 * time.Second
@@ -83,6 +82,14 @@ func testConfig(t testing.TB, replica string) server.Config {
 	cfg.LogFormat = "text"
 	cfg.LogLevel = "warn"
 	withContract(t, &cfg)
+	return cfg
+}
+
+// withNATS is cfg with the shared NATS, for a replica that serves the
+// queued strategy. The others go without: a replica with NATS runs the
+// queued consumers in the background from its start.
+func withNATS(cfg server.Config) server.Config {
+	cfg.NATSURL = natsURL
 	return cfg
 }
 

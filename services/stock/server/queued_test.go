@@ -13,7 +13,7 @@ import (
 // setting it lacks, and sells with every other strategy; one whose NATS
 // does not answer does not start.
 func TestQueuedServed(t *testing.T) {
-	h := newServer(t, testConfig(t, "q1")).Handler()
+	h := newServer(t, withNATS(testConfig(t, "q1"))).Handler()
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/qs", jsonCT, `{"stock":2}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)
 	}
@@ -24,9 +24,7 @@ func TestQueuedServed(t *testing.T) {
 		t.Errorf("queued after the last unit: %d %v; want 409 sold_out", rec.Code, body)
 	}
 
-	cfg := testConfig(t, "q2")
-	cfg.NATSURL = ""
-	h = newServer(t, cfg).Handler()
+	h = newServer(t, testConfig(t, "q2")).Handler()
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/qn", jsonCT, `{"stock":1}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)
 	}
@@ -38,7 +36,7 @@ func TestQueuedServed(t *testing.T) {
 		t.Errorf("atomic on a replica without NATS: %d %v", rec.Code, body)
 	}
 
-	cfg = testConfig(t, "q3")
+	cfg := testConfig(t, "q3")
 	cfg.NATSURL = "nats://127.0.0.1:1"
 	if _, err := server.New(t.Context(), cfg, nil); err == nil || !strings.Contains(err.Error(), "NATS_URL") {
 		t.Errorf("New with NATS not answering: %v", err)
