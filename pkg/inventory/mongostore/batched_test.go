@@ -242,7 +242,7 @@ func TestBatchedAbandonedMember(t *testing.T) {
 	if len(plan) != 3 {
 		t.Fatalf("batch of %d, want 3", len(plan))
 	}
-	if r, err := rec.RecoverKeys(ctx); err != nil || r.Abandoned != 1 {
+	if r, err := recoverUntil(ctx, rec, 1); err != nil || r.Abandoned != 1 {
 		t.Fatalf("recovery: %+v, %v; want the keyed member given up", r, err)
 	}
 	h.release <- struct{}{}

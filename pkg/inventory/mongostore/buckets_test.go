@@ -307,7 +307,7 @@ func TestBucketsGiveUpBeforeSpread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := b.RecoverKeys(ctx); err != nil || rec.Abandoned != 1 {
+	if rec, err := recoverUntil(ctx, b, 1); err != nil || rec.Abandoned != 1 {
 		t.Fatalf("b's recovery: %+v, %v; want the paused attempt abandoned", rec, err)
 	}
 	if _, err := ba.spread(ctx, before); err != nil {

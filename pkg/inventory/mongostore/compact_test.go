@@ -29,6 +29,24 @@ func leaveAttempts(t testing.TB, s *Store, sku string, n int) []string {
 	return ids
 }
 
+// recoverUntil runs s's key recovery until it has given up want attempts
+// in all (or 200 passes): an attempt is given up once the store's clock,
+// by its lower estimate, is AbandonAfter past the attempt's stamp, and on
+// a loaded machine the estimate's width can be longer than the time since
+// the attempt began. It returns the passes' sums.
+func recoverUntil(ctx context.Context, s *Store, want int) (KeyRecovery, error) {
+	var sum KeyRecovery
+	for range 200 {
+		r, err := s.RecoverKeys(ctx)
+		sum.Expired, sum.Settled, sum.Abandoned, sum.Compacted = sum.Expired+r.Expired, sum.Settled+r.Settled, sum.Abandoned+r.Abandoned, sum.Compacted+r.Compacted
+		if err != nil || sum.Abandoned >= want {
+			return sum, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return sum, nil
+}
+
 // leftAttempts is leaveAttempts for a goroutine of a test.
 func leftAttempts(ctx context.Context, s *Store, sku string, n int) ([]string, error) {
 	ids := make([]string, n)
