@@ -57,7 +57,9 @@ type Queued struct {
 	cfg    QueuedOptions
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	logger *slog.Logger
+	// streamCfg is the stream as NewQueued made it.
+	streamCfg jetstream.StreamConfig
+	logger    *slog.Logger
 
 	// afterWrite, when set (by tests), runs after a consumer's sale write
 	// landed and before it records, answers or acks: returning false stops
@@ -80,9 +82,50 @@ type QueuedOptions struct {
 	// it out again (default 5 s).
 	Wait, AckWait time.Duration
 	// Memory keeps the stream in memory instead of files: faster, and a
-	// broker restart loses what was not applied yet.
+	// broker restart loses what was not applied yet (docs/queued.md).
 	Memory bool
-	Logger *slog.Logger
+	// Replicas is how many servers of a JetStream cluster keep the stream
+	// (0: 1); a stream of R3 survives the loss of one.
+	Replicas int
+	// Dedup is the stream's duplicate window: a publish sent again within
+	// it under the same message id is dropped (0: DefaultQueuedDedup).
+	Dedup time.Duration
+	// NoDedup publishes without a message id, so that the stream keeps
+	// every copy of a publish sent again: a drill's knob (the fault "de-
+	// duplication off"), never production's.
+	NoDedup bool
+	// ApplyDelay holds each fetched batch this long before it is applied:
+	// a drill's slow consumer, never production's.
+	ApplyDelay time.Duration
+	Logger     *slog.Logger
+}
+
+// DefaultQueuedDedup is the stream's duplicate window unless
+// QueuedOptions.Dedup says otherwise: JetStream's own default.
+const DefaultQueuedDedup = 2 * time.Minute
+
+// stream is the stream's name and subject prefix for these options: a
+// stream of another storage or replication is another stream (JetStream
+// changes neither in place), so that a replica configured so never finds
+// the other's; the production default (files, R1) has the database's
+// prefix as it is.
+func (o QueuedOptions) stream() (name, prefix string) {
+	prefix = o.Prefix
+	if o.Memory {
+		prefix += "_memory"
+	}
+	if o.Replicas > 1 {
+		prefix += "_r" + strconv.Itoa(o.Replicas)
+	}
+	return queuedStream(prefix), prefix
+}
+
+// QueuedStream is the name of the stream of database db's queued
+// strategy as a replica with opts (Prefix aside) names it.
+func QueuedStream(db string, opts QueuedOptions) string {
+	opts.Prefix = QueuedPrefix(db)
+	name, _ := opts.stream()
+	return name
 }
 
 // QueuedName is the strategy's name.
@@ -103,9 +146,9 @@ var _ = addBuilder(strategy.Queued, func(d Deps) (inventory.Strategy, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return NewQueued(ctx, d.Store, QueuedOptions{
-		Conn: d.NATS, Locker: locker, Prefix: QueuedPrefix(d.Store.items.Database().Name()), Logger: d.Logger,
-	})
+	opts := d.Queued
+	opts.Conn, opts.Locker, opts.Prefix, opts.Logger = d.NATS, locker, QueuedPrefix(d.Store.items.Database().Name()), d.Logger
+	return NewQueued(ctx, d.Store, opts)
 })
 
 // queuedPartitions is how many partitions the skus hash to: each has one
@@ -128,8 +171,9 @@ func QueuedPrefix(db string) string {
 var notSubject = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // NewQueued returns the queued strategy, creating (or updating) its
-// stream: file storage (Memory aside), a duplicate window of two minutes,
-// work-queue retention (a sale leaves the log once acknowledged).
+// stream: file storage (Memory aside), on Replicas servers, a duplicate
+// window of Dedup, work-queue retention (a sale leaves the log once
+// acknowledged).
 func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, error) {
 	if cfg.Conn == nil {
 		return nil, ErrNoNATS
@@ -146,6 +190,14 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 5 * time.Second
 	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Dedup <= 0 {
+		cfg.Dedup = DefaultQueuedDedup
+	}
+	name, prefix := cfg.stream()
+	cfg.Prefix = prefix
 	q := &Queued{store: store, cfg: cfg, logger: cmpLogger(cfg.Logger, store)}
 	js, err := jetstream.New(cfg.Conn)
 	if err != nil {
@@ -156,12 +208,12 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 		storage = jetstream.MemoryStorage
 	}
 	q.js = js
-	q.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: queuedStream(cfg.Prefix), Subjects: []string{cfg.Prefix + ".sales.*"},
-		Storage: storage, Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("inventory: queued: stream: %w", err)
+	q.streamCfg = jetstream.StreamConfig{
+		Name: name, Subjects: []string{cfg.Prefix + ".sales.*"},
+		Storage: storage, Replicas: cfg.Replicas, Retention: jetstream.WorkQueuePolicy, Duplicates: cfg.Dedup,
+	}
+	if q.stream, err = js.CreateOrUpdateStream(ctx, q.streamCfg); err != nil {
+		return nil, fmt.Errorf("inventory: queued: stream %s: %w", name, err)
 	}
 	return q, nil
 }
@@ -218,8 +270,13 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// The message id is the order's and this call's: a publish sent again
 	// because its acknowledgement was lost is a duplicate the stream
 	// drops, and a new call for the same order (after a sold out: the
-	// returning layer's second try) is a new message.
-	if err := q.publish(ctx, msg, o, o.ID+"."+strconv.FormatUint(rand.Uint64(), 36)); err != nil {
+	// returning layer's second try) is a new message. NoDedup (a drill)
+	// sends none.
+	id := o.ID + "." + strconv.FormatUint(rand.Uint64(), 36)
+	if q.cfg.NoDedup {
+		id = ""
+	}
+	if err := q.publish(ctx, msg, o, id); err != nil {
 		return inventory.Sale{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
@@ -248,7 +305,8 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 }
 
 // publish sends msg, order o's, with message id id, again while the
-// acknowledgement does not come (the stream keeps one of them).
+// acknowledgement does not come (the stream keeps one of them; every one
+// when id is "").
 func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order, id string) error {
 	var err error
 	for attempt := range 3 {
@@ -256,7 +314,11 @@ func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order, 
 			break
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id))
+		var opts []jetstream.PublishOpt
+		if id != "" {
+			opts = append(opts, jetstream.WithMsgID(id))
+		}
+		_, err = q.js.PublishMsg(pctx, msg, opts...)
 		cancel()
 		if err == nil {
 			return nil
@@ -344,6 +406,9 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 				skus = append(skus, o.SKU)
 			}
 			bySKU[o.SKU] = append(bySKU[o.SKU], f)
+		}
+		if len(skus) > 0 && q.cfg.ApplyDelay > 0 {
+			_ = pause(ctx, q.cfg.ApplyDelay) // a slow consumer (a drill)
 		}
 		for _, sku := range skus {
 			if err := q.apply(ctx, fence, token, seen, bySKU[sku]); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
@@ -150,5 +151,49 @@ func TestQueuedFencedOut(t *testing.T) {
 	}
 	if it := mustSnapshot(t, s, sku); it.Stock != 5 || len(it.Pending) != 0 {
 		t.Fatalf("stock %d, pending %v after the fenced consumer; want 5 and none", it.Stock, it.Pending)
+	}
+}
+
+// TestQueuedStreamOptions: the stream is made as the options say (files
+// and the 2-minute window by default, memory), under the name
+// QueuedStream gives, a stream of another storage beside the first; and a
+// publish sent twice is one message under its message id, two without
+// (NoDedup, the drill's knob).
+func TestQueuedStreamOptions(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	db := s.items.Database().Name()
+	for _, tc := range []struct {
+		opts    QueuedOptions
+		storage jetstream.StorageType
+		copies  uint64
+	}{
+		{QueuedOptions{}, jetstream.FileStorage, 1},
+		{QueuedOptions{Memory: true, NoDedup: true}, jetstream.MemoryStorage, 2},
+	} {
+		q := testQueued(t, s, n.URL, localLocker(t), tc.opts)
+		info, err := q.stream.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := info.Config; c.Name != QueuedStream(db, tc.opts) || c.Storage != tc.storage || c.Duplicates != DefaultQueuedDedup || c.Replicas != 1 {
+			t.Errorf("%+v: stream %s, storage %v, window %v, R%d; want %s, %v, %v, R1", tc.opts, c.Name, c.Storage, c.Duplicates, c.Replicas,
+				QueuedStream(db, tc.opts), tc.storage, DefaultQueuedDedup)
+		}
+		o := inventory.Order{ID: fmt.Sprintf("o-%v", tc.opts.Memory), SKU: "q-opts"}
+		id := o.ID + ".1"
+		if tc.opts.NoDedup {
+			id = ""
+		}
+		for range 2 { // the second as after a lost acknowledgement
+			msg := nats.NewMsg(q.subject(partition(o.SKU)))
+			msg.Data = []byte("{}")
+			if err := q.publish(t.Context(), msg, o, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info, err = q.stream.Info(t.Context()); err != nil || info.State.Msgs != tc.copies {
+			t.Errorf("%+v: a publish sent twice left %d messages (%v), want %d", tc.opts, info.State.Msgs, err, tc.copies)
+		}
 	}
 }
