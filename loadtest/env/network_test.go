@@ -100,6 +100,64 @@ func TestNetworkFaults(t *testing.T) {
 	}
 }
 
+// TestDeafen: a deafened link still carries what the replica sends, and
+// drops what comes back: the request lands, its answer is lost.
+func TestDeafen(t *testing.T) {
+	e := &Env{net: newNetwork(), procs: []*replicaProc{{id: "a"}}}
+	t.Cleanup(func() { _ = e.net.Collection.Clear() })
+	got := make(chan string, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- line
+					_, _ = c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+	addr, err := e.proxy("a", LinkNATS, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	if err := roundTrip(c, r); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	<-got
+	if err := e.Deafen(0, LinkNATS); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, r); err == nil {
+		t.Fatal("an answer came back through a deafened link")
+	}
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("what the replica sent through a deafened link never arrived")
+	}
+}
+
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
@@ -111,7 +169,7 @@ func isTimeout(err error) bool {
 func TestReplicaPortsAfterProxies(t *testing.T) {
 	up := echo(t)
 	e := &Env{net: newNetwork(), Mongo: &devstore.Mongo{URI: "mongodb://" + up}, Redis: &devstore.Redis{Addr: up},
-		Etcd: &devstore.Etcd{Endpoints: []string{"http://" + up}}}
+		Etcd: &devstore.Etcd{Endpoints: []string{"http://" + up}}, NATS: &devstore.NATS{URL: "nats://" + up}}
 	defer e.net.Collection.Clear()
 	ports, err := e.replicaPorts(0, 3)
 	if err != nil {
