@@ -42,9 +42,9 @@ import (
 //     message id (the order's and the call's), and the stream keeps one
 //     (its duplicate window);
 //   - a consumer that dies after its write and before its ack: the
-//     messages come back (redelivered), and a redelivered order already
-//     pending in the item or in the ledger is answered sold, not applied
-//     again;
+//     messages come back (redelivered), and an order already pending in
+//     the item or in the ledger is answered sold, not applied again; so
+//     is one a crashed broker hands out again as new (see applied);
 //   - a consumer that lost its lease while it wrote: its write carries its
 //     token, which the next owner registered on the item at its first
 //     read (FencedRead), so the late write is refused;
@@ -369,7 +369,6 @@ func (q *Queued) own(ctx context.Context, p int) {
 type fetched struct {
 	msg   jetstream.Msg
 	order inventory.Order
-	again bool // delivered before: it may have been applied
 }
 
 // consume applies partition p's sales under the lease of token until ctx
@@ -399,9 +398,6 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 				continue
 			}
 			f := fetched{msg: m, order: o}
-			if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
-				f.again = true
-			}
 			if _, ok := bySKU[o.SKU]; !ok {
 				skus = append(skus, o.SKU)
 			}
@@ -465,6 +461,10 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 		}
 		it = &read
 	}
+	done, err := q.applied(wctx, *it, fs)
+	if err != nil {
+		return err
+	}
 	var plan []fetched
 	ids := map[string]bool{}
 	for _, f := range fs {
@@ -473,13 +473,9 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 			continue
 		}
 		ids[f.order.ID] = true
-		if f.again {
-			if done, err := q.applied(wctx, sku, f.order.ID); err != nil {
-				return err
-			} else if done {
-				q.answer(f, queuedAnswer{Remaining: -1})
-				continue
-			}
+		if done[f.order.ID] {
+			q.answer(f, queuedAnswer{Remaining: -1})
+			continue
 		}
 		plan = append(plan, f)
 	}
@@ -549,29 +545,44 @@ func short(it itemDoc, plan []fetched) bool {
 	return total > it.Stock
 }
 
-// applied reports whether order id of sku is already in the ledger or
-// pending in the item: a message delivered again after a write landed.
-// A pending one is recorded here, as its first consumer would have.
-func (q *Queued) applied(ctx context.Context, sku, id string) (bool, error) {
+// applied returns the orders of fs already applied, whether or not their
+// messages say they were delivered before: in the ledger, or pending in
+// it, the item as this consumer read it under its fence or last wrote it
+// (only it writes the item since). A pending one is recorded here, as its
+// first consumer would have. A broker that crashed can hand a sale out
+// again as new (its consumer's state, or the acknowledgement that removed
+// it from the log, not yet on disk), and a publish sent again after the
+// restart is no duplicate of a message the log no longer holds: the
+// ledger, not the log, says what was sold.
+func (q *Queued) applied(ctx context.Context, it itemDoc, fs []fetched) (map[string]bool, error) {
 	s := q.store
-	n, err := s.orders.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+	ids := make(bson.A, len(fs))
+	for i, f := range fs {
+		ids[i] = f.order.ID
+	}
+	cur, err := s.orders.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 	if err != nil {
-		return false, unreachable("find order "+id+" of", sku, err)
+		return nil, unreachable("find the orders of", it.SKU, err)
 	}
-	if n > 0 {
-		return true, nil
+	var sold []inventory.Order
+	if err := cur.All(ctx, &sold); err != nil {
+		return nil, unreachable("find the orders of", it.SKU, err)
 	}
-	it, err := s.getDoc(ctx, s.items, sku)
-	if err != nil {
-		return false, err
+	done := map[string]bool{}
+	for _, o := range sold {
+		done[o.ID] = true
 	}
-	o, ok := it.Pending[id]
-	if ok {
-		if _, err := s.recordIn(ctx, sku, o, stepTimer{}); err != nil {
-			q.logger.Debug("queued: a redelivered order left pending for recovery", slog.String("order_id", id), slog.Any("error", err))
+	for _, f := range fs {
+		o, ok := it.Pending[f.order.ID]
+		if !ok || done[o.ID] {
+			continue
+		}
+		done[o.ID] = true
+		if _, err := s.recordIn(ctx, it.SKU, o, stepTimer{}); err != nil {
+			q.logger.Debug("queued: an applied order left pending for recovery", slog.String("order_id", o.ID), slog.Any("error", err))
 		}
 	}
-	return ok, nil
+	return done, nil
 }
 
 // record puts the orders of sold, whose stock one write took leaving

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // testQueued returns queued on s through a NATS connection of its own, as
@@ -129,6 +132,52 @@ func TestQueuedRedeliveredAfterACrash(t *testing.T) {
 	}
 	if n := mustCount(t, s, "q-crash"); n != 1 {
 		t.Fatalf("%d orders in the ledger, want 1", n)
+	}
+}
+
+// TestQueuedSoldOrderAgainAsNew: a sale already applied and in the
+// ledger comes back as a message delivered for the first time (what a
+// broker killed with its acknowledgement not yet on disk hands out, or a
+// publish sent again after a restart, whose duplicate window no longer
+// holds the message): it is answered sold, and no unit is taken twice.
+func TestQueuedSoldOrderAgainAsNew(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{})
+	q.runFor(t)
+	const sku = "q-again"
+	mustPut(t, s, sku, 5)
+	sale, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o inventory.Order
+	if err := s.orders.FindOne(t.Context(), bson.D{{Key: "_id", Value: sale.OrderID}}).Decode(&o); err != nil {
+		t.Fatal(err)
+	}
+	// The same order as a new message, under a message id of its own.
+	nc := q.cfg.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(q.subject(partition(sku)))
+	msg.Data, _ = json.Marshal(o)
+	msg.Header.Set(queuedReplyHeader, inbox)
+	if err := q.publish(t.Context(), msg, o, o.ID+".again"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a queuedAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil || a.Code != "" {
+		t.Fatalf("the sold order again: answer %s (%v); want sold", m.Data, err)
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, sku, 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("after the sold order came back as new: stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
 	}
 }
 
