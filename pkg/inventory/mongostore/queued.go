@@ -374,10 +374,21 @@ type fetched struct {
 // consume applies partition p's sales under the lease of token until ctx
 // ends or the item refuses the token.
 func (q *Queued) consume(ctx context.Context, p int, token int64) error {
-	cons, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cc := jetstream.ConsumerConfig{
 		Durable: fmt.Sprintf("p%d", p), FilterSubject: q.subject(p),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: q.cfg.AckWait,
-	})
+	}
+	cons, err := q.js.CreateOrUpdateConsumer(ctx, q.streamCfg.Name, cc)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// A broker restarted without it (a stream in memory): make it
+		// again, or no sale is taken until this replica restarts. The
+		// sales it held are gone; their buyers were told the outcome
+		// is unknown, and none was applied.
+		q.logger.Warn("queued: the stream is gone (a broker restarted, with the stream in memory): made again", slog.String("stream", q.streamCfg.Name))
+		if _, err = q.js.CreateOrUpdateStream(ctx, q.streamCfg); err == nil {
+			cons, err = q.js.CreateOrUpdateConsumer(ctx, q.streamCfg.Name, cc)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("consumer of partition %d: %w", p, err)
 	}
@@ -428,6 +439,11 @@ func fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
+		// A consumer or stream gone (a broker restarted without them)
+		// answers every fetch with nothing but this error.
+		if err := first.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
 		return nil, nil
 	}
 	rest, err := cons.FetchNoWait(queuedBatch - 1)

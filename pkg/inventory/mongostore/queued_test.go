@@ -181,6 +181,38 @@ func TestQueuedSoldOrderAgainAsNew(t *testing.T) {
 	}
 }
 
+// TestQueuedStreamMadeAgain: a stream that a broker restart took with it
+// (a memory stream) is made again by the consumers: a buyer is told the
+// store is unavailable (nothing sold) until then, and sells after.
+func TestQueuedStreamMadeAgain(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{Memory: true})
+	q.runFor(t)
+	const sku = "q-gone"
+	mustPut(t, s, sku, 5)
+	if _, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.js.DeleteStream(t.Context(), q.streamCfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, inventory.ErrStoreUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("a sale after the stream was lost: %v; want unavailable until the stream is back, then sold", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, sku, 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
+	}
+}
+
 // TestQueuedFencedOut: a consumer whose partition another replica has
 // taken since (a higher token registered on the item by that replica's
 // read) writes nothing; its buyer hears no answer within its wait and is
