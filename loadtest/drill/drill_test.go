@@ -198,7 +198,7 @@ func TestPlanQueued(t *testing.T) {
 		"nats-ack-loss: nats acks lost, dedup on [] demo=false",
 		"nats-ack-loss: nats acks lost, dedup off [--queued-dedup=0] demo=true",
 		"nats-cut: nats partition [] demo=false",
-		"queued-lag: slow consumer +2s a batch [--queued-apply-delay=2s] demo=false",
+		"queued-lag: slow consumer +6s a batch [--queued-apply-delay=6s] demo=false",
 		"nats-leader-kill: nats stream leader kill, R3 [--queued-replicas=3] demo=false",
 		"nats-leader-kill: nats stream server kill, R1 [--queued-replicas=1] demo=false",
 	}

@@ -30,9 +30,10 @@ const (
 	// publish is sent again, and again, while every acknowledgement is
 	// lost; the third lands after the heal.
 	ackLoss = 5 * time.Second
-	// lagDelay puts a partition's one consumer (at most 64 sales a
-	// batch) well below the drill's load on its hot sku.
-	lagDelay = 2 * time.Second
+	// lagDelay outlasts the log's AckWait (5 s), so that a held batch is
+	// handed out again while its consumer holds it, and with a batch
+	// before it, a buyer's 10 s wait.
+	lagDelay = 6 * time.Second
 )
 
 // queuedFlag is the replica flag of a queued stream option.
