@@ -12,7 +12,10 @@ import (
 )
 
 // echo starts a TCP server that sends back what it reads.
-func echo(t *testing.T) string {
+func echo(t *testing.T) string { return echoTo(t, io.Discard) }
+
+// echoTo is echo, also writing what it reads to w.
+func echoTo(t *testing.T, w io.Writer) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +28,7 @@ func echo(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() { defer c.Close(); _, _ = io.Copy(c, io.TeeReader(c, w)) }()
 		}
 	}()
 	return ln.Addr().String()
@@ -105,33 +108,8 @@ func TestNetworkFaults(t *testing.T) {
 func TestDeafen(t *testing.T) {
 	e := &Env{net: newNetwork(), procs: []*replicaProc{{id: "a"}}}
 	t.Cleanup(func() { _ = e.net.Collection.Clear() })
-	got := make(chan string, 4)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					got <- line
-					_, _ = c.Write([]byte(line))
-				}
-			}()
-		}
-	}()
-	addr, err := e.proxy("a", LinkNATS, ln.Addr().String())
+	got := make(chanWriter, 4)
+	addr, err := e.proxy("a", LinkNATS, echoTo(t, got))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +165,12 @@ func TestReplicaPortsAfterProxies(t *testing.T) {
 			t.Errorf("port %d is a proxy's", port)
 		}
 	}
+}
+
+// chanWriter sends each write to the channel.
+type chanWriter chan string
+
+func (c chanWriter) Write(b []byte) (int, error) {
+	c <- string(b)
+	return len(b), nil
 }
