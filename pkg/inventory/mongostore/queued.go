@@ -212,10 +212,20 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 		Name: name, Subjects: []string{cfg.Prefix + ".sales.*"},
 		Storage: storage, Replicas: cfg.Replicas, Retention: jetstream.WorkQueuePolicy, Duplicates: cfg.Dedup,
 	}
-	if q.stream, err = js.CreateOrUpdateStream(ctx, q.streamCfg); err != nil {
-		return nil, fmt.Errorf("inventory: queued: stream %s: %w", name, err)
+	// A cluster that is still electing, or that two replicas ask at
+	// once, may leave a request unanswered: ask again until ctx ends.
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		q.stream, err = js.CreateOrUpdateStream(actx, q.streamCfg)
+		cancel()
+		if err == nil {
+			return q, nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("inventory: queued: stream %s: %w", name, err)
+		}
+		q.logger.Warn("queued: the stream's creation went unanswered; asking again", slog.String("stream", name), slog.Any("error", err))
 	}
-	return q, nil
 }
 
 func queuedStream(prefix string) string { return "SALES_" + prefix }
