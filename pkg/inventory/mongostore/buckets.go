@@ -2,7 +2,6 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -150,7 +149,7 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view, reread 
 			if v.units(i) < o.Qty {
 				continue
 			}
-			if err := b.store.materialize(ctx, v, i); err != nil {
+			if err := b.store.materialize(ctx, v, i, it.Split.Gen); err != nil {
 				return inventory.Sale{}, false, err
 			}
 		case bucketLive:
@@ -193,14 +192,9 @@ func (b *Buckets) kOf(v *view) int {
 // no such bucket yet, or o's attempt given up (the caller's next read
 // says so).
 func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen int64) (inventory.Sale, bool, error) {
-	cctx, cancel := b.store.commitContext(ctx)
-	defer cancel()
-	_, err := b.store.write(cctx, sale{op: "buckets decrement", sku: o.SKU, doc: id, orders: []inventory.Order{o}, qty: o.Qty,
-		conds: []cond{genIs(gen)}, blind: true}, nil, nil)
-	if errors.Is(err, errMissed) {
-		return inventory.Sale{}, false, nil
-	}
-	if err != nil {
+	_, ok, err := b.store.writeOnce(ctx, sale{op: "buckets decrement", sku: o.SKU, doc: id, orders: []inventory.Order{o}, qty: o.Qty,
+		conds: []cond{genIs(gen)}, blind: true})
+	if !ok {
 		return inventory.Sale{}, false, err
 	}
 	// The bucket's remaining stock is not the sku's: the total it left is
@@ -213,13 +207,8 @@ func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen in
 // take needs no other condition; a merge's write, conditional on the
 // item's version, then reads again.
 func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sale, bool, error) {
-	cctx, cancel := b.store.commitContext(ctx)
-	defer cancel()
-	it, err := b.store.write(cctx, sale{op: "buckets decrement", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty}, nil, nil)
-	if errors.Is(err, errMissed) {
-		return inventory.Sale{}, false, nil
-	}
-	if err != nil {
+	it, ok, err := b.store.writeOnce(ctx, sale{op: "buckets decrement", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty})
+	if !ok {
 		return inventory.Sale{}, false, err
 	}
 	remaining := int64(-1)

@@ -269,7 +269,7 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, inflight int64) (again bool, err error) {
 	wait := time.Millisecond
 	for {
-		it, err := r.item(ctx, sku)
+		it, err := r.store.getDoc(ctx, r.store.items, sku)
 		switch {
 		case err != nil:
 			return false, err
@@ -284,7 +284,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		wait = min(2*wait, 50*time.Millisecond)
 		// Redis first, then the item: read in that order, the item's
 		// stock is at most Redis's stock plus its units in flight.
-		st, err := r.state(ctx, sku)
+		st, err := r.State(ctx, sku)
 		if err != nil {
 			return false, err
 		}
@@ -296,19 +296,6 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		}
 		inflight = st.Inflight
 	}
-}
-
-// item reads the part of sku's item that redis-stock needs.
-func (r *RedisStock) item(ctx context.Context, sku string) (itemDoc, error) {
-	var it itemDoc
-	err := r.store.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return itemDoc{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
-	}
-	if err != nil {
-		return itemDoc{}, unreachable("get", sku, err)
-	}
-	return it, nil
 }
 
 // load puts sku's stock into Redis for a new epoch, unless Redis already
@@ -486,7 +473,7 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 // it to learn why, and returns those to write again at once: the batch
 // without the given-up attempts.
 func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch []*pendingSale) []*pendingSale {
-	it, err := r.item(ctx, sku)
+	it, err := r.store.getDoc(ctx, r.store.items, sku)
 	if err == nil && r.ackRedis {
 		err = fmt.Errorf("inventory: redis-stock write-behind of %q refused", sku)
 	}
@@ -549,35 +536,16 @@ func (r *RedisStock) release(ctx context.Context, sku string, epoch int64, give 
 // record inserts the orders of a written batch into the ledger, clears
 // their pending entries, and settles each sale once before has returned.
 func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSale, before func()) {
-	docs := make([]any, len(batch))
+	orders := make([]inventory.Order, len(batch))
 	for i, p := range batch {
-		docs[i] = p.o
+		orders[i] = p.o
 	}
-	_, err := r.store.orders.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	if err != nil {
-		// Some may have landed; the others are tried one by one, a
-		// duplicate counting as recorded.
-		for _, p := range batch {
-			if _, err := r.store.insertOrder(ctx, p.o); err != nil {
-				p.ledgerErr = fmt.Errorf("inventory: record order %s of %q: %w", p.o.ID, sku, err)
-				r.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
-					slog.String("order_id", p.o.ID), slog.String("sku", sku), slog.Any("error", err))
-			}
-		}
-	}
-	unset := bson.D{}
-	for _, p := range batch {
-		if p.ledgerErr == nil {
-			unset = append(unset, bson.E{Key: pendingPath(p.o.ID), Value: ""})
-		}
-	}
-	if len(unset) > 0 {
-		if _, err := r.store.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$unset", Value: unset}}); err != nil {
-			r.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
-				slog.String("sku", sku), slog.Any("error", err))
-		}
-	}
+	sales, recorded := r.store.recordBatch(ctx, orders)
+	r.store.unpend(ctx, sku, recorded)
 	before()
+	for i, p := range batch {
+		p.ledgerErr = sales[i].LedgerErr
+	}
 	r.settle(batch, func(*pendingSale) {})
 }
 
@@ -605,7 +573,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, id := range ids {
-		st, err := r.state(ctx, id.SKU)
+		st, err := r.State(ctx, id.SKU)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -634,10 +602,6 @@ type RedisState struct {
 
 // State returns what Redis holds for sku.
 func (r *RedisStock) State(ctx context.Context, sku string) (RedisState, error) {
-	return r.state(ctx, sku)
-}
-
-func (r *RedisStock) state(ctx context.Context, sku string) (RedisState, error) {
 	res, err := stateScript.Run(ctx, r.rdb, r.keys(sku)).Int64Slice()
 	if err != nil {
 		return RedisState{}, fmt.Errorf("%w: read %q in Redis: %w", inventory.ErrStoreUnavailable, sku, err)

@@ -179,7 +179,7 @@ func TestRedisStockCluster(t *testing.T) {
 		if m, r := stockOn(mc), stockOn(rc); m != stock-5 || r != stock-2 {
 			t.Fatalf("stock on the master %d, on the replica %d: want %d and %d (the replica missed 3 takes)", m, r, stock-5, stock-2)
 		}
-		before, err := ra.item(ctx, sku)
+		before, err := ra.store.getDoc(ctx, ra.store.items, sku)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestRedisStockCluster(t *testing.T) {
 		if len(c.sold) != stock || len(c.errs) != 0 {
 			t.Errorf("sold %d, errors %v; want exactly the stock, %d, none", len(c.sold), c.errs, stock)
 		}
-		after, err := ra.item(ctx, sku)
+		after, err := ra.store.getDoc(ctx, ra.store.items, sku)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -347,6 +347,20 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	return it, nil
 }
 
+// writeOnce is write of sl, from no read, in a context that runs it to
+// completion once sent (commitContext): ok is false, with no error, when
+// it matched nothing, and nothing changed. Its caller explains a miss, or
+// reads again.
+func (s *Store) writeOnce(ctx context.Context, sl sale) (it itemDoc, ok bool, err error) {
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	it, err = s.write(cctx, sl, nil, nil)
+	if errors.Is(err, errMissed) {
+		return itemDoc{}, false, nil
+	}
+	return it, err == nil, err
+}
+
 // remainings sets the Remaining of each order of one sale write that left
 // after: each as if the orders had been sold one by one in their order,
 // the last leaving after.
