@@ -119,14 +119,7 @@ func holdConds(it itemDoc, ids []string) bson.D {
 // expiredUnits is what expiredHolds counts in it now, by the store's clock;
 // 0 when the clock cannot be read (a sale then finds the stock short).
 func (s *Store) expiredUnits(ctx context.Context, it itemDoc) int64 {
-	if len(it.Holds) == 0 {
-		return 0
-	}
-	lower, err := s.storeTime(ctx, false)
-	if err != nil {
-		return 0
-	}
-	_, units := expiredHolds(it, lower)
+	_, units, _ := s.expiredOf(ctx, it)
 	return units
 }
 
@@ -364,24 +357,12 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 		if h.Settled(lower) == inventory.HoldExpired {
 			state = inventory.HoldExpired
 		}
-		cctx, cancel := s.commitContext(ctx)
-		res, err := s.items.UpdateOne(cctx,
-			append(bson.D{{Key: "_id", Value: sku}}, holdConds(*it, []string{id})...),
-			bson.D{
-				{Key: "$inc", Value: bson.D{{Key: "stock", Value: h.Qty}, {Key: "held", Value: -h.Qty}, {Key: "version", Value: int64(1)}}},
-				{Key: "$set", Value: bson.D{{Key: holdPath(id, "state"), Value: state}}},
-			})
-		if err != nil {
-			cancel()
+		h.State = state
+		if ok, err := s.unhold(ctx, holdConds(*it, []string{id}), h); err != nil {
 			return inventory.Hold{}, unknownOutcome("release hold "+id+" of", sku, err)
-		}
-		if res.MatchedCount == 1 {
-			h.State = state
-			s.recordHold(cctx, h)
-			cancel()
+		} else if ok {
 			return h, nil
 		}
-		cancel()
 	}
 	return inventory.Hold{}, fmt.Errorf("%w: release hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
 }
@@ -404,29 +385,45 @@ func (s *Store) returnHoldsAt(ctx context.Context, it itemDoc, lower time.Time) 
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	set := bson.D{}
-	for _, id := range ids {
-		set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
+	hs := make([]inventory.Hold, len(ids))
+	for i, id := range ids {
+		hs[i] = it.Holds[id]
+		hs[i].ID, hs[i].State = id, inventory.HoldExpired
 	}
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	res, err := s.items.UpdateOne(cctx, append(bson.D{{Key: "_id", Value: it.SKU}}, holdConds(it, ids)...),
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: units}, {Key: "held", Value: -units}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: set},
-		})
+	ok, err := s.unhold(ctx, holdConds(it, ids), hs...)
 	if err != nil {
 		return 0, unknownOutcome("return the expired holds of", it.SKU, err)
 	}
-	if res.MatchedCount == 0 {
+	if !ok {
 		return 0, nil // changed since the read: whoever changed it decided
 	}
-	for _, id := range ids {
-		h := it.Holds[id]
-		h.ID, h.State = id, inventory.HoldExpired
+	return units, nil
+}
+
+// unhold gives the units of holds hs, of one sku, back to its stock, each
+// settled in its State, in one update conditional on cond (the holds as
+// read), and then records them (recordHold). ok is false when the update
+// matched nothing: nothing changed.
+func (s *Store) unhold(ctx context.Context, cond bson.D, hs ...inventory.Hold) (ok bool, err error) {
+	var units int64
+	set := bson.D{}
+	for _, h := range hs {
+		units += h.Qty
+		set = append(set, bson.E{Key: holdPath(h.ID, "state"), Value: h.State})
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	res, err := s.items.UpdateOne(cctx, append(bson.D{{Key: "_id", Value: hs[0].SKU}}, cond...), bson.D{
+		{Key: "$inc", Value: bson.D{{Key: "stock", Value: units}, {Key: "held", Value: -units}, {Key: "version", Value: int64(1)}}},
+		{Key: "$set", Value: set},
+	})
+	if err != nil || res.MatchedCount == 0 {
+		return false, err
+	}
+	for _, h := range hs {
 		s.recordHold(cctx, h)
 	}
-	return units, nil
+	return true, nil
 }
 
 // ReturnExpiredHolds returns to sku's stock the units of its holds that
