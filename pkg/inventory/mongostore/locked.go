@@ -177,24 +177,12 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	defer cancel()
 
 	// Step 2: read. The fenced read registers our token, so from here on
-	// every holder older than us is rejected. It is a write, so it runs to
-	// completion like the stock write (see StoreOptions.WriteTimeout); the
-	// lease is checked right after it.
-	var it itemDoc
+	// every holder older than us is rejected.
 	start = time.Now()
-	if l.cfg.Fencing {
-		rctx, rcancel := l.store.commitContext(ctx)
-		it, err = l.store.fencedRead(rctx, sku, l.cfg.Name, fence)
-		rcancel()
-	} else {
-		it, err = l.store.getDoc(gctx, l.store.items, sku)
-	}
+	it, err := l.read(ctx, gctx, lease, sku, fence)
 	l.steps.since(strategy.StepRead, start)
-	if err == nil && gctx.Err() != nil {
-		err = context.Cause(gctx)
-	}
 	if err != nil {
-		return inventory.Sale{}, l.interrupted(gctx, lease, err)
+		return inventory.Sale{}, err
 	}
 	if it.Stock < qty && l.store.expiredUnits(ctx, it) == 0 {
 		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
@@ -225,6 +213,27 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	return l.store.soldTimed(ctx, o, after.Stock, 1, l.steps), nil
 }
 
+// read is step 2 under lease: the fenced read, which registers fence on
+// the item, or with fencing off a plain read. The fenced read is a write,
+// so it runs to completion like the stock write (see
+// StoreOptions.WriteTimeout); the lease is checked right after it.
+func (l *Locked) read(ctx, gctx context.Context, lease *lock.Lease, sku string, fence int64) (it itemDoc, err error) {
+	if l.cfg.Fencing {
+		rctx, cancel := l.store.commitContext(ctx)
+		it, err = l.store.fencedRead(rctx, sku, l.cfg.Name, fence)
+		cancel()
+	} else {
+		it, err = l.store.getDoc(gctx, l.store.items, sku)
+	}
+	if err == nil && gctx.Err() != nil {
+		err = context.Cause(gctx)
+	}
+	if err != nil {
+		return itemDoc{}, l.interrupted(gctx, lease, err)
+	}
+	return it, nil
+}
+
 // stillHeld is the last check before the stock write: the lease has not
 // ended, and its expiry, by this process's clock, has not passed. The
 // second half matters after a pause: a process that wakes past its
@@ -242,9 +251,6 @@ func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
 	return nil
 }
 
-// acquire takes the lease on sku within the wait budget, queueing first
-// behind this replica's other requests for the same item (see keyQueue),
-// and tracks the lease until release.
 // fenceOf is the fence a write under lease carries: its token, or 0 with
 // fencing off. Tokens are uint64; the item stores BSON int64. No backend
 // comes near 2^63, but a wrapped token would break the ordering silently.
@@ -258,6 +264,9 @@ func (l *Locked) fenceOf(lease *lock.Lease) (int64, error) {
 	return int64(lease.Token()), nil
 }
 
+// acquire takes the lease on sku within the wait budget, queueing first
+// behind this replica's other requests for the same item (see keyQueue),
+// and tracks the lease until release.
 func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.Wait)
 	defer cancel()

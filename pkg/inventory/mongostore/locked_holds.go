@@ -69,19 +69,9 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 	}
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
-	var it itemDoc
-	if l.cfg.Fencing {
-		rctx, rcancel := l.store.commitContext(ctx)
-		it, err = l.store.fencedRead(rctx, req.SKU, l.cfg.Name, fence)
-		rcancel()
-	} else {
-		it, err = l.store.getDoc(gctx, l.store.items, req.SKU)
-	}
-	if err == nil && gctx.Err() != nil {
-		err = context.Cause(gctx)
-	}
+	it, err := l.read(ctx, gctx, lease, req.SKU, fence)
 	if err != nil {
-		return inventory.Hold{}, l.interrupted(gctx, lease, err)
+		return inventory.Hold{}, err
 	}
 	if err := l.stillHeld(gctx, lease); err != nil {
 		return inventory.Hold{}, err
