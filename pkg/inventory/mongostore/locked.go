@@ -91,8 +91,7 @@ type Locked struct {
 	logger  *slog.Logger
 	queue   *keyQueue
 	mu      sync.Mutex
-	held    map[*lock.Lease]struct{}
-	leave   map[*lock.Lease]func() // ends the lease's turn in the queue
+	held    map[*lock.Lease]func() // each lease held, and what ends its turn in the queue
 	closing bool
 
 	// afterRead, when set (by tests), runs between the read and the write.
@@ -118,8 +117,7 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 	}
 	l := &Locked{
 		store: store, cfg: cfg, obs: cfg.Observer, logger: cfg.Logger, queue: newKeyQueue(),
-		held: make(map[*lock.Lease]struct{}), leave: make(map[*lock.Lease]func()),
-		now: time.Now,
+		held: make(map[*lock.Lease]func()), now: time.Now,
 	}
 	if l.obs == nil {
 		l.obs = nopObserver{}
@@ -294,8 +292,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	l.mu.Lock()
 	closing := l.closing
 	if !closing {
-		l.held[lease] = struct{}{}
-		l.leave[lease] = leave
+		l.held[lease] = leave
 	}
 	l.mu.Unlock()
 	if closing {
@@ -310,10 +307,8 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 // release gives the lease back, unless Close already did.
 func (l *Locked) release(ctx context.Context, lease *lock.Lease) {
 	l.mu.Lock()
-	_, mine := l.held[lease]
-	leave := l.leave[lease]
+	leave, mine := l.held[lease]
 	delete(l.held, lease)
-	delete(l.leave, lease)
 	l.mu.Unlock()
 	if !mine {
 		return
@@ -370,19 +365,13 @@ func (l *Locked) Held() int {
 func (l *Locked) Close() {
 	l.mu.Lock()
 	l.closing = true
-	leases := make([]*lock.Lease, 0, len(l.held))
-	leaves := make([]func(), 0, len(l.held))
-	for lease := range l.held {
-		leases = append(leases, lease)
-		leaves = append(leaves, l.leave[lease])
-	}
-	clear(l.held)
-	clear(l.leave)
+	held := l.held
+	l.held = make(map[*lock.Lease]func())
 	l.mu.Unlock()
-	for i, lease := range leases {
+	for lease, leave := range held {
 		l.obs.LockHeld(l.cfg.Name, -1)
 		l.releaseLease(lease)
-		leaves[i]()
+		leave()
 	}
 }
 
