@@ -114,7 +114,7 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		cctx, cancel := s.commitContext(ctx)
 		var stamped itemDoc
 		err = s.items.FindOneAndUpdate(cctx,
-			confirmFilter(sku, h),
+			append(bson.D{{Key: "_id", Value: sku}}, heldAsRead(id, h.Confirming)...),
 			bson.D{
 				{Key: "$currentDate", Value: bson.D{{Key: confirmClock, Value: true}}},
 				{Key: "$set", Value: bson.D{{Key: holdPath(id, "confirming"), Value: nonce}}},
@@ -152,7 +152,7 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		}
 		cctx, cancel = s.commitContext(ctx)
 		res, err := s.items.UpdateOne(cctx,
-			append(bson.D{{Key: "_id", Value: sku}}, confirming(id, nonce)...),
+			append(bson.D{{Key: "_id", Value: sku}}, heldAsRead(id, nonce)...),
 			bson.D{{Key: "$inc", Value: bson.D{{Key: "held", Value: -h.Qty}}}, {Key: "$set", Value: set}})
 		cancel()
 		if err != nil {
@@ -176,26 +176,10 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 // returns the units otherwise.
 func (s *Store) returnLate(ctx context.Context, sku string, h inventory.Hold, nonce string) {
 	h.State, h.Confirming = inventory.HoldExpired, nonce
-	if _, err := s.unhold(ctx, confirming(h.ID, nonce), h); err != nil {
+	if _, err := s.unhold(ctx, heldAsRead(h.ID, nonce), h); err != nil {
 		s.logger.DebugContext(ctx, "could not return the units of a hold confirmed late; the next sale or recovery will",
 			slog.String("hold_id", h.ID), slog.String("sku", sku), slog.Any("error", err))
 	}
-}
-
-// confirming is the condition that hold id is still held with the mark of
-// the confirm of nonce: no other confirm's first write since.
-func confirming(id, nonce string) bson.D {
-	return bson.D{{Key: holdPath(id, "state"), Value: inventory.HoldHeld}, {Key: holdPath(id, "confirming"), Value: nonce}}
-}
-
-// confirmFilter is the condition of a confirm's first write on hold h as
-// read: still held, and no other confirm's first write since.
-func confirmFilter(sku string, h inventory.Hold) bson.D {
-	d := bson.D{{Key: "_id", Value: sku}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld}}
-	if h.Confirming == "" {
-		return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
-	}
-	return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: h.Confirming})
 }
 
 // finishConfirm records the order of hold h, confirmed, in the ledger, and

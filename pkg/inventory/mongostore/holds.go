@@ -103,17 +103,21 @@ func expiredHolds(it itemDoc, lower time.Time) (ids []string, units int64) {
 func holdConds(it itemDoc, ids []string) bson.D {
 	var d bson.D
 	for _, id := range ids {
-		h := it.Holds[id]
-		d = append(d,
-			bson.E{Key: holdPath(id, "state"), Value: inventory.HoldHeld},
-			bson.E{Key: holdPath(id, "expires"), Value: h.Expires})
-		if h.Confirming == "" {
-			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
-		} else {
-			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: h.Confirming})
-		}
+		d = append(d, heldAsRead(id, it.Holds[id].Confirming)...)
+		d = append(d, bson.E{Key: holdPath(id, "expires"), Value: it.Holds[id].Expires})
 	}
 	return d
+}
+
+// heldAsRead is the condition that hold id is still held, with the mark of
+// the confirm of nonce, or with none for an empty nonce: no other
+// confirm's first write since.
+func heldAsRead(id, nonce string) bson.D {
+	var mark any = nonce
+	if nonce == "" {
+		mark = bson.D{{Key: "$exists", Value: false}}
+	}
+	return bson.D{{Key: holdPath(id, "state"), Value: inventory.HoldHeld}, {Key: holdPath(id, "confirming"), Value: mark}}
 }
 
 // expiredUnits is what expiredHolds counts in it now, by the store's clock;
