@@ -249,9 +249,7 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 		case p.err != nil:
 			return inventory.Sale{}, p.err
 		}
-		sale := p.o.Sale()
-		sale.LedgerErr = p.ledgerErr
-		return sale, nil
+		return p.sale, nil
 	}
 	return inventory.Sale{}, fmt.Errorf("%w: redis-stock %q: the item refused %d batches (its epoch or stock moved)", inventory.ErrStale, req.SKU, redisStockAttempts)
 }
@@ -362,11 +360,11 @@ type pendingSale struct {
 	o     inventory.Order
 	epoch int64
 	// done is closed when the batch write settled it (nil with
-	// AckAfterRedis); then again, err and ledgerErr say how.
-	done      chan struct{}
-	again     bool  // not written: take it again from Redis
-	err       error // not written, and why
-	ledgerErr error // written, but not yet in the ledger
+	// AckAfterRedis); then again, err and sale say how.
+	done  chan struct{}
+	again bool           // not written: take it again from Redis
+	err   error          // not written, and why
+	sale  inventory.Sale // written, with its LedgerErr
 }
 
 // saleGroup queues a sku's sales for the one batch writer of the sku in
@@ -450,13 +448,6 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 			return
 		}
 	}
-	// Each sale's remaining stock, in the order of the batch: the last
-	// leaves what the item now holds.
-	ptrs := make([]*inventory.Order, len(batch))
-	for i, p := range batch {
-		ptrs[i] = &p.o
-	}
-	remainings(ptrs, after.Stock)
 	// Clearing the sales from Redis and recording them in the ledger are
 	// independent: run them side by side, and answer once both are done.
 	var cleared sync.WaitGroup
@@ -466,7 +457,22 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 				slog.String("sku", sku), slog.Any("error", err))
 		}
 	})
-	r.record(ctx, sku, batch, cleared.Wait)
+	// Each sale's remaining stock, in the order of the batch: the last
+	// leaves what the item now holds.
+	orders := make([]inventory.Order, len(batch))
+	ptrs := make([]*inventory.Order, len(batch))
+	for i, p := range batch {
+		orders[i] = p.o
+		ptrs[i] = &orders[i]
+	}
+	remainings(ptrs, after.Stock)
+	sales, recorded := r.store.recordBatch(ctx, orders)
+	r.store.unpend(ctx, sku, recorded)
+	cleared.Wait()
+	for i, p := range batch {
+		p.sale = sales[i]
+	}
+	r.settle(batch, func(*pendingSale) {})
 }
 
 // refused settles the sales of a batch the item refused, after reading
@@ -531,22 +537,6 @@ func (r *RedisStock) release(ctx context.Context, sku string, epoch int64, give 
 		args = append(args, p.o.ID)
 	}
 	return doneScript.Run(ctx, r.rdb, r.keys(sku), args...).Err()
-}
-
-// record inserts the orders of a written batch into the ledger, clears
-// their pending entries, and settles each sale once before has returned.
-func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSale, before func()) {
-	orders := make([]inventory.Order, len(batch))
-	for i, p := range batch {
-		orders[i] = p.o
-	}
-	sales, recorded := r.store.recordBatch(ctx, orders)
-	r.store.unpend(ctx, sku, recorded)
-	before()
-	for i, p := range batch {
-		p.ledgerErr = sales[i].LedgerErr
-	}
-	r.settle(batch, func(*pendingSale) {})
 }
 
 // Recover reloads every sku whose sales hash in Redis holds a sale older

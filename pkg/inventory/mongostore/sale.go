@@ -270,7 +270,7 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 			filter = append(filter, c.filter)
 		}
 	}
-	set, unset := slices.Clone(sl.also), bson.D{}
+	set, unset := slices.Clone(sl.also), unsetPending(sl.unpend)
 	var inc bson.D
 	if !slices.ContainsFunc(sl.also, func(e bson.E) bool { return e.Key == "version" }) {
 		inc = bson.D{{Key: "version", Value: int64(1)}}
@@ -310,9 +310,6 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	}
 	if len(inc) > 0 {
 		update = append(update, bson.E{Key: "$inc", Value: inc})
-	}
-	for _, id := range sl.unpend {
-		unset = append(unset, bson.E{Key: pendingPath(id), Value: ""})
 	}
 	for _, f := range sl.drop {
 		unset = append(unset, bson.E{Key: f, Value: ""})
