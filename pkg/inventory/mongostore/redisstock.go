@@ -48,17 +48,11 @@ import (
 // acknowledged right after take.lua and written behind, unconditionally:
 // a Redis restart then sells units twice.
 type RedisStock struct {
-	store     *Store
-	bg        *Store // Recover's
-	rdb       redis.UniversalClient
-	prefix    string
-	ackRedis  bool
-	wait      time.Duration
-	flush     time.Duration
-	grace     time.Duration
-	afterTake func(inventory.Order)
-	obs       RedisStockObserver
-	logger    *slog.Logger
+	store  *Store
+	bg     *Store // Recover's
+	rdb    redis.UniversalClient
+	opts   RedisStockOptions // with the defaults
+	logger *slog.Logger
 
 	mu     sync.Mutex            // guards groups and their queues
 	groups map[string]*saleGroup // the skus with sales on their way to MongoDB
@@ -172,10 +166,7 @@ func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopRedisStockObserver{}
 	}
-	return &RedisStock{
-		store: store, bg: cmp.Or(opts.Background, store), rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis, wait: opts.Wait,
-		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, obs: opts.Observer, logger: store.logger, groups: map[string]*saleGroup{},
-	}, nil
+	return &RedisStock{store: store, bg: cmp.Or(opts.Background, store), rdb: opts.Client, opts: opts, logger: store.logger, groups: map[string]*saleGroup{}}, nil
 }
 
 // Name returns strategy.RedisStock.
@@ -188,7 +179,7 @@ func RedisStockKey(prefix, sku string) string { return prefix + "{" + sku + "}" 
 
 // keys returns the stock hash and the sales hash of sku.
 func (r *RedisStock) keys(sku string) []string {
-	k := RedisStockKey(r.prefix, sku)
+	k := RedisStockKey(r.opts.KeyPrefix, sku)
 	return []string{k, k + ":sales"}
 }
 
@@ -232,10 +223,10 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 			}
 			return inventory.Sale{}, soldOut(req.SKU, stock, req.Qty)
 		}
-		if r.afterTake != nil {
-			r.afterTake(o)
+		if r.opts.AfterTake != nil {
+			r.opts.AfterTake(o)
 		}
-		if r.ackRedis {
+		if r.opts.AckAfterRedis {
 			o.Remaining = &stock
 			r.enqueue(&pendingSale{o: o, epoch: epoch})
 			return o.Sale(), nil
@@ -289,7 +280,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		if st.Epoch != epoch || st.Stock >= qty {
 			return true, nil
 		}
-		if st.OldestSale >= r.grace {
+		if st.OldestSale >= r.opts.Grace {
 			return true, r.load(ctx, r.store, sku, epoch, ReloadDeadTake)
 		}
 		inflight = st.Inflight
@@ -350,7 +341,7 @@ func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int
 	if reason == ReloadRedisLost && it.Epoch == 1 {
 		reason = ReloadFirst
 	}
-	r.obs.RedisStockReloaded(sku, reason)
+	r.opts.Observer.RedisStockReloaded(sku, reason)
 	r.logger.DebugContext(ctx, "redis-stock: loaded", slog.String("sku", sku), slog.Int64("epoch", it.Epoch), slog.Int64("stock", it.Stock))
 	return nil
 }
@@ -394,8 +385,8 @@ func (r *RedisStock) enqueue(p *pendingSale) {
 // sales that queue up behind one batch write go into the next.
 func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 	for {
-		if r.ackRedis {
-			time.Sleep(r.flush)
+		if r.opts.AckAfterRedis {
+			time.Sleep(r.opts.Flush)
 		}
 		r.mu.Lock()
 		if len(g.queue) == 0 {
@@ -406,7 +397,7 @@ func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 		epoch := g.queue[0].epoch
 		var batch, rest []*pendingSale
 		for _, p := range g.queue {
-			if (r.ackRedis || p.epoch == epoch) && len(batch) < maxBatch {
+			if (r.opts.AckAfterRedis || p.epoch == epoch) && len(batch) < maxBatch {
 				batch = append(batch, p)
 			} else {
 				rest = append(rest, p)
@@ -433,7 +424,7 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 		}
 		var err error
 		after, err = r.store.write(ctx, sale{op: "redis-stock batch write", sku: sku, orders: orders, qty: sum,
-			conds: []cond{epochIs(epoch)}, recorded: r.ackRedis}, nil, nil)
+			conds: []cond{epochIs(epoch)}, recorded: r.opts.AckAfterRedis}, nil, nil)
 		if err == nil {
 			break
 		}
@@ -480,7 +471,7 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 // without the given-up attempts.
 func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch []*pendingSale) []*pendingSale {
 	it, err := r.store.getDoc(ctx, r.store.items, sku)
-	if err == nil && r.ackRedis {
+	if err == nil && r.opts.AckAfterRedis {
 		err = fmt.Errorf("inventory: redis-stock write-behind of %q refused", sku)
 	}
 	if err != nil {
@@ -546,7 +537,7 @@ func (r *RedisStock) release(ctx context.Context, sku string, epoch int64, give 
 // the units back. It returns the number of skus reloaded. With
 // AckAfterRedis it does nothing: the sales are written behind from memory.
 func (r *RedisStock) Recover(ctx context.Context) (int, error) {
-	if r.ackRedis {
+	if r.opts.AckAfterRedis {
 		return 0, nil
 	}
 	cur, err := r.bg.items.Find(ctx, bson.D{{Key: "epoch", Value: bson.D{{Key: "$exists", Value: true}}}},
@@ -568,7 +559,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if st.Epoch < 0 || st.OldestSale < r.grace {
+		if st.Epoch < 0 || st.OldestSale < r.opts.Grace {
 			continue
 		}
 		if err := r.load(ctx, r.bg, id.SKU, st.Epoch, ReloadDeadTake); err != nil {

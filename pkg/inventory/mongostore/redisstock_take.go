@@ -23,15 +23,18 @@ var ErrNotReplicated = errors.New("mongostore: redis-stock take not acknowledged
 // to the master of the sku's slot (WAIT counts the replicas that have
 // every write of its own connection), and a take that no replica
 // acknowledged in time is given back and answered with ErrNotReplicated.
-func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec string) ([]int64, error) {
+func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec string) (res []int64, err error) {
 	keys := r.keys(sku)
 	cc, cluster := r.rdb.(*redis.ClusterClient)
-	if r.wait <= 0 {
-		res, err := takeScript.Run(ctx, r.rdb, keys, qty, id, rec).Int64Slice()
-		if err != nil && cluster {
-			cc.ReloadState(ctx)
-		}
-		return res, err
+	if cluster {
+		defer func() {
+			if err != nil && !errors.Is(err, ErrNotReplicated) {
+				cc.ReloadState(ctx)
+			}
+		}()
+	}
+	if r.opts.Wait <= 0 {
+		return takeScript.Run(ctx, r.rdb, keys, qty, id, rec).Int64Slice()
 	}
 	var c redis.Cmdable = r.rdb
 	if cluster {
@@ -39,24 +42,18 @@ func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec st
 		// node: both go to the node of the sku's slot.
 		node, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
-			cc.ReloadState(ctx)
 			return nil, err
 		}
 		c = node
 	}
-	var taken *redis.Cmd
-	var acked *redis.Cmd
+	var taken, acked *redis.Cmd
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// EVAL, not EVALSHA: a replica promoted since holds no script.
 		taken = takeScript.Eval(ctx, p, keys, qty, id, rec)
-		acked = p.Do(ctx, "WAIT", 1, r.wait.Milliseconds())
+		acked = p.Do(ctx, "WAIT", 1, r.opts.Wait.Milliseconds())
 		return nil
 	})
-	res, err := taken.Int64Slice()
-	if err != nil {
-		if cluster {
-			cc.ReloadState(ctx)
-		}
+	if res, err = taken.Int64Slice(); err != nil {
 		return nil, err
 	}
 	if res[0] != takeTaken {
@@ -75,7 +72,7 @@ func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec st
 			slog.String("sku", sku), slog.String("order_id", id), slog.Any("error", gerr))
 	}
 	if werr != nil {
-		return nil, fmt.Errorf("%w, given back: WAIT 1 %s: %w", ErrNotReplicated, r.wait, werr)
+		return nil, fmt.Errorf("%w, given back: WAIT 1 %s: %w", ErrNotReplicated, r.opts.Wait, werr)
 	}
-	return nil, fmt.Errorf("%w, given back (WAIT 1 %s answered %d)", ErrNotReplicated, r.wait, n)
+	return nil, fmt.Errorf("%w, given back (WAIT 1 %s answered %d)", ErrNotReplicated, r.opts.Wait, n)
 }
