@@ -95,9 +95,8 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 			// write conditional on the hold as read. A write that matches
 			// nothing means the hold changed: look again (it may be
 			// confirmed, and then this answers its order).
-			one := *it // this hold alone: another's change must not undo the return
-			one.Holds = map[string]inventory.Hold{id: it.Holds[id]}
-			n, err := s.returnHoldsAt(ctx, one, lower)
+			// This hold alone: another's change must not undo the return.
+			n, err := s.returnExpired(ctx, *it, []string{id}, h.Qty)
 			if err != nil {
 				return inventory.Sale{}, false, err
 			}

@@ -371,24 +371,21 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 	return inventory.Hold{}, fmt.Errorf("%w: release hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
 }
 
-// returnHolds returns the units of it's expired holds, as read in it, in
-// one update conditional on each of them unchanged, and records them.
+// returnHolds returns the units of it's holds expired by the store's clock
+// (expiredOf), as returnExpired does. It returns 0 when it returned
+// nothing: none expired, or the item changed since it was read.
 func (s *Store) returnHolds(ctx context.Context, it itemDoc) (int64, error) {
-	lower, err := s.storeTime(ctx, false)
-	if err != nil {
-		return 0, unreachable("read the store's clock to return the expired holds of", it.SKU, err)
+	ids, units, err := s.expiredOf(ctx, it)
+	if err != nil || len(ids) == 0 {
+		return 0, err
 	}
-	return s.returnHoldsAt(ctx, it, lower)
+	return s.returnExpired(ctx, it, ids, units)
 }
 
-// returnHoldsAt is returnHolds with lower, a lower estimate of the store's
-// clock, deciding which holds have expired. It returns 0 when it returned
-// nothing: none expired, or the item changed since it was read.
-func (s *Store) returnHoldsAt(ctx context.Context, it itemDoc, lower time.Time) (int64, error) {
-	ids, units := expiredHolds(it, lower)
-	if len(ids) == 0 {
-		return 0, nil
-	}
+// returnExpired returns the units of it's expired holds ids, units in
+// all, in one update conditional on each of them as read in it, and
+// records them; 0 when the item changed since it was read.
+func (s *Store) returnExpired(ctx context.Context, it itemDoc, ids []string, units int64) (int64, error) {
 	hs := make([]inventory.Hold, len(ids))
 	for i, id := range ids {
 		hs[i] = it.Holds[id]

@@ -378,7 +378,7 @@ func (s *Store) expiredOf(ctx context.Context, it itemDoc) ([]string, int64, err
 	}
 	lower, err := s.storeTime(ctx, false)
 	if err != nil {
-		return nil, 0, unreachable("read the store's clock to take", it.SKU, err)
+		return nil, 0, unreachable("read the store's clock for the expired holds of", it.SKU, err)
 	}
 	ids, units := expiredHolds(it, lower)
 	return slices.Clip(ids), units, nil
