@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,7 +117,7 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 		cfg.Wait = DefaultLockWait
 	}
 	l := &Locked{
-		store: store, cfg: cfg, obs: cfg.Observer, logger: cfg.Logger, queue: newKeyQueue(),
+		store: store, cfg: cfg, obs: cfg.Observer, logger: cmp.Or(cfg.Logger, slog.Default()), queue: newKeyQueue(),
 		held: make(map[*lock.Lease]func()), now: time.Now,
 	}
 	if l.obs == nil {
@@ -124,9 +125,6 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 	}
 	if so, ok := l.obs.(inventory.StepObserver); ok {
 		l.steps = stepTimer{obs: so, strategy: cfg.Name}
-	}
-	if l.logger == nil {
-		l.logger = slog.Default()
 	}
 	return l, nil
 }

@@ -104,9 +104,7 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 func casBackoff(n int) time.Duration {
 	ceil := casBackoffMax
 	if n < 16 {
-		if d := casBackoffMin << n; d < ceil {
-			ceil = d
-		}
+		ceil = min(ceil, casBackoffMin<<n)
 	}
 	return rand.N(ceil + 1)
 }
