@@ -79,7 +79,7 @@ type RedisStockOptions struct {
 	// Grace is how old a sale taken in Redis and not yet written must be
 	// before it is taken for the sale of a replica that died between the
 	// two: then the sku is reloaded (see Recover). It decides only when:
-	// a reload is safe at any time. Default DefaultRedisStockGrace.
+	// a reload is safe at any time. Default 5 s.
 	Grace time.Duration
 	// AfterTake, when set, runs right after take.lua took a sale and
 	// before anything reaches MongoDB: a hook for tests that stop a
@@ -94,27 +94,27 @@ type RedisStockOptions struct {
 	Background *Store
 }
 
-// DefaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
-const DefaultRedisStockKeyPrefix = "stocklock:stock:"
+// defaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
+const defaultRedisStockKeyPrefix = "stocklock:stock:"
 
 // DefaultRedisStockFlush is the write-behind interval of AckAfterRedis.
 const DefaultRedisStockFlush = 500 * time.Millisecond
 
-// DefaultRedisStockGrace is RedisStockOptions.Grace's default.
-const DefaultRedisStockGrace = 5 * time.Second
+// defaultRedisStockGrace is RedisStockOptions.Grace's default.
+const defaultRedisStockGrace = 5 * time.Second
 
 // RedisStockKeyPrefix returns the key prefix of a namespace (the replicas'
-// database) under DefaultRedisStockKeyPrefix, as the lock backends name
+// database) under "stocklock:stock:", as the lock backends name
 // theirs: replicas of different databases never share a copy.
 func RedisStockKeyPrefix(namespace string) string {
 	if namespace == "" {
-		return DefaultRedisStockKeyPrefix
+		return defaultRedisStockKeyPrefix
 	}
-	return DefaultRedisStockKeyPrefix + namespace + "/"
+	return defaultRedisStockKeyPrefix + namespace + "/"
 }
 
-// ErrNoRedis is the error of building redis-stock without a Redis client.
-var ErrNoRedis = errors.New("mongostore: redis-stock needs a Redis client")
+// errNoRedis is the error of building redis-stock without a Redis client.
+var errNoRedis = errors.New("mongostore: redis-stock needs a Redis client")
 
 var (
 	//go:embed redisstock_take.lua
@@ -155,13 +155,13 @@ const maxBatch = 256
 // NewRedisStock returns the redis-stock strategy on store.
 func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 	if opts.Client == nil {
-		return nil, ErrNoRedis
+		return nil, errNoRedis
 	}
 	if opts.Flush <= 0 {
 		opts.Flush = DefaultRedisStockFlush
 	}
 	if opts.Grace <= 0 {
-		opts.Grace = DefaultRedisStockGrace
+		opts.Grace = defaultRedisStockGrace
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopRedisStockObserver{}
@@ -205,9 +205,9 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 		status, stock, epoch := res[0], res[1], res[2]
 		switch status {
 		case takeNotLoaded, takeTwice:
-			reason := ReloadRedisLost
+			reason := reloadRedisLost
 			if status == takeTwice {
-				reason = ReloadRefused
+				reason = reloadRefused
 			}
 			if err := r.load(ctx, r.store, req.SKU, epoch, reason); err != nil {
 				return inventory.Sale{}, err
@@ -265,7 +265,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		case it.Stock < qty:
 			return false, nil
 		case it.Epoch != epoch || it.Stock-inflight >= qty:
-			return true, r.load(ctx, r.store, sku, epoch, ReloadItemAhead)
+			return true, r.load(ctx, r.store, sku, epoch, reloadItemAhead)
 		}
 		if err := pause(ctx, wait); err != nil {
 			return false, err
@@ -281,7 +281,7 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 			return true, nil
 		}
 		if st.OldestSale >= r.opts.Grace {
-			return true, r.load(ctx, r.store, sku, epoch, ReloadDeadTake)
+			return true, r.load(ctx, r.store, sku, epoch, reloadDeadTake)
 		}
 		inflight = st.Inflight
 	}
@@ -291,8 +291,8 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 // holds an epoch above behind (someone else reloaded). It bumps the
 // item's epoch and reads its stock in one update: every batch of an older
 // epoch is refused from then on, and the stock counts every batch that
-// was not. reason says why, for the observer (ReloadRedisLost becomes
-// ReloadFirst when the item had never been loaded).
+// was not. reason says why, for the observer (reloadRedisLost becomes
+// reloadFirst when the item had never been loaded).
 func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int64, reason string) error {
 	keys := r.keys(sku)
 	loaded := func() bool {
@@ -338,8 +338,8 @@ func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int
 	if err := loadScript.Run(cctx, r.rdb, keys, it.Epoch, it.Stock).Err(); err != nil {
 		return fmt.Errorf("%w: load %q into Redis: %w", inventory.ErrStoreUnavailable, sku, err)
 	}
-	if reason == ReloadRedisLost && it.Epoch == 1 {
-		reason = ReloadFirst
+	if reason == reloadRedisLost && it.Epoch == 1 {
+		reason = reloadFirst
 	}
 	r.opts.Observer.RedisStockReloaded(sku, reason)
 	r.logger.DebugContext(ctx, "redis-stock: loaded", slog.String("sku", sku), slog.Int64("epoch", it.Epoch), slog.Int64("stock", it.Stock))
@@ -499,7 +499,7 @@ func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch
 	}
 	// Another epoch, or less stock than Redis held: Redis is behind the
 	// item. Reload it once for the batch, and take every sale again.
-	if err := r.load(ctx, r.store, sku, epoch, ReloadRefused); err != nil {
+	if err := r.load(ctx, r.store, sku, epoch, reloadRefused); err != nil {
 		r.settle(keep, func(p *pendingSale) { p.err = err })
 		return nil
 	}
@@ -562,7 +562,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 		if st.Epoch < 0 || st.OldestSale < r.opts.Grace {
 			continue
 		}
-		if err := r.load(ctx, r.bg, id.SKU, st.Epoch, ReloadDeadTake); err != nil {
+		if err := r.load(ctx, r.bg, id.SKU, st.Epoch, reloadDeadTake); err != nil {
 			errs = append(errs, err)
 			continue
 		}

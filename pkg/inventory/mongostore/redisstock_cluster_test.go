@@ -33,8 +33,8 @@ func TestRedisStockWaitWithoutReplica(t *testing.T) {
 	rs := redisStockOn(t, a, c, RedisStockOptions{Wait: 20 * time.Millisecond})
 	mustPut(t, a, "w", 5)
 	_, err = rs.Decrement(t.Context(), inventory.Request{SKU: "w", Qty: 2})
-	if !errors.Is(err, ErrNotReplicated) || !errors.Is(err, inventory.ErrStoreUnavailable) {
-		t.Fatalf("a take no replica has: %v, want ErrNotReplicated as store-unavailable", err)
+	if !errors.Is(err, errNotReplicated) || !errors.Is(err, inventory.ErrStoreUnavailable) {
+		t.Fatalf("a take no replica has: %v, want errNotReplicated as store-unavailable", err)
 	}
 	st, err := rs.State(t.Context(), "w")
 	if err != nil {
@@ -163,8 +163,8 @@ func TestRedisStockCluster(t *testing.T) {
 
 		// WAIT 1 on the master's connection: no replica has the take.
 		rw := redisStockOn(t, a, client(), RedisStockOptions{Wait: 100 * time.Millisecond})
-		if _, err := rw.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, ErrNotReplicated) {
-			t.Fatalf("a take the resyncing replica lacks, with WAIT 1: %v, want ErrNotReplicated", err)
+		if _, err := rw.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, errNotReplicated) {
+			t.Fatalf("a take the resyncing replica lacks, with WAIT 1: %v, want errNotReplicated", err)
 		}
 		if got := stockOn(mc); got != stock-2 {
 			t.Fatalf("the master's stock after the refused take: %d, want %d (given back)", got, stock-2)

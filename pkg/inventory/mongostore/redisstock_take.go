@@ -9,11 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNotReplicated is the cause of a redis-stock sale refused because no
+// errNotReplicated is the cause of a redis-stock sale refused because no
 // Redis replica acknowledged its take within RedisStockOptions.Wait: the
 // take was given back, nothing was sold. It is wrapped with
 // inventory.ErrStoreUnavailable.
-var ErrNotReplicated = errors.New("mongostore: redis-stock take not acknowledged by a Redis replica in time")
+var errNotReplicated = errors.New("mongostore: redis-stock take not acknowledged by a Redis replica in time")
 
 // take runs take.lua for one sale of sku and returns its answer. After
 // an error on a Redis Cluster it has the client learn the cluster's slot
@@ -22,13 +22,13 @@ var ErrNotReplicated = errors.New("mongostore: redis-stock take not acknowledged
 // periodic refresh (10 s). With a Wait, take.lua and WAIT 1 Wait go out in one pipeline on one connection
 // to the master of the sku's slot (WAIT counts the replicas that have
 // every write of its own connection), and a take that no replica
-// acknowledged in time is given back and answered with ErrNotReplicated.
+// acknowledged in time is given back and answered with errNotReplicated.
 func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec string) (res []int64, err error) {
 	keys := r.keys(sku)
 	cc, cluster := r.rdb.(*redis.ClusterClient)
 	if cluster {
 		defer func() {
-			if err != nil && !errors.Is(err, ErrNotReplicated) {
+			if err != nil && !errors.Is(err, errNotReplicated) {
 				cc.ReloadState(ctx)
 			}
 		}()
@@ -72,7 +72,7 @@ func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec st
 			slog.String("sku", sku), slog.String("order_id", id), slog.Any("error", gerr))
 	}
 	if werr != nil {
-		return nil, fmt.Errorf("%w, given back: WAIT 1 %s: %w", ErrNotReplicated, r.opts.Wait, werr)
+		return nil, fmt.Errorf("%w, given back: WAIT 1 %s: %w", errNotReplicated, r.opts.Wait, werr)
 	}
-	return nil, fmt.Errorf("%w, given back (WAIT 1 %s answered %d)", ErrNotReplicated, r.opts.Wait, n)
+	return nil, fmt.Errorf("%w, given back (WAIT 1 %s answered %d)", errNotReplicated, r.opts.Wait, n)
 }
