@@ -164,18 +164,13 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// runs early, before the order is recorded, which needs no lock.
 	defer l.release(ctx, lease)
 
-	fence, err := l.fenceOf(lease)
-	if err != nil {
-		return inventory.Sale{}, err
-	}
-
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
 
 	// Step 2: read. The fenced read registers our token, so from here on
 	// every holder older than us is rejected.
 	start = time.Now()
-	it, err := l.read(ctx, gctx, lease, sku, fence)
+	it, fence, err := l.read(ctx, gctx, lease, sku)
 	l.steps.since(strategy.StepRead, start)
 	if err != nil {
 		return inventory.Sale{}, err
@@ -209,12 +204,19 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	return l.store.soldTimed(ctx, o, after.Stock, 1, l.steps), nil
 }
 
-// read is step 2 under lease: the fenced read, which registers fence on
-// the item, or with fencing off a plain read. The fenced read is a write,
-// so it runs to completion like the stock write (see
+// read is step 2 under lease: the fenced read, which registers the lease's
+// token on the item and returns it as the fence the write carries, or
+// with fencing off a plain read (and fence 0). The fenced read is a
+// write, so it runs to completion like the stock write (see
 // StoreOptions.WriteTimeout); the lease is checked right after it.
-func (l *Locked) read(ctx, gctx context.Context, lease *lock.Lease, sku string, fence int64) (it itemDoc, err error) {
+func (l *Locked) read(ctx, gctx context.Context, lease *lock.Lease, sku string) (it itemDoc, fence int64, err error) {
 	if l.cfg.Fencing {
+		// Tokens are uint64; the item stores BSON int64. No backend comes
+		// near 2^63, but a wrapped token would break the ordering silently.
+		if lease.Token() > math.MaxInt64 {
+			return itemDoc{}, 0, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
+		}
+		fence = int64(lease.Token())
 		rctx, cancel := l.store.commitContext(ctx)
 		it, err = l.store.fencedRead(rctx, sku, l.cfg.Name, fence)
 		cancel()
@@ -225,9 +227,9 @@ func (l *Locked) read(ctx, gctx context.Context, lease *lock.Lease, sku string, 
 		err = context.Cause(gctx)
 	}
 	if err != nil {
-		return itemDoc{}, l.interrupted(gctx, lease, err)
+		return itemDoc{}, 0, l.interrupted(gctx, lease, err)
 	}
-	return it, nil
+	return it, fence, nil
 }
 
 // stillHeld is the last check before the stock write: the lease has not
@@ -245,19 +247,6 @@ func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
 			inventory.ErrLeaseLost, l.cfg.Name, lease.Key(), lease.Token(), exp.Format(time.RFC3339Nano))
 	}
 	return nil
-}
-
-// fenceOf is the fence a write under lease carries: its token, or 0 with
-// fencing off. Tokens are uint64; the item stores BSON int64. No backend
-// comes near 2^63, but a wrapped token would break the ordering silently.
-func (l *Locked) fenceOf(lease *lock.Lease) (int64, error) {
-	if !l.cfg.Fencing {
-		return 0, nil
-	}
-	if lease.Token() > math.MaxInt64 {
-		return 0, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
-	}
-	return int64(lease.Token()), nil
 }
 
 // acquire takes the lease on sku within the wait budget, queueing first

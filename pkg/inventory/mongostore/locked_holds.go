@@ -63,13 +63,9 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 		return inventory.Hold{}, err
 	}
 	defer l.release(ctx, lease)
-	fence, err := l.fenceOf(lease)
-	if err != nil {
-		return inventory.Hold{}, err
-	}
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
-	it, err := l.read(ctx, gctx, lease, req.SKU, fence)
+	it, fence, err := l.read(ctx, gctx, lease, req.SKU)
 	if err != nil {
 		return inventory.Hold{}, err
 	}
