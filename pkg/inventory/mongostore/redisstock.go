@@ -20,22 +20,22 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// RedisStock holds a sku's stock in Redis while it sells (docs/redis-stock.md).
+// RedisStock holds a sku's stock in Redis while it sells (docs/redis-stock.md):
+//
+//	take.lua:    stock >= qty? stock -= qty, inflight += qty, sales[<id>] = {epoch, qty, at, ...}
+//	batch write: updateOne({_id: sku, epoch: E, stock: {$gte: sum}, aborted.<id1>: {$exists: false}, ...},
+//	                       {$inc: {stock: -sum, version: 1}, $set: {pending.<id1>: o1, ...}})
+//	then:        the orders to the ledger, the sales out of Redis (done.lua), each sale answered
 //
 // MongoDB's item stays the truth. Redis holds a copy of its stock for one
-// epoch, a counter in the item that every load into Redis bumps. A sale is admitted by one Lua script (take.lua) that checks
-// stock >= qty, takes the units and records the sale (order id, qty, key,
-// epoch, time) in the sku's sales hash. The sales a replica took at one
-// epoch are then written to the item in one single-document update (group
-// commit) that requires the epoch unchanged, stock >= their sum and
-// aborted.<order id> absent for each (the fence of a given-up
-// Idempotency-Key attempt), and stores each order as pending, as every
-// stock write does; then they go to the ledger and, by default, only then
-// is each sale acknowledged. A batch the item refuses sold nothing: its
-// sales start again from Redis, reloaded if it was behind. A PUT or a
-// restock, which know nothing of Redis, are found that way (less stock
-// than the batch) or when Redis says sold out and the item, less what
-// Redis has in flight, still covers the sale: then too it reloads.
+// epoch, a counter in the item that every load into Redis bumps. The
+// sales a replica took at one epoch go to the item in one write (group
+// commit), and by default a sale is acknowledged only once its order is
+// recorded. A batch the item refuses sold nothing: its sales start again
+// from Redis, reloaded if it was behind. A PUT or a restock, which know
+// nothing of Redis, are found that way (less stock than the batch) or
+// when Redis says sold out and the item, less what Redis has in flight,
+// still covers the sale: then too it reloads.
 //
 // Loading bumps the item's epoch and reads its stock in one update, then
 // sets Redis if it holds an older epoch: a sale taken from an older copy
@@ -545,9 +545,7 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
 	}
-	var ids []struct {
-		SKU string `bson:"_id"`
-	}
+	var ids []itemDoc // their _id alone
 	if err := cur.All(ctx, &ids); err != nil {
 		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
 	}
