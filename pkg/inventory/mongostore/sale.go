@@ -304,18 +304,14 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	if held != 0 {
 		inc = append(inc, bson.E{Key: "held", Value: held})
 	}
-	var update bson.D
-	if len(set) > 0 {
-		update = append(update, bson.E{Key: "$set", Value: set})
-	}
-	if len(inc) > 0 {
-		update = append(update, bson.E{Key: "$inc", Value: inc})
-	}
 	for _, f := range sl.drop {
 		unset = append(unset, bson.E{Key: f, Value: ""})
 	}
-	if len(unset) > 0 {
-		update = append(update, bson.E{Key: "$unset", Value: unset})
+	var update bson.D
+	for _, op := range []bson.E{{Key: "$set", Value: set}, {Key: "$inc", Value: inc}, {Key: "$unset", Value: unset}} {
+		if len(op.Value.(bson.D)) > 0 {
+			update = append(update, op)
+		}
 	}
 	var it itemDoc
 	var err error
@@ -344,14 +340,14 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	return it, nil
 }
 
-// writeOnce is write of sl, from no read, in a context that runs it to
-// completion once sent (commitContext): ok is false, with no error, when
-// it matched nothing, and nothing changed. Its caller explains a miss, or
-// reads again.
-func (s *Store) writeOnce(ctx context.Context, sl sale) (it itemDoc, ok bool, err error) {
+// writeOnce is write of sl, returning the holds expired of those sl.read
+// holds, in a context that runs it to completion once sent
+// (commitContext): ok is false, with no error, when it matched nothing,
+// and nothing changed. Its caller explains a miss, or reads again.
+func (s *Store) writeOnce(ctx context.Context, sl sale, expired ...string) (it itemDoc, ok bool, err error) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	it, err = s.write(cctx, sl, nil, nil)
+	it, err = s.write(cctx, sl, sl.read, expired)
 	if errors.Is(err, errMissed) {
 		return itemDoc{}, false, nil
 	}

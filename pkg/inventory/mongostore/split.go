@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,14 +174,12 @@ type fencedDoc struct {
 // the item first, for compactAborted; nil when no document holds any.
 func (v *view) fenced() []fencedDoc {
 	docs := []fencedDoc{{id: v.item.SKU, aborted: v.item.Aborted}}
-	n := len(v.item.Aborted)
 	for _, b := range v.buckets {
 		if len(b.Aborted) > 0 {
 			docs = append(docs, fencedDoc{id: b.ID, aborted: b.Aborted})
-			n += len(b.Aborted)
 		}
 	}
-	if n == 0 {
+	if len(docs) == 1 && len(v.item.Aborted) == 0 {
 		return nil
 	}
 	return docs
@@ -285,12 +284,10 @@ func (v *view) merged() itemDoc {
 	it := v.item
 	it.Stock, it.Version = v.total(), v.version()
 	for _, b := range v.buckets {
-		for id, o := range b.Pending {
-			if it.Pending == nil {
-				it.Pending = map[string]inventory.Order{}
-			}
-			it.Pending[id] = o
+		if it.Pending == nil && len(b.Pending) > 0 {
+			it.Pending = map[string]inventory.Order{}
 		}
+		maps.Copy(it.Pending, b.Pending)
 	}
 	return it
 }
@@ -659,20 +656,14 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 // v: nothing was written.
 func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order, expired ...string) (itemDoc, bool, error) {
 	sp := v.item.Split
-	sl := sale{op: "buckets merge", sku: v.item.SKU, stock: &stock,
+	sl := sale{op: "buckets merge", sku: v.item.SKU, stock: &stock, read: &v.item,
 		conds: []cond{versionIs("buckets merge", v.item.Version), splitIs(sp.Gen)},
 		also:  bson.D{{Key: "version", Value: v.version() + 1}, {Key: "last_gen", Value: max(v.item.LastGen, sp.Gen+1)}},
 		drop:  []string{"split"}}
 	if o != nil {
 		sl.orders, sl.qty = []inventory.Order{*o}, o.Qty
 	}
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	it, err := s.write(cctx, sl, &v.item, expired)
-	if errors.Is(err, errMissed) {
-		return itemDoc{}, false, nil
-	}
-	return it, err == nil, err
+	return s.writeOnce(ctx, sl, expired...)
 }
 
 // fenceBuckets gives order id up in every bucket of sku, before settle
