@@ -167,7 +167,9 @@ func (b *Batched) drain(sku string, q *batchQueue) {
 	for {
 		batch, unpend := b.next(sku, q)
 		if batch == nil {
-			b.unpend(sku, unpend)
+			ctx, cancel := b.store.commitContext(context.Background())
+			b.store.unpend(ctx, sku, unpend)
+			cancel()
 			return
 		}
 		b.take(q, batch)
@@ -401,14 +403,7 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 		recorded = nil
 	}
 	b.mu.Unlock()
-	b.unpend(sku, recorded)
-}
-
-// unpend is Store.unpend, run to completion.
-func (b *Batched) unpend(sku string, ids []string) {
-	ctx, cancel := b.store.commitContext(context.Background())
-	defer cancel()
-	b.store.unpend(ctx, sku, ids)
+	s.unpend(ctx, sku, recorded)
 }
 
 // recordBatch puts orders, whose stock one write took, into the ledger in

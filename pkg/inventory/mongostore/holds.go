@@ -263,7 +263,7 @@ func (s *Store) holdRecorded(ctx context.Context, sku, id string) (inventory.Hol
 	return r.Hold, nil
 }
 
-// findHold reads hold id of sku: in the item (found true, with the item),
+// findHold reads hold id of sku: in the item (returned with the hold),
 // else in the holds collection, else ErrHoldNotFound (or the item's
 // ErrNotFound).
 func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *itemDoc, error) {
@@ -357,11 +357,10 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 		if err != nil {
 			return inventory.Hold{}, unreachable("read the store's clock to release hold "+id+" of", sku, err)
 		}
-		state := inventory.HoldReleased
-		if h.Settled(lower) == inventory.HoldExpired {
-			state = inventory.HoldExpired
+		h.State = h.Settled(lower) // held, or expired by the store's clock
+		if h.State == inventory.HoldHeld {
+			h.State = inventory.HoldReleased
 		}
-		h.State = state
 		if ok, err := s.unhold(ctx, holdConds(*it, []string{id}), h); err != nil {
 			return inventory.Hold{}, unknownOutcome("release hold "+id+" of", sku, err)
 		} else if ok {
