@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"go.mongodb.org/mongo-driver/v2/bson"

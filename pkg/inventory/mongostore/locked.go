@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // DefaultLockWait is the default budget for acquiring an item's lock.

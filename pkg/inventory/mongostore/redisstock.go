@@ -415,9 +415,10 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 	ctx, cancel := r.store.commitContext(context.Background())
 	defer cancel()
 	var after itemDoc
+	var orders []inventory.Order // the batch's, as last written
 	for {
 		var sum int64
-		orders := make([]inventory.Order, 0, len(batch))
+		orders = make([]inventory.Order, 0, len(batch))
 		for _, p := range batch {
 			sum += p.o.Qty
 			orders = append(orders, p.o)
@@ -450,10 +451,8 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 	})
 	// Each sale's remaining stock, in the order of the batch: the last
 	// leaves what the item now holds.
-	orders := make([]inventory.Order, len(batch))
-	ptrs := make([]*inventory.Order, len(batch))
-	for i, p := range batch {
-		orders[i] = p.o
+	ptrs := make([]*inventory.Order, len(orders))
+	for i := range orders {
 		ptrs[i] = &orders[i]
 	}
 	remainings(ptrs, after.Stock)
