@@ -168,6 +168,21 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 
 func queuedStream(prefix string) string { return "SALES_" + prefix }
 
+// DeleteQueuedStream deletes the stream of database db's queued sales
+// (QueuedPrefix(db)) from nc's server, with every sale it holds: the
+// teardown of a database that is dropped. Deleting a stream that is not
+// there is not an error.
+func DeleteQueuedStream(ctx context.Context, nc *nats.Conn, db string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("mongostore: queued stream of %q: %w", db, err)
+	}
+	if err := js.DeleteStream(ctx, queuedStream(QueuedPrefix(db))); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("mongostore: delete the queued stream of %q: %w", db, err)
+	}
+	return nil
+}
+
 func cmpLogger(l *slog.Logger, s *Store) *slog.Logger {
 	if l != nil {
 		return l

@@ -28,11 +28,19 @@ func testQueued(t *testing.T, s *Store, url string, locks *lock.Locker, opts Que
 	}
 	t.Cleanup(nc.Close)
 	opts.Conn, opts.Locker = nc, locks
-	opts.Prefix = QueuedPrefix(s.items.Database().Name())
+	db := s.items.Database().Name()
+	opts.Prefix = QueuedPrefix(db)
 	q, err := NewQueued(t.Context(), s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A NATS server of the machine (NATS_URL) outlives the test: it keeps
+	// no stream of it.
+	t.Cleanup(func() {
+		if err := DeleteQueuedStream(context.Background(), nc, db); err != nil {
+			t.Error(err)
+		}
+	})
 	return q
 }
 

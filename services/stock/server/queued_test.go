@@ -13,7 +13,7 @@ import (
 // setting it lacks, and sells with every other strategy; one whose NATS
 // does not answer does not start.
 func TestQueuedServed(t *testing.T) {
-	h := newServer(t, withNATS(testConfig(t, "q1"))).Handler()
+	h := newServer(t, withNATS(t, testConfig(t, "q1"))).Handler()
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/qs", jsonCT, `{"stock":2}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)
 	}
