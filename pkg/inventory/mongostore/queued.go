@@ -58,6 +58,7 @@ type Queued struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	logger *slog.Logger
+	waits  waits // this replica's buyers waiting for their answers (State)
 
 	// afterWrite, when set (by tests), runs after a consumer's sale write
 	// landed and before it records, answers or acks: returning false stops
@@ -239,7 +240,9 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	}
 	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
 	defer cancel()
+	end := q.waits.begin()
 	m, err := sub.NextMsgWithContext(wctx)
+	end()
 	if err != nil {
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: order %s is in the log, and no answer came within %v: %w",
 			inventory.ErrOutcomeUnknown, req.SKU, o.ID, q.cfg.Wait, err)
