@@ -178,11 +178,7 @@ func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
 // the find was sent and just after its answer came back.
 func (s *Store) readBeats(ctx context.Context) (hbs []heartbeat, sent, received time.Time, err error) {
 	sent = s.now()
-	cur, err := s.beats.Find(ctx, bson.D{})
-	if err == nil {
-		err = cur.All(ctx, &hbs)
-	}
-	if err != nil {
+	if hbs, err = findDocs[heartbeat](ctx, s.beats, bson.D{}); err != nil {
 		return nil, sent, received, fmt.Errorf("inventory: read heartbeats: %w", err)
 	}
 	if s.afterBeatRead != nil {
@@ -285,34 +281,4 @@ func (s *Store) forgetDead(ctx context.Context, withAttempts map[string]bool) {
 			s.logger.WarnContext(ctx, "could not delete a dead replica's heartbeat; the next recovery will", "instance", id, "error", err)
 		}
 	}
-}
-
-// inFlight is the set of this store's idempotency attempts whose request
-// is still running: any other attempt of this instance is over, and may be
-// settled at once.
-type inFlight struct {
-	mu  sync.Mutex
-	ids map[string]struct{}
-}
-
-func (f *inFlight) add(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ids == nil {
-		f.ids = map[string]struct{}{}
-	}
-	f.ids[id] = struct{}{}
-}
-
-func (f *inFlight) remove(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.ids, id)
-}
-
-func (f *inFlight) has(id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.ids[id]
-	return ok
 }

@@ -219,14 +219,10 @@ func (s *Store) order(ctx context.Context, sku, id string) (inventory.Order, err
 func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, error) {
 	ctx, cancel := s.passContext(ctx)
 	defer cancel()
-	cur, err := s.items.Find(ctx, bson.D{{Key: "pending", Value: bson.D{
+	items, err := findDocs[itemDoc](ctx, s.items, bson.D{{Key: "pending", Value: bson.D{
 		{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}},
 	}}})
 	if err != nil {
-		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
-	}
-	var items []itemDoc
-	if err := cur.All(ctx, &items); err != nil {
 		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
 	}
 	cutoff := time.Now().Add(-grace)

@@ -172,7 +172,7 @@ func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) 
 	if req.OrderID == "" {
 		if err := w.readSoldOut(ctx, req); err != nil {
 			if errors.Is(err, inventory.ErrSoldOut) {
-				w.soldOutByRead()
+				w.obs.SoldOutAnswered(w.Name(), SoldOutByRead)
 			}
 			return inventory.Sale{}, err
 		}
@@ -185,18 +185,11 @@ func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) 
 	return sale, err
 }
 
-// soldOutReader is the sold-out shortcut as Store.DecrementOnce asks it,
+// readSoldOut returns, when req's sku is marked, the ErrSoldOut that a
+// coalesced read sent after the call began justifies, or the read's error;
+// nil when the sku is not marked, or the read showed enough (then the mark
+// is dropped): the strategy decides. Store.DecrementOnce asks it too,
 // before it reserves an idempotency key.
-type soldOutReader interface {
-	// readSoldOut returns, when req's sku is marked, the ErrSoldOut that
-	// a coalesced read sent after the call began justifies, or the read's
-	// error; nil when the sku is not marked, or the read showed enough
-	// (then the mark is dropped): the strategy decides.
-	readSoldOut(ctx context.Context, req inventory.Request) error
-	// soldOutByRead counts a sold out of readSoldOut that was answered.
-	soldOutByRead()
-}
-
 func (w *soldOutShortcut) readSoldOut(ctx context.Context, req inventory.Request) error {
 	r, send := w.join(req.SKU)
 	if r == nil {
@@ -219,8 +212,6 @@ func (w *soldOutShortcut) readSoldOut(ctx context.Context, req inventory.Request
 	w.unmark(req.SKU)
 	return nil
 }
-
-func (w *soldOutShortcut) soldOutByRead() { w.obs.SoldOutAnswered(w.Name(), SoldOutByRead) }
 
 // join returns the read a sale of sku waits on while sku is marked (nil
 // when it is not), and whether the caller sends it: no read of sku was in

@@ -111,7 +111,10 @@ type Store struct {
 	// random, so that a restarted replica is a new instance.
 	instance string
 	live     *liveness
-	inFlight *inFlight
+	// inFlight holds the order ids of this store's idempotency attempts
+	// whose request still runs: any other attempt of this instance is
+	// over, and may be settled at once.
+	inFlight *skuSet
 	// compact holds the skus whose aborted fences RecoverKeys compacts
 	// next (see compactAborted).
 	compact   *skuSet
@@ -175,16 +178,13 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 		withHolds:    &skuSet{},
 		ttl:          &atomic.Bool{},
 		live:         &liveness{},
-		inFlight:     &inFlight{},
+		inFlight:     &skuSet{},
 		compact:      &skuSet{},
 		clock:        &storeClock{},
 	}
 	s.bind(db)
 	return s, nil
 }
-
-// Replica returns the replica name recorded in this store's orders.
-func (s *Store) Replica() string { return s.replica }
 
 // codeNamespaceExists is the server's answer to creating a collection
 // that exists (MongoDB before 7.0, and FerretDB).
@@ -361,20 +361,15 @@ func (s *Store) Get(ctx context.Context, sku string) (inventory.Item, error) {
 	return it.item(), err
 }
 
-// getCommitted is Get with majority read concern (see committedItems).
-// Its Pending holds the orders pending in the item's buckets too (see
-// Buckets): its callers look for an order wherever a sale may have put it.
-func (s *Store) getCommitted(ctx context.Context, sku string) (itemDoc, error) {
-	if err := inventory.CheckSKU(sku); err != nil {
-		return itemDoc{}, err
-	}
-	v, err := s.read(ctx, s.committedItems, sku)
+// findDocs returns every document of c that filter matches.
+func findDocs[T any](ctx context.Context, c *mongo.Collection, filter bson.D, opts ...options.Lister[options.FindOptions]) ([]T, error) {
+	cur, err := c.Find(ctx, filter, opts...)
 	if err != nil {
-		return itemDoc{}, err
+		return nil, err
 	}
-	it := v.merged()
-	it.Stock, it.Version = v.item.Stock, v.item.Version
-	return it, nil
+	var docs []T
+	err = cur.All(ctx, &docs)
+	return docs, err
 }
 
 // getDoc is Get as the item document, read through items: a strategy
