@@ -32,12 +32,9 @@ func (c checkedHolder) Hold(ctx context.Context, req inventory.HoldRequest) (inv
 	return c.Strategy.(inventory.Holder).Hold(ctx, req)
 }
 
-// check returns st checked (see checked); st as it is when it is already.
+// check returns st checked (see checked).
 func check(st inventory.Strategy) inventory.Strategy {
-	switch st.(type) {
-	case checked, checkedHolder:
-		return st
-	case inventory.Holder:
+	if _, ok := st.(inventory.Holder); ok {
 		return checkedHolder{checked{st}}
 	}
 	return checked{st}
@@ -46,46 +43,40 @@ func check(st inventory.Strategy) inventory.Strategy {
 // unwrap returns the strategy Build wrapped in st (see Built): st
 // itself when it is not wrapped.
 func unwrap(st inventory.Strategy) inventory.Strategy {
-	for {
-		inner, ok := wrappedIn(st)
-		if !ok {
-			return st
-		}
+	for inner := wrappedIn(st); inner != nil; inner = wrappedIn(st) {
 		st = inner
 	}
+	return st
 }
 
 // layerOf returns the layer of st (st itself, or one that st wraps, see
 // Built) that is a T, if there is one.
 func layerOf[T any](st inventory.Strategy) (T, bool) {
-	for {
+	for ; st != nil; st = wrappedIn(st) {
 		if l, ok := st.(T); ok {
 			return l, true
 		}
-		var wrapped bool
-		if st, wrapped = wrappedIn(st); !wrapped {
-			var none T
-			return none, false
-		}
 	}
+	var none T
+	return none, false
 }
 
-// wrappedIn returns the strategy the layer st wraps, if st is one of
-// Build's layers.
-func wrappedIn(st inventory.Strategy) (inventory.Strategy, bool) {
+// wrappedIn returns the strategy the layer st wraps, nil when st is none
+// of Build's layers.
+func wrappedIn(st inventory.Strategy) inventory.Strategy {
 	switch w := st.(type) {
 	case checked:
-		return w.Strategy, true
+		return w.Strategy
 	case checkedHolder:
-		return w.Strategy, true
+		return w.Strategy
 	case *soldOutShortcut:
-		return w.Strategy, true
+		return w.Strategy
 	case returning:
-		return w.Strategy, true
+		return w.Strategy
 	case *splitAware:
-		return w.Strategy, true
+		return w.Strategy
 	}
-	return st, false
+	return nil
 }
 
 // Decrement implements inventory.Strategy: the check, then the strategy.

@@ -76,11 +76,11 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 	sent = local()
 	err = db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
 	received = local()
+	if err == nil && hello.LocalTime == 0 {
+		err = errNoLocalTime
+	}
 	if err != nil {
 		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", err)
-	}
-	if hello.LocalTime == 0 {
-		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", errNoLocalTime)
 	}
 	return hello.LocalTime.Time().UTC(), sent, received, nil
 }

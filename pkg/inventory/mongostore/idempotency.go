@@ -672,17 +672,13 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 			withAttempts[a.Instance] = true
 			continue
 		}
+		// One attempt that cannot be settled now (err, or not ended) must
+		// not hold up the others: it is tried again at the next pass.
 		sold, ended, err := s.settle(ctx, a)
-		if err != nil {
-			// One attempt that cannot be settled now must not hold up
-			// the others: try it again at the next pass.
-			withAttempts[a.Instance] = true
-			errs = append(errs, err)
-			continue
-		}
 		switch {
 		case !ended:
 			withAttempts[a.Instance] = true
+			errs = append(errs, err) // errors.Join drops a nil
 		case sold:
 			r.Settled++
 		default:
@@ -698,16 +694,13 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 			// next pass looks again.
 			s.compact.add(sku)
 		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, err)
 	}
-	if s.ttl.Load() {
-		return r, errors.Join(errs...)
+	if !s.ttl.Load() {
+		r.Expired, err = s.expireKeys(ctx, now)
+		errs = append(errs, err)
 	}
-	n, err := s.expireKeys(ctx, now)
-	r.Expired = n
-	return r, errors.Join(append(errs, err)...)
+	return r, errors.Join(errs...)
 }
 
 // expireKeys forgets the keys past the retention at now, a lower estimate

@@ -100,18 +100,6 @@ func parseCursor(c string) (time.Time, string, error) {
 	return time.UnixMilli(n).UTC(), id, nil
 }
 
-// CountOrders returns the number of orders of sku.
-func (s *Store) CountOrders(ctx context.Context, sku string) (int64, error) {
-	if err := inventory.CheckSKU(sku); err != nil {
-		return 0, err
-	}
-	n, err := s.orders.CountDocuments(ctx, bson.D{{Key: "sku", Value: sku}})
-	if err != nil {
-		return 0, fmt.Errorf("inventory: count orders of %q: %w", sku, err)
-	}
-	return n, nil
-}
-
 // sold records the order of a sale whose stock write has succeeded, and
 // returns the Sale: it inserts o into the ledger, then removes o's pending
 // entry from the item. The insert runs to completion even if ctx is
@@ -274,7 +262,7 @@ func (s *Store) insertOrder(ctx context.Context, o inventory.Order) (mine bool, 
 // first try, which says that someone else inserted the document; a
 // duplicate after a failed try may be that try's, and counts as mine.
 func retryInsert(ctx context.Context, insert func(context.Context) error) (mine bool, err error) {
-	pause := 50 * time.Millisecond
+	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err = insert(ctx)
 		switch {
@@ -287,13 +275,9 @@ func retryInsert(ctx context.Context, insert func(context.Context) error) (mine 
 		case attempt >= orderInsertAttempts:
 			return false, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
-		case <-t.C:
+		if cause := pause(ctx, wait); cause != nil {
+			return false, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, cause)
 		}
-		pause *= 2
+		wait *= 2
 	}
 }

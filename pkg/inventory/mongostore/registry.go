@@ -102,12 +102,11 @@ func Build(in strategy.Info, d Deps) (Built, error) {
 	b.Locked, _ = st.(*Locked)
 	b.RedisStock, _ = st.(*RedisStock)
 	b.Queued, _ = st.(*Queued)
-	holder, isHolder := st.(inventory.Holder)
-	if isHolder && in.Holds {
+	if holder, ok := st.(inventory.Holder); ok && in.Holds {
 		b.Holder = check(holder).(inventory.Holder)
 	}
-	wrapped := st
-	if wrapped, err = newSplitAware(wrapped, d.Store, d.Buckets); err != nil {
+	wrapped, err := newSplitAware(st, d.Store, d.Buckets)
+	if err != nil {
 		return Built{}, err
 	}
 	if b.Holder == nil {
