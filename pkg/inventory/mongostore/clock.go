@@ -117,10 +117,10 @@ func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 		}
 		have := !c.server.IsZero()
 		c.mu.Unlock()
-		if err != nil && !have {
+		switch {
+		case err != nil && !have:
 			return time.Time{}, err
-		}
-		if err != nil {
+		case err != nil:
 			s.logger.WarnContext(ctx, "could not read the store's clock again: the last reading stays in use", slog.Any("error", err))
 		}
 	}

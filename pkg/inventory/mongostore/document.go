@@ -23,10 +23,7 @@ type itemDoc struct {
 	Holds          map[string]inventory.Hold  `bson:"holds,omitempty"`
 	ConfirmClock   time.Time                  `bson:"confirm_clock,omitempty"`
 	Epoch          int64                      `bson:"epoch,omitempty"` // redis-stock's
-	// The buckets strategy's (see split): buckets is the bucket count k,
-	// fixed at the first spread, last_gen the highest generation used, so
-	// that a new split never meets a bucket of its own generation left
-	// from before.
+	// The buckets strategy's (see split).
 	Split   *split `bson:"split,omitempty"`
 	Buckets int    `bson:"buckets,omitempty"`
 	LastGen int64  `bson:"last_gen,omitempty"`

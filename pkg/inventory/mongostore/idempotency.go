@@ -134,13 +134,13 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		if rec.Request != fp {
 			return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, req.Key, req.SKU)
 		}
-		out, err := s.outcome(ctx, rec)
+		sale, sold, aborted, err := s.outcome(ctx, rec)
 		switch {
 		case err != nil:
 			return inventory.Sale{}, false, err
-		case out.sold:
-			return out.sale, true, nil
-		case out.aborted:
+		case sold:
+			return sale, true, nil
+		case aborted:
 			// Given up: no sale can come of it. Take the key over.
 			next, ok, err := s.takeOver(ctx, rec, req, fp)
 			if err != nil {
@@ -217,11 +217,7 @@ func (s *Store) newKeyRecord(ctx context.Context, req inventory.Request, fp stri
 // until decrementReserved returns.
 func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
 	for {
-		rec, err := s.newKeyRecord(ctx, req, fp)
-		if err != nil {
-			return keyRecord{}, false, err
-		}
-		mine, err := s.claim(ctx, rec, func(ctx context.Context) (bool, error) {
+		rec, mine, err := s.claim(ctx, req, fp, func(ctx context.Context, rec keyRecord) (bool, error) {
 			_, err := s.keys.InsertOne(ctx, rec)
 			if mongo.IsDuplicateKeyError(err) {
 				return false, nil
@@ -254,41 +250,40 @@ func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (
 // document on a filter beyond _id, which FerretDB serves by reading the
 // whole collection; it runs only when a key is used again after its
 // attempt sold nothing. ok is false when another caller took it first.
-func (s *Store) takeOver(ctx context.Context, cur keyRecord, req inventory.Request, fp string) (rec keyRecord, ok bool, err error) {
-	if rec, err = s.newKeyRecord(ctx, req, fp); err != nil {
-		return keyRecord{}, false, err
-	}
-	ok, err = s.claim(ctx, rec, func(ctx context.Context) (bool, error) {
+func (s *Store) takeOver(ctx context.Context, cur keyRecord, req inventory.Request, fp string) (keyRecord, bool, error) {
+	return s.claim(ctx, req, fp, func(ctx context.Context, rec keyRecord) (bool, error) {
 		res, err := s.keys.ReplaceOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}}, rec)
 		return err == nil && res.ModifiedCount > 0, err
 	})
-	return rec, ok, err
 }
 
-// claim writes rec's reservation with write, which reports false when
-// another attempt holds the key; rec's attempt is recorded first (see
-// beginAttempt). It reports whether the key is rec's: then rec is in
-// s.inFlight until decrementReserved returns; otherwise rec's attempt is
-// settled here.
-func (s *Store) claim(ctx context.Context, rec keyRecord, write func(context.Context) (bool, error)) (bool, error) {
+// claim writes a fresh reservation rec of req's key with write, which
+// reports false when another attempt holds the key; rec's attempt is
+// recorded first (see beginAttempt). mine reports whether the key is
+// rec's: then rec is in s.inFlight until decrementReserved returns;
+// otherwise rec's attempt is settled here.
+func (s *Store) claim(ctx context.Context, req inventory.Request, fp string, write func(context.Context, keyRecord) (bool, error)) (rec keyRecord, mine bool, err error) {
+	if rec, err = s.newKeyRecord(ctx, req, fp); err != nil {
+		return keyRecord{}, false, err
+	}
 	if err := s.beginAttempt(ctx, rec); err != nil {
-		return false, err
+		return keyRecord{}, false, err
 	}
 	cctx, cancel := s.commitContext(ctx)
-	mine, err := write(cctx)
+	mine, err = write(cctx, rec)
 	cancel()
 	if err == nil && mine {
-		return true, nil
+		return rec, true, nil
 	}
 	defer s.inFlight.remove(rec.OrderID)
 	if err == nil {
 		s.endAttempt(ctx, rec)
-		return false, nil
+		return rec, false, nil
 	}
 	// The reservation may have landed: free it if it did, so that the key
 	// is not held until recovery gives it up.
 	s.freeKey(ctx, rec, false)
-	return false, unreachable("reserve idempotency key", rec.SKU, err)
+	return keyRecord{}, false, unreachable("reserve idempotency key", rec.SKU, err)
 }
 
 // decrementReserved runs the decrement of a key this call has reserved;
@@ -314,16 +309,10 @@ func (s *Store) decrementReserved(ctx context.Context, st inventory.Strategy, re
 	return inventory.Sale{}, false, err
 }
 
-// keyOutcome is what became of a reservation's attempt.
-type keyOutcome struct {
-	sale    inventory.Sale
-	sold    bool // the sale happened: pending in the item, or in the ledger
-	aborted bool // no sale, and none can come: its order id is aborted in the item
-}
-
 // outcome looks for the sale of a reservation: pending in the item (then it
 // records it now, as recovery would), or in the ledger; failing both, it
-// reports whether the attempt was given up. The order is looked for in
+// reports whether the attempt was given up (aborted: no sale, and none can
+// come). The order is looked for in
 // that order because recording moves it the other way (ledger insert, then
 // pending removed): an order that exists before the look is seen by one of
 // the two reads. An attempt is given up only while its order is not
@@ -335,29 +324,29 @@ type keyOutcome struct {
 // view.refuses). The item alone is not enough: compactAborted raises the
 // item's aborted_through before the buckets', and an attempt still in
 // flight, with a ticket below it, may yet take from a bucket.
-func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) {
+func (s *Store) outcome(ctx context.Context, rec keyRecord) (sale inventory.Sale, sold, aborted bool, err error) {
 	if err := inventory.CheckSKU(rec.SKU); err != nil {
-		return keyOutcome{}, err
+		return sale, false, false, err
 	}
 	v, err := s.read(ctx, s.committedItems, rec.SKU)
 	if err != nil {
-		return keyOutcome{}, err
+		return sale, false, false, err
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	if sale, found, err := s.saleIn(cctx, v.merged(), rec); found {
+	sale, found, err := s.saleIn(cctx, v.merged(), rec)
+	if found {
 		if err != nil {
 			// The sale exists; only its recording failed. Replay it, and
 			// say so as the first answer would have.
 			sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", rec.OrderID, rec.SKU, err)
 		}
-		return keyOutcome{sale: sale, sold: true}, nil
+		return sale, true, false, nil
 	}
-	sale, sold, err := s.saleRecorded(ctx, rec)
-	if err != nil || sold {
-		return keyOutcome{sale: sale, sold: sold}, err
+	if sale, sold, err = s.saleRecorded(ctx, rec); err != nil || sold {
+		return sale, sold, false, err
 	}
-	return keyOutcome{aborted: v.refuses(inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
+	return sale, false, v.refuses(inventory.Order{ID: rec.OrderID, Key: rec.Key}), nil
 }
 
 // saleIn finds the sale of rec's attempt in it, an item with its buckets'
@@ -563,8 +552,8 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 // then on no sale of the attempt can land, however late its replica sends
 // it. Then it looks for the sale: pending in the item (it records it), or
 // in the ledger (recorded before the fence: recording inserts the order
-// before it clears the pending entry). A sale found in the ledger before
-// the fence is settled without one. With neither, no sale came of the
+// before it clears the pending entry). A sale found recorded before the
+// fence is settled without one. With neither, no sale came of the
 // attempt nor can. The fence set, the sku is compacted at the end of
 // RecoverKeys: the fence moves into aborted_through, which refuses the
 // attempt's writes just as well (see compactAborted).
@@ -576,12 +565,9 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 // meanwhile.
 func (s *Store) fenceOut(ctx context.Context, rec keyRecord) (sold, done bool, err error) {
 	sku, id := rec.SKU, rec.OrderID
-	// A sale already in the ledger needs no fence.
-	switch _, err := s.order(ctx, sku, id); {
-	case err == nil:
-		return true, true, nil
-	case !errors.Is(err, inventory.ErrNotFound):
-		return false, false, err
+	// A sale already recorded needs no fence.
+	if _, sold, err := s.saleRecorded(ctx, rec); err != nil || sold {
+		return sold, err == nil, err
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
@@ -725,11 +711,10 @@ func (s *Store) expireKeys(ctx context.Context, now time.Time) (int, error) {
 		if !rec.At.Before(now.Add(-s.keyRetention)) {
 			continue
 		}
-		err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err()
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, mongo.ErrNoDocuments) {
+		switch err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err(); {
+		case err == nil:
+			continue // its attempt is open
+		case !errors.Is(err, mongo.ErrNoDocuments):
 			return n, fmt.Errorf("inventory: read idempotency attempt: %w", err)
 		}
 		res, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})

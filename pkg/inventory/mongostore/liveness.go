@@ -16,17 +16,9 @@ import (
 const DefaultDeadAfter = 5 * time.Second
 
 // heartbeat is one Store's sign of life, one document in the heartbeats
-// collection:
-//
-//	{_id: <instance>, replica, beat, dead_after_ms, at, stopped}
-//
-// instance is random per Store, so a restarted replica is a new instance.
-// beat counts the Store's Heartbeat calls. Other stores judge liveness by
-// whether beat changes, timed by their own monotonic clock. dead_after_ms
-// is the writer's DeadAfter, which every store must share (see
-// CheckPeers). at is the store's clock at the write ($currentDate), kept
-// only for people to read. stopped says that the store has left for good
-// (see Leave): it is dead at once.
+// collection (doc.go, "Heartbeats", says what each field means). Other
+// stores judge liveness by whether beat changes, timed by their own
+// monotonic clock (see liveness).
 type heartbeat struct {
 	Instance  string    `bson:"_id"`
 	Replica   string    `bson:"replica"`

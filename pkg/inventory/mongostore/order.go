@@ -67,16 +67,13 @@ func (s *Store) Orders(ctx context.Context, q inventory.OrdersQuery) (inventory.
 			bson.D{{Key: "at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: id}}}},
 		}})
 	}
-	cur, err := s.orders.Find(ctx, filter, options.Find().
+	orders, err := findDocs[inventory.Order](ctx, s.orders, filter, options.Find().
 		SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}).
 		SetLimit(int64(q.Limit)+1))
 	if err != nil {
 		return inventory.OrdersPage{}, fmt.Errorf("inventory: orders of %q: %w", q.SKU, err)
 	}
-	page := inventory.OrdersPage{Orders: []inventory.Order{}}
-	if err := cur.All(ctx, &page.Orders); err != nil {
-		return inventory.OrdersPage{}, fmt.Errorf("inventory: orders of %q: %w", q.SKU, err)
-	}
+	page := inventory.OrdersPage{Orders: orders}
 	if len(page.Orders) > q.Limit {
 		page.Orders = page.Orders[:q.Limit]
 		last := page.Orders[q.Limit-1]

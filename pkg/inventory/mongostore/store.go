@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -149,31 +150,16 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if !wc.Acknowledged() {
 		return nil, fmt.Errorf("%w: unacknowledged write concern", inventory.ErrInvalid)
 	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
-	if opts.KeyRetention <= 0 {
-		opts.KeyRetention = DefaultKeyRetention
-	}
-	if opts.AbandonAfter <= 0 {
-		opts.AbandonAfter = DefaultAbandonAfter
-	}
-	if opts.DeadAfter <= 0 {
-		opts.DeadAfter = DefaultDeadAfter
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	s := &Store{
 		wc:           wc,
 		replica:      opts.Replica,
-		writeTimeout: opts.WriteTimeout,
-		keyRetention: opts.KeyRetention,
-		abandonAfter: opts.AbandonAfter,
-		deadAfter:    opts.DeadAfter,
+		writeTimeout: positiveOr(opts.WriteTimeout, DefaultWriteTimeout),
+		keyRetention: positiveOr(opts.KeyRetention, DefaultKeyRetention),
+		abandonAfter: positiveOr(opts.AbandonAfter, DefaultAbandonAfter),
+		deadAfter:    positiveOr(opts.DeadAfter, DefaultDeadAfter),
 		instance:     newOrderID(),
 		afterTake:    opts.AfterTake,
-		logger:       opts.Logger,
+		logger:       cmp.Or(opts.Logger, slog.Default()),
 		now:          time.Now,
 		withHolds:    &skuSet{},
 		ttl:          &atomic.Bool{},
@@ -184,6 +170,14 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	}
 	s.bind(db)
 	return s, nil
+}
+
+// positiveOr returns d, or def when d is not positive: an option not set.
+func positiveOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // codeNamespaceExists is the server's answer to creating a collection
@@ -361,13 +355,14 @@ func (s *Store) Get(ctx context.Context, sku string) (inventory.Item, error) {
 	return it.item(), err
 }
 
-// findDocs returns every document of c that filter matches.
+// findDocs returns every document of c that filter matches; none is an
+// empty slice, not nil (a page of no orders is [] in JSON).
 func findDocs[T any](ctx context.Context, c *mongo.Collection, filter bson.D, opts ...options.Lister[options.FindOptions]) ([]T, error) {
 	cur, err := c.Find(ctx, filter, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var docs []T
+	docs := []T{}
 	err = cur.All(ctx, &docs)
 	return docs, err
 }
