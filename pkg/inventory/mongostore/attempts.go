@@ -181,7 +181,6 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 	var through string
 	unsets := make([]bson.D, len(docs))
 	for i, d := range docs {
-		unsets[i] = bson.D{}
 		for id := range d.aborted {
 			if ms, ok := ticketMillis(id); !ok || ms > due || (low != "" && id >= low) {
 				rest = rest || ok

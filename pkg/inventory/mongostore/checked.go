@@ -7,10 +7,9 @@ import (
 )
 
 // checked is every strategy Build returns: it validates the request and
-// checks the context once, before any other wrapper or any store work,
-// and answers as the strategies used to each on their own: Validate's
-// error (it wraps inventory.ErrInvalid) for a request that is not valid,
-// context.Cause for a context already done.
+// checks the context once, before any other wrapper or any store work:
+// Validate's error (it wraps inventory.ErrInvalid) for a request that is
+// not valid, context.Cause for a context already done.
 //
 // A strategy of this package may therefore assume, as a database/sql/driver
 // may of what database/sql hands it, that its Decrement is called with a
@@ -19,26 +18,10 @@ import (
 // it is trusted to be called so.
 //
 // Build puts it outermost (see Built), so a request that does not pass
-// costs no read. A strategy that is an inventory.Holder stays one
-// (checkedHolder); its Hold is its own and validates its request itself
-// (Store.createHold, Locked.Hold).
+// costs no read. A strategy's part in holds (Built.Holder) is not
+// wrapped: its Hold validates its request itself (Store.createHold,
+// Locked.Hold).
 type checked struct{ inventory.Strategy }
-
-// checkedHolder is checked for a strategy that takes part in holds.
-type checkedHolder struct{ checked }
-
-// Hold implements inventory.Holder.
-func (c checkedHolder) Hold(ctx context.Context, req inventory.HoldRequest) (inventory.Hold, error) {
-	return c.Strategy.(inventory.Holder).Hold(ctx, req)
-}
-
-// check returns st checked (see checked).
-func check(st inventory.Strategy) inventory.Strategy {
-	if _, ok := st.(inventory.Holder); ok {
-		return checkedHolder{checked{st}}
-	}
-	return checked{st}
-}
 
 // unwrap returns the strategy Build wrapped in st (see Built): st
 // itself when it is not wrapped.
@@ -66,8 +49,6 @@ func layerOf[T any](st inventory.Strategy) (T, bool) {
 func wrappedIn(st inventory.Strategy) inventory.Strategy {
 	switch w := st.(type) {
 	case checked:
-		return w.Strategy
-	case checkedHolder:
 		return w.Strategy
 	case *soldOutShortcut:
 		return w.Strategy

@@ -63,9 +63,6 @@ type storeClock struct {
 	failed         time.Time
 }
 
-// errNoLocalTime is a hello answer without the server's clock.
-var errNoLocalTime = errors.New("hello answered no localTime")
-
 // serverTime reads the store's clock with hello (FerretDB and MongoDB both
 // answer its localTime). local is this process's clock; only the
 // monotonic part of its readings is used.
@@ -77,7 +74,7 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 	err = db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
 	received = local()
 	if err == nil && hello.LocalTime == 0 {
-		err = errNoLocalTime
+		err = errors.New("hello answered no localTime")
 	}
 	if err != nil {
 		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", err)

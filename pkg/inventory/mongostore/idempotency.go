@@ -35,13 +35,9 @@ const (
 )
 
 // keyRecord is the reservation of an idempotency key, one document in the
-// idempotency collection (doc.go, "Idempotency keys and attempts").
-// Inserting it is what admits one decrement per key: the _id is unique.
-// order_id is fixed before the decrement runs and becomes its order's id,
-// so the outcome of the attempt can always be found: in the ledger, or
-// pending in the item. freed equal to order_id says that the attempt sold
-// nothing and the key may be taken again, by the same request: a freed
-// key keeps its request's fingerprint (see reserve).
+// idempotency collection (doc.go, "Idempotency keys and attempts", says
+// what each field means). Inserting it is what admits one decrement per
+// key: the _id is unique.
 //
 // Keys are kept for the retention, so this collection is large. Every
 // write to it on a decrement's path is an insert or names the document by
@@ -61,11 +57,10 @@ type keyRecord struct {
 func (r keyRecord) free() bool { return r.Freed != "" && r.Freed == r.OrderID }
 
 // attempt is a keyed decrement in flight, one document in the attempts
-// collection. It is inserted before the key's reservation and deleted, by
-// _id, once the attempt is settled: its sale recorded, or its key freed.
-// So the collection holds only the attempts in flight and those whose
-// replica died, and recovery reads it whole instead of searching the keys.
-// instance is the Store that runs it (see Store.Heartbeat).
+// collection, inserted before the key's reservation and deleted once the
+// attempt is settled. So the collection holds only the attempts in flight
+// and those whose replica died, and recovery reads it whole instead of
+// searching the keys.
 type attempt struct {
 	OrderID  string    `bson:"_id"`
 	KeyID    string    `bson:"key_id"`

@@ -103,7 +103,7 @@ func Build(in strategy.Info, d Deps) (Built, error) {
 	b.RedisStock, _ = st.(*RedisStock)
 	b.Queued, _ = st.(*Queued)
 	if holder, ok := st.(inventory.Holder); ok && in.Holds {
-		b.Holder = check(holder).(inventory.Holder)
+		b.Holder = holder
 	}
 	wrapped, err := newSplitAware(st, d.Store, d.Buckets)
 	if err != nil {
@@ -112,7 +112,7 @@ func Build(in strategy.Info, d Deps) (Built, error) {
 	if b.Holder == nil {
 		wrapped = returning{Strategy: wrapped, store: d.Store}
 	}
-	b.Strategy = check(newSoldOutShortcut(wrapped, d.Store, d.SoldOut))
+	b.Strategy = checked{newSoldOutShortcut(wrapped, d.Store, d.SoldOut)}
 	return b, nil
 }
 

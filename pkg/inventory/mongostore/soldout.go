@@ -11,7 +11,7 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// The sold-out shortcut (issue 44).
+// The sold-out shortcut.
 //
 // In a flash sale most buyers arrive after the last unit is gone, and
 // each of them costs the strategy's own sold out: atomic's conditional
@@ -79,14 +79,6 @@ const maxSoldOutMarks = 1 << 16
 //
 // Build puts it in front of the split-aware layer: a sold out it answers
 // is then the whole sku's, buckets included.
-//
-// A request with an Idempotency-Key is asked about by Store.DecrementOnce
-// before it reserves the key: on a marked sku, a read that shows too few
-// units answers it sold out with no write, unless the key already names
-// an attempt (a retry of a sale must hear the sale). Once its key is
-// reserved, the request (it has an order id then) goes to the strategy,
-// which says whether its attempt was given up (ErrAbandoned) before it
-// says sold out; its sold out still marks the sku.
 func newSoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inventory.Strategy {
 	read := sellableOf(st, s)
 	if read == nil {
@@ -167,7 +159,10 @@ type sellableRead struct {
 	err   error
 }
 
-// Decrement implements inventory.Strategy.
+// Decrement implements inventory.Strategy. A request with an order id is
+// a keyed one whose key is reserved (Store.DecrementOnce asked the
+// shortcut before, see soldOutFirst): it goes to the strategy, which says
+// whether its attempt was given up (ErrAbandoned) before it says sold out.
 func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
 	if req.OrderID == "" {
 		if err := w.readSoldOut(ctx, req); err != nil {
