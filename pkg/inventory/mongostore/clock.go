@@ -87,11 +87,10 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 // later (for the "now" an expiry compares stamps with). It reads the
 // server's clock first when it has no reading yet, or when its reading is
 // older than clockRefresh, no other caller is reading it already and no
-// read failed in the last clockRetry. A read that fails leaves the last
-// reading in use: it bounds the store's clock as soundly as before, with
-// an allowance grown by the time elapsed. Only without any reading is the
-// failure the caller's error, which says what failed and leaves the
-// operation's context to the caller.
+// read failed in the last clockRetry (which says why a failed read leaves
+// the last reading in use). Only without any reading is the failure the
+// caller's error, which says what failed and leaves the operation's
+// context to the caller.
 func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 	c := s.clock
 	c.mu.Lock()

@@ -502,7 +502,7 @@ const expireBatch = 100
 //     as this store saw it, is taken for dead.
 //   - Any other attempt is given up once older than AbandonAfter: its
 //     stamp and now are both the store's clock (see storeTime), now a
-//     lower estimate of it. Giving up is safe at any time anyway.
+//     lower estimate of it.
 func (s *Store) overdue(a attempt, now time.Time) bool {
 	switch {
 	case a.Instance == s.instance:
@@ -623,10 +623,9 @@ func (s *Store) fenceOut(ctx context.Context, rec keyRecord) (sold, done bool, e
 // that a stock write of the attempt that comes later is refused
 // (ErrAbandoned); the fences it set are then compacted into one field of
 // the item (see compactAborted), so that the item does not grow with
-// every attempt given up. It reads only the attempts collection, which
-// holds just the attempts in flight and those whose replica died, never
-// the retained keys, and it deletes the heartbeats of dead stores with no
-// attempt left.
+// every attempt given up. It reads only the attempts collection (see
+// attempt), never the retained keys, and it deletes the heartbeats of
+// dead stores with no attempt left.
 //
 // Where the server has no TTL index it also forgets keys older than the
 // retention, by the store's clock: at most expireBatch a pass, from the

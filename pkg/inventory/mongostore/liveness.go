@@ -201,10 +201,11 @@ var (
 // intervals (two fifths of their DeadAfter): a replica restarted after
 // its predecessor was killed waits that long (2 s at the default
 // DeadAfter) before it starts; with no conflicting heartbeat, or a
-// predecessor that stopped cleanly (Leave), there is no wait. A predecessor that is paused, not dead, is not seen beating and
-// does not stop the start: its keyed requests are fenced out as a dead
-// replica's are. Two processes that start with one name at the same
-// moment are not caught.
+// predecessor that stopped cleanly (Leave), there is no wait. A
+// predecessor that is paused, not dead, is not seen beating and does not
+// stop the start: its keyed requests are fenced out as a dead replica's
+// are. Two processes that start with one name at the same moment are not
+// caught.
 func (s *Store) CheckPeers(ctx context.Context) error {
 	hbs, _, _, err := s.readBeats(ctx)
 	if err != nil {

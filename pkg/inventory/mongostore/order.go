@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -47,9 +48,7 @@ func (s *Store) Orders(ctx context.Context, q inventory.OrdersQuery) (inventory.
 	if err := inventory.CheckSKU(q.SKU); err != nil {
 		return inventory.OrdersPage{}, err
 	}
-	if q.Limit == 0 {
-		q.Limit = inventory.DefaultOrdersLimit
-	}
+	q.Limit = cmp.Or(q.Limit, inventory.DefaultOrdersLimit)
 	if q.Limit < 1 || q.Limit > inventory.MaxOrdersLimit {
 		return inventory.OrdersPage{}, fmt.Errorf("%w: limit %d: want 1 to %d", inventory.ErrInvalid, q.Limit, inventory.MaxOrdersLimit)
 	}

@@ -69,13 +69,8 @@ func (nopSoldOutObserver) SoldOutRead(string, int)        {}
 const maxSoldOutMarks = 1 << 16
 
 // newSoldOutShortcut returns st with the sold-out shortcut in front of it
-// (see above), reading what is sellable with st's Sellable when st is an
-// inventory.SellableReader, else, for a safe strategy this package
-// builds (Build's other layers included), with the read a GET of the item
-// makes (Store.Snapshot: the item's stock and its buckets'), plus the
-// units of holds expired by the store's clock, which every strategy Build
-// makes sells. Any other strategy, and an unsafe one, is returned as it
-// is (see inventory.SellableReader). A nil obs means none.
+// (see above), reading what is sellable as sellableOf says; a strategy it
+// cannot read for is returned as it is. A nil obs means none.
 //
 // Build puts it in front of the split-aware layer: a sold out it answers
 // is then the whole sku's, buckets included.
@@ -90,8 +85,11 @@ func newSoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) in
 	return &soldOutShortcut{Strategy: st, store: s, read: read, obs: obs, skus: map[string]*soldOutSKU{}}
 }
 
-// sellableOf returns how the shortcut reads what st could sell, nil
-// when it cannot.
+// sellableOf returns how the shortcut reads what st could sell: st's
+// Sellable when st is an inventory.SellableReader, sellable for a safe
+// strategy this package builds (Build's other layers included), and nil
+// for any other strategy, and an unsafe one (see
+// inventory.SellableReader).
 func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (int64, error) {
 	if r, ok := st.(inventory.SellableReader); ok {
 		return r.Sellable
