@@ -30,11 +30,9 @@ type itemDoc struct {
 }
 
 // restock is one entry of an item's restocks: a relative stock change,
-// applied once per idempotency key.
+// applied once per idempotency key (doc.go says what qty and seq are).
 type restock struct {
 	Qty int64 `bson:"qty"`
-	// Seq orders the item's restocks, oldest first: the item's version
-	// when the restock was decided.
 	Seq int64 `bson:"seq"`
 }
 

@@ -22,11 +22,10 @@ const (
 	// DefaultKeyRetention is how long an idempotency key is remembered.
 	DefaultKeyRetention = 24 * time.Hour
 
-	// DefaultAbandonAfter is how old an attempt of a live replica must be
-	// before RecoverKeys gives it up (see StoreOptions.AbandonAfter). It is
-	// well above the longest a decrement can run: the request budget, then
-	// up to two commits of DefaultWriteTimeout (the fenced read and the
-	// stock write).
+	// DefaultAbandonAfter is StoreOptions.AbandonAfter's default, well
+	// above the longest a decrement can run: the request budget, then up to
+	// two commits of DefaultWriteTimeout (the fenced read and the stock
+	// write).
 	DefaultAbandonAfter = 5 * time.Minute
 
 	// inProgressWait is how long DecrementOnce waits for a decrement with
@@ -187,10 +186,8 @@ func (s *Store) soldOutFirst(ctx context.Context, w *soldOutShortcut, req invent
 }
 
 // newKeyRecord returns a fresh reservation of req's key, with a new order
-// id, stamped now by the store's clock, never this replica's: the stamp is
-// an upper estimate of the store's clock (see storeTime), which expiry
-// compares with a lower one, so a key is never forgotten before the
-// retention has passed on the store's clock.
+// id, stamped with an upper estimate of the store's clock, never this
+// replica's (see the clock rule, clock.go).
 func (s *Store) newKeyRecord(ctx context.Context, req inventory.Request, fp string) (keyRecord, error) {
 	at, err := s.storeTime(ctx, true)
 	if err != nil {
@@ -307,12 +304,12 @@ func (s *Store) decrementReserved(ctx context.Context, st inventory.Strategy, re
 // outcome looks for the sale of a reservation: pending in the item (then it
 // records it now, as recovery would), or in the ledger; failing both, it
 // reports whether the attempt was given up (aborted: no sale, and none can
-// come). The order is looked for in
-// that order because recording moves it the other way (ledger insert, then
-// pending removed): an order that exists before the look is seen by one of
-// the two reads. An attempt is given up only while its order is not
-// pending, so an abort seen in the first read with no order in the second
-// means that no sale came of it, nor can.
+// come). The order is looked for in that order because recording moves it
+// the other way (ledger insert, then pending removed): an order that
+// exists before the look is seen by one of the two reads. An attempt is
+// given up only while its order is not pending, so an abort seen in the
+// first read with no order in the second means that no sale came of it,
+// nor can.
 //
 // Given up means refused by every document a stock write of the attempt
 // could land on: the item and, once split, each of its buckets (see
@@ -320,9 +317,6 @@ func (s *Store) decrementReserved(ctx context.Context, st inventory.Strategy, re
 // item's aborted_through before the buckets', and an attempt still in
 // flight, with a ticket below it, may yet take from a bucket.
 func (s *Store) outcome(ctx context.Context, rec keyRecord) (sale inventory.Sale, sold, aborted bool, err error) {
-	if err := inventory.CheckSKU(rec.SKU); err != nil {
-		return sale, false, false, err
-	}
 	v, err := s.read(ctx, s.committedItems, rec.SKU)
 	if err != nil {
 		return sale, false, false, err
@@ -394,20 +388,16 @@ func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error
 	if !s.overdue(a, now) {
 		return false, nil
 	}
-	sold, ended, err := s.settle(ctx, a)
-	if err != nil {
-		return false, err
-	}
 	// Settled by this call, or found sold: look again at once. Otherwise
 	// (no item yet, an order recorded between two reads) wait as usual.
-	return sold || ended, nil
+	sold, ended, err := s.settle(ctx, a)
+	return sold || ended, err
 }
 
 // beginAttempt records rec's attempt, before its reservation is written:
 // from then until it is settled, recovery can find it, whatever happens to
 // this replica. If the insert landed despite an error, recovery gives it
-// up. The attempt is in s.inFlight from now on, until the caller removes
-// it.
+// up. The attempt is in s.inFlight until the caller removes it.
 func (s *Store) beginAttempt(ctx context.Context, rec keyRecord) error {
 	s.inFlight.add(rec.OrderID)
 	cctx, cancel := s.commitContext(ctx)
@@ -446,8 +436,7 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 // Without owned, the caller does not know whether its reservation landed:
 // it marks the key free only if it is still rec's, and leaves the attempt
 // to recovery, which gives it up if the reservation lands after all. A
-// freed key is kept, not deleted, so that it keeps its request's
-// fingerprint (see reserve).
+// freed key is kept, not deleted (see reserve).
 func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()

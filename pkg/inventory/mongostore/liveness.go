@@ -11,14 +11,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// DefaultDeadAfter is how long another store's heartbeat must stand still
-// before this store takes it for dead (see StoreOptions.DeadAfter).
+// DefaultDeadAfter is StoreOptions.DeadAfter's default.
 const DefaultDeadAfter = 5 * time.Second
 
 // heartbeat is one Store's sign of life, one document in the heartbeats
-// collection (doc.go, "Heartbeats", says what each field means). Other
-// stores judge liveness by whether beat changes, timed by their own
-// monotonic clock (see liveness).
+// collection (doc.go, "Heartbeats", says what each field means; liveness
+// how the others judge it).
 type heartbeat struct {
 	Instance  string    `bson:"_id"`
 	Replica   string    `bson:"replica"`

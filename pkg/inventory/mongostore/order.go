@@ -223,13 +223,12 @@ func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, e
 			if err != nil {
 				return n, fmt.Errorf("inventory: recover pending order %s of %q: %w", id, o.SKU, err)
 			}
-			if !mine {
-				continue
+			if mine {
+				n++
+				s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
+					slog.String("order_id", id), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
+					slog.String("sold_by", o.Replica), slog.String("strategy", o.Strategy))
 			}
-			n++
-			s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
-				slog.String("order_id", id), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
-				slog.String("sold_by", o.Replica), slog.String("strategy", o.Strategy))
 		}
 	}
 	return n, nil

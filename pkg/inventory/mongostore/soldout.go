@@ -109,7 +109,7 @@ func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (
 	default:
 		return nil
 	}
-	return func(ctx context.Context, sku string) (int64, error) { return s.sellable(ctx, sku) }
+	return s.sellable
 }
 
 // sellable is what a sale of sku can take now, as a GET shows it: the

@@ -88,13 +88,6 @@ type Store struct {
 	// withHolds holds the skus this store has seen holds on (see
 	// ReturnExpiredHolds).
 	withHolds *skuSet
-	// beforeStamp, when set, runs in ConfirmHold between its look at the
-	// store's clock and the stamp write: a test's stand-in for a pause.
-	beforeStamp func()
-	// afterConfirmRead, when set, runs in ConfirmHold right after it read
-	// the hold; betweenConfirmWrites between its two writes, once its stamp
-	// was judged in time: tests' stand-ins for a pause there.
-	afterConfirmRead, betweenConfirmWrites func()
 	// committedItems and committedOrders read with majority read concern
 	// when writes are majority: a replay must not answer with a sale that
 	// a failover can roll back. They are items and orders otherwise.
@@ -127,14 +120,15 @@ type Store struct {
 	now func() time.Time
 	// clock estimates the store's clock (see storeTime).
 	clock *storeClock
-	// afterBeatRead, when set, runs in Heartbeat right after the
-	// heartbeats are read: a test's stand-in for a pause (GC, CPU
-	// starvation, SIGSTOP) before the reading is judged.
-	afterBeatRead func()
-	// afterItemRead, when set, runs in read between its read of an item
-	// and its reads of the item's buckets: a test's stand-in for a reader
-	// delayed there.
-	afterItemRead func()
+	// Tests' stand-ins for a pause (GC, CPU starvation, SIGSTOP), each run
+	// when set: beforeStamp in ConfirmHold between its look at the store's
+	// clock and the stamp write; afterConfirmRead right after it read the
+	// hold, betweenConfirmWrites between its two writes, once its stamp was
+	// judged in time; afterBeatRead in Heartbeat right after the heartbeats
+	// are read, before the reading is judged; afterItemRead in read between
+	// its read of an item and its reads of the item's buckets.
+	beforeStamp, afterConfirmRead, betweenConfirmWrites func()
+	afterBeatRead, afterItemRead                        func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -180,9 +174,14 @@ func positiveOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-// codeNamespaceExists is the server's answer to creating a collection
-// that exists (MongoDB before 7.0, and FerretDB).
-const codeNamespaceExists = 48
+// The server's codes for creating a collection that exists (MongoDB
+// before 7.0, and FerretDB), and for an index that exists with other
+// options (MongoDB).
+const (
+	codeNamespaceExists       = 48
+	codeIndexOptionsConflict  = 85
+	codeIndexKeySpecsConflict = 86
+)
 
 // EnsureCollections creates each of the store's collections that does not
 // exist. It is idempotent, and safe to run from several replicas at once.
@@ -268,12 +267,6 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	s.ttl.Store(ttl)
 	return nil
 }
-
-// MongoDB's codes for an index that exists with other options.
-const (
-	codeIndexOptionsConflict  = 85
-	codeIndexKeySpecsConflict = 86
-)
 
 // Put sets the stock of sku, creating the item if needed, and bumps its
 // version. It never touches the fences or the pending orders: a holder
