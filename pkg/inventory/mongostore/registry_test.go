@@ -41,7 +41,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: Decrement with a canceled context: %v, want its cause", in.Name, err)
 		}
 		switch st.Strategy.(type) {
-		case checked, checkedHolder:
+		case checked:
 		default:
 			t.Errorf("%s: the outermost layer is a %T, not the check", in.Name, st.Strategy)
 		}
