@@ -72,7 +72,7 @@ type Event struct {
 	Count  int               `json:"count,omitempty"`
 	Since  time.Time         `json:"since,omitzero"`
 	Queue  *QueueSample      `json:"queue,omitempty"` // queued's log and waiting buyers (EventQueue)
-	Bin    *AnswerBin        `json:"bin,omitempty"` // a flash sale's answers in one bin (EventAnswers, in flash.go)
+	Bin    *AnswerBin        `json:"bin,omitempty"`   // a flash sale's answers in one bin (EventAnswers, in flash.go)
 }
 
 // RedisStockSample is what one replica's metrics said about a sku held by
