@@ -18,6 +18,9 @@ func awaitOrder(t *testing.T, s *Store, sku, id string) OrderState {
 	defer cancel()
 	for {
 		st, err := s.OrderState(ctx, sku, id)
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("order %s still queued: %v", id, ctx.Err())
+		}
 		if err != nil {
 			t.Fatalf("OrderState(%s): %v", id, err)
 		}
