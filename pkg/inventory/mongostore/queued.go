@@ -564,10 +564,10 @@ func (q *Queued) record(ctx context.Context, after itemDoc, sold []fetched) {
 }
 
 // answer tells f's buyer a, and acks f's message: the sale is decided.
-// A refusal of a buyer that does not wait is recorded first; unrecorded,
-// the message is not acknowledged, and comes back.
+// A refusal is recorded first (see recordRefusal); unrecorded, it is not
+// sent, and the message, not acknowledged, comes back.
 func (q *Queued) answer(f fetched, a queuedAnswer) {
-	if a.Code != "" && f.async() && !q.recordRefusal(f, a) {
+	if a.Code != "" && !q.recordRefusal(f, a) {
 		return
 	}
 	if inbox := f.msg.Headers().Get(queuedReplyHeader); inbox != "" {

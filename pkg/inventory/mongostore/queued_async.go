@@ -19,35 +19,34 @@ import (
 // # The answer that does not wait
 //
 // DecrementAsync is queued's second answer mode: the buyer is told that
-// its order is in the log, and polls for the outcome (OrderState). Every
-// order accepted this way has one document in the queued_orders
-// collection, written once the stream has acknowledged the publish:
+// its order is in the log, and polls for the outcome (OrderState). The
+// queued_orders collection holds, by order id, each order accepted this
+// way, written once the stream has acknowledged the publish, and each
+// order the consumer refused, waited for or not:
 //
 //	{_id: <order id>, sku, qty, replica, strategy, at, key,
 //	 refused: {code, stock, split}}  (refused: once the consumer refused it)
 //
-// The outcome is where a waiting buyer's would be, once:
+// The outcome is found where a waiting buyer's is decided, once:
 //
-//   - sold: the ledger (or the item's pending entry, recorded by the first
-//     look), exactly as for every sale;
-//   - refused (sold out, given up, no item): refused, set by the consumer
-//     before it acknowledges the message, so a refusal is never lost;
-//     a redelivered order that carries one is answered it again, never
-//     applied (refusedBefore);
+//   - sold: the ledger (or the item's pending entry), as for every sale;
+//   - refused (sold out, given up, no item): refused, written by the
+//     consumer before it answers and acknowledges, so a refusal is never
+//     lost; a redelivered order that carries one is answered it again,
+//     never applied (refusedBefore): a buyer told sold out, whose
+//     consumer died before its ack, is not sold to after a restock, and a
+//     keyed retry after that sold out (the key freed) sells only once;
 //   - neither: queued, the consumer has not decided it yet.
 //
-// A sale and a refusal of one order never both exist: the consumer
+// A sale and a refusal of one message never both happen: the consumer
 // refuses only an order it did not write, and on a redelivery it looks
 // for the sale (applied) and the refusal before it decides again. So a
 // poll and the ledger never disagree.
 
 // QueuedOrdersCollection holds the orders queued accepted without
-// waiting for their outcome (see DecrementAsync).
+// waiting for their outcome, and those its consumer refused (see "The
+// answer that does not wait").
 const QueuedOrdersCollection = "queued_orders"
-
-// queuedAsyncHeader marks a message whose buyer does not wait: its
-// refusal is recorded before the message is acknowledged.
-const queuedAsyncHeader = "Stocklock-Async"
 
 // queuedOrder is a document of QueuedOrdersCollection.
 type queuedOrder struct {
@@ -172,8 +171,8 @@ func (q *Queued) acceptReserved(ctx context.Context, req inventory.Request, rec 
 	return OrderState{Order: o}, false, err
 }
 
-// accept publishes o, marked as a buyer's that does not wait, and writes
-// its document once the stream has acknowledged it. The message id is the
+// accept publishes o, with no inbox to answer, and writes its document
+// once the stream has acknowledged it. The message id is the
 // order's: a publish sent again is a duplicate the stream drops.
 func (q *Queued) accept(ctx context.Context, o inventory.Order) (inventory.Order, error) {
 	data, err := json.Marshal(o)
@@ -182,7 +181,6 @@ func (q *Queued) accept(ctx context.Context, o inventory.Order) (inventory.Order
 	}
 	msg := nats.NewMsg(q.subject(partition(o.SKU)))
 	msg.Data = data
-	msg.Header.Set(queuedAsyncHeader, "1")
 	if err := q.publish(ctx, msg, o, o.ID); err != nil {
 		return o, err
 	}
@@ -274,12 +272,10 @@ func (a queuedAnswer) err(o inventory.Order) error {
 	return fmt.Errorf("%w: queued decrement %q: answer %q", inventory.ErrOutcomeUnknown, o.SKU, a.Code)
 }
 
-// async reports whether f's buyer does not wait (DecrementAsync).
-func (f fetched) async() bool { return f.msg.Headers().Get(queuedAsyncHeader) != "" }
-
 // recordRefusal writes refusal a of f's order into its document (creating
-// it if the publisher has not yet), and reports whether it is durable:
-// only then may the message be acknowledged. It runs on a context of its
+// it if there is none: an order waited for, or accepted and not yet
+// written), and reports whether it is durable: only then may it be
+// answered and the message acknowledged. It runs on a context of its
 // own: a refusal is recorded before the ack whatever the consumer's.
 func (q *Queued) recordRefusal(f fetched, a queuedAnswer) bool {
 	s := q.store
@@ -299,9 +295,6 @@ func (q *Queued) recordRefusal(f fetched, a queuedAnswer) bool {
 // message delivered again after its refusal was recorded is answered it
 // again, never decided anew (a restock since must not sell it).
 func (q *Queued) refusedBefore(ctx context.Context, f fetched) (queuedAnswer, bool, error) {
-	if !f.async() {
-		return queuedAnswer{}, false, nil
-	}
 	var d queuedOrder
 	err := q.store.queuedOrders().FindOne(ctx, bson.D{{Key: "_id", Value: f.order.ID}}).Decode(&d)
 	switch {

@@ -123,49 +123,61 @@ func TestQueuedAsyncKeyed(t *testing.T) {
 	}
 }
 
-// TestQueuedAsyncRefusalSurvivesRedelivery: a consumer records a refusal
-// and stops before its ack (a crash); the stock is restocked meanwhile.
-// The log hands the order out again, and the next consumer answers the
-// refusal again instead of selling it: the poll that said sold out stays
-// true, and the ledger has no sale.
-func TestQueuedAsyncRefusalSurvivesRedelivery(t *testing.T) {
-	s := testStore(t)
-	q := testQueued(t, s, devstoretest.NATS(t).URL, localLocker(t), QueuedOptions{AckWait: time.Second})
-	const sku = "qa-redelivered"
-	answers := 0
-	redelivered := make(chan queuedAnswer, 1)
-	q.beforeAck = func(o inventory.Order, a queuedAnswer) bool {
-		if o.SKU != sku {
-			return true
-		}
-		answers++
-		if answers == 1 {
-			// Polled now, the order is sold out; then the stock comes.
-			if st, err := s.OrderState(t.Context(), sku, o.ID); !errors.Is(st.Err, inventory.ErrSoldOut) {
-				t.Errorf("polled before the crash: %+v, %v; want sold out", st, err)
+// TestQueuedRefusalSurvivesRedelivery: a consumer records a refusal,
+// answers it, and stops before its ack (a crash); the stock is restocked
+// meanwhile. The log hands the order out again, and the next consumer
+// answers the refusal again instead of selling it: the buyer told sold
+// out, waiting or polling, was told the truth, and the ledger has no sale.
+func TestQueuedRefusalSurvivesRedelivery(t *testing.T) {
+	for _, wait := range []bool{true, false} {
+		t.Run(map[bool]string{true: "waited", false: "polled"}[wait], func(t *testing.T) {
+			s := testStore(t)
+			q := testQueued(t, s, devstoretest.NATS(t).URL, localLocker(t), QueuedOptions{AckWait: time.Second})
+			const sku = "qa-redelivered"
+			answers := 0
+			redelivered := make(chan queuedAnswer, 1)
+			q.beforeAck = func(o inventory.Order, a queuedAnswer) bool {
+				answers++
+				if answers == 1 {
+					// Polled now, the order is sold out; then the stock comes.
+					if st, err := s.OrderState(t.Context(), sku, o.ID); !errors.Is(st.Err, inventory.ErrSoldOut) {
+						t.Errorf("polled before the crash: %+v, %v; want sold out", st, err)
+					}
+					if _, _, err := s.Restock(t.Context(), sku, "restock", 5); err != nil {
+						t.Error(err)
+					}
+					return false
+				}
+				redelivered <- a
+				return true
 			}
-			if _, _, err := s.Restock(t.Context(), sku, "restock", 5); err != nil {
-				t.Error(err)
+			q.runFor(t)
+			mustPut(t, s, sku, 1)
+			req := inventory.Request{SKU: sku, Qty: 2}
+			var id string
+			if wait {
+				if sale, err := q.Decrement(t.Context(), req); !errors.Is(err, inventory.ErrSoldOut) {
+					t.Fatalf("the waiting buyer: %+v, %v; want sold out", sale, err)
+				}
+			} else {
+				st, _ := mustAccept(t, q, req)
+				id = st.Order.ID
 			}
-			return false
-		}
-		redelivered <- a
-		return true
-	}
-	q.runFor(t)
-	mustPut(t, s, sku, 1)
-	st, _ := mustAccept(t, q, inventory.Request{SKU: sku, Qty: 2})
-	if a := <-redelivered; a.Code != "sold_out" {
-		t.Fatalf("the redelivered order was answered %+v; want its sold out again", a)
-	}
-	if got := awaitOrder(t, s, sku, st.Order.ID); !errors.Is(got.Err, inventory.ErrSoldOut) {
-		t.Fatalf("polled after the redelivery: %+v; want sold out", got)
-	}
-	if n := mustCount(t, s, sku); n != 0 {
-		t.Fatalf("%d orders in the ledger; want none", n)
-	}
-	if it := mustSnapshot(t, s, sku); it.Stock != 6 {
-		t.Fatalf("stock %d; want 6", it.Stock)
+			if a := <-redelivered; a.Code != "sold_out" {
+				t.Fatalf("the redelivered order was answered %+v; want its sold out again", a)
+			}
+			if !wait {
+				if got := awaitOrder(t, s, sku, id); !errors.Is(got.Err, inventory.ErrSoldOut) {
+					t.Fatalf("polled after the redelivery: %+v; want sold out", got)
+				}
+			}
+			if n := mustCount(t, s, sku); n != 0 {
+				t.Fatalf("%d orders in the ledger; want none", n)
+			}
+			if it := mustSnapshot(t, s, sku); it.Stock != 6 {
+				t.Fatalf("stock %d; want 6", it.Stock)
+			}
+		})
 	}
 }
 
