@@ -33,6 +33,16 @@ func awaitOrder(t *testing.T, s *Store, sku, id string) OrderState {
 	}
 }
 
+// runningQueued returns a store and queued on it, whose consumers run
+// until the test ends.
+func runningQueued(t *testing.T) (*Store, *Queued) {
+	t.Helper()
+	s := testStore(t)
+	q := testQueued(t, s, devstoretest.NATS(t).URL, localLocker(t), QueuedOptions{})
+	q.runFor(t)
+	return s, q
+}
+
 // mustAccept is DecrementAsync that fails the test unless the order is
 // accepted (queued) or, replayed, answered.
 func mustAccept(t *testing.T, q *Queued, req inventory.Request) (OrderState, bool) {
@@ -49,9 +59,7 @@ func mustAccept(t *testing.T, q *Queued, req inventory.Request) (OrderState, boo
 // polled to sold out, with the stock the consumer found, and nothing in
 // the ledger; an id no order has is not found.
 func TestQueuedAsyncPolled(t *testing.T) {
-	s := testStore(t)
-	q := testQueued(t, s, devstoretest.NATS(t).URL, localLocker(t), QueuedOptions{})
-	q.runFor(t)
+	s, q := runningQueued(t)
 	const sku = "qa-polled"
 	mustPut(t, s, sku, 3)
 
@@ -84,9 +92,7 @@ func TestQueuedAsyncPolled(t *testing.T) {
 // ledger has one sale; a keyed order refused is answered its refusal
 // again, never sold by the retry.
 func TestQueuedAsyncKeyed(t *testing.T) {
-	s := testStore(t)
-	q := testQueued(t, s, devstoretest.NATS(t).URL, localLocker(t), QueuedOptions{})
-	q.runFor(t)
+	s, q := runningQueued(t)
 	const sku = "qa-keyed"
 	mustPut(t, s, sku, 5)
 
@@ -185,9 +191,7 @@ func TestQueuedRefusalSurvivesRedelivery(t *testing.T) {
 // split, whose own stock is short while its buckets hold plenty, is sold:
 // the consumer merges the split back before it refuses anything.
 func TestQueuedAsyncSplitItem(t *testing.T) {
-	s := testStore(t)
-	q := testQueued(t, s, devstoretest.NATS(t).URL, localLocker(t), QueuedOptions{})
-	q.runFor(t)
+	s, q := runningQueued(t)
 	const sku = "qa-split"
 	if _, err := s.PutSplit(t.Context(), sku, 40, 4); err != nil {
 		t.Fatal(err)
