@@ -54,15 +54,20 @@ func (c *Client) Order(ctx context.Context, sku, id string) (Outcome, error) {
 }
 
 // AwaitOrder polls order id of sku until it is decided, waiting each
-// 202's Retry-After between polls, and returns its sale or its refusal;
-// ctx bounds the wait.
+// 202's Retry-After between polls, and returns its sale as the ledger has
+// it (a sale not yet Recorded is polled again, a second later) or its
+// refusal; ctx bounds the wait.
 func (c *Client) AwaitOrder(ctx context.Context, sku, id string) (Sale, error) {
 	for {
 		out, err := c.Order(ctx, sku, id)
-		if err != nil || out.Sale != nil {
+		if err != nil || out.Sale != nil && out.Sale.Recorded {
 			return derefSale(out.Sale), err
 		}
-		t := time.NewTimer(out.retryAfter)
+		wait := out.retryAfter
+		if out.Sale != nil {
+			wait = time.Second
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -46,18 +46,19 @@ func TestQueuedServed(t *testing.T) {
 	}
 }
 
-// pollOrder GETs path until the order is decided (not 202); a generous
-// bound makes an order never decided a failure.
+// pollOrder GETs path until the order is decided (not 202) and, sold, in
+// the ledger (recorded); a generous bound makes an order never decided a
+// failure.
 func pollOrder(t *testing.T, h http.Handler, path string) (*httptest.ResponseRecorder, map[string]any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for {
 		rec, body := call(t, h, http.MethodGet, path, "", "")
-		if rec.Code != http.StatusAccepted {
+		if rec.Code != http.StatusAccepted && body["recorded"] != false {
 			return rec, body
 		}
-		if rec.Header().Get("Retry-After") != "1" || body["state"] != "queued" {
+		if rec.Code == http.StatusAccepted && (rec.Header().Get("Retry-After") != "1" || body["state"] != "queued") {
 			t.Fatalf("GET %s: 202 %v, Retry-After %q; want queued, Retry-After 1", path, body, rec.Header().Get("Retry-After"))
 		}
 		select {
