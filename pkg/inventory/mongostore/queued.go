@@ -58,6 +58,7 @@ type Queued struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	logger *slog.Logger
+	waits  waits // this replica's buyers waiting for their answers (State)
 
 	// afterWrite, when set (by tests), runs after a consumer's sale write
 	// landed and before it records, answers or acks: returning false stops
@@ -175,6 +176,21 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 
 func queuedStream(prefix string) string { return "SALES_" + prefix }
 
+// DeleteQueuedStream deletes the stream of database db's queued sales
+// (QueuedPrefix(db)) from nc's server, with every sale it holds: the
+// teardown of a database that is dropped. Deleting a stream that is not
+// there is not an error.
+func DeleteQueuedStream(ctx context.Context, nc *nats.Conn, db string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("mongostore: queued stream of %q: %w", db, err)
+	}
+	if err := js.DeleteStream(ctx, queuedStream(QueuedPrefix(db))); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("mongostore: delete the queued stream of %q: %w", db, err)
+	}
+	return nil
+}
+
 func cmpLogger(l *slog.Logger, s *Store) *slog.Logger {
 	if l != nil {
 		return l
@@ -231,7 +247,9 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	}
 	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
 	defer cancel()
+	end := q.waits.begin()
 	m, err := sub.NextMsgWithContext(wctx)
+	end()
 	if err != nil {
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: order %s is in the log, and no answer came within %v: %w",
 			inventory.ErrOutcomeUnknown, req.SKU, o.ID, q.cfg.Wait, err)
@@ -321,7 +339,7 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 		return fmt.Errorf("consumer of partition %d: %w", p, err)
 	}
 	fence := fmt.Sprintf("queued-p%d", p)
-	seen := map[string]*itemDoc{} // skus whose item holds token, as last written
+	seen := &seenItems{m: map[string]*itemDoc{}} // skus whose item holds token, as last written
 	for ctx.Err() == nil {
 		msgs, err := fetch(cons)
 		if err != nil {
@@ -345,13 +363,52 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 			}
 			bySKU[o.SKU] = append(bySKU[o.SKU], f)
 		}
-		for _, sku := range skus {
-			if err := q.apply(ctx, fence, token, seen, bySKU[sku]); err != nil {
-				return err
-			}
+		// Each sku is a document of its own: the skus of a batch are
+		// written at once, at most queuedWriters, each sku's sales in log
+		// order.
+		errs := make([]error, len(skus))
+		sem := make(chan struct{}, queuedWriters)
+		var wg sync.WaitGroup
+		for i, sku := range skus {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				errs[i] = q.apply(ctx, fence, token, seen, bySKU[sku])
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 	return context.Cause(ctx)
+}
+
+// queuedWriters is how many skus of one batch a consumer writes at once.
+const queuedWriters = 8
+
+// seenItems are the items of a partition's skus as its consumer last
+// wrote them, under its token; its writers share it.
+type seenItems struct {
+	mu sync.Mutex
+	m  map[string]*itemDoc
+}
+
+func (s *seenItems) get(sku string) *itemDoc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[sku]
+}
+
+// set notes it as sku's item; nil forgets it (read it again, fenced).
+func (s *seenItems) set(sku string, it *itemDoc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it == nil {
+		delete(s.m, sku)
+		return
+	}
+	s.m[sku] = it
 }
 
 // fetch waits up to 200 ms for the next sale of cons, then takes what
@@ -380,12 +437,12 @@ func fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 }
 
 // apply decides and writes the sales fs of one sku, in log order.
-func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[string]*itemDoc, fs []fetched) error {
+func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *seenItems, fs []fetched) error {
 	s := q.store
 	sku := fs[0].order.SKU
 	wctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	it, fresh := seen[sku], false
+	it, fresh := seen.get(sku), false
 	if it == nil {
 		fresh = true
 		read, err := s.fencedRead(wctx, sku, fence, token)
@@ -471,7 +528,7 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 			q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
 		}
 		if total == 0 {
-			seen[sku] = it
+			seen.set(sku, it)
 			return nil
 		}
 		after, err := s.write(wctx, sale{op: "queued write", sku: sku, orders: orders, qty: total,
@@ -482,17 +539,17 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 				return err
 			}
 			if err := fenceIs("queued write", fence, token).refused(read); err != nil {
-				delete(seen, sku)
+				seen.set(sku, nil)
 				return err // another replica owns the partition now
 			}
 			it, fresh, plan = &read, true, fits // an attempt given up, or less stock: decide again
 			continue
 		}
 		if err != nil {
-			delete(seen, sku)
+			seen.set(sku, nil)
 			return err // unknown: the messages come back, and are checked
 		}
-		seen[sku] = &after
+		seen.set(sku, &after)
 		if q.afterWrite != nil && !q.afterWrite(sku) {
 			return errors.New("stopped after the write (test)")
 		}

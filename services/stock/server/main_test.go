@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -87,9 +90,23 @@ func testConfig(t testing.TB, replica string) server.Config {
 
 // withNATS is cfg with the shared NATS, for a replica that serves the
 // queued strategy. The others go without: a replica with NATS runs the
-// queued consumers in the background from its start.
-func withNATS(cfg server.Config) server.Config {
+// queued consumers in the background from its start. The stream of
+// cfg.DB is deleted when the test ends: a NATS server of the machine
+// (NATS_URL) outlives the test.
+func withNATS(t testing.TB, cfg server.Config) server.Config {
+	t.Helper()
 	cfg.NATSURL = natsURL
+	t.Cleanup(func() {
+		nc, err := nats.Connect(natsURL)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer nc.Close()
+		if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB); err != nil {
+			t.Error(err)
+		}
+	})
 	return cfg
 }
 

@@ -16,7 +16,7 @@ import (
 // setting it lacks, and sells with every other strategy; one whose NATS
 // does not answer does not start.
 func TestQueuedServed(t *testing.T) {
-	h := newServer(t, withNATS(testConfig(t, "q1"))).Handler()
+	h := newServer(t, withNATS(t, testConfig(t, "q1"))).Handler()
 	if rec, _ := call(t, h, http.MethodPut, "/v1/items/qs", jsonCT, `{"stock":2}`); rec.Code != 200 {
 		t.Fatalf("PUT: %d", rec.Code)
 	}
@@ -25,6 +25,14 @@ func TestQueuedServed(t *testing.T) {
 	}
 	if rec, body := call(t, h, http.MethodPost, "/v1/items/qs/decrement", jsonCT, `{"qty":1,"strategy":"queued"}`); rec.Code != http.StatusConflict || body["error"] != "sold_out" {
 		t.Errorf("queued after the last unit: %d %v; want 409 sold_out", rec.Code, body)
+	}
+	// Its gauges: the log as the NATS server counts it, and nobody
+	// waiting once every buyer is answered.
+	metrics, _ := call(t, h, http.MethodGet, "/metrics", "", "")
+	for _, line := range []string{"\nstock_queued_log_sales ", "\nstock_queued_waiting_buyers 0\n", "\nstock_queued_oldest_wait_seconds 0\n"} {
+		if !strings.Contains(metrics.Body.String(), line) {
+			t.Errorf("/metrics has no %q", strings.TrimSpace(line))
+		}
 	}
 
 	h = newServer(t, testConfig(t, "q2")).Handler()
