@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
@@ -17,7 +20,22 @@ import (
 // order is ErrOrderNotFound; a strategy that ignores the preference
 // answers the sale at once.
 func TestDecrementAsync(t *testing.T) {
-	base := replica(t, func(cfg *server.Config) { cfg.NATSURL = natsURL })
+	base := replica(t, func(cfg *server.Config) {
+		cfg.NATSURL = natsURL
+		// A NATS server of the machine (NATS_URL) outlives the test: it
+		// keeps no stream of it.
+		t.Cleanup(func() {
+			nc, err := nats.Connect(natsURL)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer nc.Close()
+			if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB); err != nil {
+				t.Error(err)
+			}
+		})
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	c := stockclient.New(base, stockclient.WithAdminToken(adminToken), stockclient.WithRetry(stockclient.Retry{}))

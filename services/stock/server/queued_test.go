@@ -97,7 +97,7 @@ func accepted(t *testing.T, rec *httptest.ResponseRecorder, body map[string]any,
 // the preference queued waits as always, and another strategy ignores
 // it.
 func TestQueuedAsync(t *testing.T) {
-	h := newServer(t, withNATS(testConfig(t, "qa1"))).Handler()
+	h := newServer(t, withNATS(t, testConfig(t, "qa1"))).Handler()
 	const sku = "qa"
 	dec := "/v1/items/" + sku + "/decrement"
 	async := []string{"Prefer", "wait=5, respond-async"}
