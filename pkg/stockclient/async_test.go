@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/pkg/stockclient"
 	"github.com/stocklock/stocklock/services/stock/server"
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 )
 
 // TestDecrementAsync: against a replica that serves queued, DecrementAsync
@@ -20,22 +18,7 @@ import (
 // order is ErrOrderNotFound; a strategy that ignores the preference
 // answers the sale at once.
 func TestDecrementAsync(t *testing.T) {
-	base := replica(t, func(cfg *server.Config) {
-		cfg.NATSURL = natsURL
-		// A NATS server of the machine (NATS_URL) outlives the test: it
-		// keeps no stream of it.
-		t.Cleanup(func() {
-			nc, err := nats.Connect(natsURL)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer nc.Close()
-			if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB); err != nil {
-				t.Error(err)
-			}
-		})
-	})
+	base := replica(t, func(cfg *server.Config) { *cfg = servertest.WithNATS(t, *cfg, natsURL) })
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	c := stockclient.New(base, stockclient.WithAdminToken(adminToken), stockclient.WithRetry(stockclient.Retry{}))
