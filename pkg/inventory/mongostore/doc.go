@@ -23,6 +23,11 @@
 //   - [HeartbeatsCollection] ("heartbeats"): one sign of life per [Store].
 //   - [HoldsCollection] ("holds"): the settled holds.
 //
+// queued adds a seventh, [QueuedOrdersCollection] ("queued_orders"), which
+// [NewQueued] creates: by order id, the orders it accepted without
+// waiting (DecrementAsync) and the refusals its consumer recorded
+// (queued_async.go).
+//
 // [Store.EnsureCollections] creates them and [Store.EnsureIndexes] indexes
 // them: orders by {sku, at}, and idempotency by at, a TTL index of
 // [StoreOptions.KeyRetention] where the server has TTL indexes.
@@ -313,9 +318,11 @@
 //     sale is published to a durable log (NATS JetStream), partitioned by
 //     sku; the one consumer of a partition, the holder of its lease,
 //     fetches a batch and writes each sku's sales in log order as one
-//     update fenced by its token (fences.queued-p<n>), records them,
-//     answers the waiting buyers and acknowledges; a sale delivered again
-//     that is already pending or in the ledger is answered, not applied.
+//     update fenced by its token (fences.queued-p<n>), records them (a
+//     refusal in queued_orders), answers the buyers and acknowledges; a
+//     sale delivered again that is already pending, in the ledger or
+//     refused is answered, not applied. A buyer may wait for the answer
+//     or, [Queued.DecrementAsync], poll it ([Store.OrderState]).
 //
 // [Build] makes each of them as a replica sells through it ([Built]), with
 // what every strategy needs added in one place, each layer stating what a
@@ -404,9 +411,10 @@
 //   - redisstock.go, redisstock_take.go, redisstock_observe.go,
 //     redisstock_*.lua: redis-stock: loading, the take, the batch write,
 //     [RedisStock.Recover].
-//   - queued.go, queued_observe.go: queued: the publish, the partitions'
-//     consumers and their fenced batch writes; the log's depth and the
-//     waiting buyers ([Queued.State]).
+//   - queued.go, queued_observe.go, queued_async.go: queued: the publish,
+//     the partitions' consumers and their fenced batch writes; the log's
+//     depth and the waiting buyers ([Queued.State]); the answer that does
+//     not wait, the refusals recorded and the poll.
 //   - soldout.go: the sold-out shortcut.
 //   - holds.go: holds: create, read, release, the return of expired holds
 //     to a strategy that is not a Holder (returning), [Store.RecoverHolds],

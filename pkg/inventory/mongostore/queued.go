@@ -64,6 +64,10 @@ type Queued struct {
 	// landed and before it records, answers or acks: returning false stops
 	// the consumer there, as a crash would.
 	afterWrite func(sku string) bool
+	// beforeAck, when set (by tests), runs after an answer was sent and
+	// before its message is acknowledged: returning false leaves it
+	// unacknowledged, as a crash there would.
+	beforeAck func(o inventory.Order, a queuedAnswer) bool
 }
 
 // QueuedOptions configures Queued.
@@ -164,6 +168,9 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 	if err != nil {
 		return nil, fmt.Errorf("inventory: queued: stream: %w", err)
 	}
+	if err := ensureCollection(ctx, store.queuedOrders()); err != nil {
+		return nil, fmt.Errorf("inventory: queued: %w", err)
+	}
 	return q, nil
 }
 
@@ -251,18 +258,11 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	if err := json.Unmarshal(m.Data, &a); err != nil {
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q: %w", inventory.ErrOutcomeUnknown, req.SKU, m.Data, err)
 	}
-	switch a.Code {
-	case "":
-		o.Remaining = &a.Remaining
-		return o.Sale(), nil
-	case "sold_out":
-		return inventory.Sale{}, &itemSoldOut{SoldOutError: &inventory.SoldOutError{SKU: req.SKU, Stock: a.Stock, Qty: req.Qty}, split: a.Split}
-	case "abandoned":
-		return inventory.Sale{}, abandoned("queued decrement", o)
-	case "not_found":
-		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q", inventory.ErrNotFound, req.SKU)
+	if a.Code != "" {
+		return inventory.Sale{}, a.err(o)
 	}
-	return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q", inventory.ErrOutcomeUnknown, req.SKU, a.Code)
+	o.Remaining = &a.Remaining
+	return o.Sale(), nil
 }
 
 // publish sends msg, order o's, with message id id, again while the
@@ -472,9 +472,16 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 				q.answer(f, queuedAnswer{Remaining: -1})
 				continue
 			}
+			if a, refused, err := q.refusedBefore(wctx, f); err != nil {
+				return err
+			} else if refused {
+				q.answer(f, a)
+				continue
+			}
 		}
 		plan = append(plan, f)
 	}
+	widened := false
 	for range takeAttempts {
 		if !fresh && short(*it, plan) {
 			// A sold out is decided from a read made now, never from the
@@ -485,20 +492,40 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 			}
 			it, fresh = &read, true
 		}
-		var fits []fetched
+		var fits, kept, shorts []fetched
 		var orders []inventory.Order
 		total := int64(0)
 		for _, f := range plan {
 			switch {
 			case gaveUp(*it, f.order):
 				q.answer(f, queuedAnswer{Code: "abandoned"})
+				continue
 			case f.order.Qty > it.Stock-total:
-				q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
+				shorts = append(shorts, f)
 			default:
 				fits = append(fits, f)
 				orders = append(orders, f.order)
 				total += f.order.Qty
 			}
+			kept = append(kept, f)
+		}
+		if len(shorts) > 0 && !widened {
+			// Refused for the item's own stock only once the sku's
+			// buckets and expired holds are back in it.
+			widened = true
+			if more, err := q.widen(wctx, *it); err != nil {
+				return err
+			} else if more {
+				read, err := s.getDoc(wctx, s.items, sku)
+				if err != nil {
+					return err
+				}
+				it, fresh, plan = &read, true, kept
+				continue
+			}
+		}
+		for _, f := range shorts {
+			q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
 		}
 		if total == 0 {
 			seen.set(sku, it)
@@ -594,10 +621,18 @@ func (q *Queued) record(ctx context.Context, after itemDoc, sold []fetched) {
 }
 
 // answer tells f's buyer a, and acks f's message: the sale is decided.
+// A refusal is recorded first (see recordRefusal); unrecorded, it is not
+// sent, and the message, not acknowledged, comes back.
 func (q *Queued) answer(f fetched, a queuedAnswer) {
+	if a.Code != "" && !q.recordRefusal(f, a) {
+		return
+	}
 	if inbox := f.msg.Headers().Get(queuedReplyHeader); inbox != "" {
 		data, _ := json.Marshal(a)
 		_ = q.cfg.Conn.Publish(inbox, data)
+	}
+	if q.beforeAck != nil && !q.beforeAck(f.order, a) {
+		return
 	}
 	_ = f.msg.Ack()
 }

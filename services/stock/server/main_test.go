@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
-	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/services/stock/server"
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 )
 
 // One MongoDB and one Redis for the whole package: starting the embedded
@@ -95,19 +93,7 @@ func testConfig(t testing.TB, replica string) server.Config {
 // (NATS_URL) outlives the test.
 func withNATS(t testing.TB, cfg server.Config) server.Config {
 	t.Helper()
-	cfg.NATSURL = natsURL
-	t.Cleanup(func() {
-		nc, err := nats.Connect(natsURL)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer nc.Close()
-		if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB); err != nil {
-			t.Error(err)
-		}
-	})
-	return cfg
+	return servertest.WithNATS(t, cfg, natsURL)
 }
 
 // newServer starts a replica that is shut down when the test ends.
