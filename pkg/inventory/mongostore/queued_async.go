@@ -120,13 +120,13 @@ func (q *Queued) DecrementAsync(ctx context.Context, req inventory.Request, matc
 			}
 			// Not in the log yet (its request is publishing), or never
 			// (its replica died first, and recovery gave it up).
-			out, err := s.outcome(ctx, rec)
+			_, sold, aborted, err := s.outcome(ctx, rec)
 			switch {
 			case err != nil:
 				return OrderState{}, false, err
-			case out.sold:
+			case sold:
 				continue // sold meanwhile: OrderState finds it
-			case !out.aborted:
+			case !aborted:
 				gaveUp, err := s.giveUpIfOverdue(ctx, rec)
 				if err != nil {
 					return OrderState{}, false, err
@@ -136,11 +136,7 @@ func (q *Queued) DecrementAsync(ctx context.Context, req inventory.Request, matc
 				}
 				continue
 			}
-			fresh, err := s.newKeyRecord(ctx, req, fp)
-			if err != nil {
-				return OrderState{}, false, err
-			}
-			if rec, mine, err = s.takeOver(ctx, rec, fresh); err != nil {
+			if rec, mine, err = s.takeOver(ctx, rec, req, fp); err != nil {
 				return OrderState{}, false, err
 			} else if !mine {
 				continue
