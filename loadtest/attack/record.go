@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,6 +50,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	_ = json.Unmarshal(body, &in)
 	client := t.rec.Acquire()
 	defer t.rec.Release(client)
+	lost := false // an attempt's answer was lost: its sale may have landed
 	for n := 1; ; n++ {
 		op := history.Op{
 			Client: client, Kind: history.Decrement, SKU: stockclient.SKUOfURL(req.URL.Path), Qty: in.Qty,
@@ -61,11 +63,31 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		t.rec.Add(op)
 		// A 200 without the stock it left (a buckets sale) is an answer:
 		// its outcome is unknown to the model only, not to the client.
-		if op.Outcome != history.Unknown || op.Status == http.StatusOK || n > t.retries || req.Context().Err() != nil {
+		settled := op.Outcome != history.Unknown || op.Status == http.StatusOK
+		lost = lost || !settled
+		// After a lost answer, an answer that changed nothing (a 503 or a
+		// 409 in_progress to send again, a refused connection) does not
+		// settle the key: the lost attempt may have sold. It is sent
+		// again, and when the retries run out the outcome is unknown.
+		if lost && op.Status != http.StatusOK && (op.Status == 0 || stockclient.RuleOf(&stockclient.Error{Status: op.Status, Code: op.Error}) == stockclient.Again) {
+			settled = false
+		}
+		if settled {
+			return resp, err
+		}
+		if n > t.retries || req.Context().Err() != nil {
+			if lost && op.Outcome != history.Unknown {
+				return nil, fmt.Errorf("%w: attempt %d of key %q answered %d %s after an earlier attempt's answer was lost", errOutcomeUnknown, n, op.Key, op.Status, op.Error)
+			}
 			return resp, err
 		}
 	}
 }
+
+// errOutcomeUnknown is a request whose attempts ran out with its outcome
+// unknown: an earlier attempt's answer was lost, and no later one settled
+// it.
+var errOutcomeUnknown = errors.New("outcome unknown")
 
 // send makes one attempt and fills in op's times and outcome.
 func (t *recordingTransport) send(req *http.Request, body []byte, op *history.Op) (*http.Response, error) {

@@ -61,7 +61,7 @@ var Catalogue = []Fault{
 	{NATSAckLoss, "a replica's link to NATS one-way for 5s: its publishes land, their acknowledgements are lost and the publishes sent again (de-duplication on, then off as a demonstration) (Toxiproxy)", LoseAcks, ackLossDrills},
 	{NATSCut, "cut a replica off from NATS for 3s under load, then heal (Toxiproxy)", PartitionNATS, only("nats partition", strategy.Queued, PartitionNATS)},
 	{QueuedLag, "every queued consumer holds each batch 6s before applying it: a slow consumer (the configuration is the fault)", nil, lagDrills},
-	{NATSLeaderKill, "on a three-server JetStream cluster, kill -9 the server leading queued's stream: at R3, and at R1 as a demonstration; not in all", KillNATSLeader(3), leaderKillDrills},
+	{NATSLeaderKill, "on a three-server JetStream cluster, kill -9 the server leading queued's stream: at R3, and at R1 (no copy to fail over to); not in all", KillNATSLeader(3), leaderKillDrills},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 

@@ -24,9 +24,11 @@ const (
 	EventRefused  = "refused"   // Run, Strategy, SKU, Replica, Text: a write the fence or the lease check refused
 	EventFault    = "fault"     // Run, Strategy, Fault, Replica (the victim, if any), Shape, Until, Text: a fault struck
 	EventRunEnd   = "run-end"   // Run, Strategy, Result: the run's final numbers and verdict
-	// With WithRedisStockView, while redis-stock sells (about four a second):
+	// With WithViews, while redis-stock sells (about four a second):
 	EventRedisStock = "redis-stock" // Run, Strategy, SKU, Redis: what Redis and the MongoDB item hold for the sku
 	EventReload     = "reload"      // Run, Strategy, SKU (when the run has one), Replica, Reason, Count, Since: redis-stock reloaded Redis between Since and At
+	// With WithViews, while queued sells (about four a second):
+	EventQueue = "queue" // Run, Strategy, Queue: queued's log and the buyers waiting for answers
 	// The checkout scenario's holds (loadtest checkout), at the moment the
 	// harness learned of each:
 	EventHeld        = "held"         // Run, Strategy, SKU, Replica, Hold: a hold created
@@ -69,7 +71,8 @@ type Event struct {
 	Reason string            `json:"reason,omitempty"`
 	Count  int               `json:"count,omitempty"`
 	Since  time.Time         `json:"since,omitzero"`
-	Bin    *AnswerBin        `json:"bin,omitempty"` // a flash sale's answers in one bin (EventAnswers, in flash.go)
+	Queue  *QueueSample      `json:"queue,omitempty"` // queued's log and waiting buyers (EventQueue)
+	Bin    *AnswerBin        `json:"bin,omitempty"`   // a flash sale's answers in one bin (EventAnswers, in flash.go)
 }
 
 // RedisStockSample is what one replica's metrics said about a sku held by

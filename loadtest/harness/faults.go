@@ -63,8 +63,7 @@ func (s Faults) Check(c Config, bad Problem) {
 
 func (s Faults) Env(_ Config, o *env.Options) {
 	s.env(o)
-	o.EtcdCluster, o.RedisClock = drill.NeedsEtcdCluster(s.Faults), drill.NeedsRedisClock(s.Faults)
-	o.NATSCluster = drill.NeedsNATSCluster(s.Faults)
+	o.EtcdCluster, o.RedisClock, o.NATSCluster = drill.NeedsEtcdCluster(s.Faults), drill.NeedsRedisClock(s.Faults), drill.NeedsNATSCluster(s.Faults)
 	o.Network = o.Network || drill.NeedsNetwork(s.Faults)
 	o.RedisCluster = o.RedisCluster || drill.NeedsRedisCluster(s.Faults)
 }

@@ -53,7 +53,7 @@ type Harness struct {
 	drills        int                 // numbers the fault runs, so that each gets skus of its own
 	runNo         int                 // numbers the runs, for the events
 	metricsWarned bool                // a replica's /metrics could not be read: noted once
-	redisView     bool                // sample redis-stock's copies for the events (WithRedisStockView)
+	views         bool                // sample redis-stock's copies and queued's log for the events (WithViews)
 
 	mu     sync.Mutex
 	adhoc  chan string // faults asked for by Inject, while an attack runs

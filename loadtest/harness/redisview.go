@@ -9,13 +9,15 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// WithRedisStockView makes the harness sample, while redis-stock sells,
-// what Redis and the MongoDB item hold for each sku and the replicas'
-// reloads of Redis, from the replicas' metrics (about four times a
-// second), as EventRedisStock and EventReload events: the live page's
-// view of redis-stock. The command line does without: the scrapes cost
-// the replicas a Redis and a MongoDB read per sku each.
-func WithRedisStockView() Option { return func(h *Harness) { h.redisView = true } }
+// WithViews makes the harness sample, from the replicas' metrics (about
+// four times a second), what the strategies that keep a sale's truth in
+// two places hold while they sell: for redis-stock, what Redis and the
+// MongoDB item hold for each sku and the replicas' reloads of Redis
+// (EventRedisStock, EventReload); for queued, its log's depth and the
+// buyers waiting for answers (EventQueue). They are the live page's views
+// of those strategies. The command line does without: the scrapes cost
+// the replicas a Redis and a MongoDB read per sku each, or a NATS request.
+func WithViews() Option { return func(h *Harness) { h.views = true } }
 
 // parseRedisStock reads the redis-stock metrics (services/stock/server) of
 // skus from a Prometheus text exposition: the samples by sku (of skus) and
@@ -55,11 +57,11 @@ func parseRedisStock(text []byte, skus []string) (samples map[string]RedisStockS
 // watchRedisStock samples redis-stock's copies of skus and the replicas'
 // reloads for the run of name (writers are the strategies that sell in it)
 // until the returned function is called, which takes a last sample; it
-// does nothing without WithRedisStockView or when redis-stock does not
+// does nothing without WithViews or when redis-stock does not
 // sell in the run. Call it before the attack starts: its first scrape is
 // the baseline of the reload counters.
 func (h *Harness) watchRedisStock(ctx context.Context, name string, writers, skus []string) func() {
-	if !h.redisView || !slices.Contains(writers, strategy.RedisStock) {
+	if !h.views || !slices.Contains(writers, strategy.RedisStock) {
 		return func() {}
 	}
 	run := h.runNo

@@ -77,6 +77,8 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	shards := h.shardsOf(ctx, strategy, run.SKUs, o.drill != nil)
 	stopRedisView := h.watchRedisStock(ctx, strategy, writers, run.SKUs)
 	defer stopRedisView()
+	stopQueueView := h.watchQueued(ctx, strategy, writers)
+	defer stopQueueView()
 
 	cfg := h.cfg
 	opts := attack.Options{
@@ -99,6 +101,7 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	stopReads()
 	stopProgress()
 	stopRedisView()
+	stopQueueView()
 
 	ev, err := h.endFaults(ctx, &run, o.drill, faults)
 	if err != nil {

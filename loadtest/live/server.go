@@ -337,7 +337,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.runs++
 	n := s.runs
 	cfg.OutDir = filepath.Join(s.outDir, fmt.Sprintf("run-%d", n))
-	h := harness.New(cfg, s.follow, harness.WithEnv(s.env), harness.WithRedisStockView())
+	h := harness.New(cfg, s.follow, harness.WithEnv(s.env), harness.WithViews())
 	ctx, cancel := context.WithCancel(context.Background())
 	s.current, s.cancel, s.done = h, cancel, make(chan struct{})
 	s.target = newTarget(cfg.Strategies)

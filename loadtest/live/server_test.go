@@ -296,6 +296,52 @@ func TestRedisStockThroughThePage(t *testing.T) {
 	}
 }
 
+// TestQueuedThroughThePage races queued through the API against two real
+// replicas with a NATS server and reads its view from the event stream:
+// samples of its log's depth and of the buyers waiting while it sells,
+// the broker read in them, and nobody still waiting in the last one, taken
+// once every buyer had its answer.
+func TestQueuedThroughThePage(t *testing.T) {
+	testskip.Long(t, "starts MongoDB, Redis, etcd, NATS and two replicas")
+	_, stream := startRun(t, 0, `{"strategies":["queued"],"stock":40,"rate":100,"duration":"2s","replicas":2,"fencing":true}`, envtest.WithNATS())
+	var (
+		samples []harness.QueueSample
+		run     *report.Run
+	)
+	for _, ev := range readEvents(t, stream, 3*time.Minute) {
+		var e harness.Event
+		if ev.typ == "done" || ev.typ == "state" || ev.typ == "strike" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+			t.Fatalf("%s: %v", ev.typ, err)
+		}
+		switch e.Type {
+		case harness.EventQueue:
+			if e.Strategy != strategy.Queued || e.Queue == nil {
+				t.Errorf("a queue sample of %q: %+v", e.Strategy, e.Queue)
+				continue
+			}
+			samples = append(samples, *e.Queue)
+		case harness.EventRunEnd:
+			run = e.Result
+		}
+	}
+	if run == nil || run.Verdict != "pass" || run.Sold != 40 {
+		t.Fatalf("queued's run: %+v", run)
+	}
+	t.Logf("%d samples; the last: %+v", len(samples), samples[max(0, len(samples)-1):])
+	if len(samples) < 3 {
+		t.Fatalf("%d samples of queued's log over a 2 s attack, want one every quarter second", len(samples))
+	}
+	if !slices.ContainsFunc(samples, func(s harness.QueueSample) bool { return s.Depth >= 0 }) {
+		t.Errorf("no sample read the log's depth from the NATS server: %+v", samples)
+	}
+	if last := samples[len(samples)-1]; last.Waiting != 0 || last.OldestWaitMs != 0 {
+		t.Errorf("the last sample: %+v; want nobody waiting once every buyer was answered", last)
+	}
+}
+
 // TestCheckoutThroughThePage runs a short checkout of atomic through the
 // API against two real replicas: the stream carries its holds (created,
 // confirmed, expired, a late confirm refused, each with the hold's id) and
@@ -348,9 +394,9 @@ func TestCheckoutThroughThePage(t *testing.T) {
 // startRun starts the page on two real replicas (with a read-modify-write
 // delay of rmw), opens its event stream and starts a run of form. It
 // returns the page's URL and the stream, which t's end closes.
-func startRun(t *testing.T, rmw time.Duration, form string) (string, io.Reader) {
+func startRun(t *testing.T, rmw time.Duration, form string, opts ...envtest.Option) (string, io.Reader) {
 	t.Helper()
-	s, err := Start(t.Context(), Options{Base: baseConfig(envtest.Replicas(t, adminToken, rmw)), OutDir: t.TempDir()})
+	s, err := Start(t.Context(), Options{Base: baseConfig(envtest.Replicas(t, adminToken, rmw, opts...)), OutDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

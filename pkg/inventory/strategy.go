@@ -78,6 +78,10 @@ func (r Request) Validate() error {
 
 var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// ValidOrderID reports whether id is a well-formed order id: 1 to 64 of
+// A-Z a-z 0-9 _ -.
+func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+
 // Sale is a successful decrement.
 type Sale struct {
 	OrderID   string

@@ -28,6 +28,7 @@ var schemaOf = map[string]any{
 	"HoldRequest":      stockapi.HoldRequest{},
 	"Sale":             stockapi.Sale{},
 	"Order":            stockapi.Order{},
+	"QueuedOrder":      stockapi.QueuedOrder{},
 	"OrdersPage":       stockapi.OrdersPage{},
 	"Hold":             stockapi.Hold{},
 	"Health":           stockapi.Health{},

@@ -108,7 +108,11 @@ type Sale struct {
 	//     was recorded, or is still pending, from the entry written before
 	//     its stock write, not by the replica that read the write's reply
 	//     (it died, or a retry recorded it first): atomic learns the stock
-	//     from that reply.
+	//     from that reply;
+	//   - a queued order read (GET .../orders/{order_id}, or a keyed retry
+	//     of one not waited for) while it is still pending in the item,
+	//     recorded false: queued's consumer writes the entry before it
+	//     learns the stock.
 	// A replay's remaining is the first answer's, but in that last case.
 	Remaining *int64 `json:"remaining"`
 	Strategy  string `json:"strategy"`
@@ -130,6 +134,31 @@ type Sale struct {
 	// confirmed hold): nothing was sold by this one.
 	Replayed bool `json:"-"`
 }
+
+// QueuedOrder is an order the service has taken into the queued
+// strategy's log and not decided yet: the 202 answer of POST .../decrement
+// sent with Prefer: respond-async, and of GET .../orders/{order_id} while
+// the order waits. Its Location header names the order to poll.
+type QueuedOrder struct {
+	OrderID  string `json:"order_id"`
+	SKU      string `json:"sku"`
+	Qty      int64  `json:"qty"`
+	Strategy string `json:"strategy"`
+	// State is "queued": in the log, neither sold nor refused yet.
+	State string `json:"state"`
+	// Replica is the replica that took the order into the log.
+	Replica string    `json:"replica"`
+	At      time.Time `json:"at"` // when the order was made
+	// IdempotencyKey is the request's Idempotency-Key, if it had one.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Replayed is not in the body: it is the answer's Idempotent-Replayed
+	// header. True when the answer is an earlier request's order (same
+	// Idempotency-Key): nothing was queued by this one.
+	Replayed bool `json:"-"`
+}
+
+// OrderQueued is QueuedOrder.State.
+const OrderQueued = "queued"
 
 // Order is one order of the ledger, or a pending one (Item.Pending).
 type Order struct {

@@ -163,6 +163,8 @@ type callOpts struct {
 	key     string // Idempotency-Key
 	ifMatch string // If-Match
 	split   bool   // a PUT's "split"
+	prefer  string // Prefer
+	status  *int   // set to the answer's status
 }
 
 func applyOpts(opts []CallOption) callOpts {
@@ -491,12 +493,20 @@ func (c *Client) once(ctx context.Context, call Call, u string, payload []byte, 
 		if o.ifMatch != "" {
 			req.Header.Set("If-Match", o.ifMatch)
 		}
+		if o.prefer != "" {
+			req.Header.Set("Prefer", o.prefer)
+		}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("stockclient: %w", err)
 	}
 	defer resp.Body.Close()
+	for _, o := range opts {
+		if o.status != nil {
+			*o.status = resp.StatusCode
+		}
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return resp.Header, fmt.Errorf("stockclient: %s %s: reading the answer: %w", method, u, err)
@@ -533,8 +543,15 @@ func answerError(method, u string, resp *http.Response, body []byte) *Error {
 		}
 		e.Body = string(body)
 	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
+	e.RetryAfter, _ = parseRetryAfter(resp.Header)
 	return e
+}
+
+// parseRetryAfter returns the Retry-After of an answer, in seconds.
+func parseRetryAfter(h http.Header) (time.Duration, bool) {
+	s, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || s <= 0 {
+		return 0, false
+	}
+	return time.Duration(s) * time.Second, true
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
-var mongoURI, redisAddr string
+var mongoURI, redisAddr, natsURL string
 
 func TestMain(m *testing.M) {
-	devstoretest.Main(m, devstoretest.SharedMongo|devstoretest.SharedRedis, func(s devstoretest.Shared) {
-		mongoURI, redisAddr = s.MongoURI, s.RedisAddr
+	devstoretest.Main(m, devstoretest.SharedMongo|devstoretest.SharedRedis|devstoretest.SharedNATS, func(s devstoretest.Shared) {
+		mongoURI, redisAddr, natsURL = s.MongoURI, s.RedisAddr, s.NATSURL
 	})
 }
 

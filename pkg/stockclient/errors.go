@@ -118,6 +118,8 @@ var (
 	ErrHoldReleased          = code("hold_released")
 	ErrHoldConfirmed         = code("hold_confirmed")
 	ErrHoldsUnsupported      = code("holds_unsupported")
+	ErrInvalidOrderID        = code("invalid_order_id")
+	ErrOrderNotFound         = code("order_not_found")
 )
 
 // Rule is what an answer says about sending the same request again
@@ -204,6 +206,8 @@ var rules = func() map[string]rule {
 		{ErrHoldReleased, http.StatusConflict, Stop},
 		{ErrHoldConfirmed, http.StatusConflict, Stop},
 		{ErrHoldsUnsupported, http.StatusNotImplemented, Stop},
+		{ErrInvalidOrderID, http.StatusBadRequest, Stop},
+		{ErrOrderNotFound, http.StatusNotFound, Stop},
 	} {
 		m[r.e.Code] = rule{r.status, r.rule}
 	}
@@ -219,6 +223,7 @@ const (
 	RouteDecrement = "/v1/items/{sku}/decrement"
 	RouteRestock   = "/v1/items/{sku}/restock"
 	RouteOrders    = "/v1/items/{sku}/orders"
+	RouteOrder     = "/v1/items/{sku}/orders/{order_id}"
 	RouteHolds     = "/v1/items/{sku}/holds"
 	RouteHold      = "/v1/items/{sku}/holds/{id}"
 	RouteConfirm   = "/v1/items/{sku}/holds/{id}/confirm"
@@ -282,6 +287,11 @@ func RuleOf(err error) Rule {
 // unknown and call is idempotent (IfIdempotent). The client's retries
 // (WithRetry) follow it exactly, and stop when the call's context is done.
 func Retryable(call Call, err error) bool {
+	if call.Route == RouteOrder && errors.Is(err, ErrAttemptAbandoned) {
+		// The order's outcome, not this read's: reading it again
+		// answers the same. The decrement is what may be sent again.
+		return false
+	}
 	switch RuleOf(err) {
 	case Again:
 		return true

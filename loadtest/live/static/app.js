@@ -397,6 +397,8 @@ function runOf(strategy) {
     // redis-stock: samples of its copy in Redis and of the item, by sku,
     // and the reloads of that copy.
     redis: new Map(), reloads: [],
+    // queued: samples of its log's depth and of the buyers waiting.
+    queue: [],
     // a checkout's holds by what became of them (HOLD_KINDS), null in a race.
     holds: null,
     // soldOut is when the stock ran out by the acknowledged sales, lastSale
@@ -605,6 +607,12 @@ const handlers = {
     if (!r.redis.has(ev.sku)) r.redis.set(ev.sku, []);
     r.redis.get(ev.sku).push({ at: at(r, ev), ...ev.redis });
     if (!r.skus.includes(ev.sku)) r.skus.push(ev.sku);
+    S.dirty.add(r.strategy);
+  },
+  queue(ev) {
+    const r = withRun(ev);
+    if (!r || !ev.queue) return;
+    r.queue.push({ at: at(r, ev), ...ev.queue });
     S.dirty.add(r.strategy);
   },
   reload(ev) {
@@ -824,6 +832,7 @@ function drawRun(r) {
     const next = drawSKU(r, real ? sku : null);
     if (old) old.replaceWith(next); else fig.append(next);
     renderRedisNow(fig, r, real ? sku : null);
+    renderQueueNow(fig, r, real ? sku : null);
     const hidden = Number(next.dataset.hidden);
     fig.querySelector('figcaption').textContent = r.holds ? holdsCaption(r, next)
       : (real ? 'SKU ' + sku : sku) + (hidden ? ` · ${hidden} fencing tokens do not fit as labels here: drag across the part to read, or hover a grant` : '');
@@ -971,6 +980,14 @@ function drawSKU(r, sku) {
     rs.labelTop = y;
     y += rs.rows * rs.rowH;
     rs.top = y;
+    y += CHART;
+  }
+  // queued's chart, under the lanes of its first sku: the log is every
+  // sku's.
+  const qs = queueLayout(r, sku);
+  if (qs) {
+    y += 8;
+    qs.top = y;
     y += CHART;
   }
   const hs = r.holds ? { top: y } : null;
@@ -1130,6 +1147,7 @@ function drawSKU(r, sku) {
   }
 
   if (rs) drawRedis(root, rs, xs, w);
+  if (qs) drawQueue(root, qs, xs, w);
   if (hs) drawHolds(root, r, hs.top, v0, v1, xs, w);
 
   brush(root, r, TOP, axisY);
@@ -1309,6 +1327,77 @@ function renderRedisNow(fig, r, sku) {
     part('age', 'oldest of those', last ? (last.unwritten > 0 ? ms(last.age_ms) : 'none') : null),
     part('epoch', 'epoch', last?.epoch),
     part('reloads', 'reloads', Object.entries(byReason).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'),
+  );
+}
+
+// ---- queued's chart ------------------------------------------------------
+
+// queueLayout gathers the samples of queued's log for the chart under the
+// timeline of sku, the run's first; null for any other sku, or when the
+// run has none (not queued).
+function queueLayout(r, sku) {
+  if (!r.queue.length || !sku || sku !== r.skus[0]) return null;
+  return { samples: r.queue.map((s) => ({ ...s, t: rel(r, s.at) })).sort((p, q) => p.t - q.t) };
+}
+
+// drawQueue draws queued's chart: the sales in its log that no consumer
+// has acknowledged yet (a solid line: the queue's depth, as the NATS
+// server counts it) and the buyers waiting for their answers (dashed).
+function drawQueue(root, qs, xs, w) {
+  const { samples, top } = qs;
+  const peak = Math.max(1, ...samples.map((s) => Math.max(s.depth, s.waiting)));
+  const ys = (v) => top + CHART - 4 - (Math.max(v, 0) / peak) * (CHART - 10);
+  const g = svg('g', { class: 'queue-view', 'data-samples': samples.length, 'data-peak': peak });
+  g.append(svg('rect', { x: LEFT, y: top, width: PW, height: CHART, class: 'chart' }));
+  const id = 'q-clip-' + (++clips);
+  const clip = svg('clipPath', { id });
+  clip.append(svg('rect', { x: LEFT, y: top, width: PW, height: CHART }));
+  g.append(clip);
+  const plot = svg('g', { 'clip-path': `url(#${id})` });
+  const steps = (val) => {
+    let d = '';
+    for (const s of samples) {
+      const v = val(s);
+      if (v < 0) continue; // the broker did not answer that scrape
+      d += d === '' ? `M${xs(s.t)} ${ys(v)}` : ` H${xs(s.t)} V${ys(v)}`;
+    }
+    return d;
+  };
+  const depth = svg('path', { d: steps((s) => s.depth), class: 'queue-depth' });
+  depth.append(title("the sales in the log no consumer has acknowledged yet (the NATS server's count)"));
+  const waiting = svg('path', { d: steps((s) => s.waiting), class: 'queue-waiting' });
+  waiting.append(title('the buyers waiting for their answers, every replica\'s'));
+  plot.append(depth, waiting);
+  // The longest wait at each sample, on hover.
+  for (const s of samples) {
+    const dot = svg('circle', { cx: xs(s.t), cy: ys(s.depth), r: 2, class: 'queue-dot' });
+    dot.append(title(`at ${secs(s.t, w)}: ${s.depth < 0 ? 'the log not read' : s.depth + ' sales in the log'}, ${s.waiting} buyers waiting, the longest for ${ms(s.oldest_wait_ms)}`));
+    plot.append(dot);
+  }
+  g.append(plot);
+  g.append(svg('text', { x: LEFT - 6, y: top + 16, class: 'chart-axis', 'text-anchor': 'end' }, String(peak)));
+  g.append(svg('text', { x: LEFT - 6, y: top + CHART - 4, class: 'chart-axis', 'text-anchor': 'end' }, '0'));
+  root.append(g);
+}
+
+// renderQueueNow writes under queued's first timeline what its last sample
+// said: the log's depth, the buyers waiting, the longest wait.
+function renderQueueNow(fig, r, sku) {
+  let p = fig.querySelector('.queue-now');
+  if (!r.queue.length || !sku || sku !== r.skus[0]) { p?.remove(); return; }
+  if (!p) {
+    p = el('p', { class: 'queue-now' });
+    fig.append(p);
+  }
+  const last = r.queue.at(-1);
+  const most = Math.max(...r.queue.map((s) => s.depth));
+  const part = (field, label, value, cls = '') => el('span', { class: 'part ' + cls, 'data-field': field, 'data-value': String(value) },
+    el('span', { class: 'k', text: label + ' ' }), el('span', { class: 'n', text: String(value) }));
+  p.replaceChildren(
+    part('depth', 'in the log', last.depth < 0 ? '–' : last.depth, 'depth'),
+    part('waiting', 'buyers waiting', last.waiting, 'waiting'),
+    part('oldest', 'the longest wait', last.waiting > 0 ? ms(last.oldest_wait_ms) : 'none'),
+    part('most', 'deepest log', most < 0 ? '–' : most),
   );
 }
 

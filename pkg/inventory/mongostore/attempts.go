@@ -165,14 +165,10 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 	if len(docs) == 0 {
 		return 0, false, nil
 	}
-	cur, err := s.attempts.Find(ctx, bson.D{{Key: "key_id", Value: bson.D{
+	open, err := findDocs[attempt](ctx, s.attempts, bson.D{{Key: "key_id", Value: bson.D{
 		{Key: "$gte", Value: sku + "/"}, {Key: "$lt", Value: sku + "0"}, // "0" follows "/"
 	}}})
 	if err != nil {
-		return 0, true, unreachable("read idempotency attempts of", sku, err)
-	}
-	var open []attempt
-	if err := cur.All(ctx, &open); err != nil {
 		return 0, true, unreachable("read idempotency attempts of", sku, err)
 	}
 	low := "" // the lowest order id of an open attempt
@@ -185,7 +181,6 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 	var through string
 	unsets := make([]bson.D, len(docs))
 	for i, d := range docs {
-		unsets[i] = bson.D{}
 		for id := range d.aborted {
 			if ms, ok := ticketMillis(id); !ok || ms > due || (low != "" && id >= low) {
 				rest = rest || ok
@@ -217,10 +212,12 @@ func (s *Store) compactAborted(ctx context.Context, sku string) (moved int, rest
 	return moved, rest, nil
 }
 
-// skuSet is a set of skus, safe for concurrent use.
+// skuSet is a set of skus (or, Store.inFlight, of order ids), safe for
+// concurrent use.
 type skuSet struct{ m sync.Map }
 
-func (s *skuSet) add(sku string) { s.m.Store(sku, struct{}{}) }
+func (s *skuSet) add(sku string)    { s.m.Store(sku, struct{}{}) }
+func (s *skuSet) remove(sku string) { s.m.Delete(sku) }
 
 // drain empties the set and returns what it held.
 func (s *skuSet) drain() []string {

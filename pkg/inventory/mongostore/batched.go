@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
 	"github.com/stocklock/stocklock/pkg/strategy"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -167,7 +166,9 @@ func (b *Batched) drain(sku string, q *batchQueue) {
 	for {
 		batch, unpend := b.next(sku, q)
 		if batch == nil {
-			b.unpend(sku, unpend)
+			ctx, cancel := b.store.commitContext(context.Background())
+			b.store.unpend(ctx, sku, unpend)
+			cancel()
 			return
 		}
 		b.take(q, batch)
@@ -235,7 +236,7 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 		if plan = b.dropCancelled(plan); len(plan) == 0 {
 			return
 		}
-		fits, total := fit(plan, stock)
+		fits, try, total := fit(plan, stock)
 		switch {
 		case total == 0 && read:
 			// Even the first member asks more than the stock this
@@ -245,17 +246,14 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 			}
 			return
 		case total > 0:
-			var try []*batchCall
-			for i, c := range plan {
-				if fits[i] {
-					try = append(try, c)
-				}
-			}
 			b.mu.Lock()
 			unpend := q.unpend
 			q.unpend = nil
 			b.mu.Unlock()
-			after, matched, err := b.write(try, total, unpend)
+			// Sent whatever happens to the members' contexts: an error is
+			// ErrOutcomeUnknown, or ErrStoreUnavailable if never sent.
+			written, matched, err := b.store.writeOnce(try[0].ctx, sale{op: fmt.Sprintf("batched decrement of %d orders of", len(try)), sku: sku,
+				orders: ordersOf(try), qty: total, unpend: unpend})
 			if !matched {
 				b.mu.Lock()
 				q.unpend = append(q.unpend, unpend...)
@@ -276,10 +274,10 @@ func (b *Batched) take(q *batchQueue, batch []*batchCall) {
 					c.handed = true
 				}
 				b.background.Add(1)
-				go b.record(try, after)
-				q.stockHint = after
-				plan = b.afterTake(plan, fits, after+total)
-				stock, read = after, false
+				go b.record(try, written.Stock)
+				q.stockHint = written.Stock
+				plan = b.afterTake(plan, fits, written.Stock+total)
+				stock, read = written.Stock, false
 				continue
 			}
 		}
@@ -352,47 +350,26 @@ func ordersOf(calls []*batchCall) []inventory.Order {
 }
 
 // fit marks the members that stock covers, taken in arrival order, and
-// returns their total.
-func fit(plan []*batchCall, stock int64) (fits []bool, total int64) {
+// returns them and their total.
+func fit(plan []*batchCall, stock int64) (fits []bool, try []*batchCall, total int64) {
 	fits = make([]bool, len(plan))
 	for i, c := range plan {
 		if c.order.Qty <= stock-total {
 			fits[i] = true
+			try = append(try, c)
 			total += c.order.Qty
 		}
 	}
-	return fits, total
-}
-
-// write takes total units for the orders of try, provided that the item
-// has them and that none of try's orders was given up, and records each
-// as pending, in one update; the same update clears the pending entries
-// of the orders unpend, which are in the ledger. It returns the stock
-// left, or matched false having changed nothing. It is sent whatever
-// happens to the members' contexts, and an error is ErrOutcomeUnknown (or
-// ErrStoreUnavailable if it was never sent).
-func (b *Batched) write(try []*batchCall, total int64, unpend []string) (after int64, matched bool, err error) {
-	cctx, cancel := b.store.commitContext(try[0].ctx)
-	defer cancel()
-	it, err := b.store.write(cctx, sale{op: fmt.Sprintf("batched decrement of %d orders of", len(try)), sku: try[0].order.SKU,
-		orders: ordersOf(try), qty: total, unpend: unpend}, nil, nil)
-	switch {
-	case errors.Is(err, errMissed):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, err
-	}
-	return it.Stock, true, nil
+	return fits, try, total
 }
 
 // record puts the orders of sold, whose stock one write took leaving
 // after, into the ledger and answers each member with its sale, the
 // remaining stock as if the members had been sold one by one in arrival
 // order. Like Store.sold, it runs to completion whatever the members'
-// contexts, and a member whose order could not be recorded gets its sale
-// with LedgerErr: the order stays pending in the item for RecoverPending.
-// The pending entries of the recorded orders are cleared after the
-// answers, by the sku's next stock write or by one update of their own.
+// contexts. The pending entries of the recorded orders are cleared after
+// the answers, by the sku's next stock write or by one update of their
+// own.
 func (b *Batched) record(sold []*batchCall, after int64) {
 	defer b.background.Done()
 	s := b.store
@@ -402,10 +379,9 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 			c.answer(inventory.Sale{}, fmt.Errorf("%w: batched decrement %q: stopped before its order was recorded", inventory.ErrOutcomeUnknown, sku))
 		}
 	}()
-	orders := make([]inventory.Order, len(sold))
-	ptrs := make([]*inventory.Order, len(sold))
-	for i, c := range sold {
-		orders[i] = c.order
+	orders := ordersOf(sold)
+	ptrs := make([]*inventory.Order, len(orders))
+	for i := range orders {
 		ptrs[i] = &orders[i]
 	}
 	remainings(ptrs, after)
@@ -416,19 +392,9 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 	}
 	ctx, cancel := s.commitContext(sold[0].ctx)
 	defer cancel()
-	errs := s.insertOrders(ctx, orders)
-	var recorded []string
+	sales, recorded := s.recordBatch(ctx, orders)
 	for i, c := range sold {
-		sale := orders[i].Sale()
-		if errs[i] != nil {
-			sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", orders[i].ID, sku, errs[i])
-			s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
-				slog.String("order_id", orders[i].ID), slog.String("sku", sku), slog.Int64("qty", orders[i].Qty),
-				slog.String("strategy", orders[i].Strategy), slog.Any("error", errs[i]))
-		} else {
-			recorded = append(recorded, orders[i].ID)
-		}
-		c.answer(sale, nil)
+		c.answer(sales[i], nil)
 	}
 	b.mu.Lock()
 	if q := b.queues[sku]; q != nil {
@@ -436,21 +402,41 @@ func (b *Batched) record(sold []*batchCall, after int64) {
 		recorded = nil
 	}
 	b.mu.Unlock()
-	b.unpend(sku, recorded)
+	s.unpend(ctx, sku, recorded)
+}
+
+// recordBatch puts orders, whose stock one write took, into the ledger in
+// one insert (insertOrders), and returns their sales and the ids of the
+// orders recorded, whose pending entries are then cleared (unpend). An
+// order that could not be recorded gets its sale with LedgerErr, logged:
+// it stays pending in the item for RecoverPending.
+func (s *Store) recordBatch(ctx context.Context, orders []inventory.Order) (sales []inventory.Sale, recorded []string) {
+	errs := s.insertOrders(ctx, orders)
+	sales = make([]inventory.Sale, len(orders))
+	for i, o := range orders {
+		sales[i] = o.Sale()
+		if errs[i] == nil {
+			recorded = append(recorded, o.ID)
+			continue
+		}
+		sales[i].LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", o.ID, o.SKU, errs[i])
+		s.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
+			slog.String("order_id", o.ID), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
+			slog.String("strategy", o.Strategy), slog.Any("error", errs[i]))
+	}
+	return sales, recorded
 }
 
 // unpend clears the pending entries of the orders ids of sku, which are
 // in the ledger, in one update.
-func (b *Batched) unpend(sku string, ids []string) {
+func (s *Store) unpend(ctx context.Context, sku string, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := b.store.commitContext(context.Background())
-	defer cancel()
-	if _, err := b.store.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$unset", Value: unsetPending(ids)}}); err != nil {
+	if _, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$unset", Value: unsetPending(ids)}}); err != nil {
 		// The orders are in the ledger; the stale entries only cost the
 		// next recovery duplicate inserts.
-		b.store.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
+		s.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
 			slog.String("sku", sku), slog.Int("orders", len(ids)), slog.Any("error", err))
 	}
 }

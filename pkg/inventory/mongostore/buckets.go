@@ -2,7 +2,6 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -48,11 +47,11 @@ const bucketRounds = 8
 type Buckets struct {
 	store *Store
 	k     int
-	// splits caches each sku's split generation and bucket count, so
-	// that a sale writes without reading first. A stale one only costs a
-	// miss: a bucket's generation moves on before its item's does.
-	mu     sync.Mutex
-	splits map[string]cachedSplit
+	// splits caches each sku's split generation and bucket count
+	// (cachedSplit), so that a sale writes without reading first. A stale
+	// one only costs a miss: a bucket's generation moves on before its
+	// item's does.
+	splits sync.Map
 }
 
 // cachedSplit is what a replica remembers of a sku's split.
@@ -71,7 +70,7 @@ func NewBuckets(store *Store, k int) (*Buckets, error) {
 	if k < 1 || k > MaxBuckets {
 		return nil, fmt.Errorf("%w: %d buckets: want 1 to %d", inventory.ErrInvalid, k, MaxBuckets)
 	}
-	return &Buckets{store: store, k: k, splits: map[string]cachedSplit{}}, nil
+	return &Buckets{store: store, k: k}, nil
 }
 
 // Name returns strategy.Buckets.
@@ -87,8 +86,9 @@ func (b *Buckets) Decrement(ctx context.Context, req inventory.Request) (invento
 // decrement is Decrement recording its order as strategy name's.
 func (b *Buckets) decrement(ctx context.Context, req inventory.Request, name string) (inventory.Sale, error) {
 	o := b.store.newOrder(req, name, 0)
-	if c, ok := b.cached(req.SKU); ok {
+	if c, ok := b.splits.Load(req.SKU); ok {
 		// The fast path: one write, no read.
+		c := c.(cachedSplit)
 		sale, took, err := b.take(ctx, o, bucketID(req.SKU, rand.IntN(c.k)), c.gen)
 		if took || err != nil {
 			return sale, err
@@ -140,22 +140,14 @@ func (b *Buckets) round(ctx context.Context, o inventory.Order, v *view, reread 
 	frozen, tried := false, 0
 	order := rand.Perm(len(v.buckets))
 	for _, i := range order {
-		switch v.state(i) {
-		case bucketFrozen:
-			frozen = true
+		st := v.state(i)
+		frozen = frozen || st == bucketFrozen
+		if st == bucketFrozen || st == bucketDead || v.units(i) < o.Qty {
 			continue
-		case bucketDead:
-			continue
-		case bucketFresh:
-			if v.units(i) < o.Qty {
-				continue
-			}
-			if err := b.store.materialize(ctx, v, i); err != nil {
+		}
+		if st == bucketFresh {
+			if err := b.store.materialize(ctx, v, i, it.Split.Gen); err != nil {
 				return inventory.Sale{}, false, err
-			}
-		case bucketLive:
-			if v.units(i) < o.Qty {
-				continue
 			}
 		}
 		tried++
@@ -193,14 +185,9 @@ func (b *Buckets) kOf(v *view) int {
 // no such bucket yet, or o's attempt given up (the caller's next read
 // says so).
 func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen int64) (inventory.Sale, bool, error) {
-	cctx, cancel := b.store.commitContext(ctx)
-	defer cancel()
-	_, err := b.store.write(cctx, sale{op: "buckets decrement", sku: o.SKU, doc: id, orders: []inventory.Order{o}, qty: o.Qty,
-		conds: []cond{genIs(gen)}, blind: true}, nil, nil)
-	if errors.Is(err, errMissed) {
-		return inventory.Sale{}, false, nil
-	}
-	if err != nil {
+	_, ok, err := b.store.writeOnce(ctx, sale{op: "buckets decrement", sku: o.SKU, doc: id, orders: []inventory.Order{o}, qty: o.Qty,
+		conds: []cond{genIs(gen)}, blind: true})
+	if !ok {
 		return inventory.Sale{}, false, err
 	}
 	// The bucket's remaining stock is not the sku's: the total it left is
@@ -213,13 +200,8 @@ func (b *Buckets) take(ctx context.Context, o inventory.Order, id string, gen in
 // take needs no other condition; a merge's write, conditional on the
 // item's version, then reads again.
 func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sale, bool, error) {
-	cctx, cancel := b.store.commitContext(ctx)
-	defer cancel()
-	it, err := b.store.write(cctx, sale{op: "buckets decrement", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty}, nil, nil)
-	if errors.Is(err, errMissed) {
-		return inventory.Sale{}, false, nil
-	}
-	if err != nil {
+	it, ok, err := b.store.writeOnce(ctx, sale{op: "buckets decrement", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty})
+	if !ok {
 		return inventory.Sale{}, false, err
 	}
 	remaining := int64(-1)
@@ -229,19 +211,11 @@ func (b *Buckets) takeItem(ctx context.Context, o inventory.Order) (inventory.Sa
 	return b.store.sold(ctx, o, remaining, 1), true, nil
 }
 
-func (b *Buckets) cached(sku string) (cachedSplit, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c, ok := b.splits[sku]
-	return c, ok
-}
-
+// remember caches the split v shows of sku, or forgets it.
 func (b *Buckets) remember(sku string, v *view) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if v.item.Split == nil {
-		delete(b.splits, sku)
+		b.splits.Delete(sku)
 		return
 	}
-	b.splits[sku] = cachedSplit{gen: v.item.Split.Gen, k: len(v.buckets)}
+	b.splits.Store(sku, cachedSplit{gen: v.item.Split.Gen, k: len(v.buckets)})
 }

@@ -3,11 +3,14 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 func newBuckets(t *testing.T, s *Store, k int) *Buckets {
@@ -248,6 +251,53 @@ func TestBucketsKeyed(t *testing.T) {
 	}
 	if pausedErr == nil && paused.OrderID != retry.OrderID {
 		t.Errorf("K sold twice: %s and %s", paused.OrderID, retry.OrderID)
+	}
+}
+
+// TestBucketsTakenAttemptSettles: a keyed sale that took its unit from a
+// bucket, and whose replica died before recording it, is found there by
+// recovery: recorded and counted as settled, never given up (which would
+// free its key for a second sale).
+func TestBucketsTakenAttemptSettles(t *testing.T) {
+	const sku = "bk-taken"
+	a := testStore(t)
+	dying := replicaStore(t, a, StoreOptions{Replica: "dying", AfterTake: func(o inventory.Order) {
+		if o.Key == "K" {
+			runtime.Goexit() // killed between its stock write and its ledger write
+		}
+	}})
+	mustPut(t, a, sku, 20)
+	ctx := t.Context()
+	ba := newBuckets(t, a, 4)
+	if _, err := ba.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); err != nil {
+		t.Fatal(err) // the first sale splits the item
+	}
+	req, bd := inventory.Request{SKU: sku, Qty: 1, Key: "K"}, newBuckets(t, dying, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = dying.DecrementOnce(context.Background(), bd, req, "")
+	}()
+	<-done
+	var rec keyRecord
+	if err := a.keys.FindOne(ctx, bson.D{{Key: "_id", Value: sku + "/K"}}).Decode(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found, err := a.pendingInBuckets(ctx, a.items, sku, rec.OrderID); err != nil || !found {
+		t.Fatalf("the dead attempt's order pending in a bucket: %v, %v; want it there", found, err)
+	}
+	// The attempt is the dying store's own and no longer in flight: its
+	// recovery settles it at once.
+	r, err := dying.RecoverKeys(ctx)
+	if err != nil || r.Settled != 1 || r.Abandoned != 0 {
+		t.Fatalf("RecoverKeys = %+v, %v; want the attempt settled, not abandoned", r, err)
+	}
+	replay, replayed, err := a.DecrementOnce(ctx, ba, req, "")
+	if err != nil || !replayed || replay.OrderID != rec.OrderID {
+		t.Fatalf("retry of K: %+v, replayed %v, %v; want %s replayed", replay, replayed, err, rec.OrderID)
+	}
+	if it, n := mustSnapshot(t, a, sku), mustCount(t, a, sku); it.Stock != 18 || n != 2 {
+		t.Fatalf("stock %d, orders %d; want 18 and 2", it.Stock, n)
 	}
 }
 

@@ -63,9 +63,6 @@ type storeClock struct {
 	failed         time.Time
 }
 
-// errNoLocalTime is a hello answer without the server's clock.
-var errNoLocalTime = errors.New("hello answered no localTime")
-
 // serverTime reads the store's clock with hello (FerretDB and MongoDB both
 // answer its localTime). local is this process's clock; only the
 // monotonic part of its readings is used.
@@ -76,11 +73,11 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 	sent = local()
 	err = db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
 	received = local()
+	if err == nil && hello.LocalTime == 0 {
+		err = errors.New("hello answered no localTime")
+	}
 	if err != nil {
 		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", err)
-	}
-	if hello.LocalTime == 0 {
-		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("read the store's clock: %w", errNoLocalTime)
 	}
 	return hello.LocalTime.Time().UTC(), sent, received, nil
 }
@@ -90,11 +87,10 @@ func serverTime(ctx context.Context, db *mongo.Database, local func() time.Time)
 // later (for the "now" an expiry compares stamps with). It reads the
 // server's clock first when it has no reading yet, or when its reading is
 // older than clockRefresh, no other caller is reading it already and no
-// read failed in the last clockRetry. A read that fails leaves the last
-// reading in use: it bounds the store's clock as soundly as before, with
-// an allowance grown by the time elapsed. Only without any reading is the
-// failure the caller's error, which says what failed and leaves the
-// operation's context to the caller.
+// read failed in the last clockRetry (which says why a failed read leaves
+// the last reading in use). Only without any reading is the failure the
+// caller's error, which says what failed and leaves the operation's
+// context to the caller.
 func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 	c := s.clock
 	c.mu.Lock()
@@ -117,10 +113,10 @@ func (s *Store) storeTime(ctx context.Context, upper bool) (time.Time, error) {
 		}
 		have := !c.server.IsZero()
 		c.mu.Unlock()
-		if err != nil && !have {
+		switch {
+		case err != nil && !have:
 			return time.Time{}, err
-		}
-		if err != nil {
+		case err != nil:
 			s.logger.WarnContext(ctx, "could not read the store's clock again: the last reading stays in use", slog.Any("error", err))
 		}
 	}

@@ -95,9 +95,8 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 			// write conditional on the hold as read. A write that matches
 			// nothing means the hold changed: look again (it may be
 			// confirmed, and then this answers its order).
-			one := *it // this hold alone: another's change must not undo the return
-			one.Holds = map[string]inventory.Hold{id: it.Holds[id]}
-			n, err := s.returnHoldsAt(ctx, one, lower)
+			// This hold alone: another's change must not undo the return.
+			n, err := s.returnExpired(ctx, *it, []string{id}, h.Qty)
 			if err != nil {
 				return inventory.Sale{}, false, err
 			}
@@ -112,12 +111,9 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		// The first write: the store's clock, as the write applies, decides.
 		nonce := newOrderID()
 		cctx, cancel := s.commitContext(ctx)
-		var stamped struct {
-			Clock time.Time                 `bson:"confirm_clock"`
-			Holds map[string]inventory.Hold `bson:"holds"`
-		}
+		var stamped itemDoc
 		err = s.items.FindOneAndUpdate(cctx,
-			confirmFilter(sku, h),
+			append(bson.D{{Key: "_id", Value: sku}}, heldAsRead(id, h.Confirming)...),
 			bson.D{
 				{Key: "$currentDate", Value: bson.D{{Key: confirmClock, Value: true}}},
 				{Key: "$set", Value: bson.D{{Key: holdPath(id, "confirming"), Value: nonce}}},
@@ -133,15 +129,15 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 			return inventory.Sale{}, false, fmt.Errorf("%w: confirm hold %s of %q: %w", inventory.ErrStoreUnavailable, id, sku, err)
 		}
 		// Both times as the document holds them at the write.
-		if !stamped.Clock.Before(stamped.Holds[id].Expires) {
+		if !stamped.ConfirmClock.Before(stamped.Holds[id].Expires) {
 			s.returnLate(ctx, sku, h, nonce)
-			return inventory.Sale{}, false, fmt.Errorf("%w: the confirm reached the store at %s", holdErr(h, inventory.HoldExpired), stamped.Clock.Format(time.RFC3339Nano))
+			return inventory.Sale{}, false, fmt.Errorf("%w: the confirm reached the store at %s", holdErr(h, inventory.HoldExpired), stamped.ConfirmClock.Format(time.RFC3339Nano))
 		}
 		if s.betweenConfirmWrites != nil {
 			s.betweenConfirmWrites()
 		}
 		// The second write: the units sold, the order pending.
-		at := stamped.Clock.UTC()
+		at := stamped.ConfirmClock.UTC()
 		h.State, h.ConfirmedAt, h.ConfirmReplica, h.ConfirmKey, h.Confirming = inventory.HoldConfirmed, &at, s.replica, key, nonce
 		o := h.Order()
 		set := bson.D{
@@ -155,7 +151,7 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 		}
 		cctx, cancel = s.commitContext(ctx)
 		res, err := s.items.UpdateOne(cctx,
-			bson.D{{Key: "_id", Value: sku}, {Key: holdPath(id, "state"), Value: inventory.HoldHeld}, {Key: holdPath(id, "confirming"), Value: nonce}},
+			append(bson.D{{Key: "_id", Value: sku}}, heldAsRead(id, nonce)...),
 			bson.D{{Key: "$inc", Value: bson.D{{Key: "held", Value: -h.Qty}}}, {Key: "$set", Value: set}})
 		cancel()
 		if err != nil {
@@ -178,33 +174,11 @@ func (s *Store) ConfirmHold(ctx context.Context, sku, id, key string) (sale inve
 // now on. Quietly: the confirm has its answer; the next sale or recovery
 // returns the units otherwise.
 func (s *Store) returnLate(ctx context.Context, sku string, h inventory.Hold, nonce string) {
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	res, err := s.items.UpdateOne(cctx,
-		bson.D{{Key: "_id", Value: sku}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld}, {Key: holdPath(h.ID, "confirming"), Value: nonce}},
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: h.Qty}, {Key: "held", Value: -h.Qty}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: holdPath(h.ID, "state"), Value: inventory.HoldExpired}}},
-		})
-	if err != nil {
+	h.State, h.Confirming = inventory.HoldExpired, nonce
+	if _, err := s.unhold(ctx, heldAsRead(h.ID, nonce), h); err != nil {
 		s.logger.DebugContext(ctx, "could not return the units of a hold confirmed late; the next sale or recovery will",
 			slog.String("hold_id", h.ID), slog.String("sku", sku), slog.Any("error", err))
-		return
 	}
-	if res.MatchedCount == 1 {
-		h.State, h.Confirming = inventory.HoldExpired, nonce
-		s.recordHold(cctx, h)
-	}
-}
-
-// confirmFilter is the condition of a confirm's first write on hold h as
-// read: still held, and no other confirm's first write since.
-func confirmFilter(sku string, h inventory.Hold) bson.D {
-	d := bson.D{{Key: "_id", Value: sku}, {Key: holdPath(h.ID, "state"), Value: inventory.HoldHeld}}
-	if h.Confirming == "" {
-		return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
-	}
-	return append(d, bson.E{Key: holdPath(h.ID, "confirming"), Value: h.Confirming})
 }
 
 // finishConfirm records the order of hold h, confirmed, in the ledger, and

@@ -23,6 +23,11 @@
 //   - [HeartbeatsCollection] ("heartbeats"): one sign of life per [Store].
 //   - [HoldsCollection] ("holds"): the settled holds.
 //
+// queued adds a seventh, [QueuedOrdersCollection] ("queued_orders"), which
+// [NewQueued] creates: by order id, the orders it accepted without
+// waiting (DecrementAsync) and the refusals its consumer recorded
+// (queued_async.go).
+//
 // [Store.EnsureCollections] creates them and [Store.EnsureIndexes] indexes
 // them: orders by {sku, at}, and idempotency by at, a TTL index of
 // [StoreOptions.KeyRetention] where the server has TTL indexes.
@@ -58,7 +63,9 @@
 //     that lock: set by [Store.FencedRead], required by [Store.FencedWrite]
 //     and by a lock strategy's hold. Written only when fencing is on
 //     ([Deps.Fencing], [LockedConfig.Fencing]); local and unsafe never
-//     write it. Put and a buckets split create it empty.
+//     write it. queued's consumer of partition n registers its lease's
+//     token as queued-p<n> (always fenced). Put and a buckets split create
+//     it empty.
 //   - pending: by order id, the orders whose stock is taken but that are
 //     not in the ledger yet. Every stock write that sells sets
 //     pending.<id> in the same update (every strategy, and a hold's
@@ -242,8 +249,12 @@
 // claim at that key + ":loading" that spares concurrent loads;
 // see docs/redis-stock.md. The sold-out shortcut (soldout.go) keeps
 // its "probably sold out" marks in the replica's memory and writes nothing.
-// The lock strategies' leases are kept by their lock packages (pkg/lock/...),
-// not by this one.
+// queued keeps each sale in a NATS JetStream stream, SALES_<prefix>
+// ([QueuedPrefix]; subjects <prefix>.sales.<partition>, message id = order
+// id and the call's nonce, file storage, work-queue retention) from its
+// publish until its consumer acknowledges it; the partitions' leases are
+// MongoDB leases (pkg/lock/mongolock). The lock strategies' leases are
+// kept by their lock packages (pkg/lock/...), not by this one.
 //
 // # The strategies
 //
@@ -303,6 +314,15 @@
 //     replica's sales of one epoch are written to the item in one update
 //     conditional on the epoch and on stock >= their sum, then recorded
 //     and, by default, only then acknowledged.
+//   - queued ([Queued], queued.go, queued_observe.go; docs/queued.md): a
+//     sale is published to a durable log (NATS JetStream), partitioned by
+//     sku; the one consumer of a partition, the holder of its lease,
+//     fetches a batch and writes each sku's sales in log order as one
+//     update fenced by its token (fences.queued-p<n>), records them (a
+//     refusal in queued_orders), answers the buyers and acknowledges; a
+//     sale delivered again that is already pending, in the ledger or
+//     refused is answered, not applied. A buyer may wait for the answer
+//     or, [Queued.DecrementAsync], poll it ([Store.OrderState]).
 //
 // [Build] makes each of them as a replica sells through it ([Built]), with
 // what every strategy needs added in one place, each layer stating what a
@@ -391,6 +411,10 @@
 //   - redisstock.go, redisstock_take.go, redisstock_observe.go,
 //     redisstock_*.lua: redis-stock: loading, the take, the batch write,
 //     [RedisStock.Recover].
+//   - queued.go, queued_observe.go, queued_async.go: queued: the publish,
+//     the partitions' consumers and their fenced batch writes; the log's
+//     depth and the waiting buyers ([Queued.State]); the answer that does
+//     not wait, the refusals recorded and the poll.
 //   - soldout.go: the sold-out shortcut.
 //   - holds.go: holds: create, read, release, the return of expired holds
 //     to a strategy that is not a Holder (returning), [Store.RecoverHolds],

@@ -23,21 +23,16 @@ type itemDoc struct {
 	Holds          map[string]inventory.Hold  `bson:"holds,omitempty"`
 	ConfirmClock   time.Time                  `bson:"confirm_clock,omitempty"`
 	Epoch          int64                      `bson:"epoch,omitempty"` // redis-stock's
-	// The buckets strategy's (see split): buckets is the bucket count k,
-	// fixed at the first spread, last_gen the highest generation used, so
-	// that a new split never meets a bucket of its own generation left
-	// from before.
+	// The buckets strategy's (see split).
 	Split   *split `bson:"split,omitempty"`
 	Buckets int    `bson:"buckets,omitempty"`
 	LastGen int64  `bson:"last_gen,omitempty"`
 }
 
 // restock is one entry of an item's restocks: a relative stock change,
-// applied once per idempotency key.
+// applied once per idempotency key (doc.go says what qty and seq are).
 type restock struct {
 	Qty int64 `bson:"qty"`
-	// Seq orders the item's restocks, oldest first: the item's version
-	// when the restock was decided.
 	Seq int64 `bson:"seq"`
 }
 

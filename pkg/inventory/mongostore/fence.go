@@ -62,7 +62,17 @@ func (s *Store) fencedRead(ctx context.Context, sku, fence string, token int64) 
 		options.FindOneAndUpdate().SetReturnDocument(options.After),
 	).Decode(&it)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return itemDoc{}, s.fenceMiss(ctx, "fenced read", sku, fence, token)
+		// The item is gone, or a newer token is registered.
+		cur, err := s.getDoc(ctx, s.items, sku)
+		switch {
+		case errors.Is(err, inventory.ErrNotFound):
+			return itemDoc{}, fmt.Errorf("%w: fenced read %q", inventory.ErrNotFound, sku)
+		case err != nil:
+			// The item exists or the lookup failed; either way the fenced
+			// read did not apply, which is what the caller must know.
+			return itemDoc{}, fmt.Errorf("%w: fenced read %q with token %d (and the item could not be read: %v)", inventory.ErrFenced, sku, token, err)
+		}
+		return itemDoc{}, fmt.Errorf("%w: fenced read %q with %s token %d (registered: %d)", inventory.ErrFenced, sku, fence, token, cur.Fences[fence])
 	}
 	if err != nil {
 		// The fenced read writes only the token: whether or not it
@@ -97,21 +107,6 @@ func (s *Store) FencedWrite(ctx context.Context, fence string, token, version, s
 	_, err := s.sell(ctx, sale{op: "fenced write", sku: o.SKU, orders: []inventory.Order{o}, qty: o.Qty, stock: &stock, blind: true,
 		conds: []cond{fenceIs("fenced write", fence, token), versionIs("fenced write", version)}})
 	return err
-}
-
-// fenceMiss explains a fenced read that matched no document: the item is
-// gone, or a newer token is registered.
-func (s *Store) fenceMiss(ctx context.Context, op, sku, fence string, token int64) error {
-	it, err := s.getDoc(ctx, s.items, sku)
-	switch {
-	case errors.Is(err, inventory.ErrNotFound):
-		return fmt.Errorf("%w: %s %q", inventory.ErrNotFound, op, sku)
-	case err != nil:
-		// The item exists or the lookup failed; either way the fenced
-		// operation did not apply, which is what the caller must know.
-		return fmt.Errorf("%w: %s %q with token %d (and the item could not be read: %v)", inventory.ErrFenced, op, sku, token, err)
-	}
-	return fmt.Errorf("%w: %s %q with %s token %d (registered: %d)", inventory.ErrFenced, op, sku, fence, token, it.Fences[fence])
 }
 
 func checkFence(sku, fence string, token int64) error {

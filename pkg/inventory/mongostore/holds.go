@@ -103,30 +103,27 @@ func expiredHolds(it itemDoc, lower time.Time) (ids []string, units int64) {
 func holdConds(it itemDoc, ids []string) bson.D {
 	var d bson.D
 	for _, id := range ids {
-		h := it.Holds[id]
-		d = append(d,
-			bson.E{Key: holdPath(id, "state"), Value: inventory.HoldHeld},
-			bson.E{Key: holdPath(id, "expires"), Value: h.Expires})
-		if h.Confirming == "" {
-			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: bson.D{{Key: "$exists", Value: false}}})
-		} else {
-			d = append(d, bson.E{Key: holdPath(id, "confirming"), Value: h.Confirming})
-		}
+		d = append(d, heldAsRead(id, it.Holds[id].Confirming)...)
+		d = append(d, bson.E{Key: holdPath(id, "expires"), Value: it.Holds[id].Expires})
 	}
 	return d
+}
+
+// heldAsRead is the condition that hold id is still held, with the mark of
+// the confirm of nonce, or with none for an empty nonce: no other
+// confirm's first write since.
+func heldAsRead(id, nonce string) bson.D {
+	var mark any = nonce
+	if nonce == "" {
+		mark = bson.D{{Key: "$exists", Value: false}}
+	}
+	return bson.D{{Key: holdPath(id, "state"), Value: inventory.HoldHeld}, {Key: holdPath(id, "confirming"), Value: mark}}
 }
 
 // expiredUnits is what expiredHolds counts in it now, by the store's clock;
 // 0 when the clock cannot be read (a sale then finds the stock short).
 func (s *Store) expiredUnits(ctx context.Context, it itemDoc) int64 {
-	if len(it.Holds) == 0 {
-		return 0
-	}
-	lower, err := s.storeTime(ctx, false)
-	if err != nil {
-		return 0
-	}
-	_, units := expiredHolds(it, lower)
+	_, units, _ := s.expiredOf(ctx, it)
 	return units
 }
 
@@ -266,7 +263,7 @@ func (s *Store) holdRecorded(ctx context.Context, sku, id string) (inventory.Hol
 	return r.Hold, nil
 }
 
-// findHold reads hold id of sku: in the item (found true, with the item),
+// findHold reads hold id of sku: in the item (returned with the hold),
 // else in the holds collection, else ErrHoldNotFound (or the item's
 // ErrNotFound).
 func (s *Store) findHold(ctx context.Context, sku, id string) (inventory.Hold, *itemDoc, error) {
@@ -360,73 +357,73 @@ func (s *Store) ReleaseHold(ctx context.Context, sku, id string) (inventory.Hold
 		if err != nil {
 			return inventory.Hold{}, unreachable("read the store's clock to release hold "+id+" of", sku, err)
 		}
-		state := inventory.HoldReleased
-		if h.Settled(lower) == inventory.HoldExpired {
-			state = inventory.HoldExpired
+		h.State = h.Settled(lower) // held, or expired by the store's clock
+		if h.State == inventory.HoldHeld {
+			h.State = inventory.HoldReleased
 		}
-		cctx, cancel := s.commitContext(ctx)
-		res, err := s.items.UpdateOne(cctx,
-			append(bson.D{{Key: "_id", Value: sku}}, holdConds(*it, []string{id})...),
-			bson.D{
-				{Key: "$inc", Value: bson.D{{Key: "stock", Value: h.Qty}, {Key: "held", Value: -h.Qty}, {Key: "version", Value: int64(1)}}},
-				{Key: "$set", Value: bson.D{{Key: holdPath(id, "state"), Value: state}}},
-			})
-		if err != nil {
-			cancel()
+		if ok, err := s.unhold(ctx, holdConds(*it, []string{id}), h); err != nil {
 			return inventory.Hold{}, unknownOutcome("release hold "+id+" of", sku, err)
-		}
-		if res.MatchedCount == 1 {
-			h.State = state
-			s.recordHold(cctx, h)
-			cancel()
+		} else if ok {
 			return h, nil
 		}
-		cancel()
 	}
 	return inventory.Hold{}, fmt.Errorf("%w: release hold %s of %q: it kept changing", inventory.ErrConflict, id, sku)
 }
 
-// returnHolds returns the units of it's expired holds, as read in it, in
-// one update conditional on each of them unchanged, and records them.
+// returnHolds returns the units of it's holds expired by the store's clock
+// (expiredOf), as returnExpired does. It returns 0 when it returned
+// nothing: none expired, or the item changed since it was read.
 func (s *Store) returnHolds(ctx context.Context, it itemDoc) (int64, error) {
-	lower, err := s.storeTime(ctx, false)
-	if err != nil {
-		return 0, unreachable("read the store's clock to return the expired holds of", it.SKU, err)
+	ids, units, err := s.expiredOf(ctx, it)
+	if err != nil || len(ids) == 0 {
+		return 0, err
 	}
-	return s.returnHoldsAt(ctx, it, lower)
+	return s.returnExpired(ctx, it, ids, units)
 }
 
-// returnHoldsAt is returnHolds with lower, a lower estimate of the store's
-// clock, deciding which holds have expired. It returns 0 when it returned
-// nothing: none expired, or the item changed since it was read.
-func (s *Store) returnHoldsAt(ctx context.Context, it itemDoc, lower time.Time) (int64, error) {
-	ids, units := expiredHolds(it, lower)
-	if len(ids) == 0 {
-		return 0, nil
+// returnExpired returns the units of it's expired holds ids, units in
+// all, in one update conditional on each of them as read in it, and
+// records them; 0 when the item changed since it was read.
+func (s *Store) returnExpired(ctx context.Context, it itemDoc, ids []string, units int64) (int64, error) {
+	hs := make([]inventory.Hold, len(ids))
+	for i, id := range ids {
+		hs[i] = it.Holds[id]
+		hs[i].ID, hs[i].State = id, inventory.HoldExpired
 	}
-	set := bson.D{}
-	for _, id := range ids {
-		set = append(set, bson.E{Key: holdPath(id, "state"), Value: inventory.HoldExpired})
-	}
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	res, err := s.items.UpdateOne(cctx, append(bson.D{{Key: "_id", Value: it.SKU}}, holdConds(it, ids)...),
-		bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "stock", Value: units}, {Key: "held", Value: -units}, {Key: "version", Value: int64(1)}}},
-			{Key: "$set", Value: set},
-		})
+	ok, err := s.unhold(ctx, holdConds(it, ids), hs...)
 	if err != nil {
 		return 0, unknownOutcome("return the expired holds of", it.SKU, err)
 	}
-	if res.MatchedCount == 0 {
+	if !ok {
 		return 0, nil // changed since the read: whoever changed it decided
 	}
-	for _, id := range ids {
-		h := it.Holds[id]
-		h.ID, h.State = id, inventory.HoldExpired
+	return units, nil
+}
+
+// unhold gives the units of holds hs, of one sku, back to its stock, each
+// settled in its State, in one update conditional on cond (the holds as
+// read), and then records them (recordHold). ok is false when the update
+// matched nothing: nothing changed.
+func (s *Store) unhold(ctx context.Context, cond bson.D, hs ...inventory.Hold) (ok bool, err error) {
+	var units int64
+	set := bson.D{}
+	for _, h := range hs {
+		units += h.Qty
+		set = append(set, bson.E{Key: holdPath(h.ID, "state"), Value: h.State})
+	}
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	res, err := s.items.UpdateOne(cctx, append(bson.D{{Key: "_id", Value: hs[0].SKU}}, cond...), bson.D{
+		{Key: "$inc", Value: bson.D{{Key: "stock", Value: units}, {Key: "held", Value: -units}, {Key: "version", Value: int64(1)}}},
+		{Key: "$set", Value: set},
+	})
+	if err != nil || res.MatchedCount == 0 {
+		return false, err
+	}
+	for _, h := range hs {
 		s.recordHold(cctx, h)
 	}
-	return units, nil
+	return true, nil
 }
 
 // ReturnExpiredHolds returns to sku's stock the units of its holds that

@@ -22,11 +22,10 @@ const (
 	// DefaultKeyRetention is how long an idempotency key is remembered.
 	DefaultKeyRetention = 24 * time.Hour
 
-	// DefaultAbandonAfter is how old an attempt of a live replica must be
-	// before RecoverKeys gives it up (see StoreOptions.AbandonAfter). It is
-	// well above the longest a decrement can run: the request budget, then
-	// up to two commits of DefaultWriteTimeout (the fenced read and the
-	// stock write).
+	// DefaultAbandonAfter is StoreOptions.AbandonAfter's default, well
+	// above the longest a decrement can run: the request budget, then up to
+	// two commits of DefaultWriteTimeout (the fenced read and the stock
+	// write).
 	DefaultAbandonAfter = 5 * time.Minute
 
 	// inProgressWait is how long DecrementOnce waits for a decrement with
@@ -35,16 +34,9 @@ const (
 )
 
 // keyRecord is the reservation of an idempotency key, one document in the
-// idempotency collection:
-//
-//	{_id: "<sku>/<key>", sku, key, request: <fingerprint>, order_id, at, freed}
-//
-// Inserting it is what admits one decrement per key: the _id is unique.
-// order_id is fixed before the decrement runs and becomes its order's id,
-// so the outcome of the attempt can always be found: in the ledger, or
-// pending in the item. freed equal to order_id says that the attempt sold
-// nothing and the key may be taken again, by the same request: a freed
-// key keeps its request's fingerprint (see takeOver).
+// idempotency collection (doc.go, "Idempotency keys and attempts", says
+// what each field means). Inserting it is what admits one decrement per
+// key: the _id is unique.
 //
 // Keys are kept for the retention, so this collection is large. Every
 // write to it on a decrement's path is an insert or names the document by
@@ -64,15 +56,10 @@ type keyRecord struct {
 func (r keyRecord) free() bool { return r.Freed != "" && r.Freed == r.OrderID }
 
 // attempt is a keyed decrement in flight, one document in the attempts
-// collection:
-//
-//	{_id: <order id>, key_id: "<sku>/<key>", at, instance}
-//
-// It is inserted before the key's reservation and deleted, by _id, once the
-// attempt is settled: its sale recorded, or its key freed. So the
-// collection holds only the attempts in flight and those whose replica
-// died, and recovery reads it whole instead of searching the keys.
-// instance is the Store that runs it (see Store.Heartbeat).
+// collection, inserted before the key's reservation and deleted once the
+// attempt is settled. So the collection holds only the attempts in flight
+// and those whose replica died, and recovery reads it whole instead of
+// searching the keys.
 type attempt struct {
 	OrderID  string    `bson:"_id"`
 	KeyID    string    `bson:"key_id"`
@@ -80,11 +67,11 @@ type attempt struct {
 	Instance string    `bson:"instance,omitempty"`
 }
 
-// sku is the sku of a's key: the key id up to its first slash, which no
-// sku contains.
-func (a attempt) sku() string {
+// key is the reservation a runs for, as far as a knows it: its sku is the
+// key id up to its first slash, which no sku contains.
+func (a attempt) key() keyRecord {
 	sku, _, _ := strings.Cut(a.KeyID, "/")
-	return sku
+	return keyRecord{ID: a.KeyID, SKU: sku, OrderID: a.OrderID}
 }
 
 // fingerprint identifies a request for its key: sku, qty and match.
@@ -123,8 +110,8 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 		return inventory.Sale{}, false, fmt.Errorf("%w: DecrementOnce chooses the order id itself", inventory.ErrInvalid)
 	}
 	fp := fingerprint(req, match)
-	if r, ok := layerOf[soldOutReader](st); ok {
-		if err := s.soldOutFirst(ctx, r, req, fp); err != nil {
+	if w, ok := layerOf[*soldOutShortcut](st); ok {
+		if err := s.soldOutFirst(ctx, w, req, fp); err != nil {
 			return inventory.Sale{}, false, err
 		}
 	}
@@ -136,30 +123,24 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 			return inventory.Sale{}, false, err
 		}
 		if mine {
-			defer s.inFlight.remove(rec.OrderID)
 			return s.decrementReserved(ctx, st, req, rec)
 		}
 		if rec.Request != fp {
 			return inventory.Sale{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, req.Key, req.SKU)
 		}
-		out, err := s.outcome(ctx, rec)
+		sale, sold, aborted, err := s.outcome(ctx, rec)
 		switch {
 		case err != nil:
 			return inventory.Sale{}, false, err
-		case out.sold:
-			return out.sale, true, nil
-		case out.aborted:
+		case sold:
+			return sale, true, nil
+		case aborted:
 			// Given up: no sale can come of it. Take the key over.
-			fresh, err := s.newKeyRecord(ctx, req, fp)
-			if err != nil {
-				return inventory.Sale{}, false, err
-			}
-			next, ok, err := s.takeOver(ctx, rec, fresh)
+			next, ok, err := s.takeOver(ctx, rec, req, fp)
 			if err != nil {
 				return inventory.Sale{}, false, err
 			}
 			if ok {
-				defer s.inFlight.remove(next.OrderID)
 				return s.decrementReserved(ctx, st, req, next)
 			}
 			continue
@@ -187,8 +168,8 @@ func (s *Store) DecrementOnce(ctx context.Context, st inventory.Strategy, req in
 // reservation of the same key that it misses came after that read. A key
 // that names an attempt (a sale to replay, one in flight, another
 // request) is left to the reservation: nil.
-func (s *Store) soldOutFirst(ctx context.Context, r soldOutReader, req inventory.Request, fp string) error {
-	err := r.readSoldOut(ctx, req)
+func (s *Store) soldOutFirst(ctx context.Context, w *soldOutShortcut, req inventory.Request, fp string) error {
+	err := w.readSoldOut(ctx, req)
 	if err == nil || !errors.Is(err, inventory.ErrSoldOut) {
 		return err
 	}
@@ -196,7 +177,7 @@ func (s *Store) soldOutFirst(ctx context.Context, r soldOutReader, req inventory
 	ferr := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: req.SKU + "/" + req.Key}}).Decode(&cur)
 	switch {
 	case errors.Is(ferr, mongo.ErrNoDocuments), ferr == nil && cur.free() && cur.Request == fp:
-		r.soldOutByRead()
+		w.obs.SoldOutAnswered(w.Name(), SoldOutByRead)
 		return err
 	case ferr != nil:
 		return unreachable("read idempotency key", req.SKU, ferr)
@@ -205,10 +186,8 @@ func (s *Store) soldOutFirst(ctx context.Context, r soldOutReader, req inventory
 }
 
 // newKeyRecord returns a fresh reservation of req's key, with a new order
-// id, stamped now by the store's clock, never this replica's: the stamp is
-// an upper estimate of the store's clock (see storeTime), which expiry
-// compares with a lower one, so a key is never forgotten before the
-// retention has passed on the store's clock.
+// id, stamped with an upper estimate of the store's clock, never this
+// replica's (see the clock rule, clock.go).
 func (s *Store) newKeyRecord(ctx context.Context, req inventory.Request, fp string) (keyRecord, error) {
 	at, err := s.storeTime(ctx, true)
 	if err != nil {
@@ -222,34 +201,24 @@ func (s *Store) newKeyRecord(ctx context.Context, req inventory.Request, fp stri
 
 // reserve inserts the reservation of req's key, or reads the one that is
 // already there; mine tells which. A key whose attempt sold nothing is
-// taken over if it was reserved for the same request (fp, see takeOver),
-// and a reservation that went away between the insert and the read is
-// inserted again. A reservation that is mine is in s.inFlight
-// until the caller removes it.
+// taken over (see takeOver) if it was reserved for the same request (fp):
+// a key keeps the fingerprint of the request it was first reserved for,
+// freed or not, so one reserved for another request is answered as a key
+// in use would be. A reservation that went away between the insert and
+// the read is inserted again. A reservation that is mine is in s.inFlight
+// until decrementReserved returns.
 func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (keyRecord, bool, error) {
 	for {
-		rec, err := s.newKeyRecord(ctx, req, fp)
-		if err != nil {
-			return keyRecord{}, false, err
+		rec, mine, err := s.claim(ctx, req, fp, func(ctx context.Context, rec keyRecord) (bool, error) {
+			_, err := s.keys.InsertOne(ctx, rec)
+			if mongo.IsDuplicateKeyError(err) {
+				return false, nil
+			}
+			return true, err
+		})
+		if err != nil || mine {
+			return rec, mine, err
 		}
-		if err := s.beginAttempt(ctx, rec); err != nil {
-			return keyRecord{}, false, err
-		}
-		cctx, cancel := s.commitContext(ctx)
-		_, err = s.keys.InsertOne(cctx, rec)
-		cancel()
-		if err == nil {
-			return rec, true, nil
-		}
-		if !mongo.IsDuplicateKeyError(err) {
-			// The reservation may have landed: free it if it did, so that
-			// the key is not held until recovery gives it up.
-			s.freeKey(ctx, rec, false)
-			s.inFlight.remove(rec.OrderID)
-			return keyRecord{}, false, unreachable("reserve idempotency key", req.SKU, err)
-		}
-		s.endAttempt(ctx, rec)
-		s.inFlight.remove(rec.OrderID)
 		var cur keyRecord
 		err = s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: rec.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
@@ -258,54 +227,61 @@ func (s *Store) reserve(ctx context.Context, req inventory.Request, fp string) (
 		if err != nil {
 			return keyRecord{}, false, unreachable("read idempotency key", req.SKU, err)
 		}
-		if !cur.free() {
+		if !cur.free() || cur.Request != fp {
 			return cur, false, nil
 		}
-		fresh, err := s.newKeyRecord(ctx, req, fp)
-		if err != nil {
-			return keyRecord{}, false, err
-		}
-		if rec, ok, err := s.takeOver(ctx, cur, fresh); err != nil || ok {
+		if rec, ok, err := s.takeOver(ctx, cur, req, fp); err != nil || ok {
 			return rec, ok, err
 		}
 	}
 }
 
-// takeOver reserves the key of cur for rec, if cur still holds it: cur's
-// attempt sold nothing, and none of it can (its key was freed, or its
-// order id is aborted in the item). A key keeps the fingerprint of the
-// request it was first reserved for, freed or not: rec for another
-// request is refused with ErrKeyReused, as a key in use would be. It
-// replaces the document on a filter beyond _id, which FerretDB serves by
-// reading the whole collection; it runs only when a key is used again
-// after its attempt sold nothing. On success rec is in s.inFlight until
-// the caller removes it.
-func (s *Store) takeOver(ctx context.Context, cur, rec keyRecord) (keyRecord, bool, error) {
-	if rec.Request != cur.Request {
-		return keyRecord{}, false, fmt.Errorf("%w: idempotency key %q of %q", inventory.ErrKeyReused, rec.Key, rec.SKU)
+// takeOver reserves the key of cur for a fresh attempt of req, if cur
+// still holds it: cur's attempt sold nothing, and none of it can (its key
+// was freed, or its order id is aborted in the item). It replaces the
+// document on a filter beyond _id, which FerretDB serves by reading the
+// whole collection; it runs only when a key is used again after its
+// attempt sold nothing. ok is false when another caller took it first.
+func (s *Store) takeOver(ctx context.Context, cur keyRecord, req inventory.Request, fp string) (keyRecord, bool, error) {
+	return s.claim(ctx, req, fp, func(ctx context.Context, rec keyRecord) (bool, error) {
+		res, err := s.keys.ReplaceOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}}, rec)
+		return err == nil && res.ModifiedCount > 0, err
+	})
+}
+
+// claim writes a fresh reservation rec of req's key with write, which
+// reports false when another attempt holds the key; rec's attempt is
+// recorded first (see beginAttempt). mine reports whether the key is
+// rec's: then rec is in s.inFlight until decrementReserved returns;
+// otherwise rec's attempt is settled here.
+func (s *Store) claim(ctx context.Context, req inventory.Request, fp string, write func(context.Context, keyRecord) (bool, error)) (rec keyRecord, mine bool, err error) {
+	if rec, err = s.newKeyRecord(ctx, req, fp); err != nil {
+		return keyRecord{}, false, err
 	}
 	if err := s.beginAttempt(ctx, rec); err != nil {
 		return keyRecord{}, false, err
 	}
 	cctx, cancel := s.commitContext(ctx)
-	res, err := s.keys.ReplaceOne(cctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "order_id", Value: cur.OrderID}}, rec)
+	mine, err = write(cctx, rec)
 	cancel()
-	if err != nil {
-		s.freeKey(ctx, rec, false)
-		s.inFlight.remove(rec.OrderID)
-		return keyRecord{}, false, unreachable("reserve idempotency key", rec.SKU, err)
+	if err == nil && mine {
+		return rec, true, nil
 	}
-	if res.ModifiedCount == 0 {
-		// Another caller took it first.
+	defer s.inFlight.remove(rec.OrderID)
+	if err == nil {
 		s.endAttempt(ctx, rec)
-		s.inFlight.remove(rec.OrderID)
-		return keyRecord{}, false, nil
+		return rec, false, nil
 	}
-	return rec, true, nil
+	// The reservation may have landed: free it if it did, so that the key
+	// is not held until recovery gives it up.
+	s.freeKey(ctx, rec, false)
+	return keyRecord{}, false, unreachable("reserve idempotency key", rec.SKU, err)
 }
 
-// decrementReserved runs the decrement of a key this call has reserved.
+// decrementReserved runs the decrement of a key this call has reserved;
+// its attempt is no longer in s.inFlight once it returns.
 func (s *Store) decrementReserved(ctx context.Context, st inventory.Strategy, req inventory.Request, rec keyRecord) (inventory.Sale, bool, error) {
+	defer s.inFlight.remove(rec.OrderID)
 	req.OrderID = rec.OrderID
 	sale, err := st.Decrement(ctx, req)
 	switch {
@@ -325,64 +301,73 @@ func (s *Store) decrementReserved(ctx context.Context, st inventory.Strategy, re
 	return inventory.Sale{}, false, err
 }
 
-// keyOutcome is what became of a reservation's attempt.
-type keyOutcome struct {
-	sale    inventory.Sale
-	sold    bool // the sale happened: pending in the item, or in the ledger
-	aborted bool // no sale, and none can come: its order id is aborted in the item
-}
-
 // outcome looks for the sale of a reservation: pending in the item (then it
 // records it now, as recovery would), or in the ledger; failing both, it
-// reports whether the attempt was given up. The order is looked for in
-// that order because recording moves it the other way (ledger insert, then
-// pending removed): an order that exists before the look is seen by one of
-// the two reads. An attempt is given up only while its order is not
-// pending, so an abort seen in the first read with no order in the second
-// means that no sale came of it, nor can.
+// reports whether the attempt was given up (aborted: no sale, and none can
+// come). The order is looked for in that order because recording moves it
+// the other way (ledger insert, then pending removed): an order that
+// exists before the look is seen by one of the two reads. An attempt is
+// given up only while its order is not pending, so an abort seen in the
+// first read with no order in the second means that no sale came of it,
+// nor can.
 //
 // Given up means refused by every document a stock write of the attempt
 // could land on: the item and, once split, each of its buckets (see
 // view.refuses). The item alone is not enough: compactAborted raises the
 // item's aborted_through before the buckets', and an attempt still in
 // flight, with a ticket below it, may yet take from a bucket.
-func (s *Store) outcome(ctx context.Context, rec keyRecord) (keyOutcome, error) {
-	if err := inventory.CheckSKU(rec.SKU); err != nil {
-		return keyOutcome{}, err
-	}
+func (s *Store) outcome(ctx context.Context, rec keyRecord) (sale inventory.Sale, sold, aborted bool, err error) {
 	v, err := s.read(ctx, s.committedItems, rec.SKU)
 	if err != nil {
-		return keyOutcome{}, err
+		return sale, false, false, err
 	}
-	it := v.merged()
-	if p, ok := it.Pending[rec.OrderID]; ok {
-		p.ID, p.SKU = rec.OrderID, rec.SKU
-		cctx, cancel := s.commitContext(ctx)
-		defer cancel()
-		sale := p.Sale()
-		if err := s.record(cctx, p); err != nil {
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	sale, found, err := s.saleIn(cctx, v.merged(), rec)
+	if found {
+		if err != nil {
 			// The sale exists; only its recording failed. Replay it, and
 			// say so as the first answer would have.
-			sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", p.ID, p.SKU, err)
+			sale.LedgerErr = fmt.Errorf("inventory: record order %s of %q: %w", rec.OrderID, rec.SKU, err)
 		}
-		return keyOutcome{sale: sale, sold: true}, nil
+		return sale, true, false, nil
 	}
+	if sale, sold, err = s.saleRecorded(ctx, rec); err != nil || sold {
+		return sale, sold, false, err
+	}
+	return sale, false, v.refuses(inventory.Order{ID: rec.OrderID, Key: rec.Key}), nil
+}
+
+// saleIn finds the sale of rec's attempt in it, an item with its buckets'
+// pending orders (see view.merged): held there, a hold's create (see
+// HoldOnce), or pending, which it records now, as recovery would. err is
+// that recording's failure: the sale stands, only its order waits.
+func (s *Store) saleIn(ctx context.Context, it itemDoc, rec keyRecord) (sale inventory.Sale, found bool, err error) {
 	if _, ok := it.Holds[rec.OrderID]; ok {
-		return keyOutcome{sale: heldSale(rec), sold: true}, nil // a hold's create (see HoldOnce)
+		return heldSale(rec), true, nil
 	}
+	p, ok := it.Pending[rec.OrderID]
+	if !ok {
+		return inventory.Sale{}, false, nil
+	}
+	p.ID, p.SKU = rec.OrderID, rec.SKU
+	return p.Sale(), true, s.record(ctx, p)
+}
+
+// saleRecorded finds the sale of rec's attempt where recording puts it:
+// the ledger or, a hold's create, the holds collection.
+func (s *Store) saleRecorded(ctx context.Context, rec keyRecord) (inventory.Sale, bool, error) {
 	o, err := s.order(ctx, rec.SKU, rec.OrderID)
-	switch {
-	case err == nil:
-		return keyOutcome{sale: o.Sale(), sold: true}, nil
-	case errors.Is(err, inventory.ErrNotFound):
-		if _, err := s.holdRecorded(ctx, rec.SKU, rec.OrderID); err == nil {
-			return keyOutcome{sale: heldSale(rec), sold: true}, nil
-		} else if !errors.Is(err, inventory.ErrHoldNotFound) {
-			return keyOutcome{}, err
-		}
-		return keyOutcome{aborted: v.refuses(inventory.Order{ID: rec.OrderID, Key: rec.Key})}, nil
+	if !errors.Is(err, inventory.ErrNotFound) {
+		return o.Sale(), err == nil, err
 	}
-	return keyOutcome{}, err
+	switch _, err := s.holdRecorded(ctx, rec.SKU, rec.OrderID); {
+	case err == nil:
+		return heldSale(rec), true, nil
+	case !errors.Is(err, inventory.ErrHoldNotFound):
+		return inventory.Sale{}, false, err
+	}
+	return inventory.Sale{}, false, nil
 }
 
 // giveUpIfOverdue gives up the attempt of rec, found with no sale yet, if
@@ -403,20 +388,16 @@ func (s *Store) giveUpIfOverdue(ctx context.Context, rec keyRecord) (bool, error
 	if !s.overdue(a, now) {
 		return false, nil
 	}
-	sold, ended, err := s.settle(ctx, a)
-	if err != nil {
-		return false, err
-	}
 	// Settled by this call, or found sold: look again at once. Otherwise
 	// (no item yet, an order recorded between two reads) wait as usual.
-	return sold || ended, nil
+	sold, ended, err := s.settle(ctx, a)
+	return sold || ended, err
 }
 
 // beginAttempt records rec's attempt, before its reservation is written:
 // from then until it is settled, recovery can find it, whatever happens to
 // this replica. If the insert landed despite an error, recovery gives it
-// up. The attempt is in s.inFlight from now on, until the caller removes
-// it.
+// up. The attempt is in s.inFlight until the caller removes it.
 func (s *Store) beginAttempt(ctx context.Context, rec keyRecord) error {
 	s.inFlight.add(rec.OrderID)
 	cctx, cancel := s.commitContext(ctx)
@@ -455,47 +436,37 @@ func (s *Store) endAttempt(ctx context.Context, rec keyRecord) bool {
 // Without owned, the caller does not know whether its reservation landed:
 // it marks the key free only if it is still rec's, and leaves the attempt
 // to recovery, which gives it up if the reservation lands after all. A
-// freed key is kept, not deleted, so that it keeps its request's
-// fingerprint (see takeOver).
-//
-// It reports whether this call freed the key.
-func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) bool {
+// freed key is kept, not deleted (see reserve).
+func (s *Store) freeKey(ctx context.Context, rec keyRecord, owned bool) {
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
+	key := bson.D{{Key: "_id", Value: rec.ID}}
 	var err error
 	if owned {
 		err = s.attempts.FindOne(cctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err()
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			return false
-		}
-		if err == nil {
-			err = s.markFreed(cctx, rec.ID, rec.OrderID)
-		}
-		if err == nil {
-			s.endAttempt(ctx, rec)
+			return
 		}
 	} else {
-		var res *mongo.UpdateResult
-		res, err = s.keys.UpdateOne(cctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: rec.OrderID}}}})
-		if err == nil && res.MatchedCount == 0 {
-			return false
-		}
+		key = append(key, bson.E{Key: "order_id", Value: rec.OrderID})
+	}
+	if err == nil {
+		err = s.markFreed(cctx, key, rec.OrderID)
+	}
+	if err == nil && owned {
+		s.endAttempt(ctx, rec)
 	}
 	if err != nil {
 		s.logger.WarnContext(ctx, "could not free the idempotency key of a failed decrement; retries with it answer in progress until recovery frees it",
 			slog.String("sku", rec.SKU), slog.String("order_id", rec.OrderID), slog.Any("error", err))
-		return false
 	}
-	return true
 }
 
-// markFreed sets the key keyID free for the attempt orderID, by _id alone
-// (see keyRecord). If another attempt has taken the key meanwhile, the
-// mark names an order id that is not the key's, and frees nothing.
-func (s *Store) markFreed(ctx context.Context, keyID, orderID string) error {
-	_, err := s.keys.UpdateOne(ctx, bson.D{{Key: "_id", Value: keyID}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: orderID}}}})
+// markFreed sets the key that filter names free for the attempt orderID.
+// If another attempt has taken the key meanwhile, the mark names an order
+// id that is not the key's, and frees nothing.
+func (s *Store) markFreed(ctx context.Context, filter bson.D, orderID string) error {
+	_, err := s.keys.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "freed", Value: orderID}}}})
 	return err
 }
 
@@ -520,7 +491,7 @@ const expireBatch = 100
 //     as this store saw it, is taken for dead.
 //   - Any other attempt is given up once older than AbandonAfter: its
 //     stamp and now are both the store's clock (see storeTime), now a
-//     lower estimate of it. Giving up is safe at any time anyway.
+//     lower estimate of it.
 func (s *Store) overdue(a attempt, now time.Time) bool {
 	switch {
 	case a.Instance == s.instance:
@@ -531,33 +502,56 @@ func (s *Store) overdue(a attempt, now time.Time) bool {
 	return a.At.Before(now.Add(-s.abandonAfter))
 }
 
-// settle ends attempt a, giving it up unless its sale happened. It first
-// fences a's order id out of the item: it sets aborted.<order id>, only if
-// the order is not pending there. Every stock write requires that field
-// absent, in the same single-document update that takes the stock, so
-// from then on no sale of a can land, however late its replica sends it.
-// Then it looks for the sale: pending in the item (it records it), or in
-// the ledger (recorded before the fence: recording inserts the order
-// before it clears the pending entry). A sale found in the ledger before
-// the fence is settled without one. With neither, no sale came of a nor
-// can, and a's key is freed. The fence set, a's sku is compacted at the
-// end of RecoverKeys: the fence moves into aborted_through, which refuses
-// a's writes just as well (see compactAborted).
-//
-// An attempt whose item does not exist is left alone: there is nothing to
-// fence, and a write could land on an item created later; a retry of its
-// key answers ErrNotFound meanwhile.
-//
+// settle ends attempt a, giving it up unless its sale happened (see
+// fenceOut): with no sale, a's key is freed, so that a retry may sell.
 // ended reports whether this call ended the attempt (and so should count
 // it); sold whether a sale came of it.
 func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err error) {
-	sku := a.sku()
-	// A sale already in the ledger needs no fence.
-	switch _, err := s.order(ctx, sku, a.OrderID); {
-	case err == nil:
-		return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
-	case !errors.Is(err, inventory.ErrNotFound):
+	rec := a.key()
+	sold, done, err := s.fenceOut(ctx, rec)
+	if err != nil || !done {
 		return false, false, err
+	}
+	if !sold {
+		cctx, cancel := s.commitContext(ctx)
+		defer cancel()
+		var cur keyRecord
+		err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: rec.ID}}).Decode(&cur)
+		switch {
+		case err == nil && cur.OrderID == rec.OrderID && !cur.free():
+			if err := s.markFreed(cctx, bson.D{{Key: "_id", Value: rec.ID}}, rec.OrderID); err != nil {
+				return false, false, unreachable("free idempotency key "+rec.ID+" of", rec.SKU, err)
+			}
+		case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
+			return false, false, unreachable("read idempotency key "+rec.ID+" of", rec.SKU, err)
+		}
+	}
+	return sold, s.endAttempt(ctx, rec), nil
+}
+
+// fenceOut gives up the attempt of rec unless its sale happened. It
+// fences rec's order id out of the item: it sets aborted.<order id>, only
+// if the order is not pending there. Every stock write requires that field
+// absent, in the same single-document update that takes the stock, so from
+// then on no sale of the attempt can land, however late its replica sends
+// it. Then it looks for the sale: pending in the item (it records it), or
+// in the ledger (recorded before the fence: recording inserts the order
+// before it clears the pending entry). A sale found recorded before the
+// fence is settled without one. With neither, no sale came of the
+// attempt nor can. The fence set, the sku is compacted at the end of
+// RecoverKeys: the fence moves into aborted_through, which refuses the
+// attempt's writes just as well (see compactAborted).
+//
+// It reports whether a sale came of the attempt, and done false when it
+// cannot tell yet: the attempt stays for the next pass. So does an attempt
+// whose item does not exist: there is nothing to fence, and a write could
+// land on an item created later; a retry of its key answers ErrNotFound
+// meanwhile.
+func (s *Store) fenceOut(ctx context.Context, rec keyRecord) (sold, done bool, err error) {
+	sku, id := rec.SKU, rec.OrderID
+	// A sale already recorded needs no fence.
+	if _, sold, err := s.saleRecorded(ctx, rec); err != nil || sold {
+		return sold, err == nil, err
 	}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
@@ -565,91 +559,50 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 	// first, and in the item last, on the bucket count seen here.
 	k, err := s.bucketCount(ctx, s.items, sku)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
+		return false, false, unreachable("give up idempotency attempt "+id+" of", sku, err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	// A hold's create (see HoldOnce) is found by its hold as a sale by
-	// its pending order: the fence requires neither in the item.
-	itemFilter := bson.D{{Key: "_id", Value: sku}, {Key: pendingPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}},
-		{Key: holdPath(a.OrderID), Value: bson.D{{Key: "$exists", Value: false}}}}
+	inBucket, buckets := false, any(bson.D{{Key: "$exists", Value: false}})
 	if k > 0 {
-		doc, err := s.fenceBuckets(cctx, sku, a.OrderID, k, now)
+		doc, err := s.fenceBuckets(cctx, sku, id, k, now)
 		if err != nil {
 			return false, false, err
 		}
 		s.compact.add(sku) // fences set in buckets, whatever follows: RecoverKeys compacts them
-		if doc != "" {
-			p, _, found, err := s.pendingInBuckets(ctx, s.committedItems, sku, a.OrderID)
-			if err != nil || !found {
-				return false, false, err // recorded meanwhile: the next pass finds it in the ledger
-			}
-			p.ID, p.SKU = a.OrderID, sku
-			if _, err := s.recordIn(cctx, doc, p, stepTimer{}); err != nil {
-				return false, false, unreachable("record order "+a.OrderID+" of", sku, err)
-			}
-			return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
-		}
-		itemFilter = append(itemFilter, bson.E{Key: "buckets", Value: k})
-	} else {
-		itemFilter = append(itemFilter, bson.E{Key: "buckets", Value: bson.D{{Key: "$exists", Value: false}}})
+		inBucket, buckets = doc != "", k
 	}
-	res, err := s.items.UpdateOne(cctx, itemFilter,
-		bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(a.OrderID), Value: now}}}})
-	if err != nil {
-		return false, false, unreachable("give up idempotency attempt "+a.OrderID+" of", sku, err)
-	}
-	if res.MatchedCount == 0 {
-		it, err := s.getCommitted(ctx, sku)
-		if errors.Is(err, inventory.ErrNotFound) {
-			return false, false, nil
-		}
+	if !inBucket {
+		// A hold's create (see HoldOnce) is found by its hold as a sale by
+		// its pending order: the fence requires neither in the item.
+		res, err := s.items.UpdateOne(cctx, bson.D{{Key: "_id", Value: sku},
+			{Key: pendingPath(id), Value: bson.D{{Key: "$exists", Value: false}}},
+			{Key: holdPath(id), Value: bson.D{{Key: "$exists", Value: false}}},
+			{Key: "buckets", Value: buckets}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: abortedPath(id), Value: now}}}})
 		if err != nil {
-			return false, false, err
+			return false, false, unreachable("give up idempotency attempt "+id+" of", sku, err)
 		}
-		if _, held := it.Holds[a.OrderID]; held {
-			return true, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
-		}
-		p, ok := it.Pending[a.OrderID]
-		if !ok {
-			// Recorded between the two reads: the next pass finds it in
-			// the ledger (or, a hold, in the holds collection).
-			return false, false, nil
-		}
-		p.ID, p.SKU = a.OrderID, sku
-		if err := s.record(cctx, p); err != nil {
-			return false, false, unreachable("record order "+a.OrderID+" of", sku, err)
-		}
-		sold = true
-	} else {
-		s.compact.add(sku) // a fence set: RecoverKeys compacts it
-		_, err := s.order(ctx, sku, a.OrderID)
-		switch {
-		case err == nil:
-			sold = true
-		case !errors.Is(err, inventory.ErrNotFound):
-			return false, false, err
-		default:
-			switch _, err := s.holdRecorded(ctx, sku, a.OrderID); {
-			case err == nil:
-				sold = true
-			case !errors.Is(err, inventory.ErrHoldNotFound):
-				return false, false, err
-			}
+		if res.MatchedCount > 0 {
+			s.compact.add(sku) // a fence set: RecoverKeys compacts it
+			_, sold, err := s.saleRecorded(ctx, rec)
+			return sold, err == nil, err
 		}
 	}
-	if !sold {
-		var rec keyRecord
-		err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: a.KeyID}}).Decode(&rec)
-		switch {
-		case err == nil && rec.OrderID == a.OrderID && !rec.free():
-			if err := s.markFreed(cctx, a.KeyID, a.OrderID); err != nil {
-				return false, false, unreachable("free idempotency key "+a.KeyID+" of", sku, err)
-			}
-		case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
-			return false, false, unreachable("read idempotency key "+a.KeyID+" of", sku, err)
-		}
+	// Not fenced: the sale is pending (in a bucket or the item), or held
+	// in the item; or the item is gone, or was split since the count.
+	v, err := s.read(ctx, s.committedItems, sku)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return false, false, nil
 	}
-	return sold, s.endAttempt(ctx, keyRecord{SKU: sku, OrderID: a.OrderID}), nil
+	if err != nil {
+		return false, false, err
+	}
+	if _, sold, err = s.saleIn(cctx, v.merged(), rec); err != nil {
+		return false, false, unreachable("record order "+id+" of", sku, err)
+	}
+	// Not found: recorded between the reads, the next pass finds it in the
+	// ledger (or, a hold, in the holds collection).
+	return sold, sold, nil
 }
 
 // RecoverKeys settles the idempotency attempts that are overdue (see
@@ -659,10 +612,9 @@ func (s *Store) settle(ctx context.Context, a attempt) (sold, ended bool, err er
 // that a stock write of the attempt that comes later is refused
 // (ErrAbandoned); the fences it set are then compacted into one field of
 // the item (see compactAborted), so that the item does not grow with
-// every attempt given up. It reads only the attempts collection, which
-// holds just the attempts in flight and those whose replica died, never
-// the retained keys, and it deletes the heartbeats of dead stores with no
-// attempt left.
+// every attempt given up. It reads only the attempts collection (see
+// attempt), never the retained keys, and it deletes the heartbeats of
+// dead stores with no attempt left.
 //
 // Where the server has no TTL index it also forgets keys older than the
 // retention, by the store's clock: at most expireBatch a pass, from the
@@ -678,12 +630,8 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 	if err != nil {
 		return r, fmt.Errorf("inventory: %w", err)
 	}
-	cur, err := s.attempts.Find(ctx, bson.D{})
+	atts, err := findDocs[attempt](ctx, s.attempts, bson.D{})
 	if err != nil {
-		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
-	}
-	var atts []attempt
-	if err := cur.All(ctx, &atts); err != nil {
 		return r, fmt.Errorf("inventory: find idempotency attempts: %w", err)
 	}
 	withAttempts := map[string]bool{}
@@ -693,17 +641,13 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 			withAttempts[a.Instance] = true
 			continue
 		}
+		// One attempt that cannot be settled now (err, or not ended) must
+		// not hold up the others: it is tried again at the next pass.
 		sold, ended, err := s.settle(ctx, a)
-		if err != nil {
-			// One attempt that cannot be settled now must not hold up
-			// the others: try it again at the next pass.
-			withAttempts[a.Instance] = true
-			errs = append(errs, err)
-			continue
-		}
 		switch {
 		case !ended:
 			withAttempts[a.Instance] = true
+			errs = append(errs, err) // errors.Join drops a nil
 		case sold:
 			r.Settled++
 		default:
@@ -719,16 +663,13 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 			// next pass looks again.
 			s.compact.add(sku)
 		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, err)
 	}
-	if s.ttl.Load() {
-		return r, errors.Join(errs...)
+	if !s.ttl.Load() {
+		r.Expired, err = s.expireKeys(ctx, now)
+		errs = append(errs, err)
 	}
-	n, err := s.expireKeys(ctx, now)
-	r.Expired = n
-	return r, errors.Join(append(errs, err)...)
+	return r, errors.Join(errs...)
 }
 
 // expireKeys forgets the keys past the retention at now, a lower estimate
@@ -744,12 +685,8 @@ func (s *Store) RecoverKeys(ctx context.Context) (KeyRecovery, error) {
 // reading the whole collection, so a pass with expired keys costs one such
 // read per key (docs/embedded-store.md).
 func (s *Store) expireKeys(ctx context.Context, now time.Time) (int, error) {
-	cur, err := s.keys.Find(ctx, bson.D{}, options.Find().SetLimit(expireBatch))
+	recs, err := findDocs[keyRecord](ctx, s.keys, bson.D{}, options.Find().SetLimit(expireBatch))
 	if err != nil {
-		return 0, fmt.Errorf("inventory: read the oldest idempotency keys: %w", err)
-	}
-	var recs []keyRecord
-	if err := cur.All(ctx, &recs); err != nil {
 		return 0, fmt.Errorf("inventory: read the oldest idempotency keys: %w", err)
 	}
 	n := 0
@@ -757,11 +694,10 @@ func (s *Store) expireKeys(ctx context.Context, now time.Time) (int, error) {
 		if !rec.At.Before(now.Add(-s.keyRetention)) {
 			continue
 		}
-		err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err()
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, mongo.ErrNoDocuments) {
+		switch err := s.attempts.FindOne(ctx, bson.D{{Key: "_id", Value: rec.OrderID}}).Err(); {
+		case err == nil:
+			continue // its attempt is open
+		case !errors.Is(err, mongo.ErrNoDocuments):
 			return n, fmt.Errorf("inventory: read idempotency attempt: %w", err)
 		}
 		res, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "order_id", Value: rec.OrderID}})

@@ -11,22 +11,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// DefaultDeadAfter is how long another store's heartbeat must stand still
-// before this store takes it for dead (see StoreOptions.DeadAfter).
+// DefaultDeadAfter is StoreOptions.DeadAfter's default.
 const DefaultDeadAfter = 5 * time.Second
 
 // heartbeat is one Store's sign of life, one document in the heartbeats
-// collection:
-//
-//	{_id: <instance>, replica, beat, dead_after_ms, at, stopped}
-//
-// instance is random per Store, so a restarted replica is a new instance.
-// beat counts the Store's Heartbeat calls. Other stores judge liveness by
-// whether beat changes, timed by their own monotonic clock. dead_after_ms
-// is the writer's DeadAfter, which every store must share (see
-// CheckPeers). at is the store's clock at the write ($currentDate), kept
-// only for people to read. stopped says that the store has left for good
-// (see Leave): it is dead at once.
+// collection (doc.go, "Heartbeats", says what each field means; liveness
+// how the others judge it).
 type heartbeat struct {
 	Instance  string    `bson:"_id"`
 	Replica   string    `bson:"replica"`
@@ -178,11 +168,7 @@ func (s *Store) Heartbeat(ctx context.Context) (died int, err error) {
 // the find was sent and just after its answer came back.
 func (s *Store) readBeats(ctx context.Context) (hbs []heartbeat, sent, received time.Time, err error) {
 	sent = s.now()
-	cur, err := s.beats.Find(ctx, bson.D{})
-	if err == nil {
-		err = cur.All(ctx, &hbs)
-	}
-	if err != nil {
+	if hbs, err = findDocs[heartbeat](ctx, s.beats, bson.D{}); err != nil {
 		return nil, sent, received, fmt.Errorf("inventory: read heartbeats: %w", err)
 	}
 	if s.afterBeatRead != nil {
@@ -213,10 +199,11 @@ var (
 // intervals (two fifths of their DeadAfter): a replica restarted after
 // its predecessor was killed waits that long (2 s at the default
 // DeadAfter) before it starts; with no conflicting heartbeat, or a
-// predecessor that stopped cleanly (Leave), there is no wait. A predecessor that is paused, not dead, is not seen beating and
-// does not stop the start: its keyed requests are fenced out as a dead
-// replica's are. Two processes that start with one name at the same
-// moment are not caught.
+// predecessor that stopped cleanly (Leave), there is no wait. A
+// predecessor that is paused, not dead, is not seen beating and does not
+// stop the start: its keyed requests are fenced out as a dead replica's
+// are. Two processes that start with one name at the same moment are not
+// caught.
 func (s *Store) CheckPeers(ctx context.Context) error {
 	hbs, _, _, err := s.readBeats(ctx)
 	if err != nil {
@@ -285,34 +272,4 @@ func (s *Store) forgetDead(ctx context.Context, withAttempts map[string]bool) {
 			s.logger.WarnContext(ctx, "could not delete a dead replica's heartbeat; the next recovery will", "instance", id, "error", err)
 		}
 	}
-}
-
-// inFlight is the set of this store's idempotency attempts whose request
-// is still running: any other attempt of this instance is over, and may be
-// settled at once.
-type inFlight struct {
-	mu  sync.Mutex
-	ids map[string]struct{}
-}
-
-func (f *inFlight) add(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ids == nil {
-		f.ids = map[string]struct{}{}
-	}
-	f.ids[id] = struct{}{}
-}
-
-func (f *inFlight) remove(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.ids, id)
-}
-
-func (f *inFlight) has(id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.ids[id]
-	return ok
 }

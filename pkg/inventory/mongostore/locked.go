@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +11,8 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/pkg/lock"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 // DefaultLockWait is the default budget for acquiring an item's lock.
@@ -91,8 +90,7 @@ type Locked struct {
 	logger  *slog.Logger
 	queue   *keyQueue
 	mu      sync.Mutex
-	held    map[*lock.Lease]struct{}
-	leave   map[*lock.Lease]func() // ends the lease's turn in the queue
+	held    map[*lock.Lease]func() // each lease held, and what ends its turn in the queue
 	closing bool
 
 	// afterRead, when set (by tests), runs between the read and the write.
@@ -117,18 +115,14 @@ func NewLocked(store *Store, cfg LockedConfig) (*Locked, error) {
 		cfg.Wait = DefaultLockWait
 	}
 	l := &Locked{
-		store: store, cfg: cfg, obs: cfg.Observer, logger: cfg.Logger, queue: newKeyQueue(),
-		held: make(map[*lock.Lease]struct{}), leave: make(map[*lock.Lease]func()),
-		now: time.Now,
+		store: store, cfg: cfg, obs: cfg.Observer, logger: cmp.Or(cfg.Logger, slog.Default()), queue: newKeyQueue(),
+		held: make(map[*lock.Lease]func()), now: time.Now,
 	}
 	if l.obs == nil {
 		l.obs = nopObserver{}
 	}
 	if so, ok := l.obs.(inventory.StepObserver); ok {
 		l.steps = stepTimer{obs: so, strategy: cfg.Name}
-	}
-	if l.logger == nil {
-		l.logger = slog.Default()
 	}
 	return l, nil
 }
@@ -168,33 +162,16 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// runs early, before the order is recorded, which needs no lock.
 	defer l.release(ctx, lease)
 
-	fence, err := l.fenceOf(lease)
-	if err != nil {
-		return inventory.Sale{}, err
-	}
-
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
 
 	// Step 2: read. The fenced read registers our token, so from here on
-	// every holder older than us is rejected. It is a write, so it runs to
-	// completion like the stock write (see StoreOptions.WriteTimeout); the
-	// lease is checked right after it.
-	var it itemDoc
+	// every holder older than us is rejected.
 	start = time.Now()
-	if l.cfg.Fencing {
-		rctx, rcancel := l.store.commitContext(ctx)
-		it, err = l.store.fencedRead(rctx, sku, l.cfg.Name, fence)
-		rcancel()
-	} else {
-		it, err = l.store.getDoc(gctx, l.store.items, sku)
-	}
+	it, fence, err := l.read(ctx, gctx, lease, sku)
 	l.steps.since(strategy.StepRead, start)
-	if err == nil && gctx.Err() != nil {
-		err = context.Cause(gctx)
-	}
 	if err != nil {
-		return inventory.Sale{}, l.interrupted(gctx, lease, err)
+		return inventory.Sale{}, err
 	}
 	if it.Stock < qty && l.store.expiredUnits(ctx, it) == 0 {
 		return inventory.Sale{}, soldOut(sku, it.Stock, qty)
@@ -225,6 +202,34 @@ func (l *Locked) Decrement(ctx context.Context, req inventory.Request) (inventor
 	return l.store.soldTimed(ctx, o, after.Stock, 1, l.steps), nil
 }
 
+// read is step 2 under lease: the fenced read, which registers the lease's
+// token on the item and returns it as the fence the write carries, or
+// with fencing off a plain read (and fence 0). The fenced read is a
+// write, so it runs to completion like the stock write (see
+// StoreOptions.WriteTimeout); the lease is checked right after it.
+func (l *Locked) read(ctx, gctx context.Context, lease *lock.Lease, sku string) (it itemDoc, fence int64, err error) {
+	if l.cfg.Fencing {
+		// Tokens are uint64; the item stores BSON int64. No backend comes
+		// near 2^63, but a wrapped token would break the ordering silently.
+		if lease.Token() > math.MaxInt64 {
+			return itemDoc{}, 0, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
+		}
+		fence = int64(lease.Token())
+		rctx, cancel := l.store.commitContext(ctx)
+		it, err = l.store.fencedRead(rctx, sku, l.cfg.Name, fence)
+		cancel()
+	} else {
+		it, err = l.store.getDoc(gctx, l.store.items, sku)
+	}
+	if err == nil && gctx.Err() != nil {
+		err = context.Cause(gctx)
+	}
+	if err != nil {
+		return itemDoc{}, 0, l.interrupted(gctx, lease, err)
+	}
+	return it, fence, nil
+}
+
 // stillHeld is the last check before the stock write: the lease has not
 // ended, and its expiry, by this process's clock, has not passed. The
 // second half matters after a pause: a process that wakes past its
@@ -245,19 +250,6 @@ func (l *Locked) stillHeld(gctx context.Context, lease *lock.Lease) error {
 // acquire takes the lease on sku within the wait budget, queueing first
 // behind this replica's other requests for the same item (see keyQueue),
 // and tracks the lease until release.
-// fenceOf is the fence a write under lease carries: its token, or 0 with
-// fencing off. Tokens are uint64; the item stores BSON int64. No backend
-// comes near 2^63, but a wrapped token would break the ordering silently.
-func (l *Locked) fenceOf(lease *lock.Lease) (int64, error) {
-	if !l.cfg.Fencing {
-		return 0, nil
-	}
-	if lease.Token() > math.MaxInt64 {
-		return 0, fmt.Errorf("inventory: %s token %d does not fit a BSON int64", l.cfg.Name, lease.Token())
-	}
-	return int64(lease.Token()), nil
-}
-
 func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.Wait)
 	defer cancel()
@@ -285,8 +277,7 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 	l.mu.Lock()
 	closing := l.closing
 	if !closing {
-		l.held[lease] = struct{}{}
-		l.leave[lease] = leave
+		l.held[lease] = leave
 	}
 	l.mu.Unlock()
 	if closing {
@@ -301,10 +292,8 @@ func (l *Locked) acquire(ctx context.Context, sku string) (*lock.Lease, error) {
 // release gives the lease back, unless Close already did.
 func (l *Locked) release(ctx context.Context, lease *lock.Lease) {
 	l.mu.Lock()
-	_, mine := l.held[lease]
-	leave := l.leave[lease]
+	leave, mine := l.held[lease]
 	delete(l.held, lease)
-	delete(l.leave, lease)
 	l.mu.Unlock()
 	if !mine {
 		return
@@ -361,19 +350,13 @@ func (l *Locked) Held() int {
 func (l *Locked) Close() {
 	l.mu.Lock()
 	l.closing = true
-	leases := make([]*lock.Lease, 0, len(l.held))
-	leaves := make([]func(), 0, len(l.held))
-	for lease := range l.held {
-		leases = append(leases, lease)
-		leaves = append(leaves, l.leave[lease])
-	}
-	clear(l.held)
-	clear(l.leave)
+	held := l.held
+	l.held = make(map[*lock.Lease]func())
 	l.mu.Unlock()
-	for i, lease := range leases {
+	for lease, leave := range held {
 		l.obs.LockHeld(l.cfg.Name, -1)
 		l.releaseLease(lease)
-		leaves[i]()
+		leave()
 	}
 }
 

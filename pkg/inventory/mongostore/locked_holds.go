@@ -63,25 +63,11 @@ func (l *Locked) Hold(ctx context.Context, req inventory.HoldRequest) (inventory
 		return inventory.Hold{}, err
 	}
 	defer l.release(ctx, lease)
-	fence, err := l.fenceOf(lease)
-	if err != nil {
-		return inventory.Hold{}, err
-	}
 	gctx, cancel := lease.Guard(ctx)
 	defer cancel()
-	var it itemDoc
-	if l.cfg.Fencing {
-		rctx, rcancel := l.store.commitContext(ctx)
-		it, err = l.store.fencedRead(rctx, req.SKU, l.cfg.Name, fence)
-		rcancel()
-	} else {
-		it, err = l.store.getDoc(gctx, l.store.items, req.SKU)
-	}
-	if err == nil && gctx.Err() != nil {
-		err = context.Cause(gctx)
-	}
+	it, fence, err := l.read(ctx, gctx, lease, req.SKU)
 	if err != nil {
-		return inventory.Hold{}, l.interrupted(gctx, lease, err)
+		return inventory.Hold{}, err
 	}
 	if err := l.stillHeld(gctx, lease); err != nil {
 		return inventory.Hold{}, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stocklock/stocklock/pkg/inventory"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -88,9 +89,9 @@ func mustGet(t testing.TB, s *Store, sku string) inventory.Item {
 
 func mustCount(t testing.TB, s *Store, sku string) int64 {
 	t.Helper()
-	n, err := s.CountOrders(t.Context(), sku)
+	n, err := s.orders.CountDocuments(t.Context(), bson.D{{Key: "sku", Value: sku}})
 	if err != nil {
-		t.Fatalf("CountOrders(%q): %v", sku, err)
+		t.Fatalf("count the orders of %q: %v", sku, err)
 	}
 	return n
 }

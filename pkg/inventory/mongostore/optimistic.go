@@ -2,13 +2,11 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
@@ -85,7 +83,11 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 		if n > 0 {
 			order.Attempts = n + 1
 		}
-		ok, err := o.compareAndSet(ctx, it.Version, remaining, order)
+		// The compare-and-set: a write that matches nothing is not
+		// explained, the next attempt reads again.
+		op := fmt.Sprintf("compare-and-set at version %d of", it.Version)
+		_, ok, err := o.store.writeOnce(ctx, sale{op: op, sku: req.SKU, orders: []inventory.Order{order}, qty: req.Qty,
+			stock: &remaining, conds: []cond{versionIs(op, it.Version)}, blind: true})
 		if err != nil {
 			return inventory.Sale{}, err
 		}
@@ -96,29 +98,12 @@ func (o *Optimistic) Decrement(ctx context.Context, req inventory.Request) (inve
 	return inventory.Sale{}, fmt.Errorf("%w: optimistic decrement %q: version changed under each of %d attempts", inventory.ErrConflict, req.SKU, o.attempts)
 }
 
-// compareAndSet writes stock and records order as pending if the item's
-// version is still version: one sale write, sent once. A write that
-// matched nothing is not explained here: the next attempt reads again.
-func (o *Optimistic) compareAndSet(ctx context.Context, version, stock int64, order inventory.Order) (bool, error) {
-	cctx, cancel := o.store.commitContext(ctx)
-	defer cancel()
-	op := fmt.Sprintf("compare-and-set at version %d of", version)
-	_, err := o.store.write(cctx, sale{op: op, sku: order.SKU, orders: []inventory.Order{order}, qty: order.Qty,
-		stock: &stock, conds: []cond{versionIs(op, version)}, blind: true}, nil, nil)
-	if errors.Is(err, errMissed) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // casBackoff returns the sleep before retry n (from 0): uniform in
 // [0, min(max, min*2^n)].
 func casBackoff(n int) time.Duration {
 	ceil := casBackoffMax
 	if n < 16 {
-		if d := casBackoffMin << n; d < ceil {
-			ceil = d
-		}
+		ceil = min(ceil, casBackoffMin<<n)
 	}
 	return rand.N(ceil + 1)
 }

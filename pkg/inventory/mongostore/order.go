@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -47,9 +48,7 @@ func (s *Store) Orders(ctx context.Context, q inventory.OrdersQuery) (inventory.
 	if err := inventory.CheckSKU(q.SKU); err != nil {
 		return inventory.OrdersPage{}, err
 	}
-	if q.Limit == 0 {
-		q.Limit = inventory.DefaultOrdersLimit
-	}
+	q.Limit = cmp.Or(q.Limit, inventory.DefaultOrdersLimit)
 	if q.Limit < 1 || q.Limit > inventory.MaxOrdersLimit {
 		return inventory.OrdersPage{}, fmt.Errorf("%w: limit %d: want 1 to %d", inventory.ErrInvalid, q.Limit, inventory.MaxOrdersLimit)
 	}
@@ -67,16 +66,13 @@ func (s *Store) Orders(ctx context.Context, q inventory.OrdersQuery) (inventory.
 			bson.D{{Key: "at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: id}}}},
 		}})
 	}
-	cur, err := s.orders.Find(ctx, filter, options.Find().
+	orders, err := findDocs[inventory.Order](ctx, s.orders, filter, options.Find().
 		SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}).
 		SetLimit(int64(q.Limit)+1))
 	if err != nil {
 		return inventory.OrdersPage{}, fmt.Errorf("inventory: orders of %q: %w", q.SKU, err)
 	}
-	page := inventory.OrdersPage{Orders: []inventory.Order{}}
-	if err := cur.All(ctx, &page.Orders); err != nil {
-		return inventory.OrdersPage{}, fmt.Errorf("inventory: orders of %q: %w", q.SKU, err)
-	}
+	page := inventory.OrdersPage{Orders: orders}
 	if len(page.Orders) > q.Limit {
 		page.Orders = page.Orders[:q.Limit]
 		last := page.Orders[q.Limit-1]
@@ -98,18 +94,6 @@ func parseCursor(c string) (time.Time, string, error) {
 		return time.Time{}, "", fmt.Errorf("%w: cursor %q: pass the next cursor of the previous page unchanged", inventory.ErrInvalid, c)
 	}
 	return time.UnixMilli(n).UTC(), id, nil
-}
-
-// CountOrders returns the number of orders of sku.
-func (s *Store) CountOrders(ctx context.Context, sku string) (int64, error) {
-	if err := inventory.CheckSKU(sku); err != nil {
-		return 0, err
-	}
-	n, err := s.orders.CountDocuments(ctx, bson.D{{Key: "sku", Value: sku}})
-	if err != nil {
-		return 0, fmt.Errorf("inventory: count orders of %q: %w", sku, err)
-	}
-	return n, nil
 }
 
 // sold records the order of a sale whose stock write has succeeded, and
@@ -219,14 +203,10 @@ func (s *Store) order(ctx context.Context, sku, id string) (inventory.Order, err
 func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, error) {
 	ctx, cancel := s.passContext(ctx)
 	defer cancel()
-	cur, err := s.items.Find(ctx, bson.D{{Key: "pending", Value: bson.D{
+	items, err := findDocs[itemDoc](ctx, s.items, bson.D{{Key: "pending", Value: bson.D{
 		{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}},
 	}}})
 	if err != nil {
-		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
-	}
-	var items []itemDoc
-	if err := cur.All(ctx, &items); err != nil {
 		return 0, fmt.Errorf("inventory: find pending orders: %w", err)
 	}
 	cutoff := time.Now().Add(-grace)
@@ -243,13 +223,12 @@ func (s *Store) RecoverPending(ctx context.Context, grace time.Duration) (int, e
 			if err != nil {
 				return n, fmt.Errorf("inventory: recover pending order %s of %q: %w", id, o.SKU, err)
 			}
-			if !mine {
-				continue
+			if mine {
+				n++
+				s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
+					slog.String("order_id", id), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
+					slog.String("sold_by", o.Replica), slog.String("strategy", o.Strategy))
 			}
-			n++
-			s.logger.WarnContext(ctx, "recovered a pending order: its sale had taken the stock but was not in the ledger",
-				slog.String("order_id", id), slog.String("sku", o.SKU), slog.Int64("qty", o.Qty),
-				slog.String("sold_by", o.Replica), slog.String("strategy", o.Strategy))
 		}
 	}
 	return n, nil
@@ -278,7 +257,7 @@ func (s *Store) insertOrder(ctx context.Context, o inventory.Order) (mine bool, 
 // first try, which says that someone else inserted the document; a
 // duplicate after a failed try may be that try's, and counts as mine.
 func retryInsert(ctx context.Context, insert func(context.Context) error) (mine bool, err error) {
-	pause := 50 * time.Millisecond
+	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err = insert(ctx)
 		switch {
@@ -291,13 +270,9 @@ func retryInsert(ctx context.Context, insert func(context.Context) error) (mine 
 		case attempt >= orderInsertAttempts:
 			return false, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
-		case <-t.C:
+		if cause := pause(ctx, wait); cause != nil {
+			return false, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, cause)
 		}
-		pause *= 2
+		wait *= 2
 	}
 }

@@ -109,11 +109,7 @@ func TestOrderInsertSurvivesRestart(t *testing.T) {
 		if writerFails.count("insert") > 0 {
 			insertMet = true
 		}
-		n, err := s.CountOrders(t.Context(), sku)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != 1 {
+		if n := mustCount(t, s, sku); n != 1 {
 			t.Fatalf("the ledger holds %d orders of %s, want exactly 1", n, sku)
 		}
 		t.Logf("restart %d: the insert met the cut: %t; the fenced read met it: %t", i, insertMet, readMet)

@@ -60,11 +60,16 @@ type Queued struct {
 	// streamCfg is the stream as NewQueued made it.
 	streamCfg jetstream.StreamConfig
 	logger    *slog.Logger
+	waits     waits // this replica's buyers waiting for their answers (State)
 
 	// afterWrite, when set (by tests), runs after a consumer's sale write
 	// landed and before it records, answers or acks: returning false stops
 	// the consumer there, as a crash would.
 	afterWrite func(sku string) bool
+	// beforeAck, when set (by tests), runs after an answer was sent and
+	// before its message is acknowledged: returning false leaves it
+	// unacknowledged, as a crash there would.
+	beforeAck func(o inventory.Order, a queuedAnswer) bool
 }
 
 // QueuedOptions configures Queued.
@@ -219,16 +224,35 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 		q.stream, err = js.CreateOrUpdateStream(actx, q.streamCfg)
 		cancel()
 		if err == nil {
-			return q, nil
+			break
 		}
 		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
 			return nil, fmt.Errorf("inventory: queued: stream %s: %w", name, err)
 		}
 		q.logger.Warn("queued: the stream's creation went unanswered; asking again", slog.String("stream", name), slog.Any("error", err))
 	}
+	if err := ensureCollection(ctx, store.queuedOrders()); err != nil {
+		return nil, fmt.Errorf("inventory: queued: %w", err)
+	}
+	return q, nil
 }
 
 func queuedStream(prefix string) string { return "SALES_" + prefix }
+
+// DeleteQueuedStream deletes the stream of database db's queued sales
+// (QueuedPrefix(db)) from nc's server, with every sale it holds: the
+// teardown of a database that is dropped. Deleting a stream that is not
+// there is not an error.
+func DeleteQueuedStream(ctx context.Context, nc *nats.Conn, db string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("mongostore: queued stream of %q: %w", db, err)
+	}
+	if err := js.DeleteStream(ctx, queuedStream(QueuedPrefix(db))); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("mongostore: delete the queued stream of %q: %w", db, err)
+	}
+	return nil
+}
 
 func cmpLogger(l *slog.Logger, s *Store) *slog.Logger {
 	if l != nil {
@@ -291,7 +315,9 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	}
 	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
 	defer cancel()
+	end := q.waits.begin()
 	m, err := sub.NextMsgWithContext(wctx)
+	end()
 	if err != nil {
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: order %s is in the log, and no answer came within %v: %w",
 			inventory.ErrOutcomeUnknown, req.SKU, o.ID, q.cfg.Wait, err)
@@ -300,18 +326,11 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	if err := json.Unmarshal(m.Data, &a); err != nil {
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q: %w", inventory.ErrOutcomeUnknown, req.SKU, m.Data, err)
 	}
-	switch a.Code {
-	case "":
-		o.Remaining = &a.Remaining
-		return o.Sale(), nil
-	case "sold_out":
-		return inventory.Sale{}, &itemSoldOut{SoldOutError: &inventory.SoldOutError{SKU: req.SKU, Stock: a.Stock, Qty: req.Qty}, split: a.Split}
-	case "abandoned":
-		return inventory.Sale{}, abandoned("queued decrement", o)
-	case "not_found":
-		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q", inventory.ErrNotFound, req.SKU)
+	if a.Code != "" {
+		return inventory.Sale{}, a.err(o)
 	}
-	return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: answer %q", inventory.ErrOutcomeUnknown, req.SKU, a.Code)
+	o.Remaining = &a.Remaining
+	return o.Sale(), nil
 }
 
 // publish sends msg, order o's, with message id id, again while the
@@ -403,7 +422,7 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 		return fmt.Errorf("consumer of partition %d: %w", p, err)
 	}
 	fence := fmt.Sprintf("queued-p%d", p)
-	seen := map[string]*itemDoc{} // skus whose item holds token, as last written
+	seen := &seenItems{m: map[string]*itemDoc{}} // skus whose item holds token, as last written
 	for ctx.Err() == nil {
 		msgs, err := fetch(cons)
 		if err != nil {
@@ -427,13 +446,52 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 		if len(skus) > 0 && q.cfg.ApplyDelay > 0 {
 			_ = pause(ctx, q.cfg.ApplyDelay) // a slow consumer (a drill)
 		}
-		for _, sku := range skus {
-			if err := q.apply(ctx, fence, token, seen, bySKU[sku]); err != nil {
-				return err
-			}
+		// Each sku is a document of its own: the skus of a batch are
+		// written at once, at most queuedWriters, each sku's sales in log
+		// order.
+		errs := make([]error, len(skus))
+		sem := make(chan struct{}, queuedWriters)
+		var wg sync.WaitGroup
+		for i, sku := range skus {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				errs[i] = q.apply(ctx, fence, token, seen, bySKU[sku])
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 	return context.Cause(ctx)
+}
+
+// queuedWriters is how many skus of one batch a consumer writes at once.
+const queuedWriters = 8
+
+// seenItems are the items of a partition's skus as its consumer last
+// wrote them, under its token; its writers share it.
+type seenItems struct {
+	mu sync.Mutex
+	m  map[string]*itemDoc
+}
+
+func (s *seenItems) get(sku string) *itemDoc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[sku]
+}
+
+// set notes it as sku's item; nil forgets it (read it again, fenced).
+func (s *seenItems) set(sku string, it *itemDoc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it == nil {
+		delete(s.m, sku)
+		return
+	}
+	s.m[sku] = it
 }
 
 // fetch waits up to 200 ms for the next sale of cons, then takes what
@@ -467,12 +525,12 @@ func fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 }
 
 // apply decides and writes the sales fs of one sku, in log order.
-func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[string]*itemDoc, fs []fetched) error {
+func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *seenItems, fs []fetched) error {
 	s := q.store
 	sku := fs[0].order.SKU
 	wctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	it, fresh := seen[sku], false
+	it, fresh := seen.get(sku), false
 	if it == nil {
 		fresh = true
 		read, err := s.fencedRead(wctx, sku, fence, token)
@@ -491,6 +549,10 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 	if err != nil {
 		return err
 	}
+	refused, err := q.refusedBefore(wctx, fs)
+	if err != nil {
+		return err
+	}
 	var plan []fetched
 	ids := map[string]bool{}
 	for _, f := range fs {
@@ -503,8 +565,13 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 			q.answer(f, queuedAnswer{Remaining: -1})
 			continue
 		}
+		if a, ok := refused[f.order.ID]; ok {
+			q.answer(f, a)
+			continue
+		}
 		plan = append(plan, f)
 	}
+	widened := false
 	for range takeAttempts {
 		if !fresh && short(*it, plan) {
 			// A sold out is decided from a read made now, never from the
@@ -515,23 +582,43 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 			}
 			it, fresh = &read, true
 		}
-		var fits []fetched
+		var fits, kept, shorts []fetched
 		var orders []inventory.Order
 		total := int64(0)
 		for _, f := range plan {
 			switch {
 			case gaveUp(*it, f.order):
 				q.answer(f, queuedAnswer{Code: "abandoned"})
+				continue
 			case f.order.Qty > it.Stock-total:
-				q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
+				shorts = append(shorts, f)
 			default:
 				fits = append(fits, f)
 				orders = append(orders, f.order)
 				total += f.order.Qty
 			}
+			kept = append(kept, f)
+		}
+		if len(shorts) > 0 && !widened {
+			// Refused for the item's own stock only once the sku's
+			// buckets and expired holds are back in it.
+			widened = true
+			if more, err := q.widen(wctx, *it); err != nil {
+				return err
+			} else if more {
+				read, err := s.getDoc(wctx, s.items, sku)
+				if err != nil {
+					return err
+				}
+				it, fresh, plan = &read, true, kept
+				continue
+			}
+		}
+		for _, f := range shorts {
+			q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
 		}
 		if total == 0 {
-			seen[sku] = it
+			seen.set(sku, it)
 			return nil
 		}
 		after, err := s.write(wctx, sale{op: "queued write", sku: sku, orders: orders, qty: total,
@@ -542,17 +629,17 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen map[
 				return err
 			}
 			if err := fenceIs("queued write", fence, token).refused(read); err != nil {
-				delete(seen, sku)
+				seen.set(sku, nil)
 				return err // another replica owns the partition now
 			}
 			it, fresh, plan = &read, true, fits // an attempt given up, or less stock: decide again
 			continue
 		}
 		if err != nil {
-			delete(seen, sku)
+			seen.set(sku, nil)
 			return err // unknown: the messages come back, and are checked
 		}
-		seen[sku] = &after
+		seen.set(sku, &after)
 		if q.afterWrite != nil && !q.afterWrite(sku) {
 			return errors.New("stopped after the write (test)")
 		}
@@ -639,10 +726,18 @@ func (q *Queued) record(ctx context.Context, after itemDoc, sold []fetched) {
 }
 
 // answer tells f's buyer a, and acks f's message: the sale is decided.
+// A refusal is recorded first (see recordRefusal); unrecorded, it is not
+// sent, and the message, not acknowledged, comes back.
 func (q *Queued) answer(f fetched, a queuedAnswer) {
+	if a.Code != "" && !q.recordRefusal(f, a) {
+		return
+	}
 	if inbox := f.msg.Headers().Get(queuedReplyHeader); inbox != "" {
 		data, _ := json.Marshal(a)
 		_ = q.cfg.Conn.Publish(inbox, data)
+	}
+	if q.beforeAck != nil && !q.beforeAck(f.order, a) {
+		return
 	}
 	_ = f.msg.Ack()
 }

@@ -32,11 +32,19 @@ func testQueued(t *testing.T, s *Store, url string, locks *lock.Locker, opts Que
 	}
 	t.Cleanup(nc.Close)
 	opts.Conn, opts.Locker = nc, locks
-	opts.Prefix = QueuedPrefix(s.items.Database().Name())
+	db := s.items.Database().Name()
+	opts.Prefix = QueuedPrefix(db)
 	q, err := NewQueued(t.Context(), s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A NATS server of the machine (NATS_URL) outlives the test: it keeps
+	// no stream of it.
+	t.Cleanup(func() {
+		if err := DeleteQueuedStream(context.Background(), nc, db); err != nil {
+			t.Error(err)
+		}
+	})
 	return q
 }
 
@@ -276,5 +284,58 @@ func TestQueuedStreamOptions(t *testing.T) {
 		if info, err = q.stream.Info(t.Context()); err != nil || info.State.Msgs != tc.copies {
 			t.Errorf("%+v: a publish sent twice left %d messages (%v), want %d", tc.opts, info.State.Msgs, err, tc.copies)
 		}
+	}
+}
+
+// TestQueuedState: a buyer's sale waits in the log while no consumer
+// runs: the log's depth and the replica's waiting buyer show it; once a
+// consumer runs, the buyer is answered and both fall back to zero.
+func TestQueuedState(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{})
+	mustPut(t, s, "q-state", 5)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := q.Decrement(t.Context(), inventory.Request{SKU: "q-state", Qty: 1})
+		answered <- err
+	}()
+	var st QueueState
+	for st.Depth != 1 || st.Waiting != 1 {
+		select {
+		case err := <-answered:
+			t.Fatalf("answered with no consumer running: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		var err error
+		if st, err = q.State(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.OldestWait <= 0 {
+		t.Errorf("%+v: a buyer waits, and its wait is not counted", st)
+	}
+	q.runFor(t)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	// The consumer acknowledges the sale after its answer: the log is
+	// empty soon after, never with the buyer still counted.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := q.State(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Waiting != 0 || st.OldestWait != 0 {
+			t.Fatalf("after the answer: %+v; want nobody waiting", st)
+		}
+		if st.Depth == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the answer: %+v; want the sale acknowledged, out of the log", st)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

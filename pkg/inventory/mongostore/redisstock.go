@@ -20,22 +20,22 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// RedisStock holds a sku's stock in Redis while it sells (docs/redis-stock.md).
+// RedisStock holds a sku's stock in Redis while it sells (docs/redis-stock.md):
+//
+//	take.lua:    stock >= qty? stock -= qty, inflight += qty, sales[<id>] = {epoch, qty, at, ...}
+//	batch write: updateOne({_id: sku, epoch: E, stock: {$gte: sum}, aborted.<id1>: {$exists: false}, ...},
+//	                       {$inc: {stock: -sum, version: 1}, $set: {pending.<id1>: o1, ...}})
+//	then:        the orders to the ledger, the sales out of Redis (done.lua), each sale answered
 //
 // MongoDB's item stays the truth. Redis holds a copy of its stock for one
-// epoch, a counter in the item that every load into Redis bumps. A sale is admitted by one Lua script (take.lua) that checks
-// stock >= qty, takes the units and records the sale (order id, qty, key,
-// epoch, time) in the sku's sales hash. The sales a replica took at one
-// epoch are then written to the item in one single-document update (group
-// commit) that requires the epoch unchanged, stock >= their sum and
-// aborted.<order id> absent for each (the fence of a given-up
-// Idempotency-Key attempt), and stores each order as pending, as every
-// stock write does; then they go to the ledger and, by default, only then
-// is each sale acknowledged. A batch the item refuses sold nothing: its
-// sales start again from Redis, reloaded if it was behind. A PUT or a
-// restock, which know nothing of Redis, are found that way (less stock
-// than the batch) or when Redis says sold out and the item, less what
-// Redis has in flight, still covers the sale: then too it reloads.
+// epoch, a counter in the item that every load into Redis bumps. The
+// sales a replica took at one epoch go to the item in one write (group
+// commit), and by default a sale is acknowledged only once its order is
+// recorded. A batch the item refuses sold nothing: its sales start again
+// from Redis, reloaded if it was behind. A PUT or a restock, which know
+// nothing of Redis, are found that way (less stock than the batch) or
+// when Redis says sold out and the item, less what Redis has in flight,
+// still covers the sale: then too it reloads.
 //
 // Loading bumps the item's epoch and reads its stock in one update, then
 // sets Redis if it holds an older epoch: a sale taken from an older copy
@@ -48,17 +48,11 @@ import (
 // acknowledged right after take.lua and written behind, unconditionally:
 // a Redis restart then sells units twice.
 type RedisStock struct {
-	store     *Store
-	bg        *Store // Recover's
-	rdb       redis.UniversalClient
-	prefix    string
-	ackRedis  bool
-	wait      time.Duration
-	flush     time.Duration
-	grace     time.Duration
-	afterTake func(inventory.Order)
-	obs       RedisStockObserver
-	logger    *slog.Logger
+	store  *Store
+	bg     *Store // Recover's
+	rdb    redis.UniversalClient
+	opts   RedisStockOptions // with the defaults
+	logger *slog.Logger
 
 	mu     sync.Mutex            // guards groups and their queues
 	groups map[string]*saleGroup // the skus with sales on their way to MongoDB
@@ -85,7 +79,7 @@ type RedisStockOptions struct {
 	// Grace is how old a sale taken in Redis and not yet written must be
 	// before it is taken for the sale of a replica that died between the
 	// two: then the sku is reloaded (see Recover). It decides only when:
-	// a reload is safe at any time. Default DefaultRedisStockGrace.
+	// a reload is safe at any time. Default 5 s.
 	Grace time.Duration
 	// AfterTake, when set, runs right after take.lua took a sale and
 	// before anything reaches MongoDB: a hook for tests that stop a
@@ -100,27 +94,27 @@ type RedisStockOptions struct {
 	Background *Store
 }
 
-// DefaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
-const DefaultRedisStockKeyPrefix = "stocklock:stock:"
+// defaultRedisStockKeyPrefix is the prefix of redis-stock's keys.
+const defaultRedisStockKeyPrefix = "stocklock:stock:"
 
 // DefaultRedisStockFlush is the write-behind interval of AckAfterRedis.
 const DefaultRedisStockFlush = 500 * time.Millisecond
 
-// DefaultRedisStockGrace is RedisStockOptions.Grace's default.
-const DefaultRedisStockGrace = 5 * time.Second
+// defaultRedisStockGrace is RedisStockOptions.Grace's default.
+const defaultRedisStockGrace = 5 * time.Second
 
 // RedisStockKeyPrefix returns the key prefix of a namespace (the replicas'
-// database) under DefaultRedisStockKeyPrefix, as the lock backends name
+// database) under "stocklock:stock:", as the lock backends name
 // theirs: replicas of different databases never share a copy.
 func RedisStockKeyPrefix(namespace string) string {
 	if namespace == "" {
-		return DefaultRedisStockKeyPrefix
+		return defaultRedisStockKeyPrefix
 	}
-	return DefaultRedisStockKeyPrefix + namespace + "/"
+	return defaultRedisStockKeyPrefix + namespace + "/"
 }
 
-// ErrNoRedis is the error of building redis-stock without a Redis client.
-var ErrNoRedis = errors.New("mongostore: redis-stock needs a Redis client")
+// errNoRedis is the error of building redis-stock without a Redis client.
+var errNoRedis = errors.New("mongostore: redis-stock needs a Redis client")
 
 var (
 	//go:embed redisstock_take.lua
@@ -161,21 +155,18 @@ const maxBatch = 256
 // NewRedisStock returns the redis-stock strategy on store.
 func NewRedisStock(store *Store, opts RedisStockOptions) (*RedisStock, error) {
 	if opts.Client == nil {
-		return nil, ErrNoRedis
+		return nil, errNoRedis
 	}
 	if opts.Flush <= 0 {
 		opts.Flush = DefaultRedisStockFlush
 	}
 	if opts.Grace <= 0 {
-		opts.Grace = DefaultRedisStockGrace
+		opts.Grace = defaultRedisStockGrace
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopRedisStockObserver{}
 	}
-	return &RedisStock{
-		store: store, bg: cmp.Or(opts.Background, store), rdb: opts.Client, prefix: opts.KeyPrefix, ackRedis: opts.AckAfterRedis, wait: opts.Wait,
-		flush: opts.Flush, grace: opts.Grace, afterTake: opts.AfterTake, obs: opts.Observer, logger: store.logger, groups: map[string]*saleGroup{},
-	}, nil
+	return &RedisStock{store: store, bg: cmp.Or(opts.Background, store), rdb: opts.Client, opts: opts, logger: store.logger, groups: map[string]*saleGroup{}}, nil
 }
 
 // Name returns strategy.RedisStock.
@@ -188,7 +179,7 @@ func RedisStockKey(prefix, sku string) string { return prefix + "{" + sku + "}" 
 
 // keys returns the stock hash and the sales hash of sku.
 func (r *RedisStock) keys(sku string) []string {
-	k := RedisStockKey(r.prefix, sku)
+	k := RedisStockKey(r.opts.KeyPrefix, sku)
 	return []string{k, k + ":sales"}
 }
 
@@ -214,9 +205,9 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 		status, stock, epoch := res[0], res[1], res[2]
 		switch status {
 		case takeNotLoaded, takeTwice:
-			reason := ReloadRedisLost
+			reason := reloadRedisLost
 			if status == takeTwice {
-				reason = ReloadRefused
+				reason = reloadRefused
 			}
 			if err := r.load(ctx, r.store, req.SKU, epoch, reason); err != nil {
 				return inventory.Sale{}, err
@@ -232,10 +223,10 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 			}
 			return inventory.Sale{}, soldOut(req.SKU, stock, req.Qty)
 		}
-		if r.afterTake != nil {
-			r.afterTake(o)
+		if r.opts.AfterTake != nil {
+			r.opts.AfterTake(o)
 		}
-		if r.ackRedis {
+		if r.opts.AckAfterRedis {
 			o.Remaining = &stock
 			r.enqueue(&pendingSale{o: o, epoch: epoch})
 			return o.Sale(), nil
@@ -249,9 +240,7 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 		case p.err != nil:
 			return inventory.Sale{}, p.err
 		}
-		sale := p.o.Sale()
-		sale.LedgerErr = p.ledgerErr
-		return sale, nil
+		return p.sale, nil
 	}
 	return inventory.Sale{}, fmt.Errorf("%w: redis-stock %q: the item refused %d batches (its epoch or stock moved)", inventory.ErrStale, req.SKU, redisStockAttempts)
 }
@@ -269,14 +258,14 @@ func (r *RedisStock) Decrement(ctx context.Context, req inventory.Request) (inve
 func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, inflight int64) (again bool, err error) {
 	wait := time.Millisecond
 	for {
-		it, err := r.item(ctx, sku)
+		it, err := r.store.getDoc(ctx, r.store.items, sku)
 		switch {
 		case err != nil:
 			return false, err
 		case it.Stock < qty:
 			return false, nil
 		case it.Epoch != epoch || it.Stock-inflight >= qty:
-			return true, r.load(ctx, r.store, sku, epoch, ReloadItemAhead)
+			return true, r.load(ctx, r.store, sku, epoch, reloadItemAhead)
 		}
 		if err := pause(ctx, wait); err != nil {
 			return false, err
@@ -284,39 +273,26 @@ func (r *RedisStock) checkSoldOut(ctx context.Context, sku string, qty, epoch, i
 		wait = min(2*wait, 50*time.Millisecond)
 		// Redis first, then the item: read in that order, the item's
 		// stock is at most Redis's stock plus its units in flight.
-		st, err := r.state(ctx, sku)
+		st, err := r.State(ctx, sku)
 		if err != nil {
 			return false, err
 		}
 		if st.Epoch != epoch || st.Stock >= qty {
 			return true, nil
 		}
-		if st.OldestSale >= r.grace {
-			return true, r.load(ctx, r.store, sku, epoch, ReloadDeadTake)
+		if st.OldestSale >= r.opts.Grace {
+			return true, r.load(ctx, r.store, sku, epoch, reloadDeadTake)
 		}
 		inflight = st.Inflight
 	}
-}
-
-// item reads the part of sku's item that redis-stock needs.
-func (r *RedisStock) item(ctx context.Context, sku string) (itemDoc, error) {
-	var it itemDoc
-	err := r.store.items.FindOne(ctx, bson.D{{Key: "_id", Value: sku}}).Decode(&it)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return itemDoc{}, fmt.Errorf("%w: get %q", inventory.ErrNotFound, sku)
-	}
-	if err != nil {
-		return itemDoc{}, unreachable("get", sku, err)
-	}
-	return it, nil
 }
 
 // load puts sku's stock into Redis for a new epoch, unless Redis already
 // holds an epoch above behind (someone else reloaded). It bumps the
 // item's epoch and reads its stock in one update: every batch of an older
 // epoch is refused from then on, and the stock counts every batch that
-// was not. reason says why, for the observer (ReloadRedisLost becomes
-// ReloadFirst when the item had never been loaded).
+// was not. reason says why, for the observer (reloadRedisLost becomes
+// reloadFirst when the item had never been loaded).
 func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int64, reason string) error {
 	keys := r.keys(sku)
 	loaded := func() bool {
@@ -362,10 +338,10 @@ func (r *RedisStock) load(ctx context.Context, st *Store, sku string, behind int
 	if err := loadScript.Run(cctx, r.rdb, keys, it.Epoch, it.Stock).Err(); err != nil {
 		return fmt.Errorf("%w: load %q into Redis: %w", inventory.ErrStoreUnavailable, sku, err)
 	}
-	if reason == ReloadRedisLost && it.Epoch == 1 {
-		reason = ReloadFirst
+	if reason == reloadRedisLost && it.Epoch == 1 {
+		reason = reloadFirst
 	}
-	r.obs.RedisStockReloaded(sku, reason)
+	r.opts.Observer.RedisStockReloaded(sku, reason)
 	r.logger.DebugContext(ctx, "redis-stock: loaded", slog.String("sku", sku), slog.Int64("epoch", it.Epoch), slog.Int64("stock", it.Stock))
 	return nil
 }
@@ -375,11 +351,11 @@ type pendingSale struct {
 	o     inventory.Order
 	epoch int64
 	// done is closed when the batch write settled it (nil with
-	// AckAfterRedis); then again, err and ledgerErr say how.
-	done      chan struct{}
-	again     bool  // not written: take it again from Redis
-	err       error // not written, and why
-	ledgerErr error // written, but not yet in the ledger
+	// AckAfterRedis); then again, err and sale say how.
+	done  chan struct{}
+	again bool           // not written: take it again from Redis
+	err   error          // not written, and why
+	sale  inventory.Sale // written, with its LedgerErr
 }
 
 // saleGroup queues a sku's sales for the one batch writer of the sku in
@@ -409,8 +385,8 @@ func (r *RedisStock) enqueue(p *pendingSale) {
 // sales that queue up behind one batch write go into the next.
 func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 	for {
-		if r.ackRedis {
-			time.Sleep(r.flush)
+		if r.opts.AckAfterRedis {
+			time.Sleep(r.opts.Flush)
 		}
 		r.mu.Lock()
 		if len(g.queue) == 0 {
@@ -421,7 +397,7 @@ func (r *RedisStock) writeLoop(sku string, g *saleGroup) {
 		epoch := g.queue[0].epoch
 		var batch, rest []*pendingSale
 		for _, p := range g.queue {
-			if (r.ackRedis || p.epoch == epoch) && len(batch) < maxBatch {
+			if (r.opts.AckAfterRedis || p.epoch == epoch) && len(batch) < maxBatch {
 				batch = append(batch, p)
 			} else {
 				rest = append(rest, p)
@@ -439,16 +415,17 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 	ctx, cancel := r.store.commitContext(context.Background())
 	defer cancel()
 	var after itemDoc
+	var orders []inventory.Order // the batch's, as last written
 	for {
 		var sum int64
-		orders := make([]inventory.Order, 0, len(batch))
+		orders = make([]inventory.Order, 0, len(batch))
 		for _, p := range batch {
 			sum += p.o.Qty
 			orders = append(orders, p.o)
 		}
 		var err error
 		after, err = r.store.write(ctx, sale{op: "redis-stock batch write", sku: sku, orders: orders, qty: sum,
-			conds: []cond{epochIs(epoch)}, recorded: r.ackRedis}, nil, nil)
+			conds: []cond{epochIs(epoch)}, recorded: r.opts.AckAfterRedis}, nil, nil)
 		if err == nil {
 			break
 		}
@@ -463,13 +440,6 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 			return
 		}
 	}
-	// Each sale's remaining stock, in the order of the batch: the last
-	// leaves what the item now holds.
-	ptrs := make([]*inventory.Order, len(batch))
-	for i, p := range batch {
-		ptrs[i] = &p.o
-	}
-	remainings(ptrs, after.Stock)
 	// Clearing the sales from Redis and recording them in the ledger are
 	// independent: run them side by side, and answer once both are done.
 	var cleared sync.WaitGroup
@@ -479,15 +449,28 @@ func (r *RedisStock) writeBatch(sku string, epoch int64, batch []*pendingSale) {
 				slog.String("sku", sku), slog.Any("error", err))
 		}
 	})
-	r.record(ctx, sku, batch, cleared.Wait)
+	// Each sale's remaining stock, in the order of the batch: the last
+	// leaves what the item now holds.
+	ptrs := make([]*inventory.Order, len(orders))
+	for i := range orders {
+		ptrs[i] = &orders[i]
+	}
+	remainings(ptrs, after.Stock)
+	sales, recorded := r.store.recordBatch(ctx, orders)
+	r.store.unpend(ctx, sku, recorded)
+	cleared.Wait()
+	for i, p := range batch {
+		p.sale = sales[i]
+	}
+	r.settle(batch, func(*pendingSale) {})
 }
 
 // refused settles the sales of a batch the item refused, after reading
 // it to learn why, and returns those to write again at once: the batch
 // without the given-up attempts.
 func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch []*pendingSale) []*pendingSale {
-	it, err := r.item(ctx, sku)
-	if err == nil && r.ackRedis {
+	it, err := r.store.getDoc(ctx, r.store.items, sku)
+	if err == nil && r.opts.AckAfterRedis {
 		err = fmt.Errorf("inventory: redis-stock write-behind of %q refused", sku)
 	}
 	if err != nil {
@@ -515,7 +498,7 @@ func (r *RedisStock) refused(ctx context.Context, sku string, epoch int64, batch
 	}
 	// Another epoch, or less stock than Redis held: Redis is behind the
 	// item. Reload it once for the batch, and take every sale again.
-	if err := r.load(ctx, r.store, sku, epoch, ReloadRefused); err != nil {
+	if err := r.load(ctx, r.store, sku, epoch, reloadRefused); err != nil {
 		r.settle(keep, func(p *pendingSale) { p.err = err })
 		return nil
 	}
@@ -546,41 +529,6 @@ func (r *RedisStock) release(ctx context.Context, sku string, epoch int64, give 
 	return doneScript.Run(ctx, r.rdb, r.keys(sku), args...).Err()
 }
 
-// record inserts the orders of a written batch into the ledger, clears
-// their pending entries, and settles each sale once before has returned.
-func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSale, before func()) {
-	docs := make([]any, len(batch))
-	for i, p := range batch {
-		docs[i] = p.o
-	}
-	_, err := r.store.orders.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	if err != nil {
-		// Some may have landed; the others are tried one by one, a
-		// duplicate counting as recorded.
-		for _, p := range batch {
-			if _, err := r.store.insertOrder(ctx, p.o); err != nil {
-				p.ledgerErr = fmt.Errorf("inventory: record order %s of %q: %w", p.o.ID, sku, err)
-				r.logger.ErrorContext(ctx, "order not yet in the ledger: it stays pending in the item until recovery records it",
-					slog.String("order_id", p.o.ID), slog.String("sku", sku), slog.Any("error", err))
-			}
-		}
-	}
-	unset := bson.D{}
-	for _, p := range batch {
-		if p.ledgerErr == nil {
-			unset = append(unset, bson.E{Key: pendingPath(p.o.ID), Value: ""})
-		}
-	}
-	if len(unset) > 0 {
-		if _, err := r.store.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$unset", Value: unset}}); err != nil {
-			r.logger.WarnContext(ctx, "orders recorded, but their pending entries could not be cleared",
-				slog.String("sku", sku), slog.Any("error", err))
-		}
-	}
-	before()
-	r.settle(batch, func(*pendingSale) {})
-}
-
 // Recover reloads every sku whose sales hash in Redis holds a sale older
 // than the grace (RedisStockOptions.Grace) by the Redis server's clock: a sale whose replica died (or
 // stalled) between take.lua and its batch write. The reload bumps the
@@ -588,7 +536,7 @@ func (r *RedisStock) record(ctx context.Context, sku string, batch []*pendingSal
 // the units back. It returns the number of skus reloaded. With
 // AckAfterRedis it does nothing: the sales are written behind from memory.
 func (r *RedisStock) Recover(ctx context.Context) (int, error) {
-	if r.ackRedis {
+	if r.opts.AckAfterRedis {
 		return 0, nil
 	}
 	cur, err := r.bg.items.Find(ctx, bson.D{{Key: "epoch", Value: bson.D{{Key: "$exists", Value: true}}}},
@@ -596,24 +544,22 @@ func (r *RedisStock) Recover(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
 	}
-	var ids []struct {
-		SKU string `bson:"_id"`
-	}
+	var ids []itemDoc // their _id alone
 	if err := cur.All(ctx, &ids); err != nil {
 		return 0, fmt.Errorf("inventory: find items held in Redis: %w", err)
 	}
 	n := 0
 	var errs []error
 	for _, id := range ids {
-		st, err := r.state(ctx, id.SKU)
+		st, err := r.State(ctx, id.SKU)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if st.Epoch < 0 || st.OldestSale < r.grace {
+		if st.Epoch < 0 || st.OldestSale < r.opts.Grace {
 			continue
 		}
-		if err := r.load(ctx, r.bg, id.SKU, st.Epoch, ReloadDeadTake); err != nil {
+		if err := r.load(ctx, r.bg, id.SKU, st.Epoch, reloadDeadTake); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -634,10 +580,6 @@ type RedisState struct {
 
 // State returns what Redis holds for sku.
 func (r *RedisStock) State(ctx context.Context, sku string) (RedisState, error) {
-	return r.state(ctx, sku)
-}
-
-func (r *RedisStock) state(ctx context.Context, sku string) (RedisState, error) {
 	res, err := stateScript.Run(ctx, r.rdb, r.keys(sku)).Int64Slice()
 	if err != nil {
 		return RedisState{}, fmt.Errorf("%w: read %q in Redis: %w", inventory.ErrStoreUnavailable, sku, err)

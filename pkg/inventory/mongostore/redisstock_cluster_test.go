@@ -33,8 +33,8 @@ func TestRedisStockWaitWithoutReplica(t *testing.T) {
 	rs := redisStockOn(t, a, c, RedisStockOptions{Wait: 20 * time.Millisecond})
 	mustPut(t, a, "w", 5)
 	_, err = rs.Decrement(t.Context(), inventory.Request{SKU: "w", Qty: 2})
-	if !errors.Is(err, ErrNotReplicated) || !errors.Is(err, inventory.ErrStoreUnavailable) {
-		t.Fatalf("a take no replica has: %v, want ErrNotReplicated as store-unavailable", err)
+	if !errors.Is(err, errNotReplicated) || !errors.Is(err, inventory.ErrStoreUnavailable) {
+		t.Fatalf("a take no replica has: %v, want errNotReplicated as store-unavailable", err)
 	}
 	st, err := rs.State(t.Context(), "w")
 	if err != nil {
@@ -163,8 +163,8 @@ func TestRedisStockCluster(t *testing.T) {
 
 		// WAIT 1 on the master's connection: no replica has the take.
 		rw := redisStockOn(t, a, client(), RedisStockOptions{Wait: 100 * time.Millisecond})
-		if _, err := rw.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, ErrNotReplicated) {
-			t.Fatalf("a take the resyncing replica lacks, with WAIT 1: %v, want ErrNotReplicated", err)
+		if _, err := rw.Decrement(ctx, inventory.Request{SKU: sku, Qty: 1}); !errors.Is(err, errNotReplicated) {
+			t.Fatalf("a take the resyncing replica lacks, with WAIT 1: %v, want errNotReplicated", err)
 		}
 		if got := stockOn(mc); got != stock-2 {
 			t.Fatalf("the master's stock after the refused take: %d, want %d (given back)", got, stock-2)
@@ -179,7 +179,7 @@ func TestRedisStockCluster(t *testing.T) {
 		if m, r := stockOn(mc), stockOn(rc); m != stock-5 || r != stock-2 {
 			t.Fatalf("stock on the master %d, on the replica %d: want %d and %d (the replica missed 3 takes)", m, r, stock-5, stock-2)
 		}
-		before, err := ra.item(ctx, sku)
+		before, err := ra.store.getDoc(ctx, ra.store.items, sku)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestRedisStockCluster(t *testing.T) {
 		if len(c.sold) != stock || len(c.errs) != 0 {
 			t.Errorf("sold %d, errors %v; want exactly the stock, %d, none", len(c.sold), c.errs, stock)
 		}
-		after, err := ra.item(ctx, sku)
+		after, err := ra.store.getDoc(ctx, ra.store.items, sku)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,29 +14,29 @@ type RedisStockObserver interface {
 // Why redis-stock loaded a sku's stock into Redis: the reasons of
 // RedisStockObserver.RedisStockReloaded.
 const (
-	// ReloadFirst: the sku's first sale; it had never been loaded.
-	ReloadFirst = "first_load"
-	// ReloadRedisLost: Redis had no copy of a sku loaded before: it
+	// reloadFirst: the sku's first sale; it had never been loaded.
+	reloadFirst = "first_load"
+	// reloadRedisLost: Redis had no copy of a sku loaded before: it
 	// restarted without persistence, failed over to a replica without it,
 	// or the keys were deleted.
-	ReloadRedisLost = "redis_lost"
-	// ReloadRefused: the item refused a batch of sales taken in Redis (its
+	reloadRedisLost = "redis_lost"
+	// reloadRefused: the item refused a batch of sales taken in Redis (its
 	// epoch had moved, or it held less stock than Redis had admitted: a
 	// PUT down, another strategy on the sku, a failover that lost takes).
-	ReloadRefused = "refused"
-	// ReloadItemAhead: Redis answered sold out while the item, less the
+	reloadRefused = "refused"
+	// reloadItemAhead: Redis answered sold out while the item, less the
 	// units in flight, still covered the sale (a PUT up, a restock).
-	ReloadItemAhead = "item_ahead"
-	// ReloadDeadTake: a sale taken in Redis had waited longer than the
+	reloadItemAhead = "item_ahead"
+	// reloadDeadTake: a sale taken in Redis had waited longer than the
 	// grace for its batch write, by the Redis server's clock: its replica
 	// died or stalled. The reload refuses that write should it come, and
 	// puts the units back: the reconciliation of a dead replica's take.
-	ReloadDeadTake = "dead_take"
+	reloadDeadTake = "dead_take"
 )
 
 // RedisStockReloadReasons lists every reason of a reload, for metrics that
 // show each at zero from the start.
-var RedisStockReloadReasons = []string{ReloadFirst, ReloadRedisLost, ReloadRefused, ReloadItemAhead, ReloadDeadTake}
+var RedisStockReloadReasons = []string{reloadFirst, reloadRedisLost, reloadRefused, reloadItemAhead, reloadDeadTake}
 
 type nopRedisStockObserver struct{}
 

@@ -72,8 +72,8 @@ func TestRedisStockReloadReasons(t *testing.T) {
 			t.Errorf("%s: the observer heard reloads %q, want %q", what, got, want)
 		}
 	}
-	step("the first sale", []string{ReloadFirst}, func() error { return sell(ra) })
-	step("a sale after the copy was deleted from Redis", []string{ReloadRedisLost}, func() error {
+	step("the first sale", []string{reloadFirst}, func() error { return sell(ra) })
+	step("a sale after the copy was deleted from Redis", []string{reloadRedisLost}, func() error {
 		if err := c.Del(t.Context(), ra.keys(sku)...).Err(); err != nil {
 			return err
 		}
@@ -83,19 +83,19 @@ func TestRedisStockReloadReasons(t *testing.T) {
 		mustPut(t, a, sku, 1)
 		return sell(ra) // Redis holds 8, the item 1: the batch of 1 lands
 	})
-	step("a sale of a unit only Redis still holds", []string{ReloadRefused}, func() error {
+	step("a sale of a unit only Redis still holds", []string{reloadRefused}, func() error {
 		if err := sell(ra); !errors.Is(err, inventory.ErrSoldOut) {
 			return errors.New("want sold out after the refused batch and the reload")
 		}
 		return nil
 	})
-	step("a sale after a restock behind Redis's back", []string{ReloadItemAhead}, func() error {
+	step("a sale after a restock behind Redis's back", []string{reloadItemAhead}, func() error {
 		if _, err := a.items.UpdateOne(t.Context(), bson.D{{Key: "_id", Value: sku}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "stock", Value: int64(2)}}}}); err != nil {
 			return err
 		}
 		return sell(ra)
 	})
-	step("another replica's recovery after a take never written", []string{ReloadDeadTake}, func() error {
+	step("another replica's recovery after a take never written", []string{reloadDeadTake}, func() error {
 		stopMu.Lock()
 		stopNext = true
 		stopMu.Unlock()

@@ -9,11 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNotReplicated is the cause of a redis-stock sale refused because no
+// errNotReplicated is the cause of a redis-stock sale refused because no
 // Redis replica acknowledged its take within RedisStockOptions.Wait: the
 // take was given back, nothing was sold. It is wrapped with
 // inventory.ErrStoreUnavailable.
-var ErrNotReplicated = errors.New("mongostore: redis-stock take not acknowledged by a Redis replica in time")
+var errNotReplicated = errors.New("mongostore: redis-stock take not acknowledged by a Redis replica in time")
 
 // take runs take.lua for one sale of sku and returns its answer. After
 // an error on a Redis Cluster it has the client learn the cluster's slot
@@ -22,16 +22,19 @@ var ErrNotReplicated = errors.New("mongostore: redis-stock take not acknowledged
 // periodic refresh (10 s). With a Wait, take.lua and WAIT 1 Wait go out in one pipeline on one connection
 // to the master of the sku's slot (WAIT counts the replicas that have
 // every write of its own connection), and a take that no replica
-// acknowledged in time is given back and answered with ErrNotReplicated.
-func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec string) ([]int64, error) {
+// acknowledged in time is given back and answered with errNotReplicated.
+func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec string) (res []int64, err error) {
 	keys := r.keys(sku)
 	cc, cluster := r.rdb.(*redis.ClusterClient)
-	if r.wait <= 0 {
-		res, err := takeScript.Run(ctx, r.rdb, keys, qty, id, rec).Int64Slice()
-		if err != nil && cluster {
-			cc.ReloadState(ctx)
-		}
-		return res, err
+	if cluster {
+		defer func() {
+			if err != nil && !errors.Is(err, errNotReplicated) {
+				cc.ReloadState(ctx)
+			}
+		}()
+	}
+	if r.opts.Wait <= 0 {
+		return takeScript.Run(ctx, r.rdb, keys, qty, id, rec).Int64Slice()
 	}
 	var c redis.Cmdable = r.rdb
 	if cluster {
@@ -39,24 +42,18 @@ func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec st
 		// node: both go to the node of the sku's slot.
 		node, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
-			cc.ReloadState(ctx)
 			return nil, err
 		}
 		c = node
 	}
-	var taken *redis.Cmd
-	var acked *redis.Cmd
+	var taken, acked *redis.Cmd
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// EVAL, not EVALSHA: a replica promoted since holds no script.
 		taken = takeScript.Eval(ctx, p, keys, qty, id, rec)
-		acked = p.Do(ctx, "WAIT", 1, r.wait.Milliseconds())
+		acked = p.Do(ctx, "WAIT", 1, r.opts.Wait.Milliseconds())
 		return nil
 	})
-	res, err := taken.Int64Slice()
-	if err != nil {
-		if cluster {
-			cc.ReloadState(ctx)
-		}
+	if res, err = taken.Int64Slice(); err != nil {
 		return nil, err
 	}
 	if res[0] != takeTaken {
@@ -75,7 +72,7 @@ func (r *RedisStock) take(ctx context.Context, sku string, qty int64, id, rec st
 			slog.String("sku", sku), slog.String("order_id", id), slog.Any("error", gerr))
 	}
 	if werr != nil {
-		return nil, fmt.Errorf("%w, given back: WAIT 1 %s: %w", ErrNotReplicated, r.wait, werr)
+		return nil, fmt.Errorf("%w, given back: WAIT 1 %s: %w", errNotReplicated, r.opts.Wait, werr)
 	}
-	return nil, fmt.Errorf("%w, given back (WAIT 1 %s answered %d)", ErrNotReplicated, r.wait, n)
+	return nil, fmt.Errorf("%w, given back (WAIT 1 %s answered %d)", errNotReplicated, r.opts.Wait, n)
 }

@@ -59,23 +59,11 @@ func addBuilder(name string, build func(Deps) (inventory.Strategy, error)) bool 
 // A Built is a strategy as Build makes it.
 type Built struct {
 	// Strategy is the strategy as a replica sells through it, wrapped
-	// once here, outermost first; what each layer does for a strategy
-	// that could not do it alone:
-	//
-	//   - checked: the request is validated and the context checked
-	//     before any store work; a strategy of this package may assume
-	//     both (see checked).
-	//   - soldOutShortcut: after a sold out, a sku's sales read what is
-	//     sellable, coalesced per sku, instead of each paying the
-	//     strategy's sold out (see SoldOutObserver); a strategy it cannot
-	//     read for (unsafe, local) pays its own.
-	//   - returning: a strategy that takes no part in holds (not a
-	//     Holder) and finds the stock short while holds expired by the
-	//     store's clock has their units returned and sells once more; a
-	//     Holder returns them in its own sale write (sale.go).
-	//   - splitAware: a strategy that sells from the item alone sells a
-	//     sku the buckets strategy split from its buckets; without it,
-	//     it would answer sold out while the buckets hold the stock.
+	// once here in the layers the package doc names ("The strategies"),
+	// outermost first: checked, soldOutShortcut, returning (for a
+	// strategy that is not a Holder: a Holder returns expired holds in its
+	// own sale write) and splitAware. Each says at its definition what a
+	// strategy without it would do.
 	inventory.Strategy
 	// Holder is its part in holds; nil for one that takes none (the
 	// registry's Holds).
@@ -106,18 +94,17 @@ func Build(in strategy.Info, d Deps) (Built, error) {
 	b.Locked, _ = st.(*Locked)
 	b.RedisStock, _ = st.(*RedisStock)
 	b.Queued, _ = st.(*Queued)
-	holder, isHolder := st.(inventory.Holder)
-	if isHolder && in.Holds {
-		b.Holder = check(holder).(inventory.Holder)
+	if holder, ok := st.(inventory.Holder); ok && in.Holds {
+		b.Holder = holder
 	}
-	wrapped := st
-	if wrapped, err = newSplitAware(wrapped, d.Store, d.Buckets); err != nil {
+	wrapped, err := newSplitAware(st, d.Store, d.Buckets)
+	if err != nil {
 		return Built{}, err
 	}
 	if b.Holder == nil {
 		wrapped = returning{Strategy: wrapped, store: d.Store}
 	}
-	b.Strategy = check(newSoldOutShortcut(wrapped, d.Store, d.SoldOut))
+	b.Strategy = checked{newSoldOutShortcut(wrapped, d.Store, d.SoldOut)}
 	return b, nil
 }
 

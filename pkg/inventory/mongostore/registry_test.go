@@ -41,7 +41,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: Decrement with a canceled context: %v, want its cause", in.Name, err)
 		}
 		switch st.Strategy.(type) {
-		case checked, checkedHolder:
+		case checked:
 		default:
 			t.Errorf("%s: the outermost layer is a %T, not the check", in.Name, st.Strategy)
 		}
@@ -63,7 +63,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: fencing %v, want %v", in.Name, l.Fencing(), in.Fenced)
 		}
 		if in.Name == strategy.RedisStock {
-			if _, err := Build(in, Deps{Store: s}); !errors.Is(err, ErrNoRedis) {
+			if _, err := Build(in, Deps{Store: s}); !errors.Is(err, errNoRedis) {
 				t.Errorf("%s: built without Redis: %v", in.Name, err)
 			}
 		}

@@ -270,7 +270,7 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 			filter = append(filter, c.filter)
 		}
 	}
-	set, unset := slices.Clone(sl.also), bson.D{}
+	set, unset := slices.Clone(sl.also), unsetPending(sl.unpend)
 	var inc bson.D
 	if !slices.ContainsFunc(sl.also, func(e bson.E) bool { return e.Key == "version" }) {
 		inc = bson.D{{Key: "version", Value: int64(1)}}
@@ -304,21 +304,14 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	if held != 0 {
 		inc = append(inc, bson.E{Key: "held", Value: held})
 	}
-	var update bson.D
-	if len(set) > 0 {
-		update = append(update, bson.E{Key: "$set", Value: set})
-	}
-	if len(inc) > 0 {
-		update = append(update, bson.E{Key: "$inc", Value: inc})
-	}
-	for _, id := range sl.unpend {
-		unset = append(unset, bson.E{Key: pendingPath(id), Value: ""})
-	}
 	for _, f := range sl.drop {
 		unset = append(unset, bson.E{Key: f, Value: ""})
 	}
-	if len(unset) > 0 {
-		update = append(update, bson.E{Key: "$unset", Value: unset})
+	var update bson.D
+	for _, op := range []bson.E{{Key: "$set", Value: set}, {Key: "$inc", Value: inc}, {Key: "$unset", Value: unset}} {
+		if len(op.Value.(bson.D)) > 0 {
+			update = append(update, op)
+		}
 	}
 	var it itemDoc
 	var err error
@@ -347,6 +340,20 @@ func (s *Store) write(ctx context.Context, sl sale, cur *itemDoc, expired []stri
 	return it, nil
 }
 
+// writeOnce is write of sl, returning the holds expired of those sl.read
+// holds, in a context that runs it to completion once sent
+// (commitContext): ok is false, with no error, when it matched nothing,
+// and nothing changed. Its caller explains a miss, or reads again.
+func (s *Store) writeOnce(ctx context.Context, sl sale, expired ...string) (it itemDoc, ok bool, err error) {
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	it, err = s.write(cctx, sl, sl.read, expired)
+	if errors.Is(err, errMissed) {
+		return itemDoc{}, false, nil
+	}
+	return it, err == nil, err
+}
+
 // remainings sets the Remaining of each order of one sale write that left
 // after: each as if the orders had been sold one by one in their order,
 // the last leaving after.
@@ -367,7 +374,7 @@ func (s *Store) expiredOf(ctx context.Context, it itemDoc) ([]string, int64, err
 	}
 	lower, err := s.storeTime(ctx, false)
 	if err != nil {
-		return nil, 0, unreachable("read the store's clock to take", it.SKU, err)
+		return nil, 0, unreachable("read the store's clock for the expired holds of", it.SKU, err)
 	}
 	ids, units := expiredHolds(it, lower)
 	return slices.Clip(ids), units, nil

@@ -11,7 +11,7 @@ import (
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
-// The sold-out shortcut (issue 44).
+// The sold-out shortcut.
 //
 // In a flash sale most buyers arrive after the last unit is gone, and
 // each of them costs the strategy's own sold out: atomic's conditional
@@ -69,24 +69,11 @@ func (nopSoldOutObserver) SoldOutRead(string, int)        {}
 const maxSoldOutMarks = 1 << 16
 
 // newSoldOutShortcut returns st with the sold-out shortcut in front of it
-// (see above), reading what is sellable with st's Sellable when st is an
-// inventory.SellableReader, else, for a safe strategy this package
-// builds (Build's other layers included), with the read a GET of the item
-// makes (Store.Snapshot: the item's stock and its buckets'), plus the
-// units of holds expired by the store's clock, which every strategy Build
-// makes sells. Any other strategy, and an unsafe one, is returned as it
-// is (see inventory.SellableReader). A nil obs means none.
+// (see above), reading what is sellable as sellableOf says; a strategy it
+// cannot read for is returned as it is. A nil obs means none.
 //
 // Build puts it in front of the split-aware layer: a sold out it answers
 // is then the whole sku's, buckets included.
-//
-// A request with an Idempotency-Key is asked about by Store.DecrementOnce
-// before it reserves the key: on a marked sku, a read that shows too few
-// units answers it sold out with no write, unless the key already names
-// an attempt (a retry of a sale must hear the sale). Once its key is
-// reserved, the request (it has an order id then) goes to the strategy,
-// which says whether its attempt was given up (ErrAbandoned) before it
-// says sold out; its sold out still marks the sku.
 func newSoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) inventory.Strategy {
 	read := sellableOf(st, s)
 	if read == nil {
@@ -98,8 +85,11 @@ func newSoldOutShortcut(st inventory.Strategy, s *Store, obs SoldOutObserver) in
 	return &soldOutShortcut{Strategy: st, store: s, read: read, obs: obs, skus: map[string]*soldOutSKU{}}
 }
 
-// sellableOf returns how the shortcut reads what st could sell, nil
-// when it cannot.
+// sellableOf returns how the shortcut reads what st could sell: st's
+// Sellable when st is an inventory.SellableReader, sellable for a safe
+// strategy this package builds (Build's other layers included), and nil
+// for any other strategy, and an unsafe one (see
+// inventory.SellableReader).
 func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (int64, error) {
 	if r, ok := st.(inventory.SellableReader); ok {
 		return r.Sellable
@@ -119,7 +109,7 @@ func sellableOf(st inventory.Strategy, s *Store) func(context.Context, string) (
 	default:
 		return nil
 	}
-	return func(ctx context.Context, sku string) (int64, error) { return s.sellable(ctx, sku) }
+	return s.sellable
 }
 
 // sellable is what a sale of sku can take now, as a GET shows it: the
@@ -167,12 +157,15 @@ type sellableRead struct {
 	err   error
 }
 
-// Decrement implements inventory.Strategy.
+// Decrement implements inventory.Strategy. A request with an order id is
+// a keyed one whose key is reserved (Store.DecrementOnce asked the
+// shortcut before, see soldOutFirst): it goes to the strategy, which says
+// whether its attempt was given up (ErrAbandoned) before it says sold out.
 func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {
 	if req.OrderID == "" {
 		if err := w.readSoldOut(ctx, req); err != nil {
 			if errors.Is(err, inventory.ErrSoldOut) {
-				w.soldOutByRead()
+				w.obs.SoldOutAnswered(w.Name(), SoldOutByRead)
 			}
 			return inventory.Sale{}, err
 		}
@@ -185,18 +178,11 @@ func (w *soldOutShortcut) Decrement(ctx context.Context, req inventory.Request) 
 	return sale, err
 }
 
-// soldOutReader is the sold-out shortcut as Store.DecrementOnce asks it,
+// readSoldOut returns, when req's sku is marked, the ErrSoldOut that a
+// coalesced read sent after the call began justifies, or the read's error;
+// nil when the sku is not marked, or the read showed enough (then the mark
+// is dropped): the strategy decides. Store.DecrementOnce asks it too,
 // before it reserves an idempotency key.
-type soldOutReader interface {
-	// readSoldOut returns, when req's sku is marked, the ErrSoldOut that
-	// a coalesced read sent after the call began justifies, or the read's
-	// error; nil when the sku is not marked, or the read showed enough
-	// (then the mark is dropped): the strategy decides.
-	readSoldOut(ctx context.Context, req inventory.Request) error
-	// soldOutByRead counts a sold out of readSoldOut that was answered.
-	soldOutByRead()
-}
-
 func (w *soldOutShortcut) readSoldOut(ctx context.Context, req inventory.Request) error {
 	r, send := w.join(req.SKU)
 	if r == nil {
@@ -219,8 +205,6 @@ func (w *soldOutShortcut) readSoldOut(ctx context.Context, req inventory.Request
 	w.unmark(req.SKU)
 	return nil
 }
-
-func (w *soldOutShortcut) soldOutByRead() { w.obs.SoldOutAnswered(w.Name(), SoldOutByRead) }
 
 // join returns the read a sale of sku waits on while sku is marked (nil
 // when it is not), and whether the caller sends it: no read of sku was in

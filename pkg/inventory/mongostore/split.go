@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +56,11 @@ type bucketDoc struct {
 	// item's does: a bucket takes the item's when it is written, and
 	// compactAborted raises it as it moves the bucket's fences into it.
 	AbortedThrough string `bson:"aborted_through,omitempty"`
+}
+
+// gaveUp is gaveUp of the bucket: o's attempt is fenced in it.
+func (b bucketDoc) gaveUp(o inventory.Order) bool {
+	return gaveUp(itemDoc{Aborted: b.Aborted, AbortedThrough: b.AbortedThrough}, o)
 }
 
 // bucketID is the _id of sku's bucket i.
@@ -142,19 +149,7 @@ func (v *view) version() int64 {
 // Nothing of id was sold where the view looked, so refusing it now is
 // safe; settle then finds no sale, or one that landed before.
 func (v *view) givenUp(o inventory.Order) bool {
-	id := o.ID
-	if gaveUp(v.item, o) {
-		return true
-	}
-	for _, b := range v.buckets {
-		if _, ok := b.Aborted[id]; ok {
-			return true
-		}
-		if o.Key != "" && b.AbortedThrough != "" && id <= b.AbortedThrough {
-			return true
-		}
-	}
-	return false
+	return gaveUp(v.item, o) || slices.ContainsFunc(v.buckets, func(b bucketDoc) bool { return b.gaveUp(o) })
 }
 
 // refuses reports whether every document of v refuses every stock write
@@ -165,16 +160,7 @@ func (v *view) givenUp(o inventory.Order) bool {
 // aborted_through never goes down. So no write of o can land anywhere
 // after v, whoever sends it.
 func (v *view) refuses(o inventory.Order) bool {
-	if !gaveUp(v.item, o) {
-		return false
-	}
-	for _, b := range v.buckets {
-		_, fenced := b.Aborted[o.ID]
-		if b.ID == "" || !(fenced || (o.Key != "" && b.AbortedThrough != "" && o.ID <= b.AbortedThrough)) {
-			return false
-		}
-	}
-	return true
+	return gaveUp(v.item, o) && !slices.ContainsFunc(v.buckets, func(b bucketDoc) bool { return b.ID == "" || !b.gaveUp(o) })
 }
 
 // fencedDoc is a document of a sku, the item or a bucket, with the
@@ -188,14 +174,12 @@ type fencedDoc struct {
 // the item first, for compactAborted; nil when no document holds any.
 func (v *view) fenced() []fencedDoc {
 	docs := []fencedDoc{{id: v.item.SKU, aborted: v.item.Aborted}}
-	n := len(v.item.Aborted)
 	for _, b := range v.buckets {
 		if len(b.Aborted) > 0 {
 			docs = append(docs, fencedDoc{id: b.ID, aborted: b.Aborted})
-			n += len(b.Aborted)
 		}
 	}
-	if n == 0 {
+	if len(docs) == 1 && len(v.item.Aborted) == 0 {
 		return nil
 	}
 	return docs
@@ -300,12 +284,10 @@ func (v *view) merged() itemDoc {
 	it := v.item
 	it.Stock, it.Version = v.total(), v.version()
 	for _, b := range v.buckets {
-		for id, o := range b.Pending {
-			if it.Pending == nil {
-				it.Pending = map[string]inventory.Order{}
-			}
-			it.Pending[id] = o
+		if it.Pending == nil && len(b.Pending) > 0 {
+			it.Pending = map[string]inventory.Order{}
 		}
+		maps.Copy(it.Pending, b.Pending)
 	}
 	return it
 }
@@ -364,32 +346,12 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 		case v == nil:
 			after, err = s.insertSplit(ctx, sku, stock, k)
 		case v.item.Split == nil:
-			gen := v.item.LastGen + 1
-			after, err = s.writeSplit(ctx, sku, k,
-				bson.D{{Key: "_id", Value: sku}, {Key: "version", Value: v.item.Version}, {Key: "split", Value: bson.D{{Key: "$exists", Value: false}}}},
-				bson.D{
-					{Key: "$set", Value: bson.D{
-						{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: stock}},
-						{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen},
-					}},
-					{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
-				})
+			after, err = s.writeSplit(ctx, v, k, stock)
 		default:
-			fv, ok, ferr := s.frozenView(ctx, sku, v.item.Split.Gen)
-			if ferr != nil || !ok {
-				err = ferr
-				break
+			var ok bool
+			if v, ok, err = s.frozenView(ctx, sku, v.item.Split.Gen); ok {
+				after, err = s.writeSplit(ctx, v, k, stock)
 			}
-			// Every bucket is frozen at split.gen+1: a generation above
-			// that makes each fresh, counting its share of stock.
-			sp := fv.item.Split
-			gen := max(fv.item.LastGen, sp.Gen+1) + 1
-			after, err = s.writeSplit(ctx, sku, len(fv.buckets),
-				bson.D{{Key: "_id", Value: sku}, {Key: "version", Value: fv.item.Version}, {Key: "split.gen", Value: sp.Gen}},
-				bson.D{{Key: "$set", Value: bson.D{
-					{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: stock}},
-					{Key: "last_gen", Value: gen}, {Key: "version", Value: fv.version() + 1},
-				}}})
 		}
 		if after != nil {
 			if err != nil {
@@ -413,18 +375,7 @@ func (s *Store) PutSplit(ctx context.Context, sku string, stock int64, k int) (i
 // returns the view of the new split, with every bucket it materialized
 // live, or nil when another writer changed the item first.
 func (b *Buckets) spread(ctx context.Context, v *view) (*view, error) {
-	it := &v.item
-	gen := it.LastGen + 1
-	k := b.kOf(v)
-	return b.store.writeSplit(ctx, it.SKU, k,
-		bson.D{{Key: "_id", Value: it.SKU}, {Key: "version", Value: it.Version}, {Key: "split", Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{
-			{Key: "$set", Value: bson.D{
-				{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: it.Stock}},
-				{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen},
-			}},
-			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}},
-		})
+	return b.store.writeSplit(ctx, v, b.kOf(v), v.item.Stock)
 }
 
 // insertSplit creates sku's item split across k buckets at generation 1,
@@ -453,18 +404,33 @@ func (s *Store) insertSplit(ctx context.Context, sku string, stock int64, k int)
 	return s.materializeAll(ctx, it, k)
 }
 
-// writeSplit writes a new split of an item with k buckets (update, on the
-// item that filter matches, sets split to a generation above every
-// bucket's) and materializes every bucket at once (different documents),
-// from the item as that write left it: a bucket must copy every order id
-// given up in the item before the split, and one given up between a read
-// and the write is in the item only (settle's fence of an unsplit item
-// does not move its version); one given up after it is fenced in every
-// bucket by settle. It returns the view of the new split, every bucket
-// materialized here live at its share, or nil when filter matched
-// nothing. A bucket that could not be written counts its share all the
-// same, and the first sale that picks it writes it.
-func (s *Store) writeSplit(ctx context.Context, sku string, k int, filter, update bson.D) (*view, error) {
+// writeSplit splits the stock of v's item anew: base units over k
+// buckets, at a generation above every bucket's. The item is not split,
+// or split with every bucket frozen (frozenView); one write of the item,
+// conditional on its version and its split as v read them, sets the new
+// split, and every bucket is then materialized at once (different
+// documents), from the item as that write left it: a bucket must copy
+// every order id given up in the item before the split, and one given up
+// between a read and the write is in the item only (settle's fence of an
+// unsplit item does not move its version); one given up after it is
+// fenced in every bucket by settle. It returns the view of the new split,
+// every bucket materialized here live at its share, or nil when the item
+// changed since v. A bucket that could not be written counts its share
+// all the same, and the first sale that picks it writes it.
+func (s *Store) writeSplit(ctx context.Context, v *view, k int, base int64) (*view, error) {
+	sku := v.item.SKU
+	filter := bson.D{{Key: "_id", Value: sku}, {Key: "version", Value: v.item.Version}, {Key: "split", Value: bson.D{{Key: "$exists", Value: false}}}}
+	gen := v.item.LastGen + 1
+	if sp := v.item.Split; sp != nil {
+		// Every bucket is frozen at split.gen+1: a generation above that
+		// makes each fresh, counting its share of base.
+		filter[2] = bson.E{Key: "split.gen", Value: sp.Gen}
+		gen = max(v.item.LastGen, sp.Gen+1) + 1
+	}
+	update := bson.D{{Key: "$set", Value: bson.D{
+		{Key: "stock", Value: int64(0)}, {Key: "split", Value: split{Gen: gen, Base: base}},
+		{Key: "buckets", Value: k}, {Key: "last_gen", Value: gen}, {Key: "version", Value: v.version() + 1},
+	}}}
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	var it itemDoc
@@ -484,15 +450,15 @@ func (s *Store) writeSplit(ctx context.Context, sku string, k int, filter, updat
 // share (or less: sold from since), the others fresh.
 func (s *Store) materializeAll(ctx context.Context, it itemDoc, k int) (*view, error) {
 	after := &view{item: it, buckets: make([]bucketDoc, k)}
+	gen := it.Split.Gen
 	var (
 		wg   sync.WaitGroup
 		errs = make([]error, k)
 	)
 	for i := range k {
-		wg.Go(func() { errs[i] = s.materialize(ctx, after, i) })
+		wg.Go(func() { errs[i] = s.materialize(ctx, after, i, gen) })
 	}
 	wg.Wait()
-	gen := it.Split.Gen
 	for i, err := range errs {
 		if err == nil {
 			after.buckets[i] = bucketDoc{ID: bucketID(it.SKU, i), SKU: it.SKU, Gen: &gen, Stock: share(it.Split.Base, k, i)}
@@ -501,23 +467,16 @@ func (s *Store) materializeAll(ctx context.Context, it itemDoc, k int) (*view, e
 	return after, errors.Join(errs...)
 }
 
-// materialize writes bucket i's share of v's split into it, if it is still
-// below the split's generation (or missing), with the item's aborted
-// order ids: a bucket written after an attempt was given up refuses it
-// too. Its count does not change: the view counted the share already.
-func (s *Store) materialize(ctx context.Context, v *view, i int) error {
-	sp := v.item.Split
-	return s.setBucket(ctx, v, i, sp.Gen, share(sp.Base, len(v.buckets), i))
-}
-
-// setBucket sets bucket i to generation gen with stock, if its generation
-// is below the view's split generation or missing, copying the item's
-// aborted order ids; a bucket already at or past it is left alone. Its
-// version starts at 0, so that the sku's version (view.version) does not
-// move: the bucket counted its share, and counts it still.
-func (s *Store) setBucket(ctx context.Context, v *view, i int, gen, stock int64) error {
-	sku := v.item.SKU
-	set := bson.D{{Key: "sku", Value: sku}, {Key: "gen", Value: gen}, {Key: "stock", Value: stock}, {Key: "version", Value: int64(0)}}
+// materialize writes bucket i's share of v's split into it at generation
+// gen (the split's, or one above: frozen), if it is still below the
+// split's generation (or missing), with the item's aborted order ids: a
+// bucket written after an attempt was given up refuses it too. A bucket
+// already at or past it is left alone. Its count does not change: the
+// view counted the share already; and its version starts at 0, so that
+// the sku's version (view.version) does not move.
+func (s *Store) materialize(ctx context.Context, v *view, i int, gen int64) error {
+	sku, sp := v.item.SKU, v.item.Split
+	set := bson.D{{Key: "sku", Value: sku}, {Key: "gen", Value: gen}, {Key: "stock", Value: share(sp.Base, len(v.buckets), i)}, {Key: "version", Value: int64(0)}}
 	for id, at := range v.item.Aborted {
 		set = append(set, bson.E{Key: abortedPath(id), Value: at})
 	}
@@ -532,7 +491,7 @@ func (s *Store) setBucket(ctx context.Context, v *view, i int, gen, stock int64)
 	defer cancel()
 	_, err := s.items.UpdateOne(cctx,
 		bson.D{{Key: "_id", Value: bucketID(sku, i)}, {Key: "$or", Value: bson.A{
-			bson.D{{Key: "gen", Value: bson.D{{Key: "$lt", Value: v.item.Split.Gen}}}},
+			bson.D{{Key: "gen", Value: bson.D{{Key: "$lt", Value: sp.Gen}}}},
 			bson.D{{Key: "gen", Value: bson.D{{Key: "$exists", Value: false}}}},
 		}}},
 		update,
@@ -563,12 +522,10 @@ func (s *Store) merge(ctx context.Context, o inventory.Order, gen int64) (invent
 	// unsplit returns them in the same write.
 	var expired []string
 	var back int64
-	if total < o.Qty && len(v.item.Holds) > 0 {
-		lower, err := s.storeTime(ctx, false)
-		if err != nil {
-			return inventory.Sale{}, true, unreachable("read the store's clock to merge", o.SKU, err)
+	if total < o.Qty {
+		if expired, back, err = s.expiredOf(ctx, v.item); err != nil {
+			return inventory.Sale{}, true, err
 		}
-		expired, back = expiredHolds(v.item, lower)
 	}
 	if total+back < o.Qty {
 		if _, _, err := s.unsplit(ctx, v, total, nil); err != nil {
@@ -672,7 +629,7 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 		case bucketFrozen, bucketDead:
 			continue
 		case bucketFresh:
-			if err := s.setBucket(ctx, v, i, sp.Gen+1, share(sp.Base, len(v.buckets), i)); err != nil {
+			if err := s.materialize(ctx, v, i, sp.Gen+1); err != nil {
 				return err
 			}
 			// A bucket materialized meanwhile is live: freeze it below.
@@ -699,20 +656,14 @@ func (s *Store) freeze(ctx context.Context, v *view) error {
 // v: nothing was written.
 func (s *Store) unsplit(ctx context.Context, v *view, stock int64, o *inventory.Order, expired ...string) (itemDoc, bool, error) {
 	sp := v.item.Split
-	sl := sale{op: "buckets merge", sku: v.item.SKU, stock: &stock,
+	sl := sale{op: "buckets merge", sku: v.item.SKU, stock: &stock, read: &v.item,
 		conds: []cond{versionIs("buckets merge", v.item.Version), splitIs(sp.Gen)},
 		also:  bson.D{{Key: "version", Value: v.version() + 1}, {Key: "last_gen", Value: max(v.item.LastGen, sp.Gen+1)}},
 		drop:  []string{"split"}}
 	if o != nil {
 		sl.orders, sl.qty = []inventory.Order{*o}, o.Qty
 	}
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	it, err := s.write(cctx, sl, &v.item, expired)
-	if errors.Is(err, errMissed) {
-		return itemDoc{}, false, nil
-	}
-	return it, err == nil, err
+	return s.writeOnce(ctx, sl, expired...)
 }
 
 // fenceBuckets gives order id up in every bucket of sku, before settle

@@ -54,9 +54,7 @@ func newSplitAware(st inventory.Strategy, s *Store, k int) (inventory.Strategy, 
 	return &splitAware{Strategy: st, buckets: b}, nil
 }
 
-// Decrement implements Strategy. A sold out read from the item (see
-// itemSoldOut) costs no read more: not split, it is answered as it is;
-// split, the buckets strategy reads and decides. Any other sold out (one
+// Decrement implements Strategy. A sold out that is no itemSoldOut (one
 // that redis-stock or a fenced read decided) is checked with a read of
 // the item.
 func (w *splitAware) Decrement(ctx context.Context, req inventory.Request) (inventory.Sale, error) {

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,13 +88,6 @@ type Store struct {
 	// withHolds holds the skus this store has seen holds on (see
 	// ReturnExpiredHolds).
 	withHolds *skuSet
-	// beforeStamp, when set, runs in ConfirmHold between its look at the
-	// store's clock and the stamp write: a test's stand-in for a pause.
-	beforeStamp func()
-	// afterConfirmRead, when set, runs in ConfirmHold right after it read
-	// the hold; betweenConfirmWrites between its two writes, once its stamp
-	// was judged in time: tests' stand-ins for a pause there.
-	afterConfirmRead, betweenConfirmWrites func()
 	// committedItems and committedOrders read with majority read concern
 	// when writes are majority: a replay must not answer with a sale that
 	// a failover can roll back. They are items and orders otherwise.
@@ -111,7 +105,10 @@ type Store struct {
 	// random, so that a restarted replica is a new instance.
 	instance string
 	live     *liveness
-	inFlight *inFlight
+	// inFlight holds the order ids of this store's idempotency attempts
+	// whose request still runs: any other attempt of this instance is
+	// over, and may be settled at once.
+	inFlight *skuSet
 	// compact holds the skus whose aborted fences RecoverKeys compacts
 	// next (see compactAborted).
 	compact   *skuSet
@@ -123,14 +120,15 @@ type Store struct {
 	now func() time.Time
 	// clock estimates the store's clock (see storeTime).
 	clock *storeClock
-	// afterBeatRead, when set, runs in Heartbeat right after the
-	// heartbeats are read: a test's stand-in for a pause (GC, CPU
-	// starvation, SIGSTOP) before the reading is judged.
-	afterBeatRead func()
-	// afterItemRead, when set, runs in read between its read of an item
-	// and its reads of the item's buckets: a test's stand-in for a reader
-	// delayed there.
-	afterItemRead func()
+	// Tests' stand-ins for a pause (GC, CPU starvation, SIGSTOP), each run
+	// when set: beforeStamp in ConfirmHold between its look at the store's
+	// clock and the stamp write; afterConfirmRead right after it read the
+	// hold, betweenConfirmWrites between its two writes, once its stamp was
+	// judged in time; afterBeatRead in Heartbeat right after the heartbeats
+	// are read, before the reading is judged; afterItemRead in read between
+	// its read of an item and its reads of the item's buckets.
+	beforeStamp, afterConfirmRead, betweenConfirmWrites func()
+	afterBeatRead, afterItemRead                        func()
 }
 
 // NewStore returns a Store on the items and orders collections of db. It
@@ -146,36 +144,21 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	if !wc.Acknowledged() {
 		return nil, fmt.Errorf("%w: unacknowledged write concern", inventory.ErrInvalid)
 	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
-	if opts.KeyRetention <= 0 {
-		opts.KeyRetention = DefaultKeyRetention
-	}
-	if opts.AbandonAfter <= 0 {
-		opts.AbandonAfter = DefaultAbandonAfter
-	}
-	if opts.DeadAfter <= 0 {
-		opts.DeadAfter = DefaultDeadAfter
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	s := &Store{
 		wc:           wc,
 		replica:      opts.Replica,
-		writeTimeout: opts.WriteTimeout,
-		keyRetention: opts.KeyRetention,
-		abandonAfter: opts.AbandonAfter,
-		deadAfter:    opts.DeadAfter,
+		writeTimeout: positiveOr(opts.WriteTimeout, DefaultWriteTimeout),
+		keyRetention: positiveOr(opts.KeyRetention, DefaultKeyRetention),
+		abandonAfter: positiveOr(opts.AbandonAfter, DefaultAbandonAfter),
+		deadAfter:    positiveOr(opts.DeadAfter, DefaultDeadAfter),
 		instance:     newOrderID(),
 		afterTake:    opts.AfterTake,
-		logger:       opts.Logger,
+		logger:       cmp.Or(opts.Logger, slog.Default()),
 		now:          time.Now,
 		withHolds:    &skuSet{},
 		ttl:          &atomic.Bool{},
 		live:         &liveness{},
-		inFlight:     &inFlight{},
+		inFlight:     &skuSet{},
 		compact:      &skuSet{},
 		clock:        &storeClock{},
 	}
@@ -183,12 +166,22 @@ func NewStore(db *mongo.Database, opts StoreOptions) (*Store, error) {
 	return s, nil
 }
 
-// Replica returns the replica name recorded in this store's orders.
-func (s *Store) Replica() string { return s.replica }
+// positiveOr returns d, or def when d is not positive: an option not set.
+func positiveOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
 
-// codeNamespaceExists is the server's answer to creating a collection
-// that exists (MongoDB before 7.0, and FerretDB).
-const codeNamespaceExists = 48
+// The server's codes for creating a collection that exists (MongoDB
+// before 7.0, and FerretDB), and for an index that exists with other
+// options (MongoDB).
+const (
+	codeNamespaceExists       = 48
+	codeIndexOptionsConflict  = 85
+	codeIndexKeySpecsConflict = 86
+)
 
 // EnsureCollections creates each of the store's collections that does not
 // exist. It is idempotent, and safe to run from several replicas at once.
@@ -275,12 +268,6 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	return nil
 }
 
-// MongoDB's codes for an index that exists with other options.
-const (
-	codeIndexOptionsConflict  = 85
-	codeIndexKeySpecsConflict = 86
-)
-
 // Put sets the stock of sku, creating the item if needed, and bumps its
 // version. It never touches the fences or the pending orders: a holder
 // paused with an old token must stay fenced out after a reset, or its late
@@ -361,20 +348,16 @@ func (s *Store) Get(ctx context.Context, sku string) (inventory.Item, error) {
 	return it.item(), err
 }
 
-// getCommitted is Get with majority read concern (see committedItems).
-// Its Pending holds the orders pending in the item's buckets too (see
-// Buckets): its callers look for an order wherever a sale may have put it.
-func (s *Store) getCommitted(ctx context.Context, sku string) (itemDoc, error) {
-	if err := inventory.CheckSKU(sku); err != nil {
-		return itemDoc{}, err
-	}
-	v, err := s.read(ctx, s.committedItems, sku)
+// findDocs returns every document of c that filter matches; none is an
+// empty slice, not nil (a page of no orders is [] in JSON).
+func findDocs[T any](ctx context.Context, c *mongo.Collection, filter bson.D, opts ...options.Lister[options.FindOptions]) ([]T, error) {
+	cur, err := c.Find(ctx, filter, opts...)
 	if err != nil {
-		return itemDoc{}, err
+		return nil, err
 	}
-	it := v.merged()
-	it.Stock, it.Version = v.item.Stock, v.item.Version
-	return it, nil
+	docs := []T{}
+	err = cur.All(ctx, &docs)
+	return docs, err
 }
 
 // getDoc is Get as the item document, read through items: a strategy

@@ -67,7 +67,7 @@ func TestStrategySemantics(t *testing.T) {
 			}
 			for _, qty := range []int64{0, -1} {
 				// As Build returns it: the strategy trusts its check.
-				if _, err := check(st).Decrement(ctx, inventory.Request{SKU: sku, Qty: qty}); !errors.Is(err, inventory.ErrInvalid) {
+				if _, err := (checked{st}).Decrement(ctx, inventory.Request{SKU: sku, Qty: qty}); !errors.Is(err, inventory.ErrInvalid) {
 					t.Fatalf("Decrement qty %d: %v, want inventory.ErrInvalid", qty, err)
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stocklock/stocklock/pkg/inventory"
-
 	"github.com/stocklock/stocklock/pkg/strategy"
 )
 

@@ -283,6 +283,10 @@ func (s *Server) decrement(c echo.Context) error {
 	}
 
 	req := inventory.Request{SKU: sku, Qty: qty, Key: key}
+	if name == strategy.Queued && s.queued != nil && prefersAsync(c.Request().Header) {
+		sent, _, _ := stringField(fields, "strategy")
+		return s.decrementAsync(c, req, sent)
+	}
 	if name == strategy.RedisStock {
 		s.metrics.redisStockSold(sku)
 	}

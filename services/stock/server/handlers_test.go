@@ -197,7 +197,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestAPI(t *testing.T) {
-	cfg := withNATS(testConfig(t, "r1"))
+	cfg := withNATS(t, testConfig(t, "r1"))
 	cfg.EtcdEndpoints = devstoretest.Etcd(t).Endpoints // every strategy, etcd-lock too
 	cfg.RedlockAddrs = miniRedlock(t)                  // and redlock
 	cfg.Demo = true                                    // unsafe and local too

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/services/stock/server"
+	"github.com/stocklock/stocklock/services/stock/server/servertest"
 )
 
 // One MongoDB and one Redis for the whole package: starting the embedded
@@ -87,10 +88,12 @@ func testConfig(t testing.TB, replica string) server.Config {
 
 // withNATS is cfg with the shared NATS, for a replica that serves the
 // queued strategy. The others go without: a replica with NATS runs the
-// queued consumers in the background from its start.
-func withNATS(cfg server.Config) server.Config {
-	cfg.NATSURL = natsURL
-	return cfg
+// queued consumers in the background from its start. The stream of
+// cfg.DB is deleted when the test ends: a NATS server of the machine
+// (NATS_URL) outlives the test.
+func withNATS(t testing.TB, cfg server.Config) server.Config {
+	t.Helper()
+	return servertest.WithNATS(t, cfg, natsURL)
 }
 
 // newServer starts a replica that is shut down when the test ends.

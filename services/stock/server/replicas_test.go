@@ -29,7 +29,7 @@ type replica struct {
 // its own, as n processes would have.
 func startReplicas(t *testing.T, n int, tweak func(*server.Config)) []replica {
 	t.Helper()
-	base := withNATS(testConfig(t, ""))
+	base := withNATS(t, testConfig(t, ""))
 	var out []replica
 	for i := range n {
 		cfg := base

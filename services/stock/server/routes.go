@@ -32,6 +32,7 @@ func (s *Server) routes() (api, internal *echo.Echo) {
 		{http.MethodPost, "/v1/items/:sku/decrement", s.trackWrite(s.admitSale(s.decrement)), nil, false},
 		{http.MethodPost, "/v1/items/:sku/restock", s.trackWrite(s.admin(s.restock)), nil, false},
 		{http.MethodGet, "/v1/items/:sku/orders", s.orders, []string{"since", "limit", "after"}, false},
+		{http.MethodGet, "/v1/items/:sku/orders/:order_id", s.getOrder, nil, false},
 		{http.MethodPost, "/v1/items/:sku/holds", s.trackWrite(s.admitSale(s.createHold)), nil, false},
 		{http.MethodGet, "/v1/items/:sku/holds/:id", s.admitSale(s.getHold), nil, false},
 		{http.MethodPost, "/v1/items/:sku/holds/:id/confirm", s.trackWrite(s.admitSale(s.confirmHold)), nil, false},

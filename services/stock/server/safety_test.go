@@ -345,7 +345,7 @@ func TestNoAdminToken(t *testing.T) {
 // of the registry and refuses every unsafe one (403); with --demo, etcd
 // and the redlock servers it serves them all (TestAPI).
 func TestRegistryServed(t *testing.T) {
-	cfg := withNATS(testConfig(t, "r1"))
+	cfg := withNATS(t, testConfig(t, "r1"))
 	cfg.EtcdEndpoints = devstoretest.Etcd(t).Endpoints
 	cfg.RedlockAddrs = miniRedlock(t)
 	h := newServer(t, cfg).Handler()

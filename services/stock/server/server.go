@@ -309,6 +309,7 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 		}
 		if b.Queued != nil {
 			s.queued = b.Queued
+			s.metrics.watchQueued(b.Queued, s.logger)
 		}
 		s.strategies[in.Name] = b.Strategy
 	}

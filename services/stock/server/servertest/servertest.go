@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/stocklock/stocklock/pkg/inventory/mongostore"
 	"github.com/stocklock/stocklock/services/stock/server"
 )
 
@@ -41,4 +44,25 @@ func Start(t testing.TB, ctx context.Context, cfg server.Config, logger *slog.Lo
 		}
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// WithNATS is cfg with the NATS server at url, for a replica that serves
+// the queued strategy. The stream of cfg.DB is deleted when the test
+// ends (after the replicas started later have stopped): a NATS server of
+// the machine (NATS_URL) outlives the test.
+func WithNATS(t testing.TB, cfg server.Config, url string) server.Config {
+	t.Helper()
+	cfg.NATSURL = url
+	t.Cleanup(func() {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer nc.Close()
+		if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB); err != nil {
+			t.Error(err)
+		}
+	})
+	return cfg
 }
