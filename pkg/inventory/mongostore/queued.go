@@ -319,6 +319,16 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	m, err := sub.NextMsgWithContext(wctx)
 	end()
 	if err != nil {
+		// The answer is a message of its own, not in the log: lost with a
+		// link to the broker, it may be for a sale that was decided. The
+		// ledger and the refusals tell, once.
+		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer lcancel()
+		if st, serr := q.store.OrderState(lctx, req.SKU, o.ID); serr == nil && st.Sold {
+			return st.Sale, nil
+		} else if serr == nil && st.Err != nil {
+			return inventory.Sale{}, st.Err
+		}
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: order %s is in the log, and no answer came within %v: %w",
 			inventory.ErrOutcomeUnknown, req.SKU, o.ID, q.cfg.Wait, err)
 	}

@@ -143,6 +143,27 @@ func TestQueuedRedeliveredAfterACrash(t *testing.T) {
 	}
 }
 
+// TestQueuedAnswerLost: the consumer's write lands and its answer never
+// comes (it stops there, as one whose link to the broker broke would, and
+// the log hands the sale out again only after the buyer's wait): the
+// buyer is told the sale the item holds, not outcome unknown.
+func TestQueuedAnswerLost(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{Wait: 500 * time.Millisecond, AckWait: time.Minute})
+	var stopped atomic.Bool
+	q.afterWrite = func(string) bool { return !stopped.CompareAndSwap(false, true) }
+	q.runFor(t)
+	mustPut(t, s, "q-lost", 5)
+	sale, err := q.Decrement(t.Context(), inventory.Request{SKU: "q-lost", Qty: 2})
+	if err != nil || !stopped.Load() || sale.Qty != 2 || sale.OrderID == "" {
+		t.Fatalf("the sale whose answer was lost: %+v, %v (consumer stopped %v); want sold", sale, err, stopped.Load())
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, "q-lost", 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
+	}
+}
+
 // TestQueuedSoldOrderAgainAsNew: a sale already applied and in the
 // ledger comes back as a message delivered for the first time (what a
 // broker killed with its acknowledgement not yet on disk hands out, or a
