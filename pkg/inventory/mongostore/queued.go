@@ -679,21 +679,13 @@ func short(it itemDoc, plan []fetched) bool {
 // ledger, not the log, says what was sold.
 func (q *Queued) applied(ctx context.Context, it itemDoc, fs []fetched) (map[string]bool, error) {
 	s := q.store
-	ids := make(bson.A, len(fs))
-	for i, f := range fs {
-		ids[i] = f.order.ID
-	}
-	cur, err := s.orders.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	sold, err := findByIDs[inventory.Order](ctx, s.orders, orderIDs(fs))
 	if err != nil {
 		return nil, unreachable("find the orders of", it.SKU, err)
 	}
-	var sold []inventory.Order
-	if err := cur.All(ctx, &sold); err != nil {
-		return nil, unreachable("find the orders of", it.SKU, err)
-	}
 	done := map[string]bool{}
-	for _, o := range sold {
-		done[o.ID] = true
+	for id := range sold {
+		done[id] = true
 	}
 	for _, f := range fs {
 		o, ok := it.Pending[f.order.ID]
