@@ -555,12 +555,18 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 		}
 		it = &read
 	}
-	done, err := q.applied(wctx, *it, fs)
-	if err != nil {
-		return err
-	}
-	refused, err := q.refusedBefore(wctx, fs)
-	if err != nil {
+	// What the ledger and the recorded refusals say of these orders, read
+	// at once: a sale delivered again is answered, never decided anew.
+	var (
+		done       map[string]bool
+		refused    map[string]queuedAnswer
+		derr, rerr error
+		lookups    sync.WaitGroup
+	)
+	lookups.Go(func() { done, derr = q.applied(wctx, *it, fs) })
+	lookups.Go(func() { refused, rerr = q.refusedBefore(wctx, fs) })
+	lookups.Wait()
+	if err := errors.Join(derr, rerr); err != nil {
 		return err
 	}
 	var plan []fetched
