@@ -66,6 +66,9 @@ type Queued struct {
 	// landed and before it records, answers or acks: returning false stops
 	// the consumer there, as a crash would.
 	afterWrite func(sku string) bool
+	// beforeWrite, when set (by tests), runs right before a consumer's
+	// sale write of orders, after it decided them and their sold outs.
+	beforeWrite func(sku string, orders []inventory.Order)
 	// beforeAck, when set (by tests), runs after an answer was sent and
 	// before its message is acknowledged: returning false leaves it
 	// unacknowledged, as a crash there would.
@@ -630,12 +633,21 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 				continue
 			}
 		}
-		for _, f := range shorts {
-			q.answer(f, queuedAnswer{Code: "sold_out", Stock: it.Stock, Split: it.Split != nil})
+		// A sold out holds only once the units before it in the log are
+		// taken: it is answered after the write that takes them lands,
+		// never before (a write that misses, or is fenced, leaves them).
+		soldOut := func(left itemDoc) {
+			for _, f := range shorts {
+				q.answer(f, queuedAnswer{Code: "sold_out", Stock: left.Stock, Split: left.Split != nil})
+			}
 		}
 		if total == 0 {
+			soldOut(*it)
 			seen.set(sku, it)
 			return nil
+		}
+		if q.beforeWrite != nil {
+			q.beforeWrite(sku, orders)
 		}
 		after, err := s.write(wctx, sale{op: "queued write", sku: sku, orders: orders, qty: total,
 			conds: []cond{fenceIs("queued write", fence, token)}}, nil, nil)
@@ -648,7 +660,7 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 				seen.set(sku, nil)
 				return err // another replica owns the partition now
 			}
-			it, fresh, plan = &read, true, fits // an attempt given up, or less stock: decide again
+			it, fresh, plan = &read, true, kept // an attempt given up, or less stock: decide again
 			continue
 		}
 		if err != nil {
@@ -660,6 +672,7 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 			return errors.New("stopped after the write (test)")
 		}
 		q.record(wctx, after, fits)
+		soldOut(after)
 		return nil
 	}
 	return fmt.Errorf("%w: queued write of %q: the item kept changing", inventory.ErrConflict, sku)

@@ -164,6 +164,64 @@ func TestQueuedAnswerLost(t *testing.T) {
 	}
 }
 
+// TestQueuedSoldOutAfterTheWrite: three buyers of one sku with one unit
+// in one batch: the first fits, the other two are short of it. The write
+// misses (the first order given up meanwhile): the batch is decided
+// again, the second buyer gets the unit, the third is told sold out. A
+// sold out answered before the write landed would have refused the
+// second buyer while the unit stayed unsold (the live page's race under
+// load: a history not linearizable).
+func TestQueuedSoldOutAfterTheWrite(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{})
+	const sku = "q-short"
+	mustPut(t, s, sku, 1)
+	var once sync.Once
+	q.beforeWrite = func(_ string, orders []inventory.Order) {
+		once.Do(func() {
+			if _, err := s.items.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: sku}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "aborted." + orders[0].ID, Value: time.Now()}}}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1})
+			errs <- err
+		}()
+	}
+	for st := (QueueState{}); st.Depth < 3; {
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if st, err = q.State(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.runFor(t) // one batch of the three
+	var sold, soldOut, abandoned int
+	for range 3 {
+		switch err := <-errs; {
+		case err == nil:
+			sold++
+		case errors.Is(err, inventory.ErrSoldOut):
+			soldOut++
+		case errors.Is(err, inventory.ErrAbandoned):
+			abandoned++
+		default:
+			t.Errorf("a buyer: %v", err)
+		}
+	}
+	if sold != 1 || soldOut != 1 || abandoned != 1 {
+		t.Errorf("sold %d, sold out %d, given up %d; want one each", sold, soldOut, abandoned)
+	}
+	if stock, _, got, err := unitsAddUp(t.Context(), s, sku, 1); err != nil || stock != 0 || got != 1 {
+		t.Errorf("stock %d, sold %d (%v); want the unit sold", stock, got, err)
+	}
+}
+
 // TestQueuedSoldOrderAgainAsNew: a sale already applied and in the
 // ledger comes back as a message delivered for the first time (what a
 // broker killed with its acknowledgement not yet on disk hands out, or a
