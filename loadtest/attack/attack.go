@@ -256,7 +256,7 @@ func Interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string)
 // ClassLabel names a result's class, for the Vegeta plot.
 func ClassLabel(r *vegeta.Result) string {
 	cls, _, _ := Interpret(r, 1)
-	return cls.String()
+	return string(cls)
 }
 
 // Refused reports whether a transport error is a refused connection: the

@@ -10,11 +10,10 @@ package harness
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -198,12 +197,7 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 		h.use(cfg.Replicas, func(i int) string { return fmt.Sprintf("r%d", i+1) })
 	}
 	rep.Replicas = h.replicas
-	h.prefix = cfg.SKUPrefix
-	if h.prefix == "" {
-		var b [3]byte
-		_, _ = rand.Read(b[:])
-		h.prefix = "lt-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
-	}
+	h.prefix = cmp.Or(cfg.SKUPrefix, fmt.Sprintf("lt-%s-%06x", now.Format("20060102-150405"), rand.IntN(1<<24)))
 	h.api = stockclient.New("", stockclient.WithTimeout(cfg.Timeout+15*time.Second), stockclient.WithAdminToken(cfg.AdminToken))
 	h.probe = stockclient.New("", stockclient.WithTimeout(time.Second))
 	h.reader = stockclient.New("", stockclient.WithTimeout(5*time.Second))

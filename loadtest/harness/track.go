@@ -89,7 +89,7 @@ func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, n
 	switch {
 	case grant:
 		t.h.emit(Event{Type: EventGrant, At: r.Timestamp, Run: t.run, Strategy: t.strategy, SKU: o.SKU, Replica: o.Replica, Fence: o.Fence})
-	case cls == verdict.Unavailable && isRefusal(note):
+	case cls == verdict.Unavailable && slices.ContainsFunc(refusals, func(code string) bool { return strings.HasSuffix(note, code) }):
 		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockclient.SKUOfURL(r.URL), Replica: t.replicaOf(r.URL), Text: note})
 	}
 }
@@ -99,20 +99,16 @@ func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, n
 func answerKind(cls verdict.Class, note string) string {
 	switch cls {
 	case verdict.Sold, verdict.SoldOut:
-		return cls.String()
+		return string(cls)
 	case verdict.Transport:
 		return attack.TransportKind(note)
 	}
 	return note
 }
 
-// isRefusal reports whether a 503 note is a write the fence, the version
-// check or the lease check refused.
-func isRefusal(note string) bool {
-	return slices.ContainsFunc([]string{" fenced", " lease_lost", " stale_read"}, func(code string) bool {
-		return strings.HasSuffix(note, code)
-	})
-}
+// refusals end the 503 notes of a write the fence, the version check or
+// the lease check refused.
+var refusals = []string{" fenced", " lease_lost", " stale_read"}
 
 // replicaOf names the replica an attack URL went to ("" when it went
 // through the cutting proxy).

@@ -21,8 +21,6 @@ type hub struct {
 	closed  bool
 }
 
-func newHub() *hub { return &hub{clients: map[chan []byte]bool{}} }
-
 // publish sends one event of the given type with v as its data. A page
 // too slow to keep up is dropped (its browser reconnects).
 func (h *hub) publish(typ string, v any) {

@@ -101,7 +101,7 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	s := &Server{opt: opt, hub: newHub(),
+	s := &Server{opt: opt, hub: &hub{clients: map[chan []byte]bool{}}, mux: http.NewServeMux(),
 		outDir: cmp.Or(opt.OutDir, filepath.Join("reports", "live-"+time.Now().Format("20060102-150405")))}
 	if err := os.MkdirAll(s.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
@@ -120,7 +120,20 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.routes()
+	files, _ := fs.Sub(static, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(files)))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, files, "index.html")
+	})
+	s.mux.HandleFunc("GET /api/state", s.state)
+	s.mux.HandleFunc("POST /api/start", s.start)
+	s.mux.HandleFunc("POST /api/stop", s.stop)
+	s.mux.HandleFunc("POST /api/fault", s.fault)
+	s.mux.HandleFunc("GET /api/events", s.events)
+	s.mux.Handle("GET /reports/", http.StripPrefix("/reports/", http.FileServer(http.Dir(s.outDir))))
+	if s.opt.DocsDir != "" {
+		s.mux.Handle("GET /docs/", http.StripPrefix("/docs/", http.FileServer(http.Dir(s.opt.DocsDir))))
+	}
 	return s, nil
 }
 
@@ -141,24 +154,6 @@ func (s *Server) Close() {
 
 // Handler serves the page, its API and the reports.
 func (s *Server) Handler() http.Handler { return s.mux }
-
-func (s *Server) routes() {
-	s.mux = http.NewServeMux()
-	files, _ := fs.Sub(static, "static")
-	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(files)))
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, files, "index.html")
-	})
-	s.mux.HandleFunc("GET /api/state", s.state)
-	s.mux.HandleFunc("POST /api/start", s.start)
-	s.mux.HandleFunc("POST /api/stop", s.stop)
-	s.mux.HandleFunc("POST /api/fault", s.fault)
-	s.mux.HandleFunc("GET /api/events", s.events)
-	s.mux.Handle("GET /reports/", http.StripPrefix("/reports/", http.FileServer(http.Dir(s.outDir))))
-	if s.opt.DocsDir != "" {
-		s.mux.Handle("GET /docs/", http.StripPrefix("/docs/", http.FileServer(http.Dir(s.opt.DocsDir))))
-	}
-}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -478,15 +473,13 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusConflict, "not_running", "no race is running")
 	case errors.Is(err, errNothingLeft):
 		fail(w, http.StatusConflict, "sold_out", "%v", err)
-	case errors.Is(err, errWaiting):
+	case errors.Is(err, errWaiting), errors.Is(err, harness.ErrBusy):
 		fail(w, http.StatusConflict, "busy", "%v", err)
 	case !st.Now:
 		s.hub.publish("strike", st)
 		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
-	case errors.Is(err, harness.ErrBusy):
-		fail(w, http.StatusConflict, "busy", "a fault is already being injected")
 	case err != nil:
 		fail(w, http.StatusBadRequest, "unknown_fault", "%v", err)
 	default:

@@ -118,13 +118,11 @@ func (t *target) ask(fault string) (Strike, error) {
 
 // due hands over the waiting fault if a strategy now sells, and forgets
 // it: the caller strikes it, and gives it back if it could not.
-func (t *target) due() string {
-	if !t.selling || t.pending == "" {
-		return ""
+func (t *target) due() (fault string) {
+	if t.selling {
+		fault, t.pending = t.pending, ""
 	}
-	f := t.pending
-	t.pending = ""
-	return f
+	return fault
 }
 
 // follow is the harness's sink: it publishes ev, follows what the fault

@@ -50,12 +50,8 @@ func drawCompare(b *strings.Builder, rep Report) {
 	svgHead(b, chartWidth, top+n*rowHeight+46, 13, esc("stocklock: selling the last unit once, strategy by strategy"),
 		esc(sub), esc(clip(store, 140)), esc(rep.Started.Format("2006-01-02 15:04 MST")+", "+rep.Host))
 
-	maxSales, maxLat := 0.0, 0.0
-	for _, r := range rep.Runs {
-		maxSales = max(maxSales, r.SalesPerSec)
-		maxLat = max(maxLat, r.Latency.P99)
-	}
-	maxSales, maxLat = cmp.Or(maxSales, 1), max(maxLat, 10) // the log scale spans at least 1ms..10ms
+	maxSales := cmp.Or(most(0, rep.Runs, func(r Run) float64 { return r.SalesPerSec }), 1)
+	maxLat := most(10, rep.Runs, func(r Run) float64 { return r.Latency.P99 }) // the log scale spans at least 1ms..10ms
 
 	hy := top - 10
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">sales/s (while the stock lasted)</text>`+"\n", salesX, hy)

@@ -51,15 +51,6 @@ func CheckRows(checks []verdict.Check) [][]string {
 	return rows
 }
 
-// writeCheckMarkdown writes the check table.
-func writeCheckMarkdown(b *strings.Builder, checks []verdict.Check) {
-	if len(checks) == 0 {
-		return
-	}
-	b.WriteString("\n## Checks\n\nEvery decision on the run: a failed *safety* check fails it (exit status 1), a breached *threshold* too (exit status 3); a *demonstration* is an unsafe strategy's race shown, a *limit* a capacity step past its limits. Checks that passed everywhere share a row.\n\n")
-	table(b, true, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
-}
-
 // WriteHTML writes the report as one page with everything inline (nothing
 // outside it is referenced but links to files beside it): the verdict, the
 // tables, the charts, the checks, the fault timeline and the pictures of

@@ -403,7 +403,10 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		for _, sec := range rep.sections() {
 			sec.Write(b, rep, true)
 		}
-		writeCheckMarkdown(b, rep.Checks())
+		if checks := rep.Checks(); len(checks) > 0 {
+			b.WriteString("\n## Checks\n\nEvery decision on the run: a failed *safety* check fails it (exit status 1), a breached *threshold* too (exit status 3); a *demonstration* is an unsafe strategy's race shown, a *limit* a capacity step past its limits. Checks that passed everywhere share a row.\n\n")
+			table(b, true, append([][]string{checkHeader}, CheckRows(checks)...), func(int) bool { return true })
+		}
 	})
 }
 

@@ -133,12 +133,12 @@ func allMetrics() []metric {
 
 // lookupMetric returns the metric called name.
 func lookupMetric(name string) (metric, bool) {
-	all := allMetrics()
-	j := slices.IndexFunc(all, func(m metric) bool { return m.name == name })
-	if j < 0 {
-		return metric{}, false
+	for _, m := range allMetrics() {
+		if m.name == name {
+			return m, true
+		}
 	}
-	return all[j], true
+	return metric{}, false
 }
 
 // Known reports whether t names a metric of Metrics and a comparison

@@ -69,14 +69,11 @@ func (c Check) String() string {
 	return s
 }
 
-// anomaly reports whether c is a failed safety or demonstration check.
-func anomaly(c Check) bool { return !c.Pass && (c.Kind == Safety || c.Kind == Demonstration) }
-
 // OutcomeOf is the verdict on one run from its checks: a failed safety
 // check fails a safe run and demonstrates an unsafe one's race;
 // thresholds and limits do not change it.
 func OutcomeOf(safe bool, checks []Check) Outcome {
-	anomalous := slices.ContainsFunc(checks, anomaly)
+	anomalous := slices.ContainsFunc(checks, func(c Check) bool { return !c.Pass && (c.Kind == Safety || c.Kind == Demonstration) })
 	switch {
 	case safe && anomalous:
 		return Fail

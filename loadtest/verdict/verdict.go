@@ -38,8 +38,6 @@ const (
 	Transport Class = "transport error"
 )
 
-func (c Class) String() string { return string(c) }
-
 // Classify maps an HTTP status code and the service's error code (the
 // "error" field of its JSON body, "" if none) to a Class. code 0 means no
 // HTTP response arrived. Vegeta's own notion of success counts every 2xx
