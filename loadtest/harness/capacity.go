@@ -40,9 +40,7 @@ func (Capacity) Defaults(c *Config) { c.Duration, c.RMWDelay, c.ReadEvery = 3*ti
 func (Capacity) Env(Config, *env.Options) {}
 
 func (s Capacity) Check(c Config, bad Problem) {
-	if s.P99 < time.Millisecond || s.P99 > time.Minute {
-		bad("Capacity.P99 %s: must be between 1ms and 1m", s.P99)
-	}
+	between(bad, "Capacity.P99", s.P99, time.Millisecond, time.Minute)
 	if s.Errors < 0 || s.Errors >= 1 {
 		bad("Capacity.Errors %g: must be at least 0 and below 1", s.Errors)
 	}

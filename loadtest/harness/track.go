@@ -90,7 +90,13 @@ func (t *tracker) answer(r *vegeta.Result, cls verdict.Class, o verdict.Order, n
 	case grant:
 		t.h.emit(Event{Type: EventGrant, At: r.Timestamp, Run: t.run, Strategy: t.strategy, SKU: o.SKU, Replica: o.Replica, Fence: o.Fence})
 	case cls == verdict.Unavailable && slices.ContainsFunc(refusals, func(code string) bool { return strings.HasSuffix(note, code) }):
-		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockclient.SKUOfURL(r.URL), Replica: t.replicaOf(r.URL), Text: note})
+		replica := "" // none when it went through the cutting proxy
+		for base, id := range t.h.ids {
+			if strings.HasPrefix(r.URL, base+"/") {
+				replica = id
+			}
+		}
+		t.h.emit(Event{Type: EventRefused, At: r.End(), Run: t.run, Strategy: t.strategy, SKU: stockclient.SKUOfURL(r.URL), Replica: replica, Text: note})
 	}
 }
 
@@ -109,17 +115,6 @@ func answerKind(cls verdict.Class, note string) string {
 // refusals end the 503 notes of a write the fence, the version check or
 // the lease check refused.
 var refusals = []string{" fenced", " lease_lost", " stale_read"}
-
-// replicaOf names the replica an attack URL went to ("" when it went
-// through the cutting proxy).
-func (t *tracker) replicaOf(u string) string {
-	for base, id := range t.h.ids {
-		if strings.HasPrefix(u, base+"/") {
-			return id
-		}
-	}
-	return ""
-}
 
 // progress is the run's state now, with the sales marked since the last call.
 func (t *tracker) progress(final bool) *Progress {
