@@ -324,7 +324,6 @@ func (cmd command) flagSet(c *options) *flag.FlagSet {
 //go:embed help
 var help embed.FS
 
-// usage writes the command's --help.
 func (cmd command) usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprintf(w, "Usage: go run ./loadtest %s [flags]%s\n\nCommands (compare when none is given; COMMAND --help shows its flags):\n", cmd.name, cmd.args)
@@ -387,7 +386,6 @@ func worded(format string, fs *flag.FlagSet) string {
 	})
 }
 
-// sharedFlags defines the flags of every command on fs.
 func sharedFlags(fs *flag.FlagSet, c *options) {
 	fs.Func("replicas", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas", func(v string) (err error) {
 		c.Replicas, err = harness.ParseReplicas(v)

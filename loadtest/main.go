@@ -162,7 +162,6 @@ func finish(rep *report.Report, cfg harness.Config, stdout, stderr io.Writer, ru
 	fmt.Fprintf(stdout, "%s: %s (%.1fs).\n", word, sentence, rep.WallSeconds)
 }
 
-// serve runs the live page until ctx ends.
 func serve(ctx context.Context, cfg options, _, log io.Writer) int {
 	fmt.Fprintln(log, "starting the live page's stores and replicas...")
 	// The page serves the repository's docs when the harness runs from it.

@@ -219,7 +219,6 @@ func Share(total, n, i int) int {
 	return s
 }
 
-// response is what a decrement answer's body says.
 type response struct {
 	OrderID   string `json:"order_id"`
 	SKU       string `json:"sku"`
@@ -252,12 +251,6 @@ func Interpret(r *vegeta.Result, qty int) (verdict.Class, verdict.Order, string)
 	o := verdict.Order{ID: body.OrderID, SKU: cmp.Or(body.SKU, stockclient.SKUOfURL(r.URL)), Qty: cmp.Or(body.Qty, qty),
 		Replica: body.Replica, Fence: body.Fence}
 	return cls, o, ""
-}
-
-// ClassLabel names a result's class, for the Vegeta plot.
-func ClassLabel(r *vegeta.Result) string {
-	cls, _, _ := Interpret(r, 1)
-	return string(cls)
 }
 
 // Refused reports whether a transport error is a refused connection: the

@@ -104,7 +104,6 @@ func (s Capacity) Run(ctx context.Context, h *Harness, rep *report.Report) error
 	return nil
 }
 
-// capacityStep runs one strategy at one offered rate.
 func (h *Harness) capacityStep(ctx context.Context, s Capacity, strategy string, step, rate int) (report.Run, error) {
 	saved := h.cfg
 	defer func() { h.cfg = saved }()

@@ -183,7 +183,6 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 			e.Close()
 		}()
 	}
-	// The replicas: the Env's, else the given ones once they are ready.
 	if len(cfg.Replicas) == 0 {
 		rep.Store, rep.Redis, rep.Etcd = h.env.Store, h.env.RedisText, h.env.EtcdText
 		rep.Settings.RMWDelay = cfg.RMWDelay.String()
@@ -245,7 +244,6 @@ func EnvOptions(cfg Config, outDir string, log io.Writer) env.Options {
 	return o
 }
 
-// logWriter turns the lines written to it into log events.
 type logWriter struct{ h *Harness }
 
 func (w logWriter) Write(b []byte) (int, error) {

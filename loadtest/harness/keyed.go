@@ -286,7 +286,6 @@ type books struct {
 	orders              []verdict.Order
 }
 
-// booksOf reads the books of skus through api.
 func booksOf(ctx context.Context, api *stockclient.Client, skus []string) (b books, err error) {
 	for _, sku := range skus {
 		it, err := api.GetItem(ctx, sku)

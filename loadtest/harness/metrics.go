@@ -21,7 +21,6 @@ func families(text []byte) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// label is the value of m's label called name, "" without one.
 func label(m *dto.Metric, name string) string {
 	for _, lp := range m.GetLabel() {
 		if lp.GetName() == name {

@@ -25,7 +25,6 @@ func runTag(strategy string, drill int) string {
 	return strategy
 }
 
-// skus returns the skus of strategy's run (see runTag).
 func (h *Harness) skus(strategy string, drill int) []string {
 	out := make([]string, h.cfg.SKUs)
 	for i := range out {

@@ -43,7 +43,6 @@ func Defaults(s Scenario) Config {
 	return c
 }
 
-// scenario is c's scenario, the comparison when none is set.
 func (c Config) scenario() Scenario {
 	if c.Scenario == nil {
 		return DefaultCompare()
@@ -91,7 +90,6 @@ func (d Drills) env(o *env.Options) {
 	o.Flags = append(o.Flags, drill.Baseline(d.FaultTTL, d.WriteStall)...)
 }
 
-// safeOf are the safe strategies of ss.
 func safeOf(ss []string) []string {
 	return slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return !strategy.IsSafe(s) })
 }

@@ -100,7 +100,6 @@ func (s Soak) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	return nil
 }
 
-// sample reads every replica's metrics into soak once.
 func (h *Harness) sample(ctx context.Context, began time.Time, soak *report.Soak) {
 	for _, p := range h.env.Procs() {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

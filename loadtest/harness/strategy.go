@@ -48,7 +48,6 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if strategy == mixedRun {
 		writers = h.cfg.Strategies
 	}
-	// The run's report before anything is sent: its settings and empty counters.
 	run := report.Run{
 		Strategy:    strategy,
 		Safe:        verdict.SafeAll(writers) && (o.drill == nil || !o.drill.Demo),
@@ -292,7 +291,10 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 	obs := &observed{
 		Input:    verdict.Input{NoAnswer: map[string]int{}},
 		requests: map[string]int{},
-		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
+		plot: plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(func(r *vegeta.Result) string {
+			cls, _, _ := attack.Interpret(r, 1)
+			return string(cls)
+		})),
 	}
 	errSeen := map[string]bool{}
 	count := map[verdict.Class]*int{verdict.Sold: &run.Orders, verdict.SoldOut: &run.SoldOut, verdict.Unavailable: &run.Unavailable,
@@ -357,7 +359,6 @@ func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.
 	}
 }
 
-// fillTotals copies the attack's rates and latencies into run.
 func fillTotals(run *report.Run, obs *observed) {
 	m := &obs.metrics
 	run.Requests = int(m.Requests)
@@ -448,7 +449,6 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result) {
 	run.Verdict = string(verdict.OutcomeOf(run.Safe, run.Checks))
 }
 
-// splitsStock reports whether every one of writers sells from split stock.
 func splitsStock(writers []string) bool {
 	return len(writers) > 0 && !slices.ContainsFunc(writers, func(w string) bool {
 		in, ok := strategy.Lookup(w)

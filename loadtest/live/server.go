@@ -166,7 +166,6 @@ func fail(w http.ResponseWriter, code int, kind, format string, a ...any) {
 	writeJSON(w, code, map[string]string{"error": kind, "message": fmt.Sprintf(format, a...)})
 }
 
-// strategyInfo is a strategy as the page lists it.
 type strategyInfo struct {
 	Name string `json:"name"`
 	Safe bool   `json:"safe"`
@@ -244,7 +243,6 @@ func (s *Server) replicaIDs() []string {
 	return out
 }
 
-// maxBody bounds a request body of the API.
 const maxBody = 64 << 10
 
 // decode reads the request's JSON body into v, refusing unknown fields;

@@ -78,7 +78,6 @@ func (t *target) begin(strategy string) {
 	t.current, t.attacked, t.selling = strategy, false, false
 }
 
-// strike says what a fault asked for now strikes.
 func (t *target) strike() Strike {
 	s := Strike{Pending: t.pending}
 	switch {
@@ -153,7 +152,6 @@ func (s *Server) follow(ev harness.Event) {
 	}
 }
 
-// logf adds a line to the page's log.
 func (s *Server) logf(format string, a ...any) {
 	s.hub.publish(harness.EventLog, harness.Event{Type: harness.EventLog, At: time.Now(), Text: fmt.Sprintf(format, a...)})
 }

@@ -23,7 +23,6 @@ const (
 	anomX      = 800
 )
 
-// verdictColor is the colour of a verdict in the charts.
 func verdictColor(v string) string {
 	colors := map[verdict.Outcome]string{verdict.Pass: "#2e7d32", verdict.Fail: "#c62828", verdict.Demonstrated: "#e65100"}
 	return cmp.Or(colors[verdict.Outcome(v)], "#757575")

@@ -247,7 +247,6 @@ func Ms(ms float64) string {
 	}
 }
 
-// orDash formats *v with f, "-" when v is nil.
 func orDash(v *float64, f func(float64) string) string {
 	if v == nil {
 		return "-"
@@ -258,19 +257,6 @@ func orDash(v *float64, f func(float64) string) string {
 var compareHeader = []string{"strategy", "verdict", "linearizable", "requests", "sold", "sold out", "503", "errors",
 	"oversold", "lost upd", "ledger≠", "false s/o", "sales/s", "req/s", "p50", "p95", "p99", "max", "lock wait p99"}
 
-// compareCells is a run's row of the comparison; its linearizable cell is
-// yes, no, unknown, or "-" for a run without a checked history.
-func compareCells(r Run) []string {
-	return []string{
-		r.Strategy, r.Verdict, cmp.Or(r.Linearizable, "-"),
-		fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
-		fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
-		fmt.Sprint(r.FalseSoldOut), fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
-		Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), orDash(r.LockWaitP99, Ms),
-	}
-}
-
-// rowsOf is header, then the cells of each item.
 func rowsOf[T any](header []string, items []T, cells func(T) []string) [][]string {
 	rows := [][]string{header}
 	for _, it := range items {
@@ -442,13 +428,20 @@ func (rep Report) sections() []Section {
 // the Markdown adds the columns explained, the violations linked, the
 // chart, a mixed run's outcomes, the findings and the latency plots.
 func writeCompare(b *strings.Builder, rep Report, md bool) {
-	rows := rowsOf(compareHeader, rep.Runs, compareCells)
-	for i, r := range rep.Runs {
+	table(b, md, rowsOf(compareHeader, rep.Runs, func(r Run) []string {
+		// yes, no (in Markdown linked to its picture), unknown, or "-" without a checked history
+		lin := cmp.Or(r.Linearizable, "-")
 		if md && len(r.Violations) > 0 {
-			rows[i+1][2] = fmt.Sprintf("[%s](%s)", rows[i+1][2], r.Violations[0])
+			lin = fmt.Sprintf("[%s](%s)", lin, r.Violations[0])
 		}
-	}
-	table(b, md, rows, func(col int) bool { return col < 3 })
+		return []string{
+			r.Strategy, r.Verdict, lin,
+			fmt.Sprint(r.Requests), fmt.Sprint(r.Sold), fmt.Sprint(r.SoldOut), fmt.Sprint(r.Unavailable),
+			fmt.Sprint(r.Errors()), fmt.Sprint(r.Oversold), fmt.Sprint(r.LostUpdates), fmt.Sprint(r.LedgerMismatch),
+			fmt.Sprint(r.FalseSoldOut), fmt.Sprintf("%.1f", r.SalesPerSec), fmt.Sprintf("%.1f", r.ReqPerSec),
+			Ms(r.Latency.P50), Ms(r.Latency.P95), Ms(r.Latency.P99), Ms(r.Latency.Max), orDash(r.LockWaitP99, Ms),
+		}
+	}), func(col int) bool { return col < 3 })
 	if md {
 		b.WriteString(`
 Columns: *linearizable* says whether the run's history (every request's
@@ -559,13 +552,11 @@ const (
 	ChartFile    = "chart.svg"
 )
 
-// file is one file of a report: its name and how to write it.
 type file struct {
 	name  string
 	write func(io.Writer, Report) error
 }
 
-// charts are rep's sections that draw a chart.
 func (rep Report) charts() []Section {
 	return slices.DeleteFunc(slices.Clone(rep.sections()), func(sec Section) bool { return sec.Chart == "" })
 }

@@ -132,7 +132,6 @@ func byReplica(samples []SoakSample) [][]SoakSample {
 	return groupBy(sorted, func(s SoakSample) (string, bool) { return s.Replica, true })
 }
 
-// drawSoak draws each resource over the soak, a line per replica.
 func drawSoak(b *strings.Builder, rep Report) {
 	soak := *rep.Soak
 	const pw, ph, pad = 460, 200, 50

@@ -31,7 +31,6 @@ type metric struct {
 	value     func(Run) float64
 }
 
-// metrics are the figures thresholds can bound.
 var metrics = []metric{
 	{"p50", "latency p50", true, func(r Run) float64 { return r.Latency.P50 }},
 	{"p95", "latency p95", true, func(r Run) float64 { return r.Latency.P95 }},
@@ -131,7 +130,6 @@ func allMetrics() []metric {
 	return all
 }
 
-// lookupMetric returns the metric called name.
 func lookupMetric(name string) (metric, bool) {
 	for _, m := range allMetrics() {
 		if m.name == name {
@@ -175,7 +173,6 @@ func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	return t.judge(m, v), true
 }
 
-// judge is the threshold's check of metric m's value v.
 func (t Threshold) judge(m metric, v float64) verdict.Check {
 	pass := map[string]bool{"<": v < t.Bound, "<=": v <= t.Bound, ">": v > t.Bound, ">=": v >= t.Bound, "==": v == t.Bound, "!=": v != t.Bound}[t.Op]
 	observed := strconv.FormatFloat(v, 'g', 4, 64)
