@@ -51,8 +51,6 @@ type Keyed struct {
 // DefaultKeyed is the keyed drill with the command line's defaults.
 func DefaultKeyed() *Keyed { return &Keyed{Repeat: 1, Purchases: 40, Drills: DefaultDrills()} }
 
-func (s Keyed) Defaults(c *Config) { s.timeout(c) }
-
 func (s Keyed) Check(c Config, bad Problem) {
 	between(bad, "Repeat", s.Repeat, 1, 100)
 	s.check(c, bad)
@@ -61,8 +59,6 @@ func (s Keyed) Check(c Config, bad Problem) {
 		bad("the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
 	}
 }
-
-func (s Keyed) Env(_ Config, o *env.Options) { s.env(o) }
 
 func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.Repeat = s.Repeat

@@ -42,7 +42,7 @@ func DefaultSoak() *Soak { return &Soak{Duration: 10 * time.Minute, Drills: Defa
 // Defaults: enough stock that a segment sells under load to its end.
 func (s Soak) Defaults(c *Config) {
 	c.Stock = max(2000, c.Rate*int(SoakSegment(s.Duration)/time.Second)*2)
-	s.timeout(c)
+	s.Drills.Defaults(c)
 }
 
 func (s Soak) Check(c Config, bad Problem) {
@@ -56,8 +56,8 @@ func (s Soak) Check(c Config, bad Problem) {
 	}
 }
 
-func (s Soak) Env(_ Config, o *env.Options) {
-	s.env(o)
+func (s Soak) Env(c Config, o *env.Options) {
+	s.Drills.Env(c, o)
 	o.Network = true
 }
 
