@@ -23,7 +23,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/report"
 )
 
-// envName is the environment variable that backs flag name.
 func envName(name string) string {
 	return "LOADTEST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
@@ -434,7 +433,6 @@ func thresholdFlag(fs *flag.FlagSet, c *options) {
 	})
 }
 
-// drillFlags are the settings of the runs that disturb the replicas.
 func drillFlags(fs *flag.FlagSet, d *harness.Drills) {
 	fs.DurationVar(&d.FaultTTL, "fault-ttl", d.FaultTTL, "the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
 	fs.StringVar(&d.RedisAOF, "redis-aof", d.RedisAOF, "the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the redis-restart drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")

@@ -220,7 +220,6 @@ func (h *Harness) Run(ctx context.Context) (rep *report.Report, err error) {
 	return rep, err
 }
 
-// use points the harness at the replicas of bases, the i-th called id(i).
 func (h *Harness) use(bases []string, id func(int) string) {
 	h.replicas, h.ids, h.replicaIDs = bases, map[string]string{}, make([]string, len(bases))
 	for i, b := range bases {

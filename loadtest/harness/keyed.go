@@ -316,7 +316,6 @@ func inTurn(ctx context.Context, n, first int, pause, giveUp time.Duration, try 
 	}
 }
 
-// noAnswer is answerOf an error without an HTTP answer.
 const noAnswer = "no answer"
 
 // answerOf words an answer for the tallies: "" for a success, noAnswer,

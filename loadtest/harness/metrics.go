@@ -157,9 +157,7 @@ func parseSaleSteps(text []byte) stepTotals {
 			out[strategy] = map[string]stepTotal{}
 		}
 		t := out[strategy][step]
-		t.sum += h.GetSampleSum()
-		t.count += float64(h.GetSampleCount())
-		out[strategy][step] = t
+		out[strategy][step] = stepTotal{t.sum + h.GetSampleSum(), t.count + float64(h.GetSampleCount())}
 	}
 	return out
 }

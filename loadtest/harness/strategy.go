@@ -275,7 +275,6 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 	return in.events[0], nil
 }
 
-// observed is what the answers of one attack showed.
 type observed struct {
 	verdict.Input // its Acked, NoAnswer and SoldOut; readBack adds the rest
 	metrics       vegeta.Metrics

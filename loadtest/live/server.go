@@ -97,9 +97,7 @@ type File struct {
 // Start starts the stores and the replicas (unless Base.Replicas names
 // running ones) and returns the server, idle. Close stops it all.
 func Start(ctx context.Context, opt Options) (*Server, error) {
-	if opt.Log == nil {
-		opt.Log = io.Discard
-	}
+	opt.Log = cmp.Or(opt.Log, io.Discard)
 	s := &Server{opt: opt, hub: &hub{clients: map[chan []byte]bool{}}, mux: http.NewServeMux(),
 		outDir: cmp.Or(opt.OutDir, filepath.Join("reports", "live-"+time.Now().Format("20060102-150405")))}
 	if err := os.MkdirAll(s.outDir, 0o755); err != nil {
@@ -160,7 +158,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail writes the JSON error body of every 4xx.
 func fail(w http.ResponseWriter, code int, kind, format string, a ...any) {
 	writeJSON(w, code, map[string]string{"error": kind, "message": fmt.Sprintf(format, a...)})
 }
@@ -664,7 +661,6 @@ func newTarget(strategies []string) target {
 	return target{left: slices.Clone(strategies)}
 }
 
-// observe follows ev and returns whether what a fault strikes changed.
 func (t *target) observe(ev harness.Event) bool {
 	before := t.strike()
 	switch ev.Type {
@@ -709,15 +705,13 @@ func (t *target) strike() Strike {
 	case t.current != "" && !t.attacked:
 		s.Strategy = t.current
 	case len(t.left) > 0:
-		s.Strategy = t.left[0]
-		s.After = t.current
+		s.Strategy, s.After = t.left[0], t.current
 	default:
 		s.After = t.current
 	}
 	return s
 }
 
-// Errors of ask.
 var (
 	errNothingLeft = errors.New("nothing left to strike")
 	errWaiting     = errors.New("a fault already waits")
@@ -733,8 +727,7 @@ func (t *target) ask(fault string) (Strike, error) {
 	case t.pending != "":
 		return s, fmt.Errorf("%w for %s: %s", errWaiting, s.Strategy, t.pending)
 	}
-	t.pending = fault
-	s.Pending = fault
+	t.pending, s.Pending = fault, fault
 	return s, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// The layout of the chart comparing the strategies.
 const (
 	chartWidth = 980
 	rowHeight  = 44
@@ -115,7 +114,6 @@ func svgHead(b *strings.Builder, width, height, fontSize int, title string, line
 
 func esc(s string) string { return html.EscapeString(s) }
 
-// anomalyMarks names the anomalies a chart row shows, none when clean.
 func anomalyMarks(oversold, lost, ledger int) []string {
 	var marks []string
 	for i, n := range []int{oversold, lost, ledger} {

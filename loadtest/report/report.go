@@ -406,7 +406,6 @@ type Section struct {
 	Draw  func(b *strings.Builder, rep Report)
 }
 
-// The sections of the harness's run modes.
 var (
 	CompareSection  = Section{writeCompare, ChartFile, drawCompare}
 	FaultSection    = Section{writeFaults, FaultChartFile, drawFaults}

@@ -93,7 +93,6 @@ func median(ss []SoakSample, get func(SoakSample) float64) float64 {
 	return v[len(v)/2]
 }
 
-// most is the largest of floor and f of each item.
 func most[T any](floor float64, items []T, f func(T) float64) float64 {
 	for _, it := range items {
 		floor = max(floor, f(it))

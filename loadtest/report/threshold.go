@@ -121,7 +121,6 @@ func ParseThreshold(s string) (Threshold, error) {
 	return t, nil
 }
 
-// allMetrics are metrics, then the flash runs' (flashMetrics).
 func allMetrics() []metric {
 	all := slices.Clone(metrics)
 	for _, m := range flashMetrics {
