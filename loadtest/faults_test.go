@@ -388,3 +388,62 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("soak chart: %v; stdout:\n%s", err, stdout)
 	}
 }
+
+// TestBrokerDrillsShort is the short form of queued's broker drills on
+// one nats-server: killed and started again (its stream in files, then in
+// memory), a replica's publish acknowledgements lost (de-duplication on,
+// then off), a replica cut off from it. Every run keeps the books (the one
+// without de-duplication too: the consumer finds a copy sent again in the
+// ledger), and sales resume after a restart.
+func TestBrokerDrillsShort(t *testing.T) {
+	testskip.Long(t, "builds the service and starts the stores and two replica processes")
+	t.Parallel()
+	_, rep, _ := runHarness(t, "faults", "nats-restart,nats-ack-loss,nats-cut", "--strategies", "queued", "--warmup", "500ms", "--duration", "6s")
+	seen := map[string]int{}
+	for _, r := range rep.Runs {
+		seen[r.Fault]++
+		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Unrecorded != 0 || r.Linearizable != "yes" || r.Sold == 0 {
+			t.Errorf("%s: sold %d, oversold %d, lost %d, ledger %d, unrecorded %d, linearizable %s, verdict %s; %v",
+				r.Fault, r.Sold, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Unrecorded, r.Linearizable, r.Verdict, r.Problems)
+		}
+		if strings.HasPrefix(r.Fault, "nats restart") && (r.RecoverySeconds == nil || !strings.Contains(r.FaultNote, "killed the nats-server")) {
+			t.Errorf("%s: sales did not resume, or the note does not say the server was killed: %q", r.Fault, r.FaultNote)
+		}
+		// The link faults must bite, one way or the other: a buyer of the
+		// victim whose answer the fault dropped waits out its 10 s and is
+		// told the outcome is unknown (its order sold: the books above
+		// say so); or the victim is the hot partition's consumer, which
+		// keeps its lease on MongoDB and applies nothing while the fault
+		// lasts, so that no sale completes for at least that long (or
+		// until the attack ends).
+		if cut, ok := map[string]time.Duration{"nats acks lost, dedup on": 5 * time.Second, "nats acks lost, dedup off": 5 * time.Second, "nats partition": 3 * time.Second}[r.Fault]; ok &&
+			r.Codes["500 outcome_unknown"] == 0 && r.RecoverySeconds != nil && *r.RecoverySeconds < cut.Seconds() {
+			t.Errorf("%s: no answer lost (codes %v) and sales stopped %v s, under the fault's %s: the fault did not strike (%s)", r.Fault, r.Codes, r.RecoverySeconds, cut, r.FaultNote)
+		}
+	}
+	want := map[string]int{"nats restart, file storage": 1, "nats restart, memory storage": 1, "nats acks lost, dedup on": 1, "nats acks lost, dedup off": 1, "nats partition": 1}
+	if !maps.Equal(seen, want) {
+		t.Errorf("runs by fault: %v, want %v", seen, want)
+	}
+}
+
+// TestNATSLeaderKillShort is the short form of nats-leader-kill: on a
+// three-server JetStream cluster, the queued stream's leader killed under
+// load, at R3 (sales resume on the other two) and at R1 (its one server
+// gone until after the attack); the books kept in both.
+func TestNATSLeaderKillShort(t *testing.T) {
+	testskip.Long(t, "builds the service and starts a three-server JetStream cluster and two replica processes")
+	t.Parallel()
+	_, rep, _ := runHarness(t, "faults", "nats-leader-kill", "--strategies", "queued", "--warmup", "500ms", "--duration", "8s")
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Oversold != 0 || r.LostUpdates != 0 || r.LedgerMismatch != 0 || r.Verdict != "pass" || r.Sold == 0 || !strings.Contains(r.FaultNote, "the leader of SALES_") {
+			t.Errorf("%s: sold %d, oversold %d, lost %d, ledger %d, verdict %s, note %q; %v", r.Fault, r.Sold, r.Oversold, r.LostUpdates, r.LedgerMismatch, r.Verdict, r.FaultNote, r.Problems)
+		}
+	}
+	if r := rep.Runs[0]; r.RecoverySeconds == nil {
+		t.Errorf("%s: sales did not resume on the two other servers", r.Fault)
+	}
+}

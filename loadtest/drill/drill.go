@@ -57,6 +57,11 @@ var Catalogue = []Fault{
 	{RedisPartition, "cut a replica off from Redis for 3s under load, then heal: the strategies that keep their stock in Redis (Toxiproxy)", PartitionRedis, only("redis partition", strategy.RedisStock, PartitionRedis)},
 	{Latency, "add 350ms ± 150ms to every reply on a replica's store links for 4s (Toxiproxy)", SlowLinks, safeDrills("store latency", SlowLinks)},
 	{Resets, "close each of a replica's store connections once 1 KiB of replies has passed on it, for 4s (Toxiproxy)", ResetLinks, safeDrills("connection resets", ResetLinks)},
+	{NATSRestart, "kill -9 the embedded nats-server while queued sells and start it again at once: the stream in files, then in memory", RestartNATS, natsRestartDrills},
+	{NATSAckLoss, "a replica's link to NATS one-way for 5s: its publishes land, their acknowledgements are lost and the publishes sent again (de-duplication on, then off as a demonstration) (Toxiproxy)", LoseAcks, ackLossDrills},
+	{NATSCut, "cut a replica off from NATS for 3s under load, then heal (Toxiproxy)", PartitionNATS, only("nats partition", strategy.Queued, PartitionNATS)},
+	{QueuedLag, "every queued consumer holds each batch 6s before applying it: a slow consumer (the configuration is the fault)", nil, lagDrills},
+	{NATSLeaderKill, "on a three-server JetStream cluster, kill -9 the server leading queued's stream: at R3, and at R1 (no copy to fail over to); not in all", KillNATSLeader(3), leaderKillDrills},
 	{RedlockPartition, "Kleppmann's scenario on redlock's five redis-servers: a grant on servers 0-2, then 0 and 1 stopped and server 2's clock 10s forward, so another replica gets 2-4 (fencing on, then off); and 0, 1 stopped alone", PartitionRedlock(clockJump), redlockDrills},
 }
 
@@ -105,11 +110,13 @@ func Lookup(name string) (Fault, bool) {
 
 // aliases name groups of faults.
 var aliases = map[string][]string{
-	// all runs on one redis-server, with the replicas reaching the stores
-	// directly: redis-failover, which needs the replicas on a Redis
-	// Cluster, and the network faults, which put proxies between them,
-	// must be named (network names them).
-	"all":           slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(networkFaults, n) }),
+	// all runs on one redis-server and one nats-server, with the replicas
+	// reaching the stores directly: redis-failover and nats-leader-kill,
+	// which need the replicas on a cluster, and the network faults, which
+	// put proxies between them, must be named (network names them).
+	"all": slices.DeleteFunc(Names(), func(n string) bool {
+		return n == RedisFailover || n == NATSLeaderKill || slices.Contains(networkFaults, n)
+	}),
 	"store-restart": {RedisRestart, MongoRestart},
 	"network":       networkFaults,
 }

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,11 +14,13 @@ import (
 )
 
 func TestParseFaults(t *testing.T) {
-	// all runs on one redis-server with direct links: redis-failover
-	// needs the cluster, the network faults the proxies.
-	network := []string{LockPartition, StorePartition, RedisPartition, Latency, Resets}
-	withoutFailover := slices.DeleteFunc(Names(), func(n string) bool { return n == RedisFailover || slices.Contains(network, n) })
-	withFailover := slices.DeleteFunc(Names(), func(n string) bool { return slices.Contains(network, n) })
+	// all runs on one redis-server and one nats-server with direct
+	// links: redis-failover and nats-leader-kill need their clusters, the
+	// network faults the proxies.
+	network := []string{LockPartition, StorePartition, RedisPartition, Latency, Resets, NATSAckLoss, NATSCut}
+	clusters := []string{RedisFailover, NATSLeaderKill}
+	withoutFailover := slices.DeleteFunc(Names(), func(n string) bool { return slices.Contains(clusters, n) || slices.Contains(network, n) })
+	withFailover := slices.DeleteFunc(Names(), func(n string) bool { return n == NATSLeaderKill || slices.Contains(network, n) })
 	cases := []struct {
 		in   string
 		want []string
@@ -31,7 +34,7 @@ func TestParseFaults(t *testing.T) {
 		{"crash,all,crash", withoutFailover, ""},
 		{"all,redis-failover", withFailover, ""},
 		{"network", network, ""},
-		{"all,network,redis-failover", Names(), ""},
+		{"all,network,redis-failover,nats-leader-kill", Names(), ""},
 		{"crash,meteor", nil, `unknown fault "meteor"`},
 	}
 	for _, c := range cases {
@@ -169,10 +172,45 @@ func TestDoubles(t *testing.T) {
 	}
 }
 
-// weakened reports whether flags turn a safety off: fencing, or
-// redis-stock's acknowledgement after MongoDB.
+// weakened reports whether flags turn a safety off: fencing,
+// redis-stock's acknowledgement after MongoDB, or queued's message ids.
 func weakened(flags []string) bool {
-	return slices.Contains(flags, "--fencing=false") || slices.Contains(flags, "--redis-stock-ack=redis")
+	return slices.Contains(flags, "--fencing=false") || slices.Contains(flags, "--redis-stock-ack=redis") || slices.Contains(flags, "--queued-dedup=0")
+}
+
+// TestPlanQueued: queued meets every broker fault, with each mitigation
+// and without it (memory storage, de-duplication off, R1), and no other
+// strategy meets them; only de-duplication off is judged as a
+// demonstration (the others cost availability, not the books). The
+// leader kill finds the stream by the name the replicas give it.
+func TestPlanQueued(t *testing.T) {
+	broker := []string{NATSRestart, NATSAckLoss, NATSCut, QueuedLag, NATSLeaderKill}
+	var got []string
+	for _, d := range Plan(broker, strategy.Names()) {
+		if d.Strategy != strategy.Queued {
+			t.Errorf("%s/%s: a broker fault for another strategy", d.Label, d.Strategy)
+		}
+		got = append(got, fmt.Sprintf("%s: %s %v demo=%v", d.Fault, d.Label, d.Flags.All, d.Demo))
+	}
+	want := []string{
+		"nats-restart: nats restart, file storage [] demo=false",
+		"nats-restart: nats restart, memory storage [--queued-storage=memory] demo=false",
+		"nats-ack-loss: nats acks lost, dedup on [] demo=false",
+		"nats-ack-loss: nats acks lost, dedup off [--queued-dedup=0] demo=true",
+		"nats-cut: nats partition [] demo=false",
+		"queued-lag: slow consumer +6s a batch [--queued-apply-delay=6s] demo=false",
+		"nats-leader-kill: nats stream leader kill, R3 [--queued-replicas=3] demo=false",
+		"nats-leader-kill: nats stream server kill, R1 [--queued-replicas=1] demo=false",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("queued's broker drills:\n got %q\nwant %q", got, want)
+	}
+	if !NeedsNATSCluster([]string{NATSLeaderKill}) || NeedsNATSCluster([]string{NATSRestart}) || !NeedsNetwork([]string{NATSCut}) || !NeedsNetwork([]string{NATSAckLoss}) {
+		t.Error("nats-leader-kill needs the cluster, nats-cut and nats-ack-loss the proxies")
+	}
+	if got, want := mongostore.QueuedStream(env.DB, mongostore.QueuedOptions{Replicas: 3}), mongostore.QueuedStream(env.DB, mongostore.QueuedOptions{}); got == want {
+		t.Errorf("the R3 stream and the R1 stream are both %s", got)
+	}
 }
 
 // TestPlanRedisStock: redis-stock meets every fault that strikes its

@@ -35,7 +35,7 @@ const (
 )
 
 // networkFaults are the faults that need the env's proxies.
-var networkFaults = []string{LockPartition, StorePartition, RedisPartition, Latency, Resets}
+var networkFaults = []string{LockPartition, StorePartition, RedisPartition, Latency, Resets, NATSAckLoss, NATSCut}
 
 // NeedsNetwork reports whether faults need every replica's store links
 // behind proxies (env.Options.Network).

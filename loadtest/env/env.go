@@ -58,6 +58,7 @@ func ReplicaID(i int) string { return string(rune('a' + i)) }
 type Options struct {
 	Replicas    int  // replica processes, 1..MaxReplicas
 	EtcdCluster bool // a three-member embedded etcd instead of one member
+	NATSCluster bool // a three-server embedded JetStream cluster instead of one server
 	RedisClock  bool // a private redis-server whose clock can be moved (needs gcc)
 	// RedisCluster starts a Redis Cluster (REDIS_CLUSTER_ADDRS, else 3
 	// masters + 3 replicas on loopback), given as REDIS_CLUSTER_ADDRS.
@@ -173,12 +174,9 @@ func Start(ctx context.Context, opt Options) (_ *Env, err error) {
 	if err := e.startRedlock(ctx, logger); err != nil {
 		return nil, err
 	}
-	e.logf("starting NATS (NATS_URL, else an embedded nats-server with JetStream)...")
-	t0 = time.Now()
-	if e.NATS, err = devstore.StartNATS(ctx, logger); err != nil {
-		return nil, fmt.Errorf("start NATS: %w", err)
+	if err := e.startNATS(ctx, logger); err != nil {
+		return nil, err
 	}
-	e.logf("  NATS: %s at %s [%s]", e.NATS.Kind, e.NATS.URL, time.Since(t0).Round(time.Millisecond))
 
 	if opt.Network || opt.NetworkIfPossible {
 		switch err := e.canProxy(); {
@@ -455,7 +453,7 @@ func moduleRoot(ctx context.Context) (string, error) {
 // and waitReady then says whose answer it got.
 func (e *Env) replicaPorts(from, n int) ([]int, error) {
 	for k := from; e.net != nil && k < n; k++ {
-		if _, _, _, err := e.proxyEnv(ReplicaID(k)); err != nil {
+		if _, _, _, _, err := e.proxyEnv(ReplicaID(k)); err != nil {
 			return nil, err
 		}
 	}
@@ -479,7 +477,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 	p.cmd = exec.Command(e.bin, args...)
 	// Exactly one of REDIS_ADDR and REDIS_CLUSTER_ADDRS (empty is unset):
 	// a replica given both refuses to start.
-	mongoURI, redisAddr, cluster, etcd := e.Mongo.URI, "", "", e.Etcd.Endpoints
+	mongoURI, redisAddr, cluster, etcd, natsURL := e.Mongo.URI, "", "", e.Etcd.Endpoints, e.natsURL()
 	if e.Redis != nil {
 		redisAddr = e.Redis.Addr
 	}
@@ -487,7 +485,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 		cluster = strings.Join(e.Cluster.Addrs, ",")
 	}
 	if e.net != nil {
-		if mongoURI, redisAddr, etcd, err = e.proxyEnv(id); err != nil {
+		if mongoURI, redisAddr, etcd, natsURL, err = e.proxyEnv(id); err != nil {
 			p.logFile.Close()
 			return nil, err
 		}
@@ -498,7 +496,7 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 		"MONGO_URI="+mongoURI,
 		"ETCD_ENDPOINTS="+strings.Join(etcd, ","),
 		"REDLOCK_ADDRS="+strings.Join(e.redlock.addrs, ","),
-		"NATS_URL="+e.natsURL(),
+		"NATS_URL="+natsURL,
 		"REPLICA_ID="+id,
 		"ADMIN_TOKEN="+e.opt.AdminToken,
 		"HEARTBEAT_TIMEOUT="+HeartbeatTimeout.String(),
@@ -530,14 +528,6 @@ func (e *Env) startReplica(id string, port int, extra []string) (*replicaProc, e
 	}
 	e.logf("started replica %s: %s %s (pid %d, log %s)", id, filepath.Base(e.bin), strings.Join(args, " "), p.cmd.Process.Pid, p.logPath)
 	return p, nil
-}
-
-// natsURL is the NATS the replicas use, "" when none runs.
-func (e *Env) natsURL() string {
-	if e.NATS == nil {
-		return ""
-	}
-	return e.NATS.URL
 }
 
 // done reports whether the replica's process has exited.

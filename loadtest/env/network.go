@@ -22,15 +22,17 @@ const toxiproxyVersion = "v2.5.0"
 type Link string
 
 // The links a network drill can strike: named after the lock service
-// behind each (MongoDB also holds the items and orders).
+// behind each (MongoDB also holds the items and orders), and the queued
+// strategy's broker.
 const (
 	LinkMongo Link = Link(strategy.LockMongo)
 	LinkRedis Link = Link(strategy.LockRedis)
 	LinkEtcd  Link = Link(strategy.LockEtcd)
+	LinkNATS  Link = "nats"
 )
 
 // Links are every link a replica has.
-var Links = []Link{LinkMongo, LinkRedis, LinkEtcd}
+var Links = []Link{LinkMongo, LinkRedis, LinkEtcd, LinkNATS}
 
 // newNetwork runs Toxiproxy in this process: with Options.Network, each
 // replica reaches MongoDB, Redis and etcd through proxies of its own, so
@@ -76,10 +78,10 @@ func (e *Env) proxies(i int, links []Link) ([]*toxiproxy.Proxy, error) {
 
 // proxyEnv rewrites the stores' addresses in a replica's environment to
 // its proxies (Start checked that it can: canProxy).
-func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, err error) {
+func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, natsURL string, err error) {
 	u, _ := url.Parse(e.Mongo.URI)
 	if u.Host, err = e.proxy(id, LinkMongo, u.Host); err != nil {
-		return "", "", nil, err
+		return "", "", nil, "", err
 	}
 	q := u.Query()
 	// The proxy is not the server's advertised address: talk to it as
@@ -87,16 +89,17 @@ func (e *Env) proxyEnv(id string) (mongoURI, redisAddr string, etcd []string, er
 	q.Set("directConnection", "true")
 	u.RawQuery = q.Encode()
 	if redisAddr, err = e.proxy(id, LinkRedis, e.Redis.Addr); err != nil {
-		return "", "", nil, err
+		return "", "", nil, "", err
 	}
 	for _, ep := range e.Etcd.Endpoints {
 		eu, _ := url.Parse(ep)
 		if eu.Host, err = e.proxy(id, LinkEtcd, eu.Host); err != nil {
-			return "", "", nil, err
+			return "", "", nil, "", err
 		}
 		etcd = append(etcd, eu.String())
 	}
-	return u.String(), redisAddr, etcd, nil
+	natsURL, err = e.proxyNATS(id)
+	return u.String(), redisAddr, etcd, natsURL, err
 }
 
 // canProxy says why the stores cannot be put behind proxies, nil when
@@ -116,7 +119,7 @@ func (e *Env) canProxy() error {
 			return fmt.Errorf("%w: network drills need one etcd endpoint of the form http://host:port", ErrUnsupported)
 		}
 	}
-	return nil
+	return e.canProxyNATS()
 }
 
 // Partition cuts replica i's links (all when none given): nothing passes

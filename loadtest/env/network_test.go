@@ -12,7 +12,10 @@ import (
 )
 
 // echo starts a TCP server that sends back what it reads.
-func echo(t *testing.T) string {
+func echo(t *testing.T) string { return echoTo(t, io.Discard) }
+
+// echoTo is echo, also writing what it reads to w.
+func echoTo(t *testing.T, w io.Writer) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +28,7 @@ func echo(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() { defer c.Close(); _, _ = io.Copy(c, io.TeeReader(c, w)) }()
 		}
 	}()
 	return ln.Addr().String()
@@ -100,6 +103,39 @@ func TestNetworkFaults(t *testing.T) {
 	}
 }
 
+// TestDeafen: a deafened link still carries what the replica sends, and
+// drops what comes back: the request lands, its answer is lost.
+func TestDeafen(t *testing.T) {
+	e := &Env{net: newNetwork(), procs: []*replicaProc{{id: "a"}}}
+	t.Cleanup(func() { _ = e.net.Collection.Clear() })
+	got := make(chanWriter, 4)
+	addr, err := e.proxy("a", LinkNATS, echoTo(t, got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	if err := roundTrip(c, r); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	<-got
+	if err := e.Deafen(0, LinkNATS); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, r); err == nil {
+		t.Fatal("an answer came back through a deafened link")
+	}
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("what the replica sent through a deafened link never arrived")
+	}
+}
+
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
@@ -111,7 +147,7 @@ func isTimeout(err error) bool {
 func TestReplicaPortsAfterProxies(t *testing.T) {
 	up := echo(t)
 	e := &Env{net: newNetwork(), Mongo: &devstore.Mongo{URI: "mongodb://" + up}, Redis: &devstore.Redis{Addr: up},
-		Etcd: &devstore.Etcd{Endpoints: []string{"http://" + up}}}
+		Etcd: &devstore.Etcd{Endpoints: []string{"http://" + up}}, NATS: &devstore.NATS{URL: "nats://" + up}}
 	defer e.net.Collection.Clear()
 	ports, err := e.replicaPorts(0, 3)
 	if err != nil {
@@ -129,4 +165,12 @@ func TestReplicaPortsAfterProxies(t *testing.T) {
 			t.Errorf("port %d is a proxy's", port)
 		}
 	}
+}
+
+// chanWriter sends each write to the channel.
+type chanWriter chan string
+
+func (c chanWriter) Write(b []byte) (int, error) {
+	c <- string(b)
+	return len(b), nil
 }

@@ -211,6 +211,9 @@ func (s Faults) Check(c Config, bad Problem) {
 	} else if c.LocalReplicas < 2 {
 		bad("LocalReplicas %d: fault drills need at least 2 replicas (another replica takes the lock over from the one the fault hits, and clock skew sets replica b against the others)", c.LocalReplicas)
 	}
+	if drill.NeedsNATSCluster(s.Faults) && drill.NeedsNetwork(s.Faults) {
+		bad("Faults %s needs a three-server NATS cluster, and the network faults one nats-server behind proxies: run them separately", drill.NATSLeaderKill)
+	}
 	for _, f := range []string{drill.RedisRestart, drill.RedisClock} {
 		if slices.Contains(s.Faults, f) && (c.RedisCluster || drill.NeedsRedisCluster(s.Faults)) {
 			bad("Faults %s needs one redis-server, and RedisCluster (or the redis-failover drill) puts the replicas on a Redis Cluster: run them separately", f)
@@ -220,7 +223,7 @@ func (s Faults) Check(c Config, bad Problem) {
 
 func (s Faults) Env(c Config, o *env.Options) {
 	s.Drills.Env(c, o)
-	o.EtcdCluster, o.RedisClock = drill.NeedsEtcdCluster(s.Faults), drill.NeedsRedisClock(s.Faults)
+	o.EtcdCluster, o.RedisClock, o.NATSCluster = drill.NeedsEtcdCluster(s.Faults), drill.NeedsRedisClock(s.Faults), drill.NeedsNATSCluster(s.Faults)
 	o.Network = o.Network || drill.NeedsNetwork(s.Faults)
 	o.RedisCluster = o.RedisCluster || drill.NeedsRedisCluster(s.Faults)
 }

@@ -8,7 +8,7 @@
 //	devstored postgres -dir DIR
 //	devstored etcd -name NAME -dir DIR -client-url URL -peer-url URL \
 //	    -initial-cluster NAME=URL,... -state new|existing
-//	devstored nats -dir DIR
+//	devstored nats -dir DIR [-port PORT] [-name NAME -cluster HOST:PORT -routes nats://HOST:PORT,...]
 //
 // Once the store serves, devstored prints one line on stdout: "ready"
 // followed by FerretDB's or PostgreSQL's host:port, the member's client and peer
@@ -37,6 +37,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -147,19 +148,37 @@ func runFerretDB(ctx context.Context, args []string) error {
 }
 
 // runNATS runs a nats-server with JetStream, its streams in files under
-// -dir, on a loopback port of its own choosing.
+// -dir, on -port of loopback (its own choice by default); with -cluster,
+// a member named -name of a JetStream cluster listening for routes there,
+// routed to the others at -routes.
 func runNATS(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("nats", flag.ContinueOnError)
 	dir := fs.String("dir", "", "JetStream's storage directory (required)")
+	port := fs.Int("port", natsserver.RANDOM_PORT, "client port on 127.0.0.1 (default: the kernel's choice)")
+	name := fs.String("name", "", "server name (required with -cluster)")
+	cluster := fs.String("cluster", "", "host:port of this member's cluster routes: a JetStream cluster")
+	routes := fs.String("routes", "", "comma-separated nats://host:port of every member's routes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return errors.New("nats: -dir is required")
 	}
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true, StoreDir: *dir, NoLog: true, NoSigs: true,
-	})
+	opts := &natsserver.Options{
+		ServerName: *name, Host: "127.0.0.1", Port: *port, JetStream: true, StoreDir: *dir, NoLog: true, NoSigs: true,
+	}
+	if *cluster != "" {
+		host, cport, err := net.SplitHostPort(*cluster)
+		if err != nil || *name == "" {
+			return fmt.Errorf("nats: -cluster %q wants host:port and -name", *cluster)
+		}
+		opts.Cluster.Name, opts.Cluster.Host = "devstore", host
+		if opts.Cluster.Port, err = strconv.Atoi(cport); err != nil {
+			return fmt.Errorf("nats: -cluster %q: %w", *cluster, err)
+		}
+		opts.Routes = natsserver.RoutesFromStr(*routes)
+	}
+	srv, err := natsserver.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

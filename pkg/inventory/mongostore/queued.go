@@ -42,9 +42,9 @@ import (
 //     message id (the order's and the call's), and the stream keeps one
 //     (its duplicate window);
 //   - a consumer that dies after its write and before its ack: the
-//     messages come back (redelivered), and a redelivered order already
-//     pending in the item or in the ledger is answered sold, not applied
-//     again;
+//     messages come back (redelivered), and an order already pending in
+//     the item or in the ledger is answered sold, not applied again; so
+//     is one a crashed broker hands out again as new (see applied);
 //   - a consumer that lost its lease while it wrote: its write carries its
 //     token, which the next owner registered on the item at its first
 //     read (FencedRead), so the late write is refused;
@@ -57,8 +57,10 @@ type Queued struct {
 	cfg    QueuedOptions
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	logger *slog.Logger
-	waits  waits // this replica's buyers waiting for their answers (State)
+	// streamCfg is the stream as NewQueued made it.
+	streamCfg jetstream.StreamConfig
+	logger    *slog.Logger
+	waits     waits // this replica's buyers waiting for their answers (State)
 
 	// afterWrite, when set (by tests), runs after a consumer's sale write
 	// landed and before it records, answers or acks: returning false stops
@@ -85,9 +87,50 @@ type QueuedOptions struct {
 	// it out again (default 5 s).
 	Wait, AckWait time.Duration
 	// Memory keeps the stream in memory instead of files: faster, and a
-	// broker restart loses what was not applied yet.
+	// broker restart loses what was not applied yet (docs/queued.md).
 	Memory bool
-	Logger *slog.Logger
+	// Replicas is how many servers of a JetStream cluster keep the stream
+	// (0: 1); a stream of R3 survives the loss of one.
+	Replicas int
+	// Dedup is the stream's duplicate window: a publish sent again within
+	// it under the same message id is dropped (0: DefaultQueuedDedup).
+	Dedup time.Duration
+	// NoDedup publishes without a message id, so that the stream keeps
+	// every copy of a publish sent again: a drill's knob (the fault "de-
+	// duplication off"), never production's.
+	NoDedup bool
+	// ApplyDelay holds each fetched batch this long before it is applied:
+	// a drill's slow consumer, never production's.
+	ApplyDelay time.Duration
+	Logger     *slog.Logger
+}
+
+// DefaultQueuedDedup is the stream's duplicate window unless
+// QueuedOptions.Dedup says otherwise: JetStream's own default.
+const DefaultQueuedDedup = 2 * time.Minute
+
+// stream is the stream's name and subject prefix for these options: a
+// stream of another storage or replication is another stream (JetStream
+// changes neither in place), so that a replica configured so never finds
+// the other's; the production default (files, R1) has the database's
+// prefix as it is.
+func (o QueuedOptions) stream() (name, prefix string) {
+	prefix = o.Prefix
+	if o.Memory {
+		prefix += "_memory"
+	}
+	if o.Replicas > 1 {
+		prefix += "_r" + strconv.Itoa(o.Replicas)
+	}
+	return queuedStream(prefix), prefix
+}
+
+// QueuedStream is the name of the stream of database db's queued
+// strategy as a replica with opts (Prefix aside) names it.
+func QueuedStream(db string, opts QueuedOptions) string {
+	opts.Prefix = QueuedPrefix(db)
+	name, _ := opts.stream()
+	return name
 }
 
 // QueuedName is the strategy's name.
@@ -108,9 +151,9 @@ var _ = addBuilder(strategy.Queued, func(d Deps) (inventory.Strategy, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return NewQueued(ctx, d.Store, QueuedOptions{
-		Conn: d.NATS, Locker: locker, Prefix: QueuedPrefix(d.Store.items.Database().Name()), Logger: d.Logger,
-	})
+	opts := d.Queued
+	opts.Conn, opts.Locker, opts.Prefix, opts.Logger = d.NATS, locker, QueuedPrefix(d.Store.items.Database().Name()), d.Logger
+	return NewQueued(ctx, d.Store, opts)
 })
 
 // queuedPartitions is how many partitions the skus hash to: each has one
@@ -133,8 +176,9 @@ func QueuedPrefix(db string) string {
 var notSubject = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // NewQueued returns the queued strategy, creating (or updating) its
-// stream: file storage (Memory aside), a duplicate window of two minutes,
-// work-queue retention (a sale leaves the log once acknowledged).
+// stream: file storage (Memory aside), on Replicas servers, a duplicate
+// window of Dedup, work-queue retention (a sale leaves the log once
+// acknowledged).
 func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, error) {
 	if cfg.Conn == nil {
 		return nil, ErrNoNATS
@@ -151,6 +195,14 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 5 * time.Second
 	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Dedup <= 0 {
+		cfg.Dedup = DefaultQueuedDedup
+	}
+	name, prefix := cfg.stream()
+	cfg.Prefix = prefix
 	q := &Queued{store: store, cfg: cfg, logger: cmpLogger(cfg.Logger, store)}
 	js, err := jetstream.New(cfg.Conn)
 	if err != nil {
@@ -161,12 +213,23 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 		storage = jetstream.MemoryStorage
 	}
 	q.js = js
-	q.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: queuedStream(cfg.Prefix), Subjects: []string{cfg.Prefix + ".sales.*"},
-		Storage: storage, Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("inventory: queued: stream: %w", err)
+	q.streamCfg = jetstream.StreamConfig{
+		Name: name, Subjects: []string{cfg.Prefix + ".sales.*"},
+		Storage: storage, Replicas: cfg.Replicas, Retention: jetstream.WorkQueuePolicy, Duplicates: cfg.Dedup,
+	}
+	// A cluster that is still electing, or that two replicas ask at
+	// once, may leave a request unanswered: ask again until ctx ends.
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		q.stream, err = js.CreateOrUpdateStream(actx, q.streamCfg)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("inventory: queued: stream %s: %w", name, err)
+		}
+		q.logger.Warn("queued: the stream's creation went unanswered; asking again", slog.String("stream", name), slog.Any("error", err))
 	}
 	if err := ensureCollection(ctx, store.queuedOrders()); err != nil {
 		return nil, fmt.Errorf("inventory: queued: %w", err)
@@ -241,8 +304,13 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	// The message id is the order's and this call's: a publish sent again
 	// because its acknowledgement was lost is a duplicate the stream
 	// drops, and a new call for the same order (after a sold out: the
-	// returning layer's second try) is a new message.
-	if err := q.publish(ctx, msg, o, o.ID+"."+strconv.FormatUint(rand.Uint64(), 36)); err != nil {
+	// returning layer's second try) is a new message. NoDedup (a drill)
+	// sends none.
+	id := o.ID + "." + strconv.FormatUint(rand.Uint64(), 36)
+	if q.cfg.NoDedup {
+		id = ""
+	}
+	if err := q.publish(ctx, msg, o, id); err != nil {
 		return inventory.Sale{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, q.cfg.Wait)
@@ -251,6 +319,16 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 	m, err := sub.NextMsgWithContext(wctx)
 	end()
 	if err != nil {
+		// The answer is a message of its own, not in the log: lost with a
+		// link to the broker, it may be for a sale that was decided. The
+		// ledger and the refusals tell, once.
+		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer lcancel()
+		if st, serr := q.store.OrderState(lctx, req.SKU, o.ID); serr == nil && st.Sold {
+			return st.Sale, nil
+		} else if serr == nil && st.Err != nil {
+			return inventory.Sale{}, st.Err
+		}
 		return inventory.Sale{}, fmt.Errorf("%w: queued decrement %q: order %s is in the log, and no answer came within %v: %w",
 			inventory.ErrOutcomeUnknown, req.SKU, o.ID, q.cfg.Wait, err)
 	}
@@ -266,7 +344,8 @@ func (q *Queued) Decrement(ctx context.Context, req inventory.Request) (inventor
 }
 
 // publish sends msg, order o's, with message id id, again while the
-// acknowledgement does not come (the stream keeps one of them).
+// acknowledgement does not come (the stream keeps one of them; every one
+// when id is "").
 func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order, id string) error {
 	var err error
 	for attempt := range 3 {
@@ -274,7 +353,11 @@ func (q *Queued) publish(ctx context.Context, msg *nats.Msg, o inventory.Order, 
 			break
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id))
+		var opts []jetstream.PublishOpt
+		if id != "" {
+			opts = append(opts, jetstream.WithMsgID(id))
+		}
+		_, err = q.js.PublishMsg(pctx, msg, opts...)
 		cancel()
 		if err == nil {
 			return nil
@@ -325,16 +408,26 @@ func (q *Queued) own(ctx context.Context, p int) {
 type fetched struct {
 	msg   jetstream.Msg
 	order inventory.Order
-	again bool // delivered before: it may have been applied
 }
 
 // consume applies partition p's sales under the lease of token until ctx
 // ends or the item refuses the token.
 func (q *Queued) consume(ctx context.Context, p int, token int64) error {
-	cons, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cc := jetstream.ConsumerConfig{
 		Durable: fmt.Sprintf("p%d", p), FilterSubject: q.subject(p),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: q.cfg.AckWait,
-	})
+	}
+	cons, err := q.js.CreateOrUpdateConsumer(ctx, q.streamCfg.Name, cc)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// A broker restarted without it (a stream in memory): make it
+		// again, or no sale is taken until this replica restarts. The
+		// sales it held are gone; their buyers were told the outcome
+		// is unknown, and none was applied.
+		q.logger.Warn("queued: the stream is gone (a broker restarted, with the stream in memory): made again", slog.String("stream", q.streamCfg.Name))
+		if _, err = q.js.CreateOrUpdateStream(ctx, q.streamCfg); err == nil {
+			cons, err = q.js.CreateOrUpdateConsumer(ctx, q.streamCfg.Name, cc)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("consumer of partition %d: %w", p, err)
 	}
@@ -355,13 +448,13 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 				continue
 			}
 			f := fetched{msg: m, order: o}
-			if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
-				f.again = true
-			}
 			if _, ok := bySKU[o.SKU]; !ok {
 				skus = append(skus, o.SKU)
 			}
 			bySKU[o.SKU] = append(bySKU[o.SKU], f)
+		}
+		if len(skus) > 0 && q.cfg.ApplyDelay > 0 {
+			_ = pause(ctx, q.cfg.ApplyDelay) // a slow consumer (a drill)
 		}
 		// Each sku is a document of its own: the skus of a batch are
 		// written at once, at most queuedWriters, each sku's sales in log
@@ -424,6 +517,11 @@ func fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
+		// A consumer or stream gone (a broker restarted without them)
+		// answers every fetch with nothing but this error.
+		if err := first.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
 		return nil, nil
 	}
 	rest, err := cons.FetchNoWait(queuedBatch - 1)
@@ -457,6 +555,14 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 		}
 		it = &read
 	}
+	done, err := q.applied(wctx, *it, fs)
+	if err != nil {
+		return err
+	}
+	refused, err := q.refusedBefore(wctx, fs)
+	if err != nil {
+		return err
+	}
 	var plan []fetched
 	ids := map[string]bool{}
 	for _, f := range fs {
@@ -465,19 +571,13 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 			continue
 		}
 		ids[f.order.ID] = true
-		if f.again {
-			if done, err := q.applied(wctx, sku, f.order.ID); err != nil {
-				return err
-			} else if done {
-				q.answer(f, queuedAnswer{Remaining: -1})
-				continue
-			}
-			if a, refused, err := q.refusedBefore(wctx, f); err != nil {
-				return err
-			} else if refused {
-				q.answer(f, a)
-				continue
-			}
+		if done[f.order.ID] {
+			q.answer(f, queuedAnswer{Remaining: -1})
+			continue
+		}
+		if a, ok := refused[f.order.ID]; ok {
+			q.answer(f, a)
+			continue
 		}
 		plan = append(plan, f)
 	}
@@ -568,29 +668,44 @@ func short(it itemDoc, plan []fetched) bool {
 	return total > it.Stock
 }
 
-// applied reports whether order id of sku is already in the ledger or
-// pending in the item: a message delivered again after a write landed.
-// A pending one is recorded here, as its first consumer would have.
-func (q *Queued) applied(ctx context.Context, sku, id string) (bool, error) {
+// applied returns the orders of fs already applied, whether or not their
+// messages say they were delivered before: in the ledger, or pending in
+// it, the item as this consumer read it under its fence or last wrote it
+// (only it writes the item since). A pending one is recorded here, as its
+// first consumer would have. A broker that crashed can hand a sale out
+// again as new (its consumer's state, or the acknowledgement that removed
+// it from the log, not yet on disk), and a publish sent again after the
+// restart is no duplicate of a message the log no longer holds: the
+// ledger, not the log, says what was sold.
+func (q *Queued) applied(ctx context.Context, it itemDoc, fs []fetched) (map[string]bool, error) {
 	s := q.store
-	n, err := s.orders.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+	ids := make(bson.A, len(fs))
+	for i, f := range fs {
+		ids[i] = f.order.ID
+	}
+	cur, err := s.orders.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 	if err != nil {
-		return false, unreachable("find order "+id+" of", sku, err)
+		return nil, unreachable("find the orders of", it.SKU, err)
 	}
-	if n > 0 {
-		return true, nil
+	var sold []inventory.Order
+	if err := cur.All(ctx, &sold); err != nil {
+		return nil, unreachable("find the orders of", it.SKU, err)
 	}
-	it, err := s.getDoc(ctx, s.items, sku)
-	if err != nil {
-		return false, err
+	done := map[string]bool{}
+	for _, o := range sold {
+		done[o.ID] = true
 	}
-	o, ok := it.Pending[id]
-	if ok {
-		if _, err := s.recordIn(ctx, sku, o, stepTimer{}); err != nil {
-			q.logger.Debug("queued: a redelivered order left pending for recovery", slog.String("order_id", id), slog.Any("error", err))
+	for _, f := range fs {
+		o, ok := it.Pending[f.order.ID]
+		if !ok || done[o.ID] {
+			continue
+		}
+		done[o.ID] = true
+		if _, err := s.recordIn(ctx, it.SKU, o, stepTimer{}); err != nil {
+			q.logger.Debug("queued: an applied order left pending for recovery", slog.String("order_id", o.ID), slog.Any("error", err))
 		}
 	}
-	return ok, nil
+	return done, nil
 }
 
 // record puts the orders of sold, whose stock one write took leaving

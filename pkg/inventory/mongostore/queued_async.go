@@ -287,22 +287,31 @@ func (q *Queued) recordRefusal(f fetched, a queuedAnswer) bool {
 	return true
 }
 
-// refusedBefore returns the refusal recorded for f's order, if any: a
-// message delivered again after its refusal was recorded is answered it
-// again, never decided anew (a restock since must not sell it).
-func (q *Queued) refusedBefore(ctx context.Context, f fetched) (queuedAnswer, bool, error) {
-	var d queuedOrder
-	err := q.store.queuedOrders().FindOne(ctx, bson.D{{Key: "_id", Value: f.order.ID}}).Decode(&d)
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return queuedAnswer{}, false, nil
-	case err != nil:
-		return queuedAnswer{}, false, unreachable("read queued order "+f.order.ID+" of", f.order.SKU, err)
+// refusedBefore returns the refusals recorded for the orders of fs, by
+// order id: a message delivered again after its refusal was recorded
+// (redelivered, or handed out as new by a broker that crashed: see
+// applied) is answered it again, never decided anew (a restock since
+// must not sell it).
+func (q *Queued) refusedBefore(ctx context.Context, fs []fetched) (map[string]queuedAnswer, error) {
+	ids := make(bson.A, len(fs))
+	for i, f := range fs {
+		ids[i] = f.order.ID
 	}
-	if d.Refused == nil {
-		return queuedAnswer{}, false, nil
+	cur, err := q.store.queuedOrders().Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return nil, unreachable("read the queued orders of", fs[0].order.SKU, err)
 	}
-	return *d.Refused, true, nil
+	var ds []queuedOrder
+	if err := cur.All(ctx, &ds); err != nil {
+		return nil, unreachable("read the queued orders of", fs[0].order.SKU, err)
+	}
+	out := map[string]queuedAnswer{}
+	for _, d := range ds {
+		if d.Refused != nil {
+			out[d.ID] = *d.Refused
+		}
+	}
+	return out, nil
 }
 
 // widen makes the item hold what its sku can sell before the consumer

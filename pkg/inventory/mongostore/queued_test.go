@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,10 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stocklock/stocklock/internal/devstore/devstoretest"
 	"github.com/stocklock/stocklock/pkg/inventory"
 	"github.com/stocklock/stocklock/pkg/lock"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // testQueued returns queued on s through a NATS connection of its own, as
@@ -139,6 +143,105 @@ func TestQueuedRedeliveredAfterACrash(t *testing.T) {
 	}
 }
 
+// TestQueuedAnswerLost: the consumer's write lands and its answer never
+// comes (it stops there, as one whose link to the broker broke would, and
+// the log hands the sale out again only after the buyer's wait): the
+// buyer is told the sale the item holds, not outcome unknown.
+func TestQueuedAnswerLost(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{Wait: 500 * time.Millisecond, AckWait: time.Minute})
+	var stopped atomic.Bool
+	q.afterWrite = func(string) bool { return !stopped.CompareAndSwap(false, true) }
+	q.runFor(t)
+	mustPut(t, s, "q-lost", 5)
+	sale, err := q.Decrement(t.Context(), inventory.Request{SKU: "q-lost", Qty: 2})
+	if err != nil || !stopped.Load() || sale.Qty != 2 || sale.OrderID == "" {
+		t.Fatalf("the sale whose answer was lost: %+v, %v (consumer stopped %v); want sold", sale, err, stopped.Load())
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, "q-lost", 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
+	}
+}
+
+// TestQueuedSoldOrderAgainAsNew: a sale already applied and in the
+// ledger comes back as a message delivered for the first time (what a
+// broker killed with its acknowledgement not yet on disk hands out, or a
+// publish sent again after a restart, whose duplicate window no longer
+// holds the message): it is answered sold, and no unit is taken twice.
+func TestQueuedSoldOrderAgainAsNew(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{})
+	q.runFor(t)
+	const sku = "q-again"
+	mustPut(t, s, sku, 5)
+	sale, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o inventory.Order
+	if err := s.orders.FindOne(t.Context(), bson.D{{Key: "_id", Value: sale.OrderID}}).Decode(&o); err != nil {
+		t.Fatal(err)
+	}
+	// The same order as a new message, under a message id of its own.
+	nc := q.cfg.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(q.subject(partition(sku)))
+	msg.Data, _ = json.Marshal(o)
+	msg.Header.Set(queuedReplyHeader, inbox)
+	if err := q.publish(t.Context(), msg, o, o.ID+".again"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a queuedAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil || a.Code != "" {
+		t.Fatalf("the sold order again: answer %s (%v); want sold", m.Data, err)
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, sku, 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("after the sold order came back as new: stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
+	}
+}
+
+// TestQueuedStreamMadeAgain: a stream that a broker restart took with it
+// (a memory stream) is made again by the consumers: a buyer is told the
+// store is unavailable (nothing sold) until then, and sells after.
+func TestQueuedStreamMadeAgain(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	q := testQueued(t, s, n.URL, localLocker(t), QueuedOptions{Memory: true})
+	q.runFor(t)
+	const sku = "q-gone"
+	mustPut(t, s, sku, 5)
+	if _, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.js.DeleteStream(t.Context(), q.streamCfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := q.Decrement(t.Context(), inventory.Request{SKU: sku, Qty: 1})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, inventory.ErrStoreUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("a sale after the stream was lost: %v; want unavailable until the stream is back, then sold", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if stock, _, sold, err := unitsAddUp(t.Context(), s, sku, 5); err != nil || stock != 3 || sold != 2 {
+		t.Fatalf("stock %d, sold %d (%v); want 3 and 2", stock, sold, err)
+	}
+}
+
 // TestQueuedFencedOut: a consumer whose partition another replica has
 // taken since (a higher token registered on the item by that replica's
 // read) writes nothing; its buyer hears no answer within its wait and is
@@ -158,6 +261,50 @@ func TestQueuedFencedOut(t *testing.T) {
 	}
 	if it := mustSnapshot(t, s, sku); it.Stock != 5 || len(it.Pending) != 0 {
 		t.Fatalf("stock %d, pending %v after the fenced consumer; want 5 and none", it.Stock, it.Pending)
+	}
+}
+
+// TestQueuedStreamOptions: the stream is made as the options say (files
+// and the 2-minute window by default, memory), under the name
+// QueuedStream gives, a stream of another storage beside the first; and a
+// publish sent twice is one message under its message id, two without
+// (NoDedup, the drill's knob).
+func TestQueuedStreamOptions(t *testing.T) {
+	n := devstoretest.NATS(t)
+	s := testStore(t)
+	db := s.items.Database().Name()
+	for _, tc := range []struct {
+		opts    QueuedOptions
+		storage jetstream.StorageType
+		copies  uint64
+	}{
+		{QueuedOptions{}, jetstream.FileStorage, 1},
+		{QueuedOptions{Memory: true, NoDedup: true}, jetstream.MemoryStorage, 2},
+	} {
+		q := testQueued(t, s, n.URL, localLocker(t), tc.opts)
+		info, err := q.stream.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := info.Config; c.Name != QueuedStream(db, tc.opts) || c.Storage != tc.storage || c.Duplicates != DefaultQueuedDedup || c.Replicas != 1 {
+			t.Errorf("%+v: stream %s, storage %v, window %v, R%d; want %s, %v, %v, R1", tc.opts, c.Name, c.Storage, c.Duplicates, c.Replicas,
+				QueuedStream(db, tc.opts), tc.storage, DefaultQueuedDedup)
+		}
+		o := inventory.Order{ID: fmt.Sprintf("o-%v", tc.opts.Memory), SKU: "q-opts"}
+		id := o.ID + ".1"
+		if tc.opts.NoDedup {
+			id = ""
+		}
+		for range 2 { // the second as after a lost acknowledgement
+			msg := nats.NewMsg(q.subject(partition(o.SKU)))
+			msg.Data = []byte("{}")
+			if err := q.publish(t.Context(), msg, o, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info, err = q.stream.Info(t.Context()); err != nil || info.State.Msgs != tc.copies {
+			t.Errorf("%+v: a publish sent twice left %d messages (%v), want %d", tc.opts, info.State.Msgs, err, tc.copies)
+		}
 	}
 }
 

@@ -39,6 +39,10 @@ type Deps struct {
 	// NATS is the queued strategy's connection to NATS JetStream; nil:
 	// queued cannot be built (ErrNoNATS).
 	NATS *nats.Conn
+	// Queued is the queued strategy's stream and drill options (its Conn,
+	// Locker, Prefix and Logger are Build's: NATS, the MongoDB lease
+	// service, the database's prefix, Logger).
+	Queued QueuedOptions
 }
 
 // builders holds the constructors of the strategies that take no lease,

@@ -41,6 +41,10 @@ type Config struct {
 	EtcdEndpoints   []string      // etcd client URLs of the etcd-lock strategy; none: etcd-lock is unavailable
 	RedlockAddrs    []string      // host:port of the independent redis-servers of the redlock strategy; none: redlock is unavailable
 	NATSURL         string        // NATS server with JetStream of the queued strategy; empty: queued is unavailable
+	QueuedStorage   string        // the queued stream's storage: "file" or "memory"
+	QueuedReplicas  int           // servers that keep the queued stream; 0: 3 when NATSURL names three servers or more, else 1
+	QueuedDedup     time.Duration // the queued stream's duplicate window; 0 (drill): publishes carry no message id
+	QueuedDelay     time.Duration // drill: the queued consumers hold each batch this long before applying it
 	Replica         string        // this replica's name in responses, orders and lock owners
 	LockTTL         time.Duration // lease time to live (renewed at a third of it)
 	LockWait        time.Duration // how long a decrement waits for its lock
@@ -120,6 +124,8 @@ func DefaultConfig() Config {
 		ControlPool:     DefaultControlPool,
 		LogFormat:       "json",
 		LogLevel:        "info",
+		QueuedStorage:   QueuedStorageFile,
+		QueuedDedup:     mongostore.DefaultQueuedDedup,
 	}
 }
 
@@ -144,6 +150,10 @@ func (c *Config) settings() []setting {
 		{"redis-password", "REDIS_PASSWORD", "Redis password (AUTH); prefer the variable to the flag, which other users can see in the process list", (*stringValue)(&c.RedisPassword)},
 		{"etcd-endpoints", "ETCD_ENDPOINTS", "comma-separated etcd client URLs (http://host:2379,...) for the etcd-lock strategy; empty: etcd-lock answers 503 strategy_unavailable", (*listValue)(&c.EtcdEndpoints)},
 		{"nats-url", "NATS_URL", "URL of a NATS server with JetStream for the queued strategy (nats://127.0.0.1:4222; several comma-separated for a cluster); empty: queued answers 503 strategy_unavailable", (*stringValue)(&c.NATSURL)},
+		{"queued-storage", "QUEUED_STORAGE", `where the queued strategy's stream keeps its sales: "file" (survives a broker restart) or "memory" (a restart loses the sales not yet applied, whose buyers are told the outcome is unknown); a stream of the other storage is another stream, so every replica must use the same`, (*stringValue)(&c.QueuedStorage)},
+		{"queued-replicas", "QUEUED_REPLICAS", "servers of a JetStream cluster that keep the queued stream, 1 to 5 (3 survives one server's loss); 0: 3 when --nats-url names three servers or more, else 1", (*intValue)(&c.QueuedReplicas)},
+		{"queued-dedup", "QUEUED_DEDUP", "the queued stream's duplicate window: a publish sent again after a lost acknowledgement under the same message id within it is dropped; 0 turns de-duplication off (publishes carry no message id; demo only: a publish sent again may sell twice)", (*durationValue)(&c.QueuedDedup)},
+		{"queued-apply-delay", "QUEUED_APPLY_DELAY", "fault drill: the queued consumers hold each batch this long before applying it (a slow consumer: buyers wait, then are told the outcome is unknown)", (*durationValue)(&c.QueuedDelay)},
 		{"redlock-addrs", "REDLOCK_ADDRS", "comma-separated host:port of the independent redis-servers (no replication between them, an odd number of at least 3, for example 5) of the redlock strategy; empty: redlock answers 503 strategy_unavailable", (*listValue)(&c.RedlockAddrs)},
 		{"replica", "REPLICA_ID", "this replica's name in responses, orders and lock owners; one process per name: a replica refuses to start while a heartbeat of its name still advances", (*stringValue)(&c.Replica)},
 		{"lock-ttl", "LOCK_TTL", "lock lease time to live; renewed every third of it (etcd-lock rounds it up to whole seconds: etcd leases are)", (*durationValue)(&c.LockTTL)},
@@ -312,6 +322,18 @@ func (c Config) problems() []error {
 			bad("nats-url", "NATS_URL", "%q: want nats://host:port or tls://host:port", u)
 		}
 	}
+	if c.QueuedStorage != QueuedStorageFile && c.QueuedStorage != QueuedStorageMemory {
+		bad("queued-storage", "QUEUED_STORAGE", "%q: want %q or %q", c.QueuedStorage, QueuedStorageFile, QueuedStorageMemory)
+	}
+	if c.QueuedReplicas < 0 || c.QueuedReplicas > maxQueuedReplicas {
+		bad("queued-replicas", "QUEUED_REPLICAS", "%d: want 1 to %d, or 0 for 3 on a cluster URL and 1 otherwise", c.QueuedReplicas, maxQueuedReplicas)
+	}
+	if c.QueuedDedup != 0 && (c.QueuedDedup < time.Second || c.QueuedDedup > time.Hour) {
+		bad("queued-dedup", "QUEUED_DEDUP", "%v: want 1s up to 1h (default %v), or 0 for none", c.QueuedDedup, mongostore.DefaultQueuedDedup)
+	}
+	if c.QueuedDelay < 0 || c.QueuedDelay > time.Minute {
+		bad("queued-apply-delay", "QUEUED_APPLY_DELAY", "%v: want 0 (the default) up to 1m", c.QueuedDelay)
+	}
 	if !replicaPattern.MatchString(c.Replica) {
 		bad("replica", "REPLICA_ID", "%q: want 1 to 64 of [A-Za-z0-9._-]", c.Replica)
 	}
@@ -470,6 +492,12 @@ func (c Config) checkDemo(bad func(flagName, env, format string, args ...any)) {
 	if c.RedisStockAck == RedisStockAckRedis {
 		bad("redis-stock-ack", "REDIS_STOCK_ACK", "%q answers sales that a Redis restart forgets%s", c.RedisStockAck, fix)
 	}
+	if c.QueuedDedup == 0 {
+		bad("queued-dedup", "QUEUED_DEDUP", "0 lets a publish sent again sell twice%s", fix)
+	}
+	if c.QueuedDelay != 0 {
+		bad("queued-apply-delay", "QUEUED_APPLY_DELAY", "%v slows every queued sale%s", c.QueuedDelay, fix)
+	}
 }
 
 // MaxRedisStockWait bounds Config.RedisStockWait: below the Redis
@@ -481,6 +509,31 @@ const (
 	RedisStockAckMongo = "mongo" // after the item write and the ledger: safe
 	RedisStockAckRedis = "redis" // after the Lua take alone: demo
 )
+
+// The values of Config.QueuedStorage.
+const (
+	QueuedStorageFile   = "file"
+	QueuedStorageMemory = "memory"
+)
+
+// maxQueuedReplicas is JetStream's largest replication.
+const maxQueuedReplicas = 5
+
+// QueuedOptions are the queued strategy's stream and drill options (the
+// rest of mongostore.QueuedOptions is Build's).
+func (c Config) QueuedOptions() mongostore.QueuedOptions {
+	replicas := c.QueuedReplicas
+	if replicas == 0 {
+		replicas = 1
+		if strings.Count(c.NATSURL, ",") >= 2 {
+			replicas = 3
+		}
+	}
+	return mongostore.QueuedOptions{
+		Memory: c.QueuedStorage == QueuedStorageMemory, Replicas: replicas,
+		Dedup: c.QueuedDedup, NoDedup: c.QueuedDedup == 0, ApplyDelay: c.QueuedDelay,
+	}
+}
 
 // natsNeeds is what the queued strategy needs configured.
 const natsNeeds = "--nats-url / NATS_URL"

@@ -27,6 +27,15 @@ func TestParseConfig(t *testing.T) {
 		c.SalesLimit != 12 || c.SalesQueue != 50 || c.SalesQueueWait != 500*time.Millisecond || c.MongoPool != 100 || c.ControlPool != 8 {
 		t.Errorf("defaults: %+v", c)
 	}
+	// The queued stream's defaults are production's: files, one server
+	// unless the URL names a cluster, de-duplication for two minutes.
+	if q := c.QueuedOptions(); q.Memory || q.Replicas != 1 || q.Dedup != 2*time.Minute || q.NoDedup || q.ApplyDelay != 0 {
+		t.Errorf("queued defaults: %+v", q)
+	}
+	c.NATSURL = "nats://n1:4222,nats://n2:4222,nats://n3:4222"
+	if q := c.QueuedOptions(); q.Replicas != 3 {
+		t.Errorf("queued on a cluster URL of three servers: %+v; want R3", q)
+	}
 
 	vars := map[string]string{
 		"MONGO_URI": "mongodb://db:27017/", "REDIS_ADDR": "cache:6379", "STOCK_ADDR": "127.0.0.1:9000",
@@ -40,6 +49,7 @@ func TestParseConfig(t *testing.T) {
 		"DEMO": "true", "ADMIN_TOKEN": "0123456789abcdef0123", "INTERNAL_ADDR": ":9090",
 		"REDIS_STOCK_ACK": "redis", "REDIS_STOCK_FLUSH": "1s", "REDIS_STOCK_WAIT": "250ms",
 		"SALES_CONCURRENCY": "20", "SALES_QUEUE": "0", "SALES_QUEUE_WAIT": "1s", "MONGO_POOL": "40", "CONTROL_POOL": "3",
+		"QUEUED_STORAGE": "memory", "QUEUED_REPLICAS": "3", "QUEUED_DEDUP": "0s", "QUEUED_APPLY_DELAY": "250ms",
 	}
 	c, err = server.ParseConfig(nil, env(vars))
 	if err != nil {
@@ -57,6 +67,7 @@ func TestParseConfig(t *testing.T) {
 		Demo: true, AdminToken: "0123456789abcdef0123", InternalAddr: ":9090",
 		RedisStockAck: server.RedisStockAckRedis, RedisStockFlush: time.Second, RedisStockWait: 250 * time.Millisecond,
 		SalesLimit: 20, SalesQueue: 0, SalesQueueWait: time.Second, MongoPool: 40, ControlPool: 3,
+		QueuedStorage: server.QueuedStorageMemory, QueuedReplicas: 3, QueuedDedup: 0, QueuedDelay: 250 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", c, want)
@@ -153,6 +164,8 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"--sales-concurrency / SALES_CONCURRENCY: 101: want 1 up to --mongo-pool / MONGO_POOL (100)", "--sales-queue / SALES_QUEUE: -1", "--sales-queue-wait / SALES_QUEUE_WAIT: 15s", "--control-pool / CONTROL_POOL: 0"}},
 		{"sales above a smaller pool", []string{"--mongo-pool=8"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
 			[]string{"--sales-concurrency / SALES_CONCURRENCY: 12: want 1 up to --mongo-pool / MONGO_POOL (8)"}},
+		{"queued stream out of range", []string{"--queued-storage=disk", "--queued-replicas=7", "--queued-dedup=10ms", "--queued-apply-delay=-1s", "--demo"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"},
+			[]string{`--queued-storage / QUEUED_STORAGE: "disk": want "file" or "memory"`, "--queued-replicas / QUEUED_REPLICAS: 7: want 1 to 5", "--queued-dedup / QUEUED_DEDUP: 10ms: want 1s up to 1h", "--queued-apply-delay / QUEUED_APPLY_DELAY: -1s"}},
 		{"unknown flag", []string{"--colour=blue"}, nil, []string{"flag provided but not defined", "--help"}},
 		{"stray argument", []string{"serve"}, map[string]string{"MONGO_URI": "mongodb://db/", "REDIS_ADDR": "c:1"}, []string{"unexpected arguments"}},
 	}
@@ -198,6 +211,7 @@ func TestSafeDefaults(t *testing.T) {
 	required := map[string]string{"MONGO_URI": "mongodb://db:27017/", "REDIS_ADDR": "cache:6379"}
 	for _, args := range [][]string{
 		{"--strategy=unsafe"}, {"--strategy=local"}, {"--rmw-delay=10ms"}, {"--write-stall=5ms"}, {"--clock-offset=1s"}, {"--fencing=false"}, {"--redis-stock-ack=redis"},
+		{"--queued-dedup=0"}, {"--queued-apply-delay=1s"},
 	} {
 		_, err := server.ParseConfig(args, env(required))
 		if err == nil || !strings.Contains(err.Error(), "--demo / DEMO=true") || !strings.Contains(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {

@@ -241,6 +241,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (srv *Server, err
 		slog.Duration("lock_skew", cfg.LockSkew), slog.Duration("write_stall", cfg.WriteStall),
 		slog.Int("sales_concurrency", cfg.SalesLimit), slog.Int("sales_queue", cfg.SalesQueue), slog.Duration("sales_queue_wait", cfg.SalesQueueWait),
 		slog.Int("mongo_pool", cfg.MongoPool), slog.Int("control_pool", cfg.ControlPool))
+	if s.nats != nil {
+		q := cfg.QueuedOptions()
+		logger.Info("queued stream", slog.String("storage", cfg.QueuedStorage), slog.Int("replicas", q.Replicas),
+			slog.Duration("dedup", cfg.QueuedDedup), slog.Duration("apply_delay", cfg.QueuedDelay))
+	}
 	if cfg.ClockOffset != 0 {
 		logger.Warn("fault drill: this replica's mongo-lease clock is shifted", slog.Duration("clock_offset", cfg.ClockOffset), slog.Duration("lock_skew", cfg.LockSkew))
 	}
@@ -280,7 +285,7 @@ func (s *Server) buildStrategies(ctx context.Context, db *mongo.Database, wc *wr
 			AckAfterRedis: cfg.RedisStockAck == RedisStockAckRedis, Wait: cfg.RedisStockWait, Flush: cfg.RedisStockFlush, Grace: cfg.RecoveryGrace,
 			Observer: s.metrics, Background: s.bgStore,
 		},
-		NATS: s.nats,
+		NATS: s.nats, Queued: cfg.QueuedOptions(),
 	}
 	s.strategies = map[string]inventory.Strategy{}
 	s.holders = map[string]inventory.Holder{}
