@@ -555,12 +555,18 @@ func (q *Queued) apply(ctx context.Context, fence string, token int64, seen *see
 		}
 		it = &read
 	}
-	done, err := q.applied(wctx, *it, fs)
-	if err != nil {
-		return err
-	}
-	refused, err := q.refusedBefore(wctx, fs)
-	if err != nil {
+	// What the ledger and the recorded refusals say of these orders, read
+	// at once: a sale delivered again is answered, never decided anew.
+	var (
+		done       map[string]bool
+		refused    map[string]queuedAnswer
+		derr, rerr error
+		lookups    sync.WaitGroup
+	)
+	lookups.Go(func() { done, derr = q.applied(wctx, *it, fs) })
+	lookups.Go(func() { refused, rerr = q.refusedBefore(wctx, fs) })
+	lookups.Wait()
+	if err := errors.Join(derr, rerr); err != nil {
 		return err
 	}
 	var plan []fetched
@@ -679,21 +685,13 @@ func short(it itemDoc, plan []fetched) bool {
 // ledger, not the log, says what was sold.
 func (q *Queued) applied(ctx context.Context, it itemDoc, fs []fetched) (map[string]bool, error) {
 	s := q.store
-	ids := make(bson.A, len(fs))
-	for i, f := range fs {
-		ids[i] = f.order.ID
-	}
-	cur, err := s.orders.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	sold, err := findByIDs[inventory.Order](ctx, s.orders, orderIDs(fs))
 	if err != nil {
 		return nil, unreachable("find the orders of", it.SKU, err)
 	}
-	var sold []inventory.Order
-	if err := cur.All(ctx, &sold); err != nil {
-		return nil, unreachable("find the orders of", it.SKU, err)
-	}
 	done := map[string]bool{}
-	for _, o := range sold {
-		done[o.ID] = true
+	for id := range sold {
+		done[id] = true
 	}
 	for _, f := range fs {
 		o, ok := it.Pending[f.order.ID]

@@ -293,25 +293,26 @@ func (q *Queued) recordRefusal(f fetched, a queuedAnswer) bool {
 // applied) is answered it again, never decided anew (a restock since
 // must not sell it).
 func (q *Queued) refusedBefore(ctx context.Context, fs []fetched) (map[string]queuedAnswer, error) {
-	ids := make(bson.A, len(fs))
-	for i, f := range fs {
-		ids[i] = f.order.ID
-	}
-	cur, err := q.store.queuedOrders().Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	ds, err := findByIDs[queuedOrder](ctx, q.store.queuedOrders(), orderIDs(fs))
 	if err != nil {
 		return nil, unreachable("read the queued orders of", fs[0].order.SKU, err)
 	}
-	var ds []queuedOrder
-	if err := cur.All(ctx, &ds); err != nil {
-		return nil, unreachable("read the queued orders of", fs[0].order.SKU, err)
-	}
 	out := map[string]queuedAnswer{}
-	for _, d := range ds {
+	for id, d := range ds {
 		if d.Refused != nil {
-			out[d.ID] = *d.Refused
+			out[id] = *d.Refused
 		}
 	}
 	return out, nil
+}
+
+// orderIDs are the order ids of fs.
+func orderIDs(fs []fetched) []string {
+	ids := make([]string, len(fs))
+	for i, f := range fs {
+		ids[i] = f.order.ID
+	}
+	return ids
 }
 
 // widen makes the item hold what its sku can sell before the consumer

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -358,6 +359,40 @@ func findDocs[T any](ctx context.Context, c *mongo.Collection, filter bson.D, op
 	docs := []T{}
 	err = cur.All(ctx, &docs)
 	return docs, err
+}
+
+// findByIDs reads the documents of c with the ids given, each by its own
+// _id equality, at most 8 at once, and returns those found by id. One
+// find with {_id: {$in: ids}} would be one request, but the embedded
+// store (FerretDB v1) does not push $in down to its backend: it reads and
+// decodes every document of c (300 ms for one id among 10,000 orders),
+// where an _id equality is one indexed read.
+func findByIDs[T any](ctx context.Context, c *mongo.Collection, ids []string) (map[string]T, error) {
+	docs := make([]*T, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var d T
+			switch err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); {
+			case err == nil:
+				docs[i] = &d
+			case !errors.Is(err, mongo.ErrNoDocuments):
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	found := map[string]T{}
+	for i, d := range docs {
+		if d != nil {
+			found[ids[i]] = *d
+		}
+	}
+	return found, errors.Join(errs...)
 }
 
 // getDoc is Get as the item document, read through items: a strategy
