@@ -23,7 +23,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/report"
 )
 
-// envName is the environment variable that backs flag name.
 func envName(name string) string {
 	return "LOADTEST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
@@ -324,7 +323,6 @@ func (cmd command) flagSet(c *options) *flag.FlagSet {
 //go:embed help
 var help embed.FS
 
-// usage writes the command's --help.
 func (cmd command) usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprintf(w, "Usage: go run ./loadtest %s [flags]%s\n\nCommands (compare when none is given; COMMAND --help shows its flags):\n", cmd.name, cmd.args)
@@ -387,7 +385,6 @@ func worded(format string, fs *flag.FlagSet) string {
 	})
 }
 
-// sharedFlags defines the flags of every command on fs.
 func sharedFlags(fs *flag.FlagSet, c *options) {
 	fs.Func("replicas", "comma-separated base URLs of running replicas, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082; each gets an equal share of the rate and workers. Empty: start --local-replicas replicas", func(v string) (err error) {
 		c.Replicas, err = harness.ParseReplicas(v)
@@ -436,7 +433,6 @@ func thresholdFlag(fs *flag.FlagSet, c *options) {
 	})
 }
 
-// drillFlags are the settings of the runs that disturb the replicas.
 func drillFlags(fs *flag.FlagSet, d *harness.Drills) {
 	fs.DurationVar(&d.FaultTTL, "fault-ttl", d.FaultTTL, "the replicas' lock TTL (a crashed holder's lease lasts this long; a pause lasts twice this)")
 	fs.StringVar(&d.RedisAOF, "redis-aof", d.RedisAOF, "the appendfsync policy ("+strings.Join(drill.AOFPolicies, ", ")+") of the redis-restart drill that kills redis-server (-9) and starts it on its append-only file, under redis-stock acknowledging after Redis")

@@ -24,7 +24,6 @@ type cutProxy struct {
 	conns    sync.WaitGroup
 }
 
-// startCutProxy listens on a free loopback port and forwards to upstream.
 func startCutProxy(upstream string, rate float64) (*cutProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,10 +34,8 @@ func startCutProxy(upstream string, rate float64) (*cutProxy, error) {
 	return p, nil
 }
 
-// Addr is the proxy's host:port.
 func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
 
-// Cuts is how many answers the proxy has cut.
 func (p *cutProxy) Cuts() int64 { return p.cuts.Load() }
 
 // Close stops accepting, closes every open connection and waits for

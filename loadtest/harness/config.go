@@ -117,7 +117,6 @@ func (c Config) Validate() error {
 // Capacity.P99), so that a command line can word them as its flags
 // without touching the values in the arguments.
 func (c Config) Check(bad Problem) {
-	// The attack's size: rate, duration, count, stock, skus, workers, timeouts.
 	if c.Rate < 0 || c.Rate > maxRate {
 		bad("Rate %d: must be between 0 (as fast as the workers allow) and %d requests per second", c.Rate, maxRate)
 	}
@@ -147,7 +146,6 @@ func (c Config) Check(bad Problem) {
 	between(bad, "Timeout", c.Timeout, time.Millisecond, maxTimeout)
 	between(bad, "Settle", c.Settle, 0, maxSettleTime)
 	between(bad, "Warmup", c.Warmup, 0, time.Minute)
-	// The replicas.
 	between(bad, "ReadyWait", c.ReadyWait, 100*time.Millisecond, maxDuration)
 	between(bad, "LocalReplicas", c.LocalReplicas, 1, maxLocalReplicas)
 	if c.Rate > 0 && c.Rate < c.ReplicaCount() {
@@ -157,7 +155,6 @@ func (c Config) Check(bad Problem) {
 	if len(c.Replicas) > 0 && c.RedisCluster {
 		bad("RedisCluster applies only to the replicas the harness starts itself; replicas of your own take their --redis-cluster-addrs or REDIS_CLUSTER_ADDRS")
 	}
-	// The history's reads and its check.
 	if c.ReadEvery < 0 || c.ReadEvery > time.Minute {
 		bad("ReadEvery %s: must be between 0 (no reads) and 1m", c.ReadEvery)
 	}

@@ -51,8 +51,6 @@ type Keyed struct {
 // DefaultKeyed is the keyed drill with the command line's defaults.
 func DefaultKeyed() *Keyed { return &Keyed{Repeat: 1, Purchases: 40, Drills: DefaultDrills()} }
 
-func (s Keyed) Defaults(c *Config) { s.timeout(c) }
-
 func (s Keyed) Check(c Config, bad Problem) {
 	between(bad, "Repeat", s.Repeat, 1, 100)
 	s.check(c, bad)
@@ -61,8 +59,6 @@ func (s Keyed) Check(c Config, bad Problem) {
 		bad("the keyed drill needs the two replicas the harness starts: drop Replicas and LocalReplicas")
 	}
 }
-
-func (s Keyed) Env(_ Config, o *env.Options) { s.env(o) }
 
 func (s Keyed) Run(ctx context.Context, h *Harness, rep *report.Report) error {
 	rep.Settings.Repeat = s.Repeat
@@ -286,7 +282,6 @@ type books struct {
 	orders              []verdict.Order
 }
 
-// booksOf reads the books of skus through api.
 func booksOf(ctx context.Context, api *stockclient.Client, skus []string) (b books, err error) {
 	for _, sku := range skus {
 		it, err := api.GetItem(ctx, sku)
@@ -321,7 +316,6 @@ func inTurn(ctx context.Context, n, first int, pause, giveUp time.Duration, try 
 	}
 }
 
-// noAnswer is answerOf an error without an HTTP answer.
 const noAnswer = "no answer"
 
 // answerOf words an answer for the tallies: "" for a success, noAnswer,

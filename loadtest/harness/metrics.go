@@ -21,7 +21,6 @@ func families(text []byte) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// label is the value of m's label called name, "" without one.
 func label(m *dto.Metric, name string) string {
 	for _, lp := range m.GetLabel() {
 		if lp.GetName() == name {
@@ -158,9 +157,7 @@ func parseSaleSteps(text []byte) stepTotals {
 			out[strategy] = map[string]stepTotal{}
 		}
 		t := out[strategy][step]
-		t.sum += h.GetSampleSum()
-		t.count += float64(h.GetSampleCount())
-		out[strategy][step] = t
+		out[strategy][step] = stepTotal{t.sum + h.GetSampleSum(), t.count + float64(h.GetSampleCount())}
 	}
 	return out
 }

@@ -48,7 +48,6 @@ func (h *Harness) runStrategy(ctx context.Context, strategy string, o runOpts) (
 	if strategy == mixedRun {
 		writers = h.cfg.Strategies
 	}
-	// The run's report before anything is sent: its settings and empty counters.
 	run := report.Run{
 		Strategy:    strategy,
 		Safe:        verdict.SafeAll(writers) && (o.drill == nil || !o.drill.Demo),
@@ -276,7 +275,6 @@ func (h *Harness) endFaults(ctx context.Context, run *report.Run, d *drill.Drill
 	return in.events[0], nil
 }
 
-// observed is what the answers of one attack showed.
 type observed struct {
 	verdict.Input // its Acked, NoAnswer and SoldOut; readBack adds the rest
 	metrics       vegeta.Metrics
@@ -292,7 +290,10 @@ func classify(a *attack.Attack, run *report.Run, qty int, tr *tracker) *observed
 	obs := &observed{
 		Input:    verdict.Input{NoAnswer: map[string]int{}},
 		requests: map[string]int{},
-		plot:     plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(attack.ClassLabel)),
+		plot: plot.New(plot.Title(fmt.Sprintf("stocklock %s: latency by outcome", run.Strategy)), plot.Label(func(r *vegeta.Result) string {
+			cls, _, _ := attack.Interpret(r, 1)
+			return string(cls)
+		})),
 	}
 	errSeen := map[string]bool{}
 	count := map[verdict.Class]*int{verdict.Sold: &run.Orders, verdict.SoldOut: &run.SoldOut, verdict.Unavailable: &run.Unavailable,
@@ -357,7 +358,6 @@ func judgeFault(run *report.Run, d *drill.Drill, ev *drill.Event, sales []drill.
 	}
 }
 
-// fillTotals copies the attack's rates and latencies into run.
 func fillTotals(run *report.Run, obs *observed) {
 	m := &obs.metrics
 	run.Requests = int(m.Requests)
@@ -448,7 +448,6 @@ func judge(run *report.Run, in verdict.Input, res verdict.Result) {
 	run.Verdict = string(verdict.OutcomeOf(run.Safe, run.Checks))
 }
 
-// splitsStock reports whether every one of writers sells from split stock.
 func splitsStock(writers []string) bool {
 	return len(writers) > 0 && !slices.ContainsFunc(writers, func(w string) bool {
 		in, ok := strategy.Lookup(w)
@@ -512,4 +511,87 @@ func countShards(run *report.Run, shards map[string]string, obs *observed) {
 			run.Problems = append(run.Problems, fmt.Sprintf("a sale of sku %q, which the run did not attack", o.SKU))
 		}
 	}
+}
+
+// startReads reads every sku's stock from the replicas in turn, one GET
+// every cfg.ReadEvery (if set), as a client of its own, until the returned
+// function is called; each answer is a read in the history. A read without
+// an answer changes nothing and is left out.
+func (h *Harness) startReads(ctx context.Context, rec *history.Recorder, skus []string) (stop func()) {
+	if h.cfg.ReadEvery <= 0 {
+		return func() {}
+	}
+	i := 0
+	return ticking(h.cfg.ReadEvery, func(final bool) {
+		if final || ctx.Err() != nil {
+			return
+		}
+		base, sku := h.replicas[i%len(h.replicas)], skus[i%len(skus)]
+		i++
+		client := rec.Acquire()
+		call := rec.Now()
+		it, err := h.reader.At(base).GetItem(ctx, sku)
+		ret := rec.Now()
+		rec.Release(client)
+		if err == nil {
+			rec.Add(history.Op{Client: client, Kind: history.Read, SKU: sku, Target: base, Call: call, Return: ret,
+				Outcome: history.OK, Stock: history.Int(int(it.Stock)), Status: 200})
+		}
+	})
+}
+
+// resetStock sets sku's stock with PUT and records it as the history's
+// set: the initial stock the checker starts from.
+func (h *Harness) resetStock(ctx context.Context, rec *history.Recorder, base, sku string, stock int, opts ...stockclient.CallOption) error {
+	client := rec.Acquire()
+	defer rec.Release(client)
+	call := rec.Now()
+	if _, err := h.api.At(base).PutItem(ctx, sku, int64(stock), opts...); err != nil {
+		return err
+	}
+	rec.Add(history.Op{Client: client, Kind: history.Set, SKU: sku, Target: base, Call: call, Return: rec.Now(),
+		Outcome: history.OK, Stock: history.Int(stock), Status: 200})
+	return nil
+}
+
+// checkHistory writes the run's history as name.jsonl in the output
+// directory, checks it into run, and draws each violating SKU as
+// name[-i].html.
+func (h *Harness) checkHistory(run *report.Run, ops []history.Op, name string) (err error) {
+	run.History, run.HistoryOps = name+".jsonl", len(ops)
+	f, err := os.Create(filepath.Join(h.outDir, run.History))
+	if err != nil {
+		return fmt.Errorf("history file: %w", err)
+	}
+	if err := cmp.Or(history.WriteJSONL(f, ops), f.Close()); err != nil {
+		return fmt.Errorf("write %s: %w", run.History, err)
+	}
+	if !h.cfg.Quiet {
+		h.logf("  checking the history: %d operations...", len(ops))
+	}
+	res := history.Check(ops, h.cfg.CheckTimeout)
+	run.Linearizable, run.Conflicts, run.CheckSeconds = string(res.Verdict), res.Conflicts(), res.Elapsed.Seconds()
+	run.Violations, err = DrawViolations(res, filepath.Join(h.outDir, name))
+	return err
+}
+
+// DrawViolations writes porcupine's picture of each violating SKU of res
+// to stem.html (stem-2.html, ... for more) and returns the file names.
+func DrawViolations(res history.Result, stem string) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, s := range res.SKUs {
+		path := stem + ".html"
+		if len(names) > 0 {
+			path = fmt.Sprintf("%s-%d.html", stem, len(names)+1)
+		}
+		ok, err := s.Visualize(path)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			names = append(names, filepath.Base(path))
+		}
+	}
+	return names, errors.Join(errs...)
 }

@@ -26,13 +26,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stocklock/stocklock/pkg/strategy"
-
 	"github.com/stocklock/stocklock/loadtest/drill"
 	"github.com/stocklock/stocklock/loadtest/env"
 	"github.com/stocklock/stocklock/loadtest/harness"
 	"github.com/stocklock/stocklock/loadtest/report"
 	"github.com/stocklock/stocklock/loadtest/verdict"
+	"github.com/stocklock/stocklock/pkg/strategy"
 )
 
 //go:embed static
@@ -98,10 +97,8 @@ type File struct {
 // Start starts the stores and the replicas (unless Base.Replicas names
 // running ones) and returns the server, idle. Close stops it all.
 func Start(ctx context.Context, opt Options) (*Server, error) {
-	if opt.Log == nil {
-		opt.Log = io.Discard
-	}
-	s := &Server{opt: opt, hub: newHub(),
+	opt.Log = cmp.Or(opt.Log, io.Discard)
+	s := &Server{opt: opt, hub: &hub{clients: map[chan []byte]bool{}}, mux: http.NewServeMux(),
 		outDir: cmp.Or(opt.OutDir, filepath.Join("reports", "live-"+time.Now().Format("20060102-150405")))}
 	if err := os.MkdirAll(s.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
@@ -120,7 +117,20 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.routes()
+	files, _ := fs.Sub(static, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(files)))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, files, "index.html")
+	})
+	s.mux.HandleFunc("GET /api/state", s.state)
+	s.mux.HandleFunc("POST /api/start", s.start)
+	s.mux.HandleFunc("POST /api/stop", s.stop)
+	s.mux.HandleFunc("POST /api/fault", s.fault)
+	s.mux.HandleFunc("GET /api/events", s.events)
+	s.mux.Handle("GET /reports/", http.StripPrefix("/reports/", http.FileServer(http.Dir(s.outDir))))
+	if s.opt.DocsDir != "" {
+		s.mux.Handle("GET /docs/", http.StripPrefix("/docs/", http.FileServer(http.Dir(s.opt.DocsDir))))
+	}
 	return s, nil
 }
 
@@ -142,36 +152,16 @@ func (s *Server) Close() {
 // Handler serves the page, its API and the reports.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-func (s *Server) routes() {
-	s.mux = http.NewServeMux()
-	files, _ := fs.Sub(static, "static")
-	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(files)))
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, files, "index.html")
-	})
-	s.mux.HandleFunc("GET /api/state", s.state)
-	s.mux.HandleFunc("POST /api/start", s.start)
-	s.mux.HandleFunc("POST /api/stop", s.stop)
-	s.mux.HandleFunc("POST /api/fault", s.fault)
-	s.mux.HandleFunc("GET /api/events", s.events)
-	s.mux.Handle("GET /reports/", http.StripPrefix("/reports/", http.FileServer(http.Dir(s.outDir))))
-	if s.opt.DocsDir != "" {
-		s.mux.Handle("GET /docs/", http.StripPrefix("/docs/", http.FileServer(http.Dir(s.opt.DocsDir))))
-	}
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail writes the JSON error body of every 4xx.
 func fail(w http.ResponseWriter, code int, kind, format string, a ...any) {
 	writeJSON(w, code, map[string]string{"error": kind, "message": fmt.Sprintf(format, a...)})
 }
 
-// strategyInfo is a strategy as the page lists it.
 type strategyInfo struct {
 	Name string `json:"name"`
 	Safe bool   `json:"safe"`
@@ -249,7 +239,6 @@ func (s *Server) replicaIDs() []string {
 	return out
 }
 
-// maxBody bounds a request body of the API.
 const maxBody = 64 << 10
 
 // decode reads the request's JSON body into v, refusing unknown fields;
@@ -478,15 +467,13 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusConflict, "not_running", "no race is running")
 	case errors.Is(err, errNothingLeft):
 		fail(w, http.StatusConflict, "sold_out", "%v", err)
-	case errors.Is(err, errWaiting):
+	case errors.Is(err, errWaiting), errors.Is(err, harness.ErrBusy):
 		fail(w, http.StatusConflict, "busy", "%v", err)
 	case !st.Now:
 		s.hub.publish("strike", st)
 		writeJSON(w, http.StatusAccepted, map[string]string{"fault": body.Name, "waits_for": st.Strategy})
 	case errors.Is(err, harness.ErrNotRunning):
 		fail(w, http.StatusConflict, "not_running", "no attack is running")
-	case errors.Is(err, harness.ErrBusy):
-		fail(w, http.StatusConflict, "busy", "a fault is already being injected")
 	case err != nil:
 		fail(w, http.StatusBadRequest, "unknown_fault", "%v", err)
 	default:
@@ -554,3 +541,238 @@ func (s *Server) Serve(ctx context.Context, addr string, log io.Writer) error {
 	_ = srv.Shutdown(sctx)
 	return nil
 }
+
+// Bounds of the event stream.
+const (
+	maxBacklog = 50_000 // events of one run kept for pages that join late
+	clientBuf  = 4096   // events queued for one page before it is dropped
+)
+
+// hub fans the events out to every open page, as Server-Sent Events, and
+// keeps the current run's for pages that join later.
+type hub struct {
+	mu      sync.Mutex
+	backlog [][]byte
+	clients map[chan []byte]bool
+	closed  bool
+}
+
+// publish sends one event of the given type with v as its data. A page
+// too slow to keep up is dropped (its browser reconnects).
+func (h *hub) publish(typ string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	msg := []byte(fmt.Sprintf("event: %s\ndata: %s\n\n", typ, data))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if len(h.backlog) < maxBacklog {
+		h.backlog = append(h.backlog, msg)
+	}
+	for c := range h.clients {
+		select {
+		case c <- msg:
+		default:
+			h.drop(c)
+		}
+	}
+}
+
+// drop closes a page's channel and forgets it; h.mu is held.
+func (h *hub) drop(c chan []byte) {
+	delete(h.clients, c)
+	close(c)
+}
+
+// reset forgets the backlog: a new run starts.
+func (h *hub) reset() {
+	h.mu.Lock()
+	h.backlog = nil
+	h.mu.Unlock()
+}
+
+// join returns the backlog, the channel of the events after it, and the
+// function that leaves.
+func (h *hub) join() ([][]byte, <-chan []byte, func()) {
+	c := make(chan []byte, clientBuf)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	backlog := append([][]byte(nil), h.backlog...)
+	if h.closed {
+		close(c)
+		return backlog, c, func() {}
+	}
+	h.clients[c] = true
+	return backlog, c, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.clients[c] {
+			h.drop(c)
+		}
+	}
+}
+
+// close ends every stream. It is safe to call more than once.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	for c := range h.clients {
+		h.drop(c)
+	}
+}
+
+// target follows which strategy the page's fault buttons strike: the one
+// whose attack runs with stock left. A fault asked for while none does
+// waits for the next one that does, so that it never lands on a strategy
+// that has nothing left to sell.
+type target struct {
+	left     []string // the race's strategies whose run has not started
+	current  string   // the strategy whose run is under way, "" before the first
+	attacked bool     // its attack has reported progress
+	selling  bool     // its attack runs and the stock is not sold out
+	pending  string   // a fault waiting for the next strategy that sells
+	// holds: the race is a checkout, whose strategies "sell" from their
+	// first hold until window after it (began).
+	holds  bool
+	window time.Duration
+	began  time.Time
+}
+
+// Strike is what a fault button would strike now, as the page shows it.
+type Strike struct {
+	// Strategy is the strategy a fault asked for now strikes: the one
+	// selling, or the next one to; "" when none is left.
+	Strategy string `json:"strategy,omitempty"`
+	Now      bool   `json:"now"`               // Strategy is selling: a fault strikes at once
+	After    string `json:"after,omitempty"`   // the strategy that sold out, when Strategy is the next one
+	Pending  string `json:"pending,omitempty"` // a fault waiting for Strategy to sell
+}
+
+// newTarget starts following a race of strategies, in the order they run.
+func newTarget(strategies []string) target {
+	return target{left: slices.Clone(strategies)}
+}
+
+func (t *target) observe(ev harness.Event) bool {
+	before := t.strike()
+	switch ev.Type {
+	case harness.EventRunStart:
+		t.begin(ev.Strategy)
+	case harness.EventProgress:
+		if ev.Strategy == t.current && ev.Progress != nil {
+			t.attacked = true
+			t.selling = !ev.Progress.Final && ev.Progress.Remaining > 0
+		}
+	case harness.EventRunEnd:
+		if ev.Strategy == t.current {
+			t.selling = false
+		}
+	case harness.EventHeld:
+		if !t.holds {
+			break
+		}
+		if ev.Strategy != t.current { // its first hold: its buyers arrive
+			t.begin(ev.Strategy)
+			t.attacked, t.began = true, ev.At
+		}
+		t.selling = ev.At.Sub(t.began) < t.window
+	}
+	return t.strike() != before
+}
+
+// begin makes strategy the current one, not attacked yet, and the ones
+// before it done.
+func (t *target) begin(strategy string) {
+	if i := slices.Index(t.left, strategy); i >= 0 {
+		t.left = t.left[i+1:]
+	}
+	t.current, t.attacked, t.selling = strategy, false, false
+}
+
+func (t *target) strike() Strike {
+	s := Strike{Pending: t.pending}
+	switch {
+	case t.selling:
+		s.Strategy, s.Now = t.current, true
+	case t.current != "" && !t.attacked:
+		s.Strategy = t.current
+	case len(t.left) > 0:
+		s.Strategy, s.After = t.left[0], t.current
+	default:
+		s.After = t.current
+	}
+	return s
+}
+
+var (
+	errNothingLeft = errors.New("nothing left to strike")
+	errWaiting     = errors.New("a fault already waits")
+)
+
+// ask queues fault for the next strategy that sells; the caller strikes
+// at once when a strategy is selling.
+func (t *target) ask(fault string) (Strike, error) {
+	s := t.strike()
+	switch {
+	case s.Strategy == "":
+		return s, fmt.Errorf("%w: %s has sold out and no strategy follows", errNothingLeft, s.After)
+	case t.pending != "":
+		return s, fmt.Errorf("%w for %s: %s", errWaiting, s.Strategy, t.pending)
+	}
+	t.pending, s.Pending = fault, fault
+	return s, nil
+}
+
+// due hands over the waiting fault if a strategy now sells, and forgets
+// it: the caller strikes it, and gives it back if it could not.
+func (t *target) due() (fault string) {
+	if t.selling {
+		fault, t.pending = t.pending, ""
+	}
+	return fault
+}
+
+// follow is the harness's sink: it publishes ev, follows what the fault
+// buttons strike and strikes a waiting fault once a strategy sells, or
+// queues it again if it could not.
+func (s *Server) follow(ev harness.Event) {
+	s.hub.publish(ev.Type, ev)
+	s.mu.Lock()
+	h := s.current
+	changed := s.target.observe(ev)
+	fault := s.target.due()
+	strike := s.target.strike()
+	s.mu.Unlock()
+	if fault != "" && h != nil {
+		err := h.Inject(fault)
+		if err == nil {
+			s.logf("the fault %s that waited strikes %s now", fault, strike.Strategy)
+		}
+		s.mu.Lock()
+		if err != nil && s.target.pending == "" {
+			s.target.pending = fault // the attack ended, or a fault is under way: the next progress tries again
+		}
+		strike, changed = s.target.strike(), true
+		s.mu.Unlock()
+	}
+	if changed {
+		s.hub.publish("strike", strike)
+	}
+}
+
+func (s *Server) logf(format string, a ...any) {
+	s.hub.publish(harness.EventLog, harness.Event{Type: harness.EventLog, At: time.Now(), Text: fmt.Sprintf(format, a...)})
+}
+
+// holdsGuard is how long before a checkout strategy's buyers end the
+// page's faults stop striking it: the longest (a network fault, 4 s)
+// is over before they end, so that its read-back finds every replica up.
+const holdsGuard = 4 * time.Second

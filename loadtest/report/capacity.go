@@ -122,7 +122,6 @@ func writeCapacity(b *strings.Builder, rep Report, md bool) {
 	}
 }
 
-// capacityColors tell the strategies apart in the chart.
 var capacityColors = []string{"#1565c0", "#2e7d32", "#e65100", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#9e9d24"}
 
 // drawCapacity draws sales/s against the offered rate, a line per strategy

@@ -10,7 +10,6 @@ import (
 	"github.com/stocklock/stocklock/loadtest/verdict"
 )
 
-// The layout of the chart comparing the strategies.
 const (
 	chartWidth = 980
 	rowHeight  = 44
@@ -23,7 +22,6 @@ const (
 	anomX      = 800
 )
 
-// verdictColor is the colour of a verdict in the charts.
 func verdictColor(v string) string {
 	colors := map[verdict.Outcome]string{verdict.Pass: "#2e7d32", verdict.Fail: "#c62828", verdict.Demonstrated: "#e65100"}
 	return cmp.Or(colors[verdict.Outcome(v)], "#757575")
@@ -50,12 +48,8 @@ func drawCompare(b *strings.Builder, rep Report) {
 	svgHead(b, chartWidth, top+n*rowHeight+46, 13, esc("stocklock: selling the last unit once, strategy by strategy"),
 		esc(sub), esc(clip(store, 140)), esc(rep.Started.Format("2006-01-02 15:04 MST")+", "+rep.Host))
 
-	maxSales, maxLat := 0.0, 0.0
-	for _, r := range rep.Runs {
-		maxSales = max(maxSales, r.SalesPerSec)
-		maxLat = max(maxLat, r.Latency.P99)
-	}
-	maxSales, maxLat = cmp.Or(maxSales, 1), max(maxLat, 10) // the log scale spans at least 1ms..10ms
+	maxSales := cmp.Or(most(0, rep.Runs, func(r Run) float64 { return r.SalesPerSec }), 1)
+	maxLat := most(10, rep.Runs, func(r Run) float64 { return r.Latency.P99 }) // the log scale spans at least 1ms..10ms
 
 	hy := top - 10
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-weight="bold">sales/s (while the stock lasted)</text>`+"\n", salesX, hy)
@@ -120,7 +114,6 @@ func svgHead(b *strings.Builder, width, height, fontSize int, title string, line
 
 func esc(s string) string { return html.EscapeString(s) }
 
-// anomalyMarks names the anomalies a chart row shows, none when clean.
 func anomalyMarks(oversold, lost, ledger int) []string {
 	var marks []string
 	for i, n := range []int{oversold, lost, ledger} {

@@ -58,13 +58,9 @@ func FaultRows(runs []Run) []FaultRow {
 			row.LedgerMismatch += r.LedgerMismatch
 			row.DoubleHeld += r.DoubleHeld
 			for code, n := range r.Codes {
-				switch {
-				case code == "503 fenced":
-					row.Fenced += n
-				case code == "503 lease_lost":
-					row.LeaseLost += n
-				case code == "503 lock_unavailable":
-					row.LockWait += n
+				switch c, ok := map[string]*int{"503 fenced": &row.Fenced, "503 lease_lost": &row.LeaseLost, "503 lock_unavailable": &row.LockWait}[code]; {
+				case ok:
+					*c += n
 				case strings.HasPrefix(code, "no answer"):
 					row.NoAnswer += n
 				default:
@@ -82,7 +78,9 @@ func FaultRows(runs []Run) []FaultRow {
 				row.TokensOK = row.TokensOK && r.Tokens.OK
 			}
 			checks = append(checks, r.Checks...)
-			row.Linearizable = worseLin(row.Linearizable, r.Linearizable)
+			if rank := map[string]int{"": -1, "-": -1, "yes": 0, "unknown": 1, "no": 2}; rank[r.Linearizable] > rank[row.Linearizable] {
+				row.Linearizable = r.Linearizable
+			}
 		}
 		row.Verdict = string(verdict.OutcomeOf(g[len(g)-1].Safe, checks))
 		if len(recov) > 0 {
@@ -92,15 +90,6 @@ func FaultRows(runs []Run) []FaultRow {
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-// worseLin returns the worse of two linearizability cells.
-func worseLin(a, b string) string {
-	rank := map[string]int{"": -1, "-": -1, "yes": 0, "unknown": 1, "no": 2}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
 }
 
 var faultHeader = []string{"fault", "strategy", "runs", "verdict", "linearizable", "sold", "oversold", "lost upd", "ledger≠",

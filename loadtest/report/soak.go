@@ -93,7 +93,6 @@ func median(ss []SoakSample, get func(SoakSample) float64) float64 {
 	return v[len(v)/2]
 }
 
-// most is the largest of floor and f of each item.
 func most[T any](floor float64, items []T, f func(T) float64) float64 {
 	for _, it := range items {
 		floor = max(floor, f(it))
@@ -132,7 +131,6 @@ func byReplica(samples []SoakSample) [][]SoakSample {
 	return groupBy(sorted, func(s SoakSample) (string, bool) { return s.Replica, true })
 }
 
-// drawSoak draws each resource over the soak, a line per replica.
 func drawSoak(b *strings.Builder, rep Report) {
 	soak := *rep.Soak
 	const pw, ph, pad = 460, 200, 50

@@ -31,7 +31,6 @@ type metric struct {
 	value     func(Run) float64
 }
 
-// metrics are the figures thresholds can bound.
 var metrics = []metric{
 	{"p50", "latency p50", true, func(r Run) float64 { return r.Latency.P50 }},
 	{"p95", "latency p95", true, func(r Run) float64 { return r.Latency.P95 }},
@@ -122,7 +121,6 @@ func ParseThreshold(s string) (Threshold, error) {
 	return t, nil
 }
 
-// allMetrics are metrics, then the flash runs' (flashMetrics).
 func allMetrics() []metric {
 	all := slices.Clone(metrics)
 	for _, m := range flashMetrics {
@@ -131,14 +129,13 @@ func allMetrics() []metric {
 	return all
 }
 
-// lookupMetric returns the metric called name.
 func lookupMetric(name string) (metric, bool) {
-	all := allMetrics()
-	j := slices.IndexFunc(all, func(m metric) bool { return m.name == name })
-	if j < 0 {
-		return metric{}, false
+	for _, m := range allMetrics() {
+		if m.name == name {
+			return m, true
+		}
 	}
-	return all[j], true
+	return metric{}, false
 }
 
 // Known reports whether t names a metric of Metrics and a comparison
@@ -175,7 +172,6 @@ func (t Threshold) Check(r Run) (verdict.Check, bool) {
 	return t.judge(m, v), true
 }
 
-// judge is the threshold's check of metric m's value v.
 func (t Threshold) judge(m metric, v float64) verdict.Check {
 	pass := map[string]bool{"<": v < t.Bound, "<=": v <= t.Bound, ">": v > t.Bound, ">=": v >= t.Bound, "==": v == t.Bound, "!=": v != t.Bound}[t.Op]
 	observed := strconv.FormatFloat(v, 'g', 4, 64)
