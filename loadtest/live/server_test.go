@@ -254,16 +254,9 @@ func TestRedisStockThroughThePage(t *testing.T) {
 	var (
 		samples []harness.RedisStockSample
 		reloads []string
-		run     *report.Run
 	)
-	for _, ev := range readEvents(t, stream, 3*time.Minute) {
-		var e harness.Event
-		if ev.typ == "done" || ev.typ == "state" || ev.typ == "strike" {
-			continue
-		}
-		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-			t.Fatalf("%s: %v", ev.typ, err)
-		}
+	events, run := harnessEvents(t, stream)
+	for _, e := range events {
 		switch e.Type {
 		case harness.EventRedisStock:
 			if e.Strategy != strategy.RedisStock || e.Redis == nil {
@@ -273,8 +266,6 @@ func TestRedisStockThroughThePage(t *testing.T) {
 			samples = append(samples, *e.Redis)
 		case harness.EventReload:
 			reloads = append(reloads, e.Reason+" "+e.Replica)
-		case harness.EventRunEnd:
-			run = e.Result
 		}
 	}
 	if run == nil || run.Verdict != "pass" {
@@ -304,28 +295,17 @@ func TestRedisStockThroughThePage(t *testing.T) {
 func TestQueuedThroughThePage(t *testing.T) {
 	testskip.Long(t, "starts MongoDB, Redis, etcd, NATS and two replicas")
 	_, stream := startRun(t, 0, `{"strategies":["queued"],"stock":40,"rate":100,"duration":"2s","replicas":2,"fencing":true}`, envtest.WithNATS())
-	var (
-		samples []harness.QueueSample
-		run     *report.Run
-	)
-	for _, ev := range readEvents(t, stream, 3*time.Minute) {
-		var e harness.Event
-		if ev.typ == "done" || ev.typ == "state" || ev.typ == "strike" {
+	var samples []harness.QueueSample
+	events, run := harnessEvents(t, stream)
+	for _, e := range events {
+		if e.Type != harness.EventQueue {
 			continue
 		}
-		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-			t.Fatalf("%s: %v", ev.typ, err)
+		if e.Strategy != strategy.Queued || e.Queue == nil {
+			t.Errorf("a queue sample of %q: %+v", e.Strategy, e.Queue)
+			continue
 		}
-		switch e.Type {
-		case harness.EventQueue:
-			if e.Strategy != strategy.Queued || e.Queue == nil {
-				t.Errorf("a queue sample of %q: %+v", e.Strategy, e.Queue)
-				continue
-			}
-			samples = append(samples, *e.Queue)
-		case harness.EventRunEnd:
-			run = e.Result
-		}
+		samples = append(samples, *e.Queue)
 	}
 	if run == nil || run.Verdict != "pass" || run.Sold != 40 {
 		t.Fatalf("queued's run: %+v", run)
@@ -340,6 +320,27 @@ func TestQueuedThroughThePage(t *testing.T) {
 	if last := samples[len(samples)-1]; last.Waiting != 0 || last.OldestWaitMs != 0 {
 		t.Errorf("the last sample: %+v; want nobody waiting once every buyer was answered", last)
 	}
+}
+
+// harnessEvents reads stream until its run is done and returns its
+// harness events (not the page's own: done, state, strike) and the last
+// run's result.
+func harnessEvents(t *testing.T, stream io.Reader) (events []harness.Event, run *report.Run) {
+	t.Helper()
+	for _, ev := range readEvents(t, stream, 3*time.Minute) {
+		if ev.typ == "done" || ev.typ == "state" || ev.typ == "strike" {
+			continue
+		}
+		var e harness.Event
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+			t.Fatalf("%s: %v", ev.typ, err)
+		}
+		if e.Type == harness.EventRunEnd {
+			run = e.Result
+		}
+		events = append(events, e)
+	}
+	return events, run
 }
 
 // TestCheckoutThroughThePage runs a short checkout of atomic through the

@@ -436,10 +436,23 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 	}
 	fence := fmt.Sprintf("queued-p%d", p)
 	seen := &seenItems{m: map[string]*itemDoc{}} // skus whose item holds token, as last written
+	checked := time.Now()
 	for ctx.Err() == nil {
 		msgs, err := fetch(cons)
 		if err != nil {
 			return fmt.Errorf("fetch from partition %d: %w", p, err)
+		}
+		// A server that lost the consumer (or its stream) does not always
+		// say so to a fetch (nats-server 2.9 answers it with nothing): an
+		// idle consumer asks for itself once a second.
+		if len(msgs) == 0 && time.Since(checked) > time.Second {
+			checked = time.Now()
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := cons.Info(ictx)
+			cancel()
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
 		}
 		var bySKU = map[string][]fetched{}
 		var skus []string
