@@ -70,7 +70,7 @@ func WithNATS() Option {
 				return
 			}
 			defer nc.Close()
-			if err := mongostore.DeleteQueuedStream(context.Background(), nc, db); err != nil {
+			if err := mongostore.DeleteQueuedStream(context.Background(), nc, db, mongostore.QueuedOptions{}); err != nil {
 				t.Error(err)
 			}
 		})

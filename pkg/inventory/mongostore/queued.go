@@ -243,15 +243,15 @@ func NewQueued(ctx context.Context, store *Store, cfg QueuedOptions) (*Queued, e
 func queuedStream(prefix string) string { return "SALES_" + prefix }
 
 // DeleteQueuedStream deletes the stream of database db's queued sales
-// (QueuedPrefix(db)) from nc's server, with every sale it holds: the
+// (QueuedStream(db, opts)) from nc's server, with every sale it holds: the
 // teardown of a database that is dropped. Deleting a stream that is not
 // there is not an error.
-func DeleteQueuedStream(ctx context.Context, nc *nats.Conn, db string) error {
+func DeleteQueuedStream(ctx context.Context, nc *nats.Conn, db string, opts QueuedOptions) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("mongostore: queued stream of %q: %w", db, err)
 	}
-	if err := js.DeleteStream(ctx, queuedStream(QueuedPrefix(db))); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if err := js.DeleteStream(ctx, QueuedStream(db, opts)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("mongostore: delete the queued stream of %q: %w", db, err)
 	}
 	return nil
@@ -475,18 +475,9 @@ func (q *Queued) consume(ctx context.Context, p int, token int64) error {
 		// Each sku is a document of its own: the skus of a batch are
 		// written at once, at most queuedWriters, each sku's sales in log
 		// order.
-		errs := make([]error, len(skus))
-		sem := make(chan struct{}, queuedWriters)
-		var wg sync.WaitGroup
-		for i, sku := range skus {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				errs[i] = q.apply(ctx, fence, token, seen, bySKU[sku])
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := atMost(queuedWriters, len(skus), func(i int) error {
+			return q.apply(ctx, fence, token, seen, bySKU[skus[i]])
+		}); err != nil {
 			return err
 		}
 	}

@@ -41,7 +41,7 @@ func testQueued(t *testing.T, s *Store, url string, locks *lock.Locker, opts Que
 	// A NATS server of the machine (NATS_URL) outlives the test: it keeps
 	// no stream of it.
 	t.Cleanup(func() {
-		if err := DeleteQueuedStream(context.Background(), nc, db); err != nil {
+		if err := DeleteQueuedStream(context.Background(), nc, db, opts); err != nil {
 			t.Error(err)
 		}
 	})

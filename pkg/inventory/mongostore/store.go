@@ -369,30 +369,40 @@ func findDocs[T any](ctx context.Context, c *mongo.Collection, filter bson.D, op
 // where an _id equality is one indexed read.
 func findByIDs[T any](ctx context.Context, c *mongo.Collection, ids []string) (map[string]T, error) {
 	docs := make([]*T, len(ids))
-	errs := make([]error, len(ids))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			var d T
-			switch err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); {
-			case err == nil:
-				docs[i] = &d
-			case !errors.Is(err, mongo.ErrNoDocuments):
-				errs[i] = err
-			}
-		})
-	}
-	wg.Wait()
+	err := atMost(8, len(ids), func(i int) error {
+		var d T
+		switch err := c.FindOne(ctx, bson.D{{Key: "_id", Value: ids[i]}}).Decode(&d); {
+		case err == nil:
+			docs[i] = &d
+		case !errors.Is(err, mongo.ErrNoDocuments):
+			return err
+		}
+		return nil
+	})
 	found := map[string]T{}
 	for i, d := range docs {
 		if d != nil {
 			found[ids[i]] = *d
 		}
 	}
-	return found, errors.Join(errs...)
+	return found, err
+}
+
+// atMost runs f(0) to f(n-1), at most limit at once, and returns their
+// errors joined.
+func atMost(limit, n int, f func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // getDoc is Get as the item document, read through items: a strategy

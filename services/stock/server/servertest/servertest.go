@@ -60,7 +60,7 @@ func WithNATS(t testing.TB, cfg server.Config, url string) server.Config {
 			return
 		}
 		defer nc.Close()
-		if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB); err != nil {
+		if err := mongostore.DeleteQueuedStream(context.Background(), nc, cfg.DB, mongostore.QueuedOptions{}); err != nil {
 			t.Error(err)
 		}
 	})
